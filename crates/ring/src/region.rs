@@ -1,0 +1,640 @@
+//! A region: one sealed memfd holding a port's (or a pipe's) rings, CSB and
+//! buffers, mapped shared into this process.
+//!
+//! Every access goes through a bounds-checked accessor. Offsets come from the
+//! [`RegionLayout`], which is validated once when the region is created or
+//! mapped; values read *out of* the region (indexes, lengths, buffer numbers)
+//! are untrusted and are checked by the callers before they are used to
+//! compute another offset.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::layout::*;
+
+/// Errors creating or mapping a region.
+#[derive(Debug, thiserror::Error)]
+pub enum RegionError {
+    /// The geometry is out of range.
+    #[error(transparent)]
+    Geometry(#[from] GeometryError),
+    /// A system call failed.
+    #[error("{what} failed")]
+    Sys {
+        /// Which call.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The memfd is not what the header says or is not sealed.
+    #[error("the shared memory region is invalid: {0}")]
+    Invalid(&'static str),
+}
+
+fn sys(what: &'static str) -> RegionError {
+    RegionError::Sys { what, source: std::io::Error::last_os_error() }
+}
+
+/// A mapped region.
+pub struct Region {
+    ptr: NonNull<u8>,
+    len: usize,
+    fd: OwnedFd,
+    layout: RegionLayout,
+}
+
+// SAFETY: the mapping is plain shared memory; all accesses go through atomics
+// or volatile copies, so handing the pointer to other threads is sound.
+unsafe impl Send for Region {}
+// SAFETY: as above; `&Region` only offers atomic/volatile access.
+unsafe impl Sync for Region {}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len describe exactly the mapping made in `map_fd`, and
+        // no reference into it can outlive `self` (all borrow `&self`).
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region").field("len", &self.len).field("fd", &self.fd.as_raw_fd()).finish()
+    }
+}
+
+const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+impl Region {
+    /// Creates a region for `layout` in a new sealed memfd and initializes
+    /// every netmap structure in it. `names` are the `ni_name`s of the ends.
+    pub fn create(layout: RegionLayout, names: [&str; 2]) -> Result<Region, RegionError> {
+        let cname = c"ringswitch";
+        // SAFETY: memfd_create with a valid NUL-terminated name; returns a new fd or -1.
+        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        if raw < 0 {
+            return Err(sys("memfd_create"));
+        }
+        // SAFETY: `raw` is a fresh fd that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: ftruncate on our own fd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), layout.size as libc::off_t) } != 0 {
+            return Err(sys("ftruncate"));
+        }
+        // SAFETY: fcntl on our own fd; sealing only restricts future resizes.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {
+            return Err(sys("sealing the memfd"));
+        }
+        let region = Self::map_fd(fd, layout)?;
+        region.init(names);
+        Ok(region)
+    }
+
+    /// Maps a region received from someone else. Checks that it is sealed
+    /// against shrinking (so it cannot vanish under us), that its size is the
+    /// one its header describes, and that the header is one we would write.
+    pub fn open(fd: OwnedFd) -> Result<Region, RegionError> {
+        // SAFETY: fcntl F_GET_SEALS on an fd we own.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 {
+            return Err(RegionError::Invalid("the descriptor is not a memfd"));
+        }
+        if seals & libc::F_SEAL_SHRINK == 0 {
+            return Err(RegionError::Invalid("the memfd is not sealed against shrinking"));
+        }
+        // SAFETY: zeroed stat is a valid out-parameter for fstat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat on an fd we own into a valid stat buffer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(sys("fstat"));
+        }
+        let size = st.st_size as usize;
+        if size < REGION_HEADER_SIZE {
+            return Err(RegionError::Invalid("the memfd is too small for a header"));
+        }
+        let mut hdr = RegionHeader::default();
+        // SAFETY: pread into a local POD of exactly that many bytes.
+        let n = unsafe {
+            libc::pread(
+                fd.as_raw_fd(),
+                (&mut hdr as *mut RegionHeader).cast(),
+                std::mem::size_of::<RegionHeader>(),
+                0,
+            )
+        };
+        if n != std::mem::size_of::<RegionHeader>() as isize {
+            return Err(RegionError::Invalid("the header could not be read"));
+        }
+        let layout = RegionLayout::from_header(&hdr).ok_or(RegionError::Invalid("the header is malformed"))?;
+        if layout.size != size {
+            return Err(RegionError::Invalid("the memfd size differs from the header"));
+        }
+        Self::map_fd(fd, layout)
+    }
+
+    fn map_fd(fd: OwnedFd, layout: RegionLayout) -> Result<Region, RegionError> {
+        // SAFETY: a fresh shared mapping of `layout.size` bytes of our fd; the
+        // memfd is sealed against shrinking, so the pages stay valid.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                layout.size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("mmap"));
+        }
+        let ptr = NonNull::new(p.cast()).ok_or(RegionError::Invalid("mmap returned null"))?;
+        Ok(Region { ptr, len: layout.size, fd, layout })
+    }
+
+    /// The memfd.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// A duplicate of the memfd, to send to a client.
+    pub fn dup_fd(&self) -> std::io::Result<OwnedFd> {
+        self.fd.try_clone()
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &RegionLayout {
+        &self.layout
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never empty; present for clippy's sake.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Base address of the mapping (for C callers and passthrough).
+    pub fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// An atomic view of the u32 at `off`. `off` comes from the layout, never
+    /// from shared memory; a bad one is a bug, so this panics.
+    #[inline(always)]
+    pub(crate) fn u32_at(&self, off: usize) -> &AtomicU32 {
+        assert!(off % 4 == 0 && off + 4 <= self.len, "region offset {off} out of bounds");
+        // SAFETY: in bounds and 4-aligned (mapping is page aligned); the
+        // memory lives as long as `self`; AtomicU32 has the layout of u32 and
+        // tolerates concurrent writers in other processes.
+        unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast()) }
+    }
+
+    #[inline(always)]
+    fn write_pod<T: Copy>(&self, off: usize, v: T) {
+        assert!(off + std::mem::size_of::<T>() <= self.len && off % std::mem::align_of::<T>() == 0);
+        // SAFETY: in bounds and aligned; volatile because others share it.
+        unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off).cast::<T>(), v) }
+    }
+
+    #[inline(always)]
+    fn read_pod<T: Copy>(&self, off: usize) -> T {
+        assert!(off + std::mem::size_of::<T>() <= self.len && off % std::mem::align_of::<T>() == 0);
+        // SAFETY: in bounds and aligned; T is plain data valid for any bits
+        // (only used with integer structs); volatile as others share it.
+        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off).cast::<T>()) }
+    }
+
+    /// The header at offset 0.
+    pub fn header(&self) -> RegionHeader {
+        self.read_pod(0)
+    }
+
+    fn init(&self, names: [&str; 2]) {
+        let l = self.layout;
+        self.write_pod(0, l.header());
+        for end in 0..l.ends as usize {
+            let g = l.end_geometry(end);
+            let nifp = l.nifp_ofs[end];
+            let mut name = [0u8; 16];
+            let src = names[end].as_bytes();
+            let n = src.len().min(15);
+            name[..n].copy_from_slice(&src[..n]);
+            self.write_pod(
+                nifp,
+                NetmapIfHeader {
+                    ni_name: name,
+                    ni_version: NETMAP_API,
+                    ni_flags: NI_PRIV_MEM,
+                    ni_tx_rings: g.tx_rings,
+                    ni_rx_rings: g.rx_rings,
+                    ni_bufs_head: 0,
+                    ni_host_tx_rings: 0,
+                    ni_host_rx_rings: 0,
+                    spare: [0; 3],
+                },
+            );
+            let mut k = 0;
+            for (dir, rings, slots) in [(Dir::Tx, g.tx_rings, g.tx_slots), (Dir::Rx, g.rx_rings, g.rx_slots)] {
+                for r in 0..rings {
+                    let ofs = l.ring_ofs(end, dir, r);
+                    self.write_pod(nifp + NIFP_RING_OFS_OFFSET + 8 * k, (ofs - nifp) as i64);
+                    k += 1;
+                    let tail = if dir == Dir::Tx { slots - 1 } else { 0 };
+                    self.write_pod(
+                        ofs,
+                        NetmapRingHeader {
+                            buf_ofs: l.buf_base as i64 - ofs as i64,
+                            num_slots: slots,
+                            nr_buf_size: g.buf_size,
+                            ringid: r as u16,
+                            dir: if dir == Dir::Tx { 0 } else { 1 },
+                            head: 0,
+                            cur: 0,
+                            tail,
+                            flags: 0,
+                            _pad0: 0,
+                            ts_sec: 0,
+                            ts_usec: 0,
+                            offset_mask: 0,
+                            buf_align: 0,
+                            _pad1: [0; 56],
+                            sem: [0; 128],
+                        },
+                    );
+                    let first = l.first_buf(end, dir, r);
+                    for s in 0..slots {
+                        self.write_pod(
+                            ofs + RING_SLOTS_OFFSET + 16 * s as usize,
+                            NetmapSlot { buf_idx: first + s, len: 0, flags: 0, ptr: 0 },
+                        );
+                    }
+                    let c = CsbRef::new(self, end, dir, r);
+                    c.init(tail);
+                }
+            }
+        }
+    }
+
+    /// Ring `idx` of direction `dir` of end `end`. Panics on indexes outside
+    /// the layout (callers pass validated indexes).
+    pub fn ring(&self, end: usize, dir: Dir, idx: u32) -> RingRef<'_> {
+        self.ring_at(self.ring_place(end, dir, idx))
+    }
+
+    /// Where ring `idx` of `dir` of `end` sits; panics outside the layout.
+    pub fn ring_place(&self, end: usize, dir: Dir, idx: u32) -> RingPlace {
+        let g = self.layout.end_geometry(end);
+        let (rings, slots) = match dir {
+            Dir::Tx => (g.tx_rings, g.tx_slots),
+            Dir::Rx => (g.rx_rings, g.rx_slots),
+        };
+        assert!(end < self.layout.ends as usize && idx < rings, "no such ring");
+        RingPlace {
+            ofs: self.layout.ring_ofs(end, dir, idx),
+            num_slots: slots,
+            buf_size: g.buf_size,
+            atok: self.layout.atok_ofs(end, dir, idx),
+            ktoa: self.layout.ktoa_ofs(end, dir, idx),
+        }
+    }
+
+    /// The ring at a place computed by [`Region::ring_place`] of this region.
+    #[inline(always)]
+    pub fn ring_at(&self, p: RingPlace) -> RingRef<'_> {
+        RingRef { region: self, ofs: p.ofs, num_slots: p.num_slots, buf_size: p.buf_size }
+    }
+
+    /// The CSB entry at a place computed by [`Region::ring_place`].
+    #[inline(always)]
+    pub fn csb_at(&self, p: RingPlace) -> CsbRef<'_> {
+        CsbRef { region: self, atok: p.atok, ktoa: p.ktoa }
+    }
+
+    /// The CSB entry of a ring.
+    pub fn csb(&self, end: usize, dir: Dir, idx: u32) -> CsbRef<'_> {
+        CsbRef::new(self, end, dir, idx)
+    }
+
+    /// Offset of buffer `idx`, or `None` when the index is not one a slot may
+    /// carry (reserved or past the end).
+    #[inline(always)]
+    pub fn buf_ofs(&self, idx: u32) -> Option<usize> {
+        if idx < RESERVED_BUFS || idx >= self.layout.nbufs {
+            return None;
+        }
+        Some(self.layout.buf_base + idx as usize * self.layout.geometry.buf_size as usize)
+    }
+
+    /// Buffer size.
+    #[inline(always)]
+    pub fn buf_size(&self) -> u32 {
+        self.layout.geometry.buf_size
+    }
+
+    /// Copies `len` bytes from buffer `src_idx` of `src` at `src_off` into
+    /// buffer `dst_idx` of `self` at `dst_off`. Returns false, copying
+    /// nothing, when either index or range is invalid.
+    #[inline(always)]
+    pub fn copy_from(
+        &self,
+        dst_idx: u32,
+        dst_off: usize,
+        src: &Region,
+        src_idx: u32,
+        src_off: usize,
+        len: usize,
+    ) -> bool {
+        let (Some(d), Some(s)) = (self.buf_ofs(dst_idx), src.buf_ofs(src_idx)) else {
+            return false;
+        };
+        if dst_off + len > self.buf_size() as usize || src_off + len > src.buf_size() as usize {
+            return false;
+        }
+        // SAFETY: both ranges were just checked to lie inside one buffer of
+        // their mapping. The source and destination are different buffers
+        // (a slot's buffer is owned by one side at a time), or different
+        // regions. Concurrent writes by a misbehaving peer can only garble
+        // the bytes, not move the ranges.
+        unsafe {
+            std::ptr::copy(
+                src.ptr.as_ptr().add(s + src_off),
+                self.ptr.as_ptr().add(d + dst_off),
+                len,
+            );
+        }
+        true
+    }
+
+    /// Copies bytes into buffer `idx` at `off`. False when out of range.
+    pub fn write_buf(&self, idx: u32, off: usize, data: &[u8]) -> bool {
+        let Some(b) = self.buf_ofs(idx) else { return false };
+        if off + data.len() > self.buf_size() as usize {
+            return false;
+        }
+        // SAFETY: destination range checked to lie inside the buffer.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(b + off), data.len()) };
+        true
+    }
+
+    /// Copies bytes out of buffer `idx` at `off` into `out`. False when out
+    /// of range.
+    #[inline(always)]
+    pub fn read_buf(&self, idx: u32, off: usize, out: &mut [u8]) -> bool {
+        let Some(b) = self.buf_ofs(idx) else { return false };
+        if off + out.len() > self.buf_size() as usize {
+            return false;
+        }
+        // SAFETY: source range checked to lie inside the buffer.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(b + off), out.as_mut_ptr(), out.len()) };
+        true
+    }
+
+    /// A mutable view of buffer `idx`.
+    ///
+    /// # Safety
+    /// The caller owns the buffer for the lifetime of the slice: no other
+    /// slice of the same buffer exists in this process, and by the ring
+    /// ownership rules no other process writes it meanwhile (a misbehaving
+    /// peer can still garble the bytes, which changes data, not memory safety
+    /// of this process, since the slice stays inside the mapping).
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    pub unsafe fn buf_mut(&self, idx: u32) -> Option<&mut [u8]> {
+        let b = self.buf_ofs(idx)?;
+        // SAFETY: the range is one whole buffer inside the mapping; exclusivity
+        // is the caller's promise.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(b), self.buf_size() as usize) })
+    }
+
+    /// Writes arbitrary bytes anywhere in the region: for tests that play a
+    /// hostile client. Returns false when out of range.
+    pub fn scribble(&self, off: usize, data: &[u8]) -> bool {
+        if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        // SAFETY: range checked against the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(off), data.len()) };
+        true
+    }
+}
+
+/// The offsets of one ring and its CSB entry, computed once from the layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingPlace {
+    /// Offset of the ring header.
+    pub ofs: usize,
+    /// Slots.
+    pub num_slots: u32,
+    /// Buffer size.
+    pub buf_size: u32,
+    /// Offset of the CSB atok half.
+    pub atok: usize,
+    /// Offset of the CSB ktoa half.
+    pub ktoa: usize,
+}
+
+/// A ring inside a region.
+#[derive(Clone, Copy)]
+pub struct RingRef<'a> {
+    region: &'a Region,
+    ofs: usize,
+    num_slots: u32,
+    buf_size: u32,
+}
+
+impl<'a> RingRef<'a> {
+    /// Slots in the ring (from the layout, not from shared memory).
+    #[inline(always)]
+    pub fn num_slots(&self) -> u32 {
+        self.num_slots
+    }
+
+    /// Buffer size.
+    #[inline(always)]
+    pub fn buf_size(&self) -> u32 {
+        self.buf_size
+    }
+
+    /// The region.
+    #[inline(always)]
+    pub fn region(&self) -> &'a Region {
+        self.region
+    }
+
+    /// Offset of the ring in the region.
+    pub fn offset(&self) -> usize {
+        self.ofs
+    }
+
+    #[inline(always)]
+    fn slot_ofs(&self, i: u32) -> usize {
+        assert!(i < self.num_slots, "slot {i} out of range");
+        self.ofs + RING_SLOTS_OFFSET + 16 * i as usize
+    }
+
+    /// Reads slot `i` (a snapshot; validate what it says before use).
+    #[inline(always)]
+    pub fn slot(&self, i: u32) -> NetmapSlot {
+        self.region.read_pod(self.slot_ofs(i))
+    }
+
+    /// Writes slot `i`.
+    #[inline(always)]
+    pub fn set_slot(&self, i: u32, s: NetmapSlot) {
+        self.region.write_pod(self.slot_ofs(i), s)
+    }
+
+    /// Writes `len` and `flags` of slot `i`.
+    #[inline(always)]
+    pub fn set_len_flags(&self, i: u32, len: u16, flags: u16) {
+        self.region.write_pod(self.slot_ofs(i) + 4, (len as u32) | ((flags as u32) << 16))
+    }
+
+    /// Reads `buf_idx` of slot `i`.
+    #[inline(always)]
+    pub fn buf_idx(&self, i: u32) -> u32 {
+        self.region.read_pod(self.slot_ofs(i))
+    }
+
+    /// Writes `buf_idx` of slot `i`.
+    #[inline(always)]
+    pub fn set_buf_idx(&self, i: u32, b: u32) {
+        self.region.write_pod(self.slot_ofs(i), b)
+    }
+
+    /// The header field at `field` (one of [`ring_field`]).
+    #[inline(always)]
+    pub fn field(&self, field: usize) -> &'a AtomicU32 {
+        self.region.u32_at(self.ofs + field)
+    }
+
+    /// Writes head, cur and tail in the header (what netmap macros read).
+    #[inline(always)]
+    pub fn set_pointers(&self, head: u32, cur: u32, tail: u32) {
+        self.field(ring_field::HEAD).store(head, Ordering::Relaxed);
+        self.field(ring_field::CUR).store(cur, Ordering::Relaxed);
+        self.field(ring_field::TAIL).store(tail, Ordering::Relaxed);
+    }
+}
+
+/// One ring's CSB entry: the `atok` and `ktoa` halves.
+#[derive(Clone, Copy)]
+pub struct CsbRef<'a> {
+    region: &'a Region,
+    atok: usize,
+    ktoa: usize,
+}
+
+impl<'a> CsbRef<'a> {
+    fn new(region: &'a Region, end: usize, dir: Dir, idx: u32) -> Self {
+        let l = region.layout();
+        CsbRef { region, atok: l.atok_ofs(end, dir, idx), ktoa: l.ktoa_ofs(end, dir, idx) }
+    }
+
+    fn init(&self, tail: u32) {
+        self.region.write_pod(self.atok, CsbAtok::default());
+        self.region.write_pod(self.ktoa, CsbKtoa { hwtail: tail, ..CsbKtoa::default() });
+    }
+
+    /// `atok.head`.
+    #[inline(always)]
+    pub fn head(&self) -> &'a AtomicU32 {
+        self.region.u32_at(self.atok + csb_field::HEAD)
+    }
+    /// `atok.cur`.
+    #[inline(always)]
+    pub fn cur(&self) -> &'a AtomicU32 {
+        self.region.u32_at(self.atok + csb_field::CUR)
+    }
+    /// `atok.appl_need_kick`.
+    #[inline(always)]
+    pub fn appl_need_kick(&self) -> &'a AtomicU32 {
+        self.region.u32_at(self.atok + csb_field::APPL_NEED_KICK)
+    }
+    /// `ktoa.hwcur`.
+    #[inline(always)]
+    pub fn hwcur(&self) -> &'a AtomicU32 {
+        self.region.u32_at(self.ktoa + csb_field::HWCUR)
+    }
+    /// `ktoa.hwtail`.
+    #[inline(always)]
+    pub fn hwtail(&self) -> &'a AtomicU32 {
+        self.region.u32_at(self.ktoa + csb_field::HWTAIL)
+    }
+    /// `ktoa.kern_need_kick`.
+    #[inline(always)]
+    pub fn kern_need_kick(&self) -> &'a AtomicU32 {
+        self.region.u32_at(self.ktoa + csb_field::KERN_NEED_KICK)
+    }
+    /// Offset of the atok half (for tests that scribble over it).
+    pub fn atok_offset(&self) -> usize {
+        self.atok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_init_and_reopen() {
+        let l = RegionLayout::new(Geometry { tx_slots: 100, ..Geometry::default() }, 2).unwrap();
+        let r = Region::create(l, ["a", "b"]).unwrap();
+        let tx = r.ring(0, Dir::Tx, 0);
+        assert_eq!(tx.num_slots(), 100);
+        assert_eq!(tx.field(ring_field::TAIL).load(Ordering::Relaxed), 99);
+        assert_eq!(tx.slot(0).buf_idx, 2);
+        assert_eq!(r.ring(1, Dir::Rx, 0).num_slots(), 100, "end 1 is mirrored");
+        assert_eq!(r.csb(0, Dir::Tx, 0).hwtail().load(Ordering::Relaxed), 99);
+        let fd = r.dup_fd().unwrap();
+        let r2 = Region::open(fd).unwrap();
+        assert_eq!(r2.layout(), r.layout());
+        assert!(r.write_buf(5, 0, b"hello"));
+        let mut out = [0u8; 5];
+        assert!(r2.read_buf(5, 0, &mut out));
+        assert_eq!(&out, b"hello");
+        assert!(!r.write_buf(0, 0, b"x"), "reserved buffer");
+        assert!(!r.write_buf(l.nbufs, 0, b"x"), "past the end");
+        assert!(!r.write_buf(2, 2047, b"xy"), "past the buffer");
+    }
+
+    #[test]
+    fn netmap_addressing_reaches_the_rings() {
+        // Walk the region the way a netmap application does: from nifp through
+        // ring_ofs to the ring, then through buf_ofs to a slot's buffer.
+        let l = RegionLayout::new(Geometry { tx_rings: 2, rx_rings: 3, ..Geometry::default() }, 1).unwrap();
+        let r = Region::create(l, ["p", ""]).unwrap();
+        let nifp = l.nifp_ofs[0];
+        let hdr: NetmapIfHeader = r.read_pod(nifp);
+        assert_eq!(hdr.ni_tx_rings, 2);
+        assert_eq!(hdr.ni_rx_rings, 3);
+        assert_eq!(&hdr.ni_name[..2], b"p\0");
+        let rx1_ofs: i64 = r.read_pod(nifp + NIFP_RING_OFS_OFFSET + 8 * (1 + 2));
+        let ring_ofs = (nifp as i64 + rx1_ofs) as usize;
+        assert_eq!(ring_ofs, l.ring_ofs(0, Dir::Rx, 1));
+        let rh: NetmapRingHeader = r.read_pod(ring_ofs);
+        assert_eq!(rh.dir, 1);
+        assert_eq!(rh.ringid, 1);
+        let slot: NetmapSlot = r.read_pod(ring_ofs + RING_SLOTS_OFFSET);
+        let buf = (ring_ofs as i64 + rh.buf_ofs + slot.buf_idx as i64 * rh.nr_buf_size as i64) as usize;
+        assert_eq!(Some(buf), r.buf_ofs(slot.buf_idx));
+    }
+
+    #[test]
+    fn refuses_unsealed_or_foreign_fds() {
+        // SAFETY: plain memfd_create with a literal name.
+        let raw = unsafe { libc::memfd_create(c"x".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(raw >= 0);
+        // SAFETY: fresh fd.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        assert!(matches!(Region::open(fd), Err(RegionError::Invalid(_))));
+    }
+}

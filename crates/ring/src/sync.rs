@@ -1,0 +1,469 @@
+//! The CSB sync protocol, both halves.
+//!
+//! [`AppRing`] is the application's side of one ring: it owns the slots in
+//! `[head, tail)`, publishes `cur` and `head`, and refreshes `tail`.
+//! [`PortRing`] is the port side (the switch worker, or the peer end of a
+//! pipe): it owns the rest of the ring, never trusts the application's
+//! `head`, and publishes `hwcur`/`hwtail`.
+//!
+//! Notification suppression is the double-check of netmap's CSB mode: a side
+//! about to sleep sets its "need a kick" flag, issues a full fence, and looks
+//! once more for work; the other side publishes its progress, issues a full
+//! fence, and reads the flag. With both fences sequentially consistent, at
+//! least one of the two sees the other's store, so no wake-up is lost.
+
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+use crate::arith;
+use crate::layout::{Dir, NetmapSlot};
+use crate::region::{CsbRef, Region, RingPlace, RingRef};
+
+/// The application's side of one ring.
+pub struct AppRing {
+    region: Arc<Region>,
+    place: RingPlace,
+    dir: Dir,
+    head: u32,
+    cur: u32,
+    tail: u32,
+    published_head: u32,
+    bad_tails: u64,
+}
+
+impl AppRing {
+    /// Attaches to ring `idx` of `dir` of `end`. The starting pointers come
+    /// from the CSB (a persistent port keeps them across opens); values out
+    /// of range are replaced by the ring's initial state.
+    pub fn new(region: Arc<Region>, end: usize, dir: Dir, idx: u32) -> AppRing {
+        let place = region.ring_place(end, dir, idx);
+        let n = place.num_slots;
+        let (head, tail) = {
+            let csb = region.csb_at(place);
+            let hwcur = csb.hwcur().load(Ordering::Acquire);
+            let hwtail = csb.hwtail().load(Ordering::Acquire);
+            if hwcur < n && hwtail < n {
+                (hwcur, hwtail)
+            } else {
+                (0, if dir == Dir::Tx { n - 1 } else { 0 })
+            }
+        };
+        let r = AppRing {
+            region,
+            place,
+            dir,
+            head,
+            cur: head,
+            tail,
+            published_head: head,
+            bad_tails: 0,
+        };
+        r.ring().set_pointers(head, head, tail);
+        let csb = r.csb();
+        csb.cur().store(head, Ordering::Relaxed);
+        csb.head().store(head, Ordering::Release);
+        r
+    }
+
+    /// The ring in shared memory.
+    #[inline(always)]
+    pub fn ring(&self) -> RingRef<'_> {
+        self.region.ring_at(self.place)
+    }
+
+    /// The ring's CSB entry.
+    #[inline(always)]
+    pub fn csb(&self) -> CsbRef<'_> {
+        self.region.csb_at(self.place)
+    }
+
+    /// The region.
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    /// Direction.
+    pub fn dir(&self) -> Dir {
+        self.dir
+    }
+
+    /// Slots in the ring.
+    #[inline(always)]
+    pub fn num_slots(&self) -> u32 {
+        self.place.num_slots
+    }
+
+    /// Buffer size.
+    #[inline(always)]
+    pub fn buf_size(&self) -> u32 {
+        self.place.buf_size
+    }
+
+    /// `head`.
+    #[inline(always)]
+    pub fn head(&self) -> u32 {
+        self.head
+    }
+
+    /// `cur`.
+    #[inline(always)]
+    pub fn cur(&self) -> u32 {
+        self.cur
+    }
+
+    /// `tail`.
+    #[inline(always)]
+    pub fn tail(&self) -> u32 {
+        self.tail
+    }
+
+    /// Slots available to the application past `cur`: packets to read on an
+    /// RX ring, free slots on a TX ring.
+    #[inline(always)]
+    pub fn space(&self) -> u32 {
+        arith::space(self.cur, self.tail, self.place.num_slots)
+    }
+
+    /// Slots the application has filled or consumed but not yet synced.
+    #[inline(always)]
+    pub fn unpublished(&self) -> u32 {
+        arith::dist(self.published_head, self.head, self.place.num_slots)
+    }
+
+    /// Index of the `k`-th slot after `cur`, if the application owns it.
+    #[inline(always)]
+    pub fn slot_index(&self, k: u32) -> Option<u32> {
+        (k < self.space()).then(|| arith::add(self.cur, k, self.place.num_slots))
+    }
+
+    /// Moves `head` and `cur` forward by `n` slots (at most `space()`),
+    /// handing them back to the port side at the next sync.
+    #[inline(always)]
+    pub fn advance(&mut self, n: u32) {
+        let n = n.min(self.space());
+        self.cur = arith::add(self.cur, n, self.place.num_slots);
+        self.head = self.cur;
+    }
+
+    /// Moves only `cur` (the wake-up point) forward by `n`, keeping `head`.
+    pub fn advance_cur(&mut self, n: u32) {
+        let n = n.min(self.space());
+        self.cur = arith::add(self.cur, n, self.place.num_slots);
+    }
+
+    /// Adopts `head`/`cur` written into the ring header by a netmap program
+    /// (which drives the ring through the header, not through this type).
+    /// Returns false and keeps the old values when they are out of range.
+    pub fn adopt_header_pointers(&mut self) -> bool {
+        let ring = self.ring();
+        let head = ring.field(crate::layout::ring_field::HEAD).load(Ordering::Relaxed);
+        let cur = ring.field(crate::layout::ring_field::CUR).load(Ordering::Relaxed);
+        let n = self.place.num_slots;
+        let own = arith::dist(self.head, self.tail, n);
+        if !arith::within(self.head, own, head, n) || !arith::within(head, arith::dist(head, self.tail, n), cur, n) {
+            return false;
+        }
+        self.head = head;
+        self.cur = cur;
+        true
+    }
+
+    /// Publishes `cur` and `head` to the port side. Returns whether `head`
+    /// moved since the previous publish (there is new work for the port).
+    #[inline]
+    pub fn publish(&mut self) -> bool {
+        let csb = self.csb();
+        csb.cur().store(self.cur, Ordering::Relaxed);
+        // Release: pairs with the port side's Acquire load of head in
+        // `PortRing::app_head`, so it sees cur and every slot written before.
+        csb.head().store(self.head, Ordering::Release);
+        let moved = self.head != self.published_head;
+        self.published_head = self.head;
+        moved
+    }
+
+    /// After a publish: whether the port side asked to be kicked. The full
+    /// fence pairs with the one in `PortRing::prepare_sleep`: either the port
+    /// sees our new head there, or we see its flag here.
+    #[inline]
+    pub fn port_wants_kick(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.csb().kern_need_kick().load(Ordering::Relaxed) != 0
+    }
+
+    /// Reads `hwtail` and adopts it as `tail` if it is a value the port side
+    /// could legitimately have published: forward from the current tail, and
+    /// never onto the slot before `head`. Returns whether tail moved.
+    #[inline]
+    pub fn refresh_tail(&mut self) -> bool {
+        // Acquire: pairs with the Release store of hwtail in
+        // `PortRing::publish`, so the slots up to hwtail are visible.
+        let hw = self.csb().hwtail().load(Ordering::Acquire);
+        self.accept_tail(hw)
+    }
+
+    /// Adopts `hw` as tail if valid (see [`AppRing::refresh_tail`]).
+    #[inline]
+    pub fn accept_tail(&mut self, hw: u32) -> bool {
+        let n = self.place.num_slots;
+        if hw == self.tail {
+            return false;
+        }
+        let limit = arith::dist(self.tail, arith::prev(self.head, n), n);
+        if !arith::within(self.tail, limit, hw, n) {
+            self.bad_tails += 1;
+            return false;
+        }
+        self.tail = hw;
+        true
+    }
+
+    /// Writes head/cur/tail into the ring header, where netmap macros read them.
+    #[inline]
+    pub fn mirror_to_header(&self) {
+        self.ring().set_pointers(self.head, self.cur, self.tail);
+    }
+
+    /// Sets or clears `appl_need_kick`. Setting it is followed by a full
+    /// fence, pairing with the port side's fence in `PortRing::app_wants_kick`:
+    /// after this returns, either the port sees the flag, or our next
+    /// `refresh_tail` sees its progress.
+    #[inline]
+    pub fn set_need_kick(&self, on: bool) {
+        self.csb().appl_need_kick().store(on as u32, Ordering::Relaxed);
+        if on {
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Tails from the port side that were refused as invalid.
+    pub fn bad_tails(&self) -> u64 {
+        self.bad_tails
+    }
+}
+
+/// Why the port side refused the application's pointers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadHead {
+    /// The value read.
+    pub head: u32,
+}
+
+/// The port side of one ring: the switch worker for a switch port, or the
+/// sending end for a pipe's receiving ring. Keeps its own copy of
+/// `hwcur`/`hwtail`; never takes them back from shared memory.
+pub struct PortRing {
+    region: Arc<Region>,
+    place: RingPlace,
+    /// First slot not yet handed back to the port side by the application
+    /// (equal to the application's last valid head).
+    pub hwcur: u32,
+    /// First slot owned by the port side.
+    pub hwtail: u32,
+    /// Times the application's pointers were found invalid and reset.
+    pub reinits: u64,
+}
+
+impl PortRing {
+    /// Attaches to a ring. `hwcur`/`hwtail` start from the CSB when those
+    /// values are in range (the ring may have been used before), else from
+    /// the ring's initial state.
+    pub fn new(region: Arc<Region>, end: usize, dir: Dir, idx: u32) -> PortRing {
+        let place = region.ring_place(end, dir, idx);
+        let n = place.num_slots;
+        let csb = region.csb_at(place);
+        let (hwcur, hwtail) = {
+            let c = csb.hwcur().load(Ordering::Acquire);
+            let t = csb.hwtail().load(Ordering::Acquire);
+            if c < n && t < n {
+                (c, t)
+            } else {
+                (0, if dir == Dir::Tx { n - 1 } else { 0 })
+            }
+        };
+        PortRing { region, place, hwcur, hwtail, reinits: 0 }
+    }
+
+    /// The ring in shared memory.
+    #[inline(always)]
+    pub fn ring(&self) -> RingRef<'_> {
+        self.region.ring_at(self.place)
+    }
+
+    /// The CSB entry.
+    #[inline(always)]
+    pub fn csb(&self) -> CsbRef<'_> {
+        self.region.csb_at(self.place)
+    }
+
+    /// The region.
+    #[inline(always)]
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    /// Slots.
+    #[inline(always)]
+    pub fn num_slots(&self) -> u32 {
+        self.place.num_slots
+    }
+
+    /// Reads the application's head and validates it: it may only move
+    /// forward from `hwcur`, and not past `hwtail` (the application can only
+    /// hand back slots it owns). `Err` means the ring must be reinitialized.
+    #[inline]
+    pub fn app_head(&self) -> Result<u32, BadHead> {
+        // Acquire: pairs with the Release store in `AppRing::publish`.
+        let head = self.csb().head().load(Ordering::Acquire);
+        let n = self.place.num_slots;
+        if arith::within(self.hwcur, arith::dist(self.hwcur, self.hwtail, n), head, n) {
+            Ok(head)
+        } else {
+            Err(BadHead { head })
+        }
+    }
+
+    /// Slots the port side may fill on an RX ring: from hwtail up to the
+    /// slot before hwcur.
+    #[inline(always)]
+    pub fn rx_free(&self) -> u32 {
+        let n = self.place.num_slots;
+        n - 1 - arith::dist(self.hwcur, self.hwtail, n)
+    }
+
+    /// Publishes hwcur and hwtail.
+    #[inline]
+    pub fn publish(&self) {
+        let csb = self.csb();
+        csb.hwcur().store(self.hwcur, Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `AppRing::refresh_tail`;
+        // every slot and buffer written before is visible once hwtail is.
+        csb.hwtail().store(self.hwtail, Ordering::Release);
+    }
+
+    /// After a publish: whether the application sleeps and wants an
+    /// interrupt. The full fence pairs with the one in
+    /// `AppRing::set_need_kick`.
+    #[inline]
+    pub fn app_wants_kick(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.csb().appl_need_kick().load(Ordering::Relaxed) != 0
+    }
+
+    /// Declares that the port side is awake (no kicks needed).
+    #[inline]
+    pub fn set_awake(&self) {
+        self.csb().kern_need_kick().store(0, Ordering::Relaxed);
+    }
+
+    /// The port side is about to sleep: asks for kicks, fences, and looks
+    /// once more. Returns true when it may sleep (no new head meanwhile);
+    /// false (flag cleared again) when work arrived.
+    #[inline]
+    pub fn prepare_sleep(&self) -> bool {
+        let csb = self.csb();
+        csb.kern_need_kick().store(1, Ordering::Relaxed);
+        // Pairs with the fence in `AppRing::port_wants_kick`.
+        fence(Ordering::SeqCst);
+        if csb.head().load(Ordering::Acquire) != self.hwcur {
+            csb.kern_need_kick().store(0, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Resets the application's pointers to the port side's view after they
+    /// were found invalid, as netmap's ring reinit does.
+    pub fn reinit(&mut self) {
+        self.reinits += 1;
+        let csb = self.csb();
+        csb.cur().store(self.hwcur, Ordering::Relaxed);
+        csb.head().store(self.hwcur, Ordering::Relaxed);
+        self.ring().set_pointers(self.hwcur, self.hwcur, self.hwtail);
+        self.publish();
+    }
+
+    /// Snapshot of slot `i` (untrusted content).
+    #[inline(always)]
+    pub fn slot(&self, i: u32) -> NetmapSlot {
+        self.ring().slot(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{Geometry, RegionLayout};
+
+    fn region(slots: u32) -> Arc<Region> {
+        let g = Geometry { tx_slots: slots, rx_slots: slots, ..Geometry::default() };
+        Arc::new(Region::create(RegionLayout::new(g, 1).unwrap(), ["t", ""]).unwrap())
+    }
+
+    #[test]
+    fn tx_round_trip_through_the_csb() {
+        let r = region(64);
+        let mut app = AppRing::new(r.clone(), 0, Dir::Tx, 0);
+        let mut port = PortRing::new(r.clone(), 0, Dir::Tx, 0);
+        assert_eq!(app.space(), 63, "one slot stays empty");
+        app.advance(10);
+        assert!(app.publish());
+        let head = port.app_head().unwrap();
+        assert_eq!(head, 10);
+        port.hwcur = head;
+        port.hwtail = arith::prev(head, 64);
+        port.publish();
+        assert!(app.refresh_tail());
+        assert_eq!(app.space(), 63);
+        assert_eq!(app.tail(), 9);
+    }
+
+    #[test]
+    fn port_refuses_head_beyond_what_app_owns() {
+        let r = region(64);
+        let app = AppRing::new(r.clone(), 0, Dir::Rx, 0);
+        let mut port = PortRing::new(r.clone(), 0, Dir::Rx, 0);
+        // Nothing delivered yet: the only valid head is hwcur itself.
+        app.csb().head().store(5, Ordering::Release);
+        assert_eq!(port.app_head(), Err(BadHead { head: 5 }));
+        port.reinit();
+        assert_eq!(port.reinits, 1);
+        assert_eq!(port.app_head(), Ok(0));
+        // Deliver 20 and let the app release 20.
+        port.hwtail = 20;
+        port.publish();
+        app.csb().head().store(20, Ordering::Release);
+        assert_eq!(port.app_head(), Ok(20));
+        app.csb().head().store(21, Ordering::Release);
+        assert!(port.app_head().is_err());
+        app.csb().head().store(u32::MAX, Ordering::Release);
+        assert!(port.app_head().is_err());
+        assert_eq!(port.rx_free(), 63 - 20);
+    }
+
+    #[test]
+    fn app_refuses_tail_past_head() {
+        let r = region(64);
+        let mut app = AppRing::new(r.clone(), 0, Dir::Rx, 0);
+        app.csb().hwtail().store(63, Ordering::Release);
+        assert!(app.refresh_tail(), "63 is the slot before head 0: allowed");
+        let mut app = AppRing::new(region(64), 0, Dir::Rx, 0);
+        app.csb().hwtail().store(64, Ordering::Release);
+        assert!(!app.refresh_tail());
+        assert_eq!(app.bad_tails(), 1);
+        assert_eq!(app.space(), 0);
+    }
+
+    #[test]
+    fn double_check_sees_late_head() {
+        let r = region(64);
+        let mut app = AppRing::new(r.clone(), 0, Dir::Tx, 0);
+        let port = PortRing::new(r.clone(), 0, Dir::Tx, 0);
+        assert!(port.prepare_sleep(), "no work: may sleep");
+        app.advance(1);
+        app.publish();
+        assert!(app.port_wants_kick(), "port is asleep: app must kick");
+        assert!(!port.prepare_sleep(), "work arrived: must not sleep");
+        assert!(!app.port_wants_kick());
+    }
+}
