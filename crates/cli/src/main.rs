@@ -1,1 +1,141 @@
-fn main(){}
+//! `ringswitch`: the daemon, its control tool, pkt-gen, bridge and the demo.
+
+mod ctl;
+mod demo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "ringswitch", version, about = "netmap-style ports, a VALE switch and zero-copy pipes in userspace")]
+struct Cli {
+    /// Control socket (default: $RINGSWITCH_SOCKET, else /run/ringswitch/ringswitch.sock as root,
+    /// else $XDG_RUNTIME_DIR/ringswitch.sock).
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the daemon in the foreground.
+    Serve(ServeArgs),
+    /// Control a running daemon, like vale-ctl.
+    Ctl(ctl::CtlArgs),
+    // PKTGEN-PENDING /// Generate or receive traffic, like netmap's pkt-gen.
+    // PKTGEN-PENDING #[command(name = "pkt-gen")]
+    // PKTGEN-PENDING PktGen(ringswitch_pktgen::PktGenArgs),
+    /// Forward between two ports (zero copy between the ends of one pipe).
+    Bridge(BridgeArgs),
+    /// Start an embedded daemon and show a switch and a pipe at work.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Worker threads running the switches.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Microseconds a worker keeps polling for work before it sleeps (0: sleep at once).
+    #[arg(long, default_value_t = 0)]
+    idle_poll_us: u64,
+    /// Packets a worker takes from one ring at a time (1..2048).
+    #[arg(long, default_value_t = ringswitch_switch::DEFAULT_BATCH)]
+    batch: u32,
+    /// Seconds after which a learned MAC address is forgotten.
+    #[arg(long, default_value_t = 300)]
+    mac_age: u32,
+}
+
+#[derive(clap::Args)]
+struct BridgeArgs {
+    /// The two ports (give -i twice).
+    #[arg(short = 'i', num_args = 1, required = true)]
+    ports: Vec<String>,
+    /// Packets moved per sync.
+    #[arg(short = 'b', default_value_t = 512)]
+    batch: u32,
+    /// Busy-wait instead of sleeping.
+    #[arg(long)]
+    busy: bool,
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RINGSWITCH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn print_error(e: &dyn std::error::Error) {
+    let mut msg = format!("ringswitch: {e}");
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    eprintln!("{msg}");
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let socket = ringswitch_client::socket_for(cli.socket.as_deref());
+    let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
+        Cmd::Serve(a) => serve(socket, a),
+        Cmd::Ctl(a) => ctl::run(&socket, a),
+        // PKTGEN-PENDING Cmd::PktGen(a) => ringswitch_pktgen::run(&a, &socket).map(|_| ()).map_err(Into::into),
+        Cmd::Bridge(a) => bridge(&socket, a),
+        Cmd::Demo(a) => demo::run(cli.socket, a),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            print_error(e.as_ref());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let mut cfg = ringswitch_daemon::Config::new(socket);
+    cfg.workers = a.workers;
+    cfg.idle_poll_us = a.idle_poll_us;
+    cfg.batch = a.batch;
+    cfg.mac_age_s = a.mac_age;
+    if !(1..=ringswitch_switch::MAX_BATCH).contains(&a.batch) {
+        return Err(format!("a batch of {} is out of range: use 1 to {}", a.batch, ringswitch_switch::MAX_BATCH).into());
+    }
+    let stop = ringswitch_daemon::signals::install()?;
+    let d = ringswitch_daemon::Daemon::start(cfg)?;
+    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    tracing::info!("stopping");
+    drop(d);
+    Ok(())
+}
+
+fn bridge(socket: &std::path::Path, a: BridgeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.ports.len() != 2 {
+        return Err("bridge needs exactly two ports: -i A -i B".into());
+    }
+    let stop = ringswitch_daemon::signals::install()?;
+    let mut p0 = ringswitch_client::Port::open_at(socket, &a.ports[0])?;
+    let mut p1 = ringswitch_client::Port::open_at(socket, &a.ports[1])?;
+    let mode = if a.busy { ringswitch_client::WaitMode::Busy } else { ringswitch_client::WaitMode::Blocking };
+    let stats = ringswitch_client::bridge::run(&mut p0, &mut p1, a.batch, mode, &stop)?;
+    println!(
+        "bridge: {} packets {} -> {}, {} packets {} -> {} ({} zero-copy)",
+        stats.forward[0],
+        a.ports[0],
+        a.ports[1],
+        stats.forward[1],
+        a.ports[1],
+        a.ports[0],
+        if stats.zero_copy { "" } else { "not " }
+    );
+    Ok(())
+}

@@ -1,1 +1,417 @@
+//! The library applications link: open a port by its netmap name, fill and
+//! drain its rings, sync and wait.
+//!
+//! ```no_run
+//! let mut port = ringswitch_client::Port::open("vale0:a")?;
+//! let mut tx = port.tx(0);
+//! let n = tx.space().min(64);
+//! for k in 0..n {
+//!     let mut slot = tx.slot(k).unwrap();
+//!     slot.write_at(0, &[0xff; 60]);
+//!     slot.set_len(60);
+//! }
+//! tx.advance(n);
+//! tx.sync()?;
+//! # Ok::<(), ringswitch_client::ClientError>(())
+//! ```
+//!
+//! A switch port's rings are served by the daemon. A pipe end's TX sync
+//! moves packets into the peer's RX ring itself, by swapping buffer
+//! indexes; no daemon thread is involved.
+#![warn(missing_docs)]
 
+pub mod bridge;
+mod pipe;
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringswitch_control::{CallError, Connection, OpenReply, PortKind, Request};
+use ringswitch_ring::{AppRing, Dir, EventFd, Geometry, Region, RegionError, Slot};
+
+pub use ringswitch_control::default_socket_path;
+pub use ringswitch_ring as ring;
+
+/// Errors from the client library.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The daemon could not be reached or refused.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The shared memory handed over is unusable.
+    #[error("the port's shared memory is unusable")]
+    Region(#[from] RegionError),
+    /// The daemon's reply did not match what it handed over.
+    #[error("the daemon's open reply is inconsistent: {0}")]
+    Reply(&'static str),
+    /// A system call failed.
+    #[error("waiting on the port failed")]
+    Io(#[from] std::io::Error),
+    /// A ring index past the port's rings.
+    #[error("ring {0} does not exist on this port")]
+    NoRing(usize),
+}
+
+enum Backend {
+    Switch { kick: EventFd },
+    Pipe(pipe::PipeEnd),
+}
+
+/// How a port waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WaitMode {
+    /// Sleep on the interrupt eventfd (default).
+    #[default]
+    Blocking,
+    /// Spin on the CSB instead of sleeping.
+    Busy,
+}
+
+/// Counters kept by the client side.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientStats {
+    /// Kicks sent to the port side.
+    pub kicks: u64,
+    /// Sleeps on the interrupt eventfd.
+    pub sleeps: u64,
+    /// Values from the port side that were refused as invalid.
+    pub bad_values: u64,
+}
+
+/// An open port.
+pub struct Port {
+    // Keeps the port open: the daemon releases it when this closes.
+    _conn: Connection,
+    info: OpenReply,
+    region: Arc<Region>,
+    tx: Vec<AppRing>,
+    rx: Vec<AppRing>,
+    irq: EventFd,
+    backend: Backend,
+    mode: WaitMode,
+    stats: ClientStats,
+}
+
+fn next_fd(fds: &mut std::vec::IntoIter<OwnedFd>) -> Result<OwnedFd, ClientError> {
+    fds.next().ok_or(ClientError::Reply("descriptors are missing"))
+}
+
+impl Port {
+    /// Opens `name` on the daemon at the default socket.
+    pub fn open(name: &str) -> Result<Port, ClientError> {
+        Self::open_at(&default_socket_path(), name)
+    }
+
+    /// Opens `name` on the daemon listening at `socket`.
+    pub fn open_at(socket: &Path, name: &str) -> Result<Port, ClientError> {
+        let conn = Connection::connect(socket)?;
+        Self::open_on(conn, name)
+    }
+
+    /// Opens `name` over an existing connection (which the port then owns).
+    pub fn open_on(mut conn: Connection, name: &str) -> Result<Port, ClientError> {
+        let (info, fds): (OpenReply, _) = conn.call_as(&Request::Open { name: name.to_string() })?;
+        if fds.len() != 3 {
+            return Err(ClientError::Reply("expected three descriptors"));
+        }
+        let mut fds = fds.into_iter();
+        let region = Arc::new(Region::open(next_fd(&mut fds)?)?);
+        let end = info.end as usize;
+        let l = *region.layout();
+        let expect_ends = if info.kind == PortKind::Pipe { 2 } else { 1 };
+        if l.ends != expect_ends || end >= l.ends as usize {
+            return Err(ClientError::Reply("the region does not have the announced ends"));
+        }
+        if l.end_geometry(end) != info.geometry || l.size as u64 != info.region_size {
+            return Err(ClientError::Reply("the region does not have the announced geometry"));
+        }
+        let g = info.geometry;
+        let tx = (0..g.tx_rings).map(|i| AppRing::new(region.clone(), end, Dir::Tx, i)).collect();
+        let rx = (0..g.rx_rings).map(|i| AppRing::new(region.clone(), end, Dir::Rx, i)).collect();
+        let a = EventFd::from_fd(next_fd(&mut fds)?);
+        let b = EventFd::from_fd(next_fd(&mut fds)?);
+        let (irq, backend) = match info.kind {
+            PortKind::Vale => (b, Backend::Switch { kick: a }),
+            PortKind::Pipe => (a, Backend::Pipe(pipe::PipeEnd::new(region.clone(), end, b))),
+        };
+        Ok(Port {
+            _conn: conn,
+            info,
+            region,
+            tx,
+            rx,
+            irq,
+            backend,
+            mode: WaitMode::Blocking,
+            stats: ClientStats::default(),
+        })
+    }
+
+    /// Canonical name.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// Switch port or pipe end.
+    pub fn kind(&self) -> PortKind {
+        self.info.kind
+    }
+
+    /// Rings and slots of this port.
+    pub fn geometry(&self) -> Geometry {
+        self.info.geometry
+    }
+
+    /// The daemon's open reply (offsets for netmap compatibility).
+    pub fn info(&self) -> &OpenReply {
+        &self.info
+    }
+
+    /// The shared region.
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    /// Client-side counters.
+    pub fn stats(&self) -> ClientStats {
+        let mut s = self.stats;
+        s.bad_values += self.tx.iter().chain(&self.rx).map(|r| r.bad_tails()).sum::<u64>();
+        if let Backend::Pipe(p) = &self.backend {
+            s.bad_values += p.bad_values();
+        }
+        s
+    }
+
+    /// Chooses blocking or busy waiting.
+    pub fn set_wait_mode(&mut self, mode: WaitMode) {
+        self.mode = mode;
+    }
+
+    /// The descriptor that becomes readable when the port has something for
+    /// the application; put it in your own poll/epoll loop, then call
+    /// [`Port::prepare_wait`] before sleeping on it.
+    pub fn poll_fd(&self) -> BorrowedFd<'_> {
+        self.irq.as_fd()
+    }
+
+    /// TX ring `i`. Panics if there is no such ring; see [`Port::geometry`].
+    pub fn tx(&mut self, i: usize) -> TxRing<'_> {
+        assert!(i < self.tx.len(), "no TX ring {i}");
+        TxRing { port: self, i }
+    }
+
+    /// RX ring `i`. Panics if there is no such ring; see [`Port::geometry`].
+    pub fn rx(&mut self, i: usize) -> RxRing<'_> {
+        assert!(i < self.rx.len(), "no RX ring {i}");
+        RxRing { port: self, i }
+    }
+
+    /// TX sync: hands filled slots to the port side and refreshes free space.
+    pub fn txsync(&mut self, i: usize) {
+        let ring = &mut self.tx[i];
+        let moved = ring.publish();
+        match &mut self.backend {
+            Backend::Switch { kick } => {
+                if moved && ring.port_wants_kick() {
+                    kick.signal();
+                    self.stats.kicks += 1;
+                }
+                ring.refresh_tail();
+            }
+            Backend::Pipe(p) => {
+                if p.push(i, ring) {
+                    self.stats.kicks += 1;
+                }
+            }
+        }
+        ring.mirror_to_header();
+    }
+
+    /// RX sync: releases consumed slots and picks up new packets.
+    pub fn rxsync(&mut self, i: usize) {
+        let ring = &mut self.rx[i];
+        let moved = ring.publish();
+        if let Backend::Pipe(p) = &mut self.backend {
+            if moved && p.released(i) {
+                self.stats.kicks += 1;
+            }
+        }
+        ring.refresh_tail();
+        ring.mirror_to_header();
+    }
+
+    /// Waits until TX ring `i` has free slots, or `timeout` passes (None:
+    /// no limit). Returns whether space is available.
+    pub fn wait_tx(&mut self, i: usize, timeout: Option<Duration>) -> Result<bool, ClientError> {
+        self.wait(Dir::Tx, i, timeout)
+    }
+
+    /// Waits until RX ring `i` has packets, or `timeout` passes.
+    pub fn wait_rx(&mut self, i: usize, timeout: Option<Duration>) -> Result<bool, ClientError> {
+        self.wait(Dir::Rx, i, timeout)
+    }
+
+    fn sync_dir(&mut self, dir: Dir, i: usize) -> bool {
+        match dir {
+            Dir::Tx => {
+                self.txsync(i);
+                self.tx[i].space() > 0
+            }
+            Dir::Rx => {
+                self.rxsync(i);
+                self.rx[i].space() > 0
+            }
+        }
+    }
+
+    fn ring(&self, dir: Dir, i: usize) -> &AppRing {
+        match dir {
+            Dir::Tx => &self.tx[i],
+            Dir::Rx => &self.rx[i],
+        }
+    }
+
+    fn wait(&mut self, dir: Dir, i: usize, timeout: Option<Duration>) -> Result<bool, ClientError> {
+        let n = if dir == Dir::Tx { self.tx.len() } else { self.rx.len() };
+        if i >= n {
+            return Err(ClientError::NoRing(i));
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if self.sync_dir(dir, i) {
+                return Ok(true);
+            }
+            if self.mode == WaitMode::Busy {
+                std::hint::spin_loop();
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(false);
+                }
+                continue;
+            }
+            // Double check: ask for an interrupt, then look once more.
+            self.ring(dir, i).set_need_kick(true);
+            if self.sync_dir(dir, i) {
+                self.ring(dir, i).set_need_kick(false);
+                return Ok(true);
+            }
+            let left = match deadline {
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        self.ring(dir, i).set_need_kick(false);
+                        return Ok(false);
+                    }
+                    Some(d - now)
+                }
+                None => None,
+            };
+            self.stats.sleeps += 1;
+            self.irq.wait(left)?;
+            self.irq.drain();
+            self.ring(dir, i).set_need_kick(false);
+        }
+    }
+
+    /// Before sleeping on [`Port::poll_fd`] in your own loop: asks for an
+    /// interrupt on every ring and returns true when something is already
+    /// available (then don't sleep). Call [`Port::after_wait`] on waking.
+    pub fn prepare_wait(&mut self, want_tx: bool, want_rx: bool) -> bool {
+        let mut ready = false;
+        for i in 0..self.tx.len() {
+            if want_tx {
+                self.tx[i].set_need_kick(true);
+                ready |= self.sync_dir(Dir::Tx, i);
+            }
+        }
+        for i in 0..self.rx.len() {
+            if want_rx {
+                self.rx[i].set_need_kick(true);
+                ready |= self.sync_dir(Dir::Rx, i);
+            }
+        }
+        if ready {
+            self.after_wait();
+        }
+        ready
+    }
+
+    /// Clears the interrupt requests made by [`Port::prepare_wait`] and
+    /// drains the interrupt eventfd.
+    pub fn after_wait(&mut self) {
+        self.irq.drain();
+        for r in self.tx.iter().chain(&self.rx) {
+            r.set_need_kick(false);
+        }
+    }
+
+    /// The raw application rings (for the netmap compatibility layer and the
+    /// zero-copy bridge).
+    pub fn app_ring(&mut self, dir: Dir, i: usize) -> &mut AppRing {
+        match dir {
+            Dir::Tx => &mut self.tx[i],
+            Dir::Rx => &mut self.rx[i],
+        }
+    }
+}
+
+/// A TX ring borrowed from its port.
+pub struct TxRing<'a> {
+    port: &'a mut Port,
+    i: usize,
+}
+
+/// An RX ring borrowed from its port.
+pub struct RxRing<'a> {
+    port: &'a mut Port,
+    i: usize,
+}
+
+macro_rules! ring_common {
+    ($t:ident, $field:ident, $sync:ident, $wait:ident) => {
+        impl $t<'_> {
+            /// Slots available past `cur`.
+            #[inline(always)]
+            pub fn space(&self) -> u32 {
+                self.port.$field[self.i].space()
+            }
+            /// The `k`-th available slot.
+            #[inline(always)]
+            pub fn slot(&mut self, k: u32) -> Option<Slot<'_>> {
+                self.port.$field[self.i].slot_mut(k)
+            }
+            /// Moves head and cur past `n` slots.
+            #[inline(always)]
+            pub fn advance(&mut self, n: u32) {
+                self.port.$field[self.i].advance(n)
+            }
+            /// Syncs the ring.
+            #[inline]
+            pub fn sync(&mut self) -> Result<(), ClientError> {
+                self.port.$sync(self.i);
+                Ok(())
+            }
+            /// Waits for slots (see [`Port::wait_tx`], [`Port::wait_rx`]).
+            pub fn wait(&mut self, timeout: Option<Duration>) -> Result<bool, ClientError> {
+                self.port.$wait(self.i, timeout)
+            }
+            /// Slots in the ring.
+            pub fn num_slots(&self) -> u32 {
+                self.port.$field[self.i].num_slots()
+            }
+            /// The underlying application ring.
+            pub fn app(&mut self) -> &mut AppRing {
+                &mut self.port.$field[self.i]
+            }
+        }
+    };
+}
+
+ring_common!(TxRing, tx, txsync, wait_tx);
+ring_common!(RxRing, rx, rxsync, wait_rx);
+
+/// The socket a client would use, explained for error messages.
+pub fn socket_for(arg: Option<&Path>) -> PathBuf {
+    arg.map(Path::to_path_buf).unwrap_or_else(default_socket_path)
+}

@@ -81,6 +81,12 @@ pub fn poll_in(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
     }
 }
 
+impl From<EventFd> for OwnedFd {
+    fn from(e: EventFd) -> OwnedFd {
+        e.0
+    }
+}
+
 impl AsFd for EventFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()

@@ -240,6 +240,133 @@ impl AppRing {
     pub fn bad_tails(&self) -> u64 {
         self.bad_tails
     }
+
+    /// The `k`-th slot past `cur`, if the application owns it. The borrow
+    /// ends before the next sync can run, so a slot cannot be used after it
+    /// was handed back.
+    #[inline(always)]
+    pub fn slot_mut(&mut self, k: u32) -> Option<Slot<'_>> {
+        let idx = self.slot_index(k)?;
+        Some(Slot { app: self, idx })
+    }
+}
+
+/// A slot the application owns, borrowed from its [`AppRing`].
+pub struct Slot<'a> {
+    app: &'a mut AppRing,
+    idx: u32,
+}
+
+impl Slot<'_> {
+    /// Index of the slot in the ring.
+    #[inline(always)]
+    pub fn index(&self) -> u32 {
+        self.idx
+    }
+
+    /// The slot's current contents (as written by either side; validate
+    /// before use).
+    #[inline(always)]
+    pub fn raw(&self) -> NetmapSlot {
+        self.app.ring().slot(self.idx)
+    }
+
+    /// Length of the data.
+    #[inline(always)]
+    pub fn len(&self) -> u16 {
+        self.raw().len
+    }
+
+    /// Whether the slot carries no data.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `NS_*` flags.
+    #[inline(always)]
+    pub fn flags(&self) -> u16 {
+        self.raw().flags
+    }
+
+    /// Buffer index.
+    #[inline(always)]
+    pub fn buf_idx(&self) -> u32 {
+        self.app.ring().buf_idx(self.idx)
+    }
+
+    /// Whether the buffer index is one of this region's buffers.
+    #[inline(always)]
+    pub fn is_valid(&self) -> bool {
+        self.app.region.buf_ofs(self.buf_idx()).is_some()
+    }
+
+    /// Sets length and flags together (one store).
+    #[inline(always)]
+    pub fn set_len_flags(&mut self, len: u16, flags: u16) {
+        self.app.ring().set_len_flags(self.idx, len, flags)
+    }
+
+    /// Sets the length, clearing the flags.
+    #[inline(always)]
+    pub fn set_len(&mut self, len: u16) {
+        self.set_len_flags(len, 0)
+    }
+
+    /// Points the slot at another buffer of the region (zero-copy moves),
+    /// marking it `NS_BUF_CHANGED`. Refuses indexes outside the region.
+    pub fn set_buf_idx(&mut self, idx: u32) -> bool {
+        if self.app.region.buf_ofs(idx).is_none() {
+            return false;
+        }
+        let r = self.app.ring();
+        let mut s = r.slot(self.idx);
+        s.buf_idx = idx;
+        s.flags |= crate::layout::NS_BUF_CHANGED;
+        r.set_slot(self.idx, s);
+        true
+    }
+
+    /// Copies `data` into the buffer at `off`; false when it does not fit or
+    /// the buffer index is invalid.
+    #[inline(always)]
+    pub fn write_at(&mut self, off: usize, data: &[u8]) -> bool {
+        self.app.region.write_buf(self.buf_idx(), off, data)
+    }
+
+    /// Copies bytes from the buffer at `off` into `out`; false when out of
+    /// range or the buffer index is invalid.
+    #[inline(always)]
+    pub fn read_at(&self, off: usize, out: &mut [u8]) -> bool {
+        self.app.region.read_buf(self.buf_idx(), off, out)
+    }
+
+    /// The data in the slot: `len` bytes of its buffer (clamped to the
+    /// buffer size), or nothing if the buffer index is invalid.
+    #[inline(always)]
+    pub fn payload(&self) -> &[u8] {
+        let s = self.raw();
+        // SAFETY: this slot is the application's until the next sync, which
+        // needs `&mut AppRing` and so cannot run while `self` borrows it.
+        // Only shared access is handed out here.
+        match unsafe { self.app.region.buf_mut(s.buf_idx) } {
+            Some(b) => {
+                let n = (s.len as usize).min(b.len());
+                &b[..n]
+            }
+            None => &[],
+        }
+    }
+
+    /// The whole buffer, to fill in place; empty if the index is invalid.
+    #[inline(always)]
+    pub fn buf_mut(&mut self) -> &mut [u8] {
+        let b = self.buf_idx();
+        // SAFETY: as in `payload`; `&mut self` makes this the only view
+        // handed out for this slot, and the slot's buffer is the
+        // application's until the next sync.
+        unsafe { self.app.region.buf_mut(b) }.unwrap_or_default()
+    }
 }
 
 /// Why the port side refused the application's pointers.

@@ -1,0 +1,159 @@
+//! `ringswitch ctl`: vale-ctl for a running daemon.
+
+use std::path::Path;
+
+use clap::{Args, Subcommand};
+use ringswitch_control::{Connection, MacEntry, PortInfo, PortStats, Request, SwitchInfo};
+
+#[derive(Args)]
+pub struct CtlArgs {
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: CtlCmd,
+}
+
+#[derive(Subcommand)]
+enum CtlCmd {
+    /// Switches: add, del, list.
+    Switch {
+        #[command(subcommand)]
+        op: SwitchOp,
+    },
+    /// Persistent ports: add, del, list.
+    Port {
+        #[command(subcommand)]
+        op: PortOp,
+    },
+    /// Per-port counters.
+    Stats {
+        /// Only this switch.
+        switch: Option<String>,
+    },
+    /// A switch's learned MAC addresses.
+    Macs {
+        /// Switch name.
+        switch: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum SwitchOp {
+    /// Create a switch (e.g. vale0).
+    Add { name: String },
+    /// Delete a switch with no ports.
+    Del { name: String },
+    /// List switches.
+    List,
+}
+
+#[derive(Subcommand)]
+enum PortOp {
+    /// Create a persistent port: vale0:a, vale0:a@conf:rings=2,slots=512, or pipe{1.
+    Add { name: String },
+    /// Delete a persistent port that no client has open.
+    Del { name: String },
+    /// List ports (of one switch, or all ports and pipes).
+    List { switch: Option<String> },
+}
+
+fn call(c: &mut Connection, r: Request) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    Ok(c.call(&r)?.0)
+}
+
+fn table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let mut w: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.len());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let s: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i == 0 { format!("{c:<w$}", w = w[i]) } else { format!("{c:>w$}", w = w[i]) })
+            .collect();
+        println!("{}", s.join("  ").trim_end());
+    };
+    line(headers.iter().map(|s| s.to_string()).collect());
+    for r in rows {
+        line(r);
+    }
+}
+
+pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let mut c = Connection::connect(socket)?;
+    let v = match &a.cmd {
+        CtlCmd::Switch { op: SwitchOp::Add { name } } => call(&mut c, Request::SwitchAdd { name: name.clone() })?,
+        CtlCmd::Switch { op: SwitchOp::Del { name } } => call(&mut c, Request::SwitchDel { name: name.clone() })?,
+        CtlCmd::Switch { op: SwitchOp::List } => call(&mut c, Request::SwitchList)?,
+        CtlCmd::Port { op: PortOp::Add { name } } => call(&mut c, Request::PortAdd { name: name.clone() })?,
+        CtlCmd::Port { op: PortOp::Del { name } } => call(&mut c, Request::PortDel { name: name.clone() })?,
+        CtlCmd::Port { op: PortOp::List { switch } } => call(&mut c, Request::PortList { switch: switch.clone() })?,
+        CtlCmd::Stats { switch } => call(&mut c, Request::Stats { switch: switch.clone() })?,
+        CtlCmd::Macs { switch } => call(&mut c, Request::Macs { switch: switch.clone() })?,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    match &a.cmd {
+        CtlCmd::Switch { op: SwitchOp::List } => {
+            let v: Vec<SwitchInfo> = serde_json::from_value(v)?;
+            table(
+                &["SWITCH", "PORTS", "MACS"],
+                v.into_iter().map(|s| vec![s.name, s.ports.to_string(), s.macs.to_string()]).collect(),
+            );
+        }
+        CtlCmd::Port { op: PortOp::List { .. } } => {
+            let v: Vec<PortInfo> = serde_json::from_value(v)?;
+            table(
+                &["PORT", "KIND", "OPEN", "PERSISTENT", "RINGS", "SLOTS", "BUF", "WORKER"],
+                v.into_iter()
+                    .map(|p| {
+                        vec![
+                            p.name,
+                            format!("{:?}", p.kind).to_lowercase(),
+                            if p.open { "yes" } else { "no" }.into(),
+                            if p.persistent { "yes" } else { "no" }.into(),
+                            format!("{}/{}", p.geometry.tx_rings, p.geometry.rx_rings),
+                            format!("{}/{}", p.geometry.tx_slots, p.geometry.rx_slots),
+                            p.geometry.buf_size.to_string(),
+                            p.worker.map(|w| w.to_string()).unwrap_or_else(|| "-".into()),
+                        ]
+                    })
+                    .collect(),
+            );
+        }
+        CtlCmd::Stats { .. } => {
+            let v: Vec<PortStats> = serde_json::from_value(v)?;
+            table(
+                &["PORT", "TX_PKTS", "TX_BYTES", "RX_PKTS", "RX_BYTES", "DROP_FULL", "DROP_BAD", "DROP_SHORT", "DROP_LONG", "REINITS"],
+                v.into_iter()
+                    .map(|s| {
+                        vec![
+                            s.name,
+                            s.tx_packets.to_string(),
+                            s.tx_bytes.to_string(),
+                            s.rx_packets.to_string(),
+                            s.rx_bytes.to_string(),
+                            s.drop_rx_full.to_string(),
+                            s.drop_malformed.to_string(),
+                            s.drop_short.to_string(),
+                            s.drop_long.to_string(),
+                            s.ring_reinits.to_string(),
+                        ]
+                    })
+                    .collect(),
+            );
+        }
+        CtlCmd::Macs { .. } => {
+            let v: Vec<MacEntry> = serde_json::from_value(v)?;
+            table(&["MAC", "PORT", "AGE_S"], v.into_iter().map(|m| vec![m.mac, m.port, m.age_s.to_string()]).collect());
+        }
+        _ => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! The port side of a pipe, run by each end in its own process: a TX sync
+//! swaps the filled slots' buffers into the peer's RX ring (zero copy) and
+//! wakes the peer only if it asked; an RX sync that frees slots wakes a peer
+//! waiting for TX space. Nothing the peer wrote is trusted: its head is
+//! validated against what it was given, and buffer indexes are validated
+//! by whoever dereferences them.
+
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+use ringswitch_ring::arith;
+use ringswitch_ring::layout::{NetmapSlot, NS_BUF_CHANGED, NS_MOREFRAG};
+use ringswitch_ring::{AppRing, Dir, EventFd, PortRing, Region};
+
+pub(crate) struct PipeEnd {
+    region: Arc<Region>,
+    end: usize,
+    peer_irq: EventFd,
+    /// Port side of each peer RX ring (the peer's RX ring `i` is fed by our
+    /// TX ring `i`).
+    peer_rx: Vec<PortRing>,
+    /// Port-side consumed position of each of our TX rings.
+    tx_hwcur: Vec<u32>,
+    bad_values: u64,
+}
+
+impl PipeEnd {
+    pub(crate) fn new(region: Arc<Region>, end: usize, peer_irq: EventFd) -> PipeEnd {
+        let g = region.layout().end_geometry(end);
+        let peer = 1 - end;
+        let peer_rx = (0..g.tx_rings).map(|i| PortRing::new(region.clone(), peer, Dir::Rx, i)).collect();
+        let tx_hwcur = (0..g.tx_rings)
+            .map(|i| {
+                let c = region.csb(end, Dir::Tx, i).hwcur().load(Ordering::Acquire);
+                if c < g.tx_slots {
+                    c
+                } else {
+                    0
+                }
+            })
+            .collect();
+        PipeEnd { region, end, peer_irq, peer_rx, tx_hwcur, bad_values: 0 }
+    }
+
+    pub(crate) fn bad_values(&self) -> u64 {
+        self.bad_values + self.peer_rx.iter().map(|p| p.reinits).sum::<u64>()
+    }
+
+    /// Moves what our TX ring `i` has pending into the peer's RX ring.
+    /// Returns whether the peer was woken.
+    #[inline]
+    pub(crate) fn push(&mut self, i: usize, ring: &mut AppRing) -> bool {
+        let n = ring.num_slots();
+        let peer = &mut self.peer_rx[i];
+        match peer.app_head() {
+            Ok(h) => peer.hwcur = h,
+            // The peer's head is not one it could have: keep the last good
+            // one (the ring stalls for the peer, not for us) and count it.
+            Err(_) => self.bad_values += 1,
+        }
+        let mut a = self.tx_hwcur[i];
+        let pending = arith::dist(a, ring.head(), n);
+        let m = pending.min(peer.rx_free());
+        if m > 0 {
+            let src = ring.ring();
+            let dst = peer.ring();
+            let pn = dst.num_slots();
+            let mut b = peer.hwtail;
+            for _ in 0..m {
+                let s = src.slot(a);
+                let d = dst.buf_idx(b);
+                dst.set_slot(
+                    b,
+                    NetmapSlot { buf_idx: s.buf_idx, len: s.len, flags: (s.flags & NS_MOREFRAG) | NS_BUF_CHANGED, ptr: 0 },
+                );
+                src.set_slot(a, NetmapSlot { buf_idx: d, len: s.len, flags: s.flags | NS_BUF_CHANGED, ptr: s.ptr });
+                a = arith::next(a, n);
+                b = arith::next(b, pn);
+            }
+            self.tx_hwcur[i] = a;
+            peer.hwtail = b;
+            peer.publish();
+        }
+        let woke = m > 0 && peer.app_wants_kick();
+        if woke {
+            self.peer_irq.signal();
+        }
+        // Our TX ring: every slot up to the first still pending is free again.
+        let csb = self.region.csb(self.end, Dir::Tx, i as u32);
+        let tail = arith::prev(a, n);
+        csb.hwcur().store(a, Ordering::Relaxed);
+        csb.hwtail().store(tail, Ordering::Release);
+        ring.accept_tail(tail);
+        woke
+    }
+
+    /// Our RX ring `i` released slots: wake the peer if it waits for TX space
+    /// on the ring that feeds it. Returns whether it was woken.
+    #[inline]
+    pub(crate) fn released(&mut self, i: usize) -> bool {
+        let peer_tx = self.region.csb(1 - self.end, Dir::Tx, i as u32);
+        // Pairs with the fence the peer issues after setting appl_need_kick
+        // (AppRing::set_need_kick): either it sees our new head when it
+        // rechecks, or we see its flag here.
+        fence(Ordering::SeqCst);
+        if peer_tx.appl_need_kick().load(Ordering::Relaxed) != 0 {
+            self.peer_irq.signal();
+            return true;
+        }
+        false
+    }
+}

@@ -1,0 +1,248 @@
+//! netmap port names: `vale0:a`, `pipe{1`, `pipe}1`, `netmap:eth0`, with
+//! optional `@conf:rings=N,slots=M` sizes.
+
+use ringswitch_ring::layout::{Geometry, GeometryError};
+
+/// Longest switch, port or pipe name.
+pub const MAX_NAME_LEN: usize = 32;
+
+/// Which end of a pipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum PipeEnd {
+    /// `{`: the first end.
+    Master,
+    /// `}`: the second end.
+    Slave,
+}
+
+impl PipeEnd {
+    /// 0 for `{`, 1 for `}`.
+    pub fn index(self) -> usize {
+        match self {
+            PipeEnd::Master => 0,
+            PipeEnd::Slave => 1,
+        }
+    }
+    /// The character that names it.
+    pub fn symbol(self) -> char {
+        match self {
+            PipeEnd::Master => '{',
+            PipeEnd::Slave => '}',
+        }
+    }
+}
+
+/// What a name designates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Port `port` of switch `switch`.
+    Vale {
+        /// Switch name, including its `vale` prefix.
+        switch: String,
+        /// Port name.
+        port: String,
+    },
+    /// One end of pipe `base{id`/`base}id`.
+    Pipe {
+        /// Pipe family name.
+        base: String,
+        /// Pipe id.
+        id: String,
+        /// Which end.
+        end: PipeEnd,
+    },
+    /// A NIC (`netmap:eth0`).
+    Nic {
+        /// Interface name.
+        ifname: String,
+    },
+}
+
+impl Target {
+    /// The key the daemon files a pipe under.
+    pub fn pipe_key(base: &str, id: &str) -> String {
+        format!("{base}{{}}{id}")
+    }
+}
+
+/// A parsed port name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortName {
+    /// What it names.
+    pub target: Target,
+    /// Sizes for a port created by this open, if given.
+    pub conf: Option<Geometry>,
+}
+
+/// A name that could not be parsed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NameError {
+    /// Empty string.
+    #[error("the port name is empty")]
+    Empty,
+    /// Doesn't match any known form.
+    #[error("'{0}' is not a port name: use vale<N>:<port>, <name>{{<id> / <name>}}<id> for pipes, or netmap:<ifname>")]
+    Form(String),
+    /// A component has bad characters or length.
+    #[error("'{0}' is not a valid name part: use 1 to 32 letters, digits, '_', '-' or '.'")]
+    Part(String),
+    /// An unknown `@conf` key or value.
+    #[error("'{0}' is not a valid @conf option: use rings, tx-rings, rx-rings, slots, tx-slots, rx-slots or buf-size with a number")]
+    Conf(String),
+    /// Sizes out of range.
+    #[error(transparent)]
+    Geometry(#[from] GeometryError),
+}
+
+fn valid_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME_LEN
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+}
+
+fn part(s: &str) -> Result<String, NameError> {
+    if valid_part(s) {
+        Ok(s.to_string())
+    } else {
+        Err(NameError::Part(s.to_string()))
+    }
+}
+
+/// Parses the `@conf:` option list into a geometry.
+fn parse_conf(opts: &str) -> Result<Geometry, NameError> {
+    let mut g = Geometry::default();
+    for kv in opts.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').ok_or_else(|| NameError::Conf(kv.to_string()))?;
+        let v: u32 = v.parse().map_err(|_| NameError::Conf(kv.to_string()))?;
+        match k {
+            "rings" => {
+                g.tx_rings = v;
+                g.rx_rings = v;
+            }
+            "tx-rings" => g.tx_rings = v,
+            "rx-rings" => g.rx_rings = v,
+            "slots" => {
+                g.tx_slots = v;
+                g.rx_slots = v;
+            }
+            "tx-slots" => g.tx_slots = v,
+            "rx-slots" => g.rx_slots = v,
+            "buf-size" => g.buf_size = v,
+            _ => return Err(NameError::Conf(kv.to_string())),
+        }
+    }
+    g.validate()?;
+    Ok(g)
+}
+
+impl std::str::FromStr for PortName {
+    type Err = NameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() {
+            return Err(NameError::Empty);
+        }
+        let (base, conf) = match s.split_once('@') {
+            None => (s, None),
+            Some((b, opt)) => {
+                let rest = opt.strip_prefix("conf:").ok_or_else(|| NameError::Conf(opt.to_string()))?;
+                (b, Some(parse_conf(rest)?))
+            }
+        };
+        if let Some(pos) = base.find(['{', '}']) {
+            let end = if base.as_bytes()[pos] == b'{' { PipeEnd::Master } else { PipeEnd::Slave };
+            let pbase = &base[..pos];
+            let id = &base[pos + 1..];
+            // netmap also writes pipes as `netmap:x{1` or `vale0:x{1`; the
+            // prefix only names the family here.
+            let pbase = pbase.rsplit(':').next().unwrap_or(pbase);
+            return Ok(PortName {
+                target: Target::Pipe { base: part(pbase)?, id: part(id)?, end },
+                conf,
+            });
+        }
+        let (sub, port) = base.split_once(':').ok_or_else(|| NameError::Form(s.to_string()))?;
+        if sub == "netmap" {
+            let ifname = port.trim_end_matches(['^', '*']);
+            return Ok(PortName { target: Target::Nic { ifname: part(ifname)? }, conf });
+        }
+        if sub.starts_with("vale") {
+            return Ok(PortName { target: Target::Vale { switch: part(sub)?, port: part(port)? }, conf });
+        }
+        Err(NameError::Form(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for PortName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.target {
+            Target::Vale { switch, port } => write!(f, "{switch}:{port}"),
+            Target::Pipe { base, id, end } => write!(f, "{base}{}{id}", end.symbol()),
+            Target::Nic { ifname } => write!(f, "netmap:{ifname}"),
+        }
+    }
+}
+
+/// Checks a switch name (`vale` followed by anything valid).
+pub fn check_switch_name(s: &str) -> Result<(), NameError> {
+    if !s.starts_with("vale") {
+        return Err(NameError::Form(s.to_string()));
+    }
+    part(s).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<PortName, NameError> {
+        s.parse()
+    }
+
+    #[test]
+    fn vale_names() {
+        assert_eq!(
+            p("vale0:a").unwrap().target,
+            Target::Vale { switch: "vale0".into(), port: "a".into() }
+        );
+        let n = p("vale1:vm-2@conf:rings=4,slots=2048").unwrap();
+        let g = n.conf.unwrap();
+        assert_eq!((g.tx_rings, g.rx_rings, g.tx_slots, g.rx_slots), (4, 4, 2048, 2048));
+        assert_eq!(n.to_string(), "vale1:vm-2");
+    }
+
+    #[test]
+    fn pipe_names() {
+        assert_eq!(
+            p("pipe{1").unwrap().target,
+            Target::Pipe { base: "pipe".into(), id: "1".into(), end: PipeEnd::Master }
+        );
+        assert_eq!(
+            p("p}7").unwrap().target,
+            Target::Pipe { base: "p".into(), id: "7".into(), end: PipeEnd::Slave }
+        );
+        assert_eq!(p("netmap:x{3").unwrap().to_string(), "x{3");
+    }
+
+    #[test]
+    fn nic_names() {
+        assert_eq!(p("netmap:eth0^").unwrap().target, Target::Nic { ifname: "eth0".into() });
+    }
+
+    #[test]
+    fn malformed_names() {
+        assert_eq!(p(""), Err(NameError::Empty));
+        assert!(matches!(p("foo"), Err(NameError::Form(_))));
+        assert!(matches!(p("eth0:a"), Err(NameError::Form(_))));
+        assert!(matches!(p("vale0:"), Err(NameError::Part(_))));
+        assert!(matches!(p("vale0:a b"), Err(NameError::Part(_))));
+        assert!(matches!(p("pipe{"), Err(NameError::Part(_))));
+        assert!(matches!(p(&format!("vale0:{}", "x".repeat(40))), Err(NameError::Part(_))));
+        assert!(matches!(p("vale0:a@conf:rings=x"), Err(NameError::Conf(_))));
+        assert!(matches!(p("vale0:a@conf:colour=3"), Err(NameError::Conf(_))));
+        assert!(matches!(p("vale0:a@foo"), Err(NameError::Conf(_))));
+        assert!(matches!(p("vale0:a@conf:rings=17"), Err(NameError::Geometry(_))));
+        assert!(matches!(p("vale0:a@conf:slots=32"), Err(NameError::Geometry(_))));
+        assert!(p("vale0:a@conf:slots=1000").is_ok());
+    }
+}

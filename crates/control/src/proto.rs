@@ -1,0 +1,253 @@
+//! The control protocol: one JSON object per SOCK_SEQPACKET message, in the
+//! spirit of QMP. Documented in docs/protocol.md.
+
+use ringswitch_ring::layout::Geometry;
+use serde::{Deserialize, Serialize};
+
+/// Protocol version spoken by this build.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Largest message accepted, in bytes.
+pub const MAX_MESSAGE: usize = 64 * 1024;
+/// Most descriptors a message may carry.
+pub const MAX_FDS: usize = 4;
+
+/// A request from a client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    /// Version handshake (optional).
+    Hello {
+        /// Client's protocol version.
+        version: u32,
+    },
+    /// Create a switch.
+    SwitchAdd {
+        /// Switch name (`vale...`).
+        name: String,
+    },
+    /// Destroy a switch (it must have no open ports).
+    SwitchDel {
+        /// Switch name.
+        name: String,
+    },
+    /// List switches.
+    SwitchList,
+    /// Create a persistent port (a switch port or a pipe).
+    PortAdd {
+        /// Port name, with optional `@conf:`.
+        name: String,
+    },
+    /// Destroy a persistent port (it must not be open).
+    PortDel {
+        /// Port name.
+        name: String,
+    },
+    /// List ports, of one switch or all.
+    PortList {
+        /// Restrict to this switch.
+        #[serde(default)]
+        switch: Option<String>,
+    },
+    /// Per-port counters.
+    Stats {
+        /// Restrict to this switch.
+        #[serde(default)]
+        switch: Option<String>,
+    },
+    /// Dump a switch's MAC table.
+    Macs {
+        /// Switch name.
+        switch: String,
+    },
+    /// Open a port; the reply carries the memfd and eventfds.
+    Open {
+        /// Port name.
+        name: String,
+    },
+    /// Close a port opened on this connection.
+    Close {
+        /// Handle from the open reply.
+        handle: u64,
+    },
+}
+
+/// Error classes, stable for scripts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorCode {
+    /// The message is not a valid request.
+    BadRequest,
+    /// The name cannot be parsed.
+    BadName,
+    /// No such switch or port.
+    NotFound,
+    /// Already exists.
+    Exists,
+    /// In use.
+    Busy,
+    /// A limit was reached.
+    Limit,
+    /// Sizes out of range.
+    Geometry,
+    /// Not supported by this build.
+    Unsupported,
+    /// The daemon failed.
+    Internal,
+}
+
+/// An error reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ErrorReply {
+    /// Class.
+    pub code: ErrorCode,
+    /// A sentence for people.
+    pub message: String,
+}
+
+impl ErrorReply {
+    /// Builds an error.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorReply { code, message: message.into() }
+    }
+}
+
+/// Reply envelope: `{"ok":true,"result":...}` or `{"ok":false,"error":...}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Reply {
+    /// Success.
+    pub ok: bool,
+    /// Result on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// Error otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorReply>,
+}
+
+impl Reply {
+    /// A success reply.
+    pub fn ok<T: Serialize>(v: &T) -> Reply {
+        Reply { ok: true, result: Some(serde_json::to_value(v).unwrap_or(serde_json::Value::Null)), error: None }
+    }
+    /// An error reply.
+    pub fn err(e: ErrorReply) -> Reply {
+        Reply { ok: false, result: None, error: Some(e) }
+    }
+}
+
+/// Kind of port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortKind {
+    /// A switch port: private region, the daemon copies.
+    Vale,
+    /// A pipe end: shared region, zero copy, no daemon in the data path.
+    Pipe,
+}
+
+/// Result of `open`. The message carries descriptors in this order:
+/// the memfd, then for a switch port the kick and interrupt eventfds, for a
+/// pipe end this end's interrupt eventfd and the peer's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenReply {
+    /// Handle for `close`.
+    pub handle: u64,
+    /// Canonical name.
+    pub name: String,
+    /// Kind.
+    pub kind: PortKind,
+    /// Which end of the region this port is (0, or 1 for a pipe's `}` end).
+    pub end: u32,
+    /// Geometry of this end.
+    pub geometry: Geometry,
+    /// Region size in bytes.
+    pub region_size: u64,
+    /// Offset of this end's `netmap_if` (netmap's `nr_offset`).
+    pub nifp_offset: u64,
+}
+
+/// One switch in `switch-list`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SwitchInfo {
+    /// Name.
+    pub name: String,
+    /// Ports attached.
+    pub ports: u32,
+    /// MAC entries learned and not aged out.
+    pub macs: u32,
+}
+
+/// One port in `port-list`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PortInfo {
+    /// Name (`vale0:a`, `pipe{1`).
+    pub name: String,
+    /// Kind.
+    pub kind: PortKind,
+    /// Created with `port-add` (survives its clients).
+    pub persistent: bool,
+    /// Open by a client now.
+    pub open: bool,
+    /// Geometry.
+    pub geometry: Geometry,
+    /// Worker serving its TX rings (switch ports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<u32>,
+}
+
+/// Counters of one port. "tx" is what its client sent into the switch, "rx"
+/// what the switch delivered to it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortStats {
+    /// Name.
+    pub name: String,
+    /// Packets taken from the port's TX rings.
+    pub tx_packets: u64,
+    /// Bytes taken from the port's TX rings.
+    pub tx_bytes: u64,
+    /// Packets delivered into the port's RX rings.
+    pub rx_packets: u64,
+    /// Bytes delivered into the port's RX rings.
+    pub rx_bytes: u64,
+    /// Packets for this port dropped because its RX ring was full.
+    pub drop_rx_full: u64,
+    /// Packets from this port dropped as malformed (bad buffer index,
+    /// broken fragment chain).
+    pub drop_malformed: u64,
+    /// Packets from this port shorter than an Ethernet header.
+    pub drop_short: u64,
+    /// Packets from this port longer than a buffer without chaining, or
+    /// longer than the destination can take.
+    pub drop_long: u64,
+    /// Times the port's ring pointers were invalid and the ring was reset.
+    pub ring_reinits: u64,
+}
+
+/// One MAC table entry.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MacEntry {
+    /// Address, `aa:bb:cc:dd:ee:ff`.
+    pub mac: String,
+    /// Port name.
+    pub port: String,
+    /// Seconds since last seen.
+    pub age_s: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_wire_form() {
+        let r: Request = serde_json::from_str(r#"{"cmd":"open","name":"vale0:a"}"#).unwrap();
+        assert_eq!(r, Request::Open { name: "vale0:a".into() });
+        let r: Request = serde_json::from_str(r#"{"cmd":"switch-list"}"#).unwrap();
+        assert_eq!(r, Request::SwitchList);
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"frobnicate"}"#).is_err());
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"open","name":"x","extra":1}"#).is_err());
+        let s = serde_json::to_string(&Request::PortList { switch: None }).unwrap();
+        assert_eq!(s, r#"{"cmd":"port-list","switch":null}"#);
+    }
+}

@@ -1,0 +1,507 @@
+//! The control plane's state: switches, their ports, pipes, and which
+//! connection has which port open.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ringswitch_control::proto::*;
+use ringswitch_control::{name, PortName, Target};
+use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout};
+use ringswitch_switch::{LearningBridge, Switch, SwitchPort, MAX_PORTS};
+use tracing::{info, warn};
+
+use crate::worker::{Assigned, Worker};
+
+/// Most switches per daemon.
+pub const MAX_SWITCHES: usize = 64;
+/// Most pipes per daemon.
+pub const MAX_PIPES: usize = 1024;
+
+/// Identifies a client connection.
+pub type ConnId = u64;
+
+/// Daemon-wide tuning.
+#[derive(Clone, Copy, Debug)]
+pub struct SwitchConfig {
+    /// Batch size for new switches.
+    pub batch: u32,
+    /// MAC ageing time.
+    pub mac_age_s: u32,
+}
+
+struct PortEntry {
+    port: Arc<SwitchPort>,
+    id: u64,
+    worker: usize,
+    persistent: bool,
+    open_by: Option<ConnId>,
+    geometry: Geometry,
+}
+
+struct SwitchEntry {
+    switch: Arc<Switch>,
+    ports: BTreeMap<String, PortEntry>,
+    persistent: bool,
+}
+
+struct PipeEntry {
+    region: Arc<Region>,
+    irq: [EventFd; 2],
+    persistent: bool,
+    open_by: [Option<ConnId>; 2],
+    base: String,
+    id: String,
+}
+
+/// What an open handle refers to.
+#[derive(Clone, Debug)]
+enum Handle {
+    Vale { switch: String, port: String },
+    Pipe { key: String, end: usize },
+}
+
+/// The registry. One lock around all of it: only the control plane takes it.
+pub struct Registry {
+    cfg: SwitchConfig,
+    switches: BTreeMap<String, SwitchEntry>,
+    pipes: BTreeMap<String, PipeEntry>,
+    handles: BTreeMap<u64, (ConnId, Handle)>,
+    next_id: AtomicU64,
+    workers: Vec<Worker>,
+}
+
+fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorReply {
+    ErrorReply::new(code, msg)
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> ErrorReply {
+    err(ErrorCode::Internal, format!("{what}: {e}"))
+}
+
+/// An open reply with its descriptors.
+pub type Opened = (OpenReply, Vec<OwnedFd>);
+
+impl Registry {
+    /// A registry whose switch ports are served by `workers`.
+    pub fn new(cfg: SwitchConfig, workers: Vec<Worker>) -> Registry {
+        Registry {
+            cfg,
+            switches: BTreeMap::new(),
+            pipes: BTreeMap::new(),
+            handles: BTreeMap::new(),
+            next_id: AtomicU64::new(1),
+            workers,
+        }
+    }
+
+    fn id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Workers (for statistics).
+    pub fn workers(&self) -> &[Worker] {
+        &self.workers
+    }
+
+    fn parse(name: &str) -> Result<PortName, ErrorReply> {
+        name.parse::<PortName>().map_err(|e| {
+            let code = match e {
+                ringswitch_control::NameError::Geometry(_) => ErrorCode::Geometry,
+                _ => ErrorCode::BadName,
+            };
+            err(code, e.to_string())
+        })
+    }
+
+    fn ensure_switch(&mut self, sw: &str, persistent: bool) -> Result<&mut SwitchEntry, ErrorReply> {
+        if !self.switches.contains_key(sw) {
+            if self.switches.len() >= MAX_SWITCHES {
+                return Err(err(
+                    ErrorCode::Limit,
+                    format!("cannot create switch {sw}: the daemon already has {MAX_SWITCHES} switches"),
+                ));
+            }
+            let fwd = Box::new(LearningBridge::new(self.cfg.mac_age_s));
+            self.switches.insert(
+                sw.to_string(),
+                SwitchEntry { switch: Arc::new(Switch::new(sw, fwd, self.cfg.batch)), ports: BTreeMap::new(), persistent },
+            );
+            info!(switch = sw, "switch created");
+        }
+        Ok(self.switches.get_mut(sw).expect("just inserted"))
+    }
+
+    /// `switch-add`.
+    pub fn switch_add(&mut self, sw: &str) -> Result<(), ErrorReply> {
+        name::check_switch_name(sw).map_err(|e| err(ErrorCode::BadName, e.to_string()))?;
+        if let Some(s) = self.switches.get_mut(sw) {
+            if s.persistent {
+                return Err(err(ErrorCode::Exists, format!("switch {sw} already exists")));
+            }
+            s.persistent = true;
+            return Ok(());
+        }
+        self.ensure_switch(sw, true).map(|_| ())
+    }
+
+    /// `switch-del`.
+    pub fn switch_del(&mut self, sw: &str) -> Result<(), ErrorReply> {
+        let s = self.switches.get(sw).ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
+        if !s.ports.is_empty() {
+            return Err(err(
+                ErrorCode::Busy,
+                format!("switch {sw} still has {} ports: delete them first", s.ports.len()),
+            ));
+        }
+        self.switches.remove(sw);
+        info!(switch = sw, "switch deleted");
+        Ok(())
+    }
+
+    /// `switch-list`.
+    pub fn switch_list(&self) -> Vec<SwitchInfo> {
+        self.switches
+            .iter()
+            .map(|(n, s)| SwitchInfo {
+                name: n.clone(),
+                ports: s.ports.len() as u32,
+                macs: s.switch.mac_entries().len() as u32,
+            })
+            .collect()
+    }
+
+    fn new_vale_port(&mut self, sw: &str, port: &str, g: Geometry, persistent: bool) -> Result<(), ErrorReply> {
+        let entry = self.ensure_switch(sw, false)?;
+        if entry.ports.len() >= MAX_PORTS {
+            return Err(err(
+                ErrorCode::Limit,
+                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
+            ));
+        }
+        let full = format!("{sw}:{port}");
+        let layout = RegionLayout::new(g, 1).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        let region = Arc::new(Region::create(layout, [port, ""]).map_err(|e| internal("creating the port's memory", e))?);
+        let sp = entry
+            .switch
+            .attach(|idx| SwitchPort::new(full.clone(), idx, region))
+            .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
+        let switch = entry.switch.clone();
+        let id = self.id();
+        let worker = (0..self.workers.len()).min_by_key(|&w| self.workers[w].load()).unwrap_or(0);
+        if let Some(w) = self.workers.get(worker) {
+            if let Err(e) = w.assign(Assigned { id, switch: switch.clone(), port: sp.clone() }) {
+                switch.detach(sp.index);
+                return Err(internal("handing the port to a worker", e));
+            }
+        }
+        info!(port = %full, index = sp.index, worker, "port created");
+        let entry = self.switches.get_mut(sw).expect("exists");
+        entry.ports.insert(
+            port.to_string(),
+            PortEntry { port: sp, id, worker, persistent, open_by: None, geometry: g },
+        );
+        Ok(())
+    }
+
+    fn remove_vale_port(&mut self, sw: &str, port: &str) {
+        let Some(s) = self.switches.get_mut(sw) else { return };
+        if let Some(p) = s.ports.remove(port) {
+            if let Some(w) = self.workers.get(p.worker) {
+                w.unassign(p.id);
+            }
+            s.switch.detach(p.port.index);
+            info!(port = %p.port.name, "port removed");
+        }
+        if s.ports.is_empty() && !s.persistent {
+            self.switches.remove(sw);
+            info!(switch = sw, "switch removed with its last port");
+        }
+    }
+
+    fn new_pipe(&mut self, base: &str, id: &str, g: Geometry, persistent: bool) -> Result<(), ErrorReply> {
+        if self.pipes.len() >= MAX_PIPES {
+            return Err(err(ErrorCode::Limit, format!("the daemon already has {MAX_PIPES} pipes")));
+        }
+        let layout = RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        let n0 = format!("{base}{{{id}");
+        let n1 = format!("{base}}}{id}");
+        let region = Region::create(layout, [&n0, &n1]).map_err(|e| internal("creating the pipe's memory", e))?;
+        let irq = [
+            EventFd::new().map_err(|e| internal("creating an eventfd", e))?,
+            EventFd::new().map_err(|e| internal("creating an eventfd", e))?,
+        ];
+        self.pipes.insert(
+            Target::pipe_key(base, id),
+            PipeEntry {
+                region: Arc::new(region),
+                irq,
+                persistent,
+                open_by: [None, None],
+                base: base.to_string(),
+                id: id.to_string(),
+            },
+        );
+        info!(pipe = %n0, "pipe created");
+        Ok(())
+    }
+
+    /// `port-add`: a persistent port.
+    pub fn port_add(&mut self, name: &str) -> Result<(), ErrorReply> {
+        let pn = Self::parse(name)?;
+        let g = pn.conf.unwrap_or_default();
+        match &pn.target {
+            Target::Vale { switch, port } => {
+                if let Some(p) = self.switches.get_mut(switch).and_then(|s| s.ports.get_mut(port)) {
+                    if p.persistent {
+                        return Err(err(ErrorCode::Exists, format!("port {pn} already exists")));
+                    }
+                    p.persistent = true;
+                    return Ok(());
+                }
+                self.new_vale_port(switch, port, g, true)
+            }
+            Target::Pipe { base, id, .. } => {
+                let key = Target::pipe_key(base, id);
+                if let Some(p) = self.pipes.get_mut(&key) {
+                    if p.persistent {
+                        return Err(err(ErrorCode::Exists, format!("pipe {base}{{{id} already exists")));
+                    }
+                    p.persistent = true;
+                    return Ok(());
+                }
+                self.new_pipe(base, id, g, true)
+            }
+            Target::Nic { ifname } => Err(nic_unsupported(ifname)),
+        }
+    }
+
+    /// `port-del`.
+    pub fn port_del(&mut self, name: &str) -> Result<(), ErrorReply> {
+        let pn = Self::parse(name)?;
+        match &pn.target {
+            Target::Vale { switch, port } => {
+                let p = self
+                    .switches
+                    .get(switch)
+                    .and_then(|s| s.ports.get(port))
+                    .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no port {pn}")))?;
+                if p.open_by.is_some() {
+                    return Err(err(ErrorCode::Busy, format!("port {pn} is open by a client: close it first")));
+                }
+                self.remove_vale_port(&switch.clone(), &port.clone());
+                Ok(())
+            }
+            Target::Pipe { base, id, .. } => {
+                let key = Target::pipe_key(base, id);
+                let p = self.pipes.get(&key).ok_or_else(|| err(ErrorCode::NotFound, format!("there is no pipe {base}{{{id}")))?;
+                if p.open_by.iter().any(Option::is_some) {
+                    return Err(err(ErrorCode::Busy, format!("pipe {base}{{{id} is open by a client: close it first")));
+                }
+                self.pipes.remove(&key);
+                Ok(())
+            }
+            Target::Nic { ifname } => Err(nic_unsupported(ifname)),
+        }
+    }
+
+    /// `port-list`.
+    pub fn port_list(&self, switch: Option<&str>) -> Result<Vec<PortInfo>, ErrorReply> {
+        let mut out = Vec::new();
+        if let Some(sw) = switch {
+            if !self.switches.contains_key(sw) {
+                return Err(err(ErrorCode::NotFound, format!("there is no switch {sw}")));
+            }
+        }
+        for (sname, s) in &self.switches {
+            if switch.is_some_and(|w| w != sname) {
+                continue;
+            }
+            for p in s.ports.values() {
+                out.push(PortInfo {
+                    name: p.port.name.clone(),
+                    kind: PortKind::Vale,
+                    persistent: p.persistent,
+                    open: p.open_by.is_some(),
+                    geometry: p.geometry,
+                    worker: Some(p.worker as u32),
+                });
+            }
+        }
+        if switch.is_none() {
+            for p in self.pipes.values() {
+                let g = p.region.layout().geometry;
+                for end in 0..2 {
+                    out.push(PortInfo {
+                        name: format!("{}{}{}", p.base, if end == 0 { '{' } else { '}' }, p.id),
+                        kind: PortKind::Pipe,
+                        persistent: p.persistent,
+                        open: p.open_by[end].is_some(),
+                        geometry: if end == 0 { g } else { g.mirrored() },
+                        worker: None,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `stats`.
+    pub fn stats(&self, switch: Option<&str>) -> Result<Vec<PortStats>, ErrorReply> {
+        if let Some(sw) = switch {
+            if !self.switches.contains_key(sw) {
+                return Err(err(ErrorCode::NotFound, format!("there is no switch {sw}")));
+            }
+        }
+        Ok(self
+            .switches
+            .iter()
+            .filter(|(n, _)| switch.is_none_or(|w| w == n.as_str()))
+            .flat_map(|(_, s)| s.ports.values().map(|p| p.port.counters.snapshot(&p.port.name)))
+            .collect())
+    }
+
+    /// `macs`.
+    pub fn macs(&self, sw: &str) -> Result<Vec<MacEntry>, ErrorReply> {
+        let s = self.switches.get(sw).ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
+        let mut v: Vec<MacEntry> = s
+            .switch
+            .mac_entries()
+            .into_iter()
+            .map(|(m, port, age_s)| MacEntry {
+                mac: format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]),
+                port,
+                age_s,
+            })
+            .collect();
+        v.sort_by(|a, b| a.mac.cmp(&b.mac));
+        Ok(v)
+    }
+
+    /// `open`: creates what the name asks for if needed, marks it open by
+    /// `conn`, and returns the reply with its descriptors.
+    pub fn open(&mut self, conn: ConnId, name: &str) -> Result<Opened, ErrorReply> {
+        let pn = Self::parse(name)?;
+        match pn.target.clone() {
+            Target::Vale { switch, port } => {
+                let exists = self.switches.get(&switch).is_some_and(|s| s.ports.contains_key(&port));
+                if !exists {
+                    self.new_vale_port(&switch, &port, pn.conf.unwrap_or_default(), false)?;
+                }
+                let handle = self.id();
+                let p = self.switches.get_mut(&switch).and_then(|s| s.ports.get_mut(&port)).expect("exists");
+                if p.open_by.is_some() {
+                    return Err(err(ErrorCode::Busy, format!("port {pn} is already open by another client")));
+                }
+                if let Some(g) = pn.conf {
+                    if g != p.geometry {
+                        warn!(port = %pn, "open asked for other sizes than the existing port has; using the existing ones");
+                    }
+                }
+                let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
+                    Ok(vec![p.port.region().dup_fd()?, p.port.kick.try_clone()?.into(), p.port.irq.try_clone()?.into()])
+                })()
+                .map_err(|e| internal("duplicating the port's descriptors", e))?;
+                p.open_by = Some(conn);
+                let r = p.port.region();
+                let reply = OpenReply {
+                    handle,
+                    name: pn.to_string(),
+                    kind: PortKind::Vale,
+                    end: 0,
+                    geometry: p.geometry,
+                    region_size: r.len() as u64,
+                    nifp_offset: r.layout().nifp_ofs[0] as u64,
+                };
+                self.handles.insert(handle, (conn, Handle::Vale { switch, port }));
+                Ok((reply, fds))
+            }
+            Target::Pipe { base, id, end } => {
+                let key = Target::pipe_key(&base, &id);
+                if !self.pipes.contains_key(&key) {
+                    self.new_pipe(&base, &id, pn.conf.unwrap_or_default(), false)?;
+                }
+                let handle = self.id();
+                let p = self.pipes.get_mut(&key).expect("exists");
+                let e = end.index();
+                if p.open_by[e].is_some() {
+                    return Err(err(ErrorCode::Busy, format!("pipe end {pn} is already open by another client")));
+                }
+                let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
+                    Ok(vec![p.region.dup_fd()?, p.irq[e].try_clone()?.into(), p.irq[1 - e].try_clone()?.into()])
+                })()
+                .map_err(|e| internal("duplicating the pipe's descriptors", e))?;
+                p.open_by[e] = Some(conn);
+                let l = p.region.layout();
+                let reply = OpenReply {
+                    handle,
+                    name: pn.to_string(),
+                    kind: PortKind::Pipe,
+                    end: e as u32,
+                    geometry: l.end_geometry(e),
+                    region_size: l.size as u64,
+                    nifp_offset: l.nifp_ofs[e] as u64,
+                };
+                self.handles.insert(handle, (conn, Handle::Pipe { key, end: e }));
+                Ok((reply, fds))
+            }
+            Target::Nic { ifname } => Err(nic_unsupported(&ifname)),
+        }
+    }
+
+    /// `close` of one handle owned by `conn`.
+    pub fn close(&mut self, conn: ConnId, handle: u64) -> Result<(), ErrorReply> {
+        match self.handles.get(&handle) {
+            Some((c, _)) if *c == conn => {}
+            _ => return Err(err(ErrorCode::NotFound, format!("handle {handle} is not open on this connection"))),
+        }
+        let (_, h) = self.handles.remove(&handle).expect("checked");
+        match h {
+            Handle::Vale { switch, port } => {
+                let remove = match self.switches.get_mut(&switch).and_then(|s| s.ports.get_mut(&port)) {
+                    Some(p) => {
+                        p.open_by = None;
+                        !p.persistent
+                    }
+                    None => false,
+                };
+                if remove {
+                    self.remove_vale_port(&switch, &port);
+                }
+            }
+            Handle::Pipe { key, end } => {
+                let remove = match self.pipes.get_mut(&key) {
+                    Some(p) => {
+                        p.open_by[end] = None;
+                        !p.persistent && p.open_by.iter().all(Option::is_none)
+                    }
+                    None => false,
+                };
+                if remove {
+                    self.pipes.remove(&key);
+                    info!(pipe = %key, "pipe removed with its last end");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes everything `conn` had open (it hung up or crashed).
+    pub fn disconnect(&mut self, conn: ConnId) {
+        let mine: Vec<u64> = self.handles.iter().filter(|(_, (c, _))| *c == conn).map(|(h, _)| *h).collect();
+        if !mine.is_empty() {
+            info!(conn, ports = mine.len(), "client gone: closing its ports");
+        }
+        for h in mine {
+            let _ = self.close(conn, h);
+        }
+    }
+}
+
+fn nic_unsupported(ifname: &str) -> ErrorReply {
+    err(
+        ErrorCode::Unsupported,
+        format!("netmap:{ifname} names a NIC port, which this build does not support yet; use a vale or pipe port"),
+    )
+}

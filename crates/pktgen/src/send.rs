@@ -1,0 +1,181 @@
+//! tx and txseq: fill up to a burst of TX slots, sync once, repeat; wait
+//! (blocking or busy) when the ring is full; at the end, give the port a
+//! bounded time to take what is still queued.
+
+use std::time::Duration;
+
+use ringswitch_ring::layout::NS_BUF_CHANGED;
+use ringswitch_ring::Slot;
+
+use crate::frame::{Fields, Rng, Stamp, Template};
+use crate::os::monotonic_ns;
+use crate::session::Session;
+use crate::{End, Outcome, PktGenError};
+
+/// How long the closing flush waits for the port to take queued packets.
+const FLUSH_NS: u64 = 1_000_000_000;
+/// A buffer index no slot carries (buffers 0 and 1 are reserved, and no
+/// region has 2^32 buffers).
+const NO_BUF: u32 = u32::MAX;
+
+/// Which buffer each TX slot last had the template written into: the
+/// template is copied into a slot's buffer only when that changed (first
+/// use, or the port swapped buffers and set `NS_BUF_CHANGED`).
+pub(crate) struct Filled {
+    bufs: Vec<u32>,
+    /// Template copies made.
+    pub(crate) writes: u64,
+}
+
+impl Filled {
+    pub(crate) fn new(slots: u32) -> Filled {
+        Filled { bufs: vec![NO_BUF; slots as usize], writes: 0 }
+    }
+
+    /// Makes sure `slot`'s buffer holds the template.
+    #[inline(always)]
+    pub(crate) fn ensure(&mut self, slot: &mut Slot<'_>, t: &Template) {
+        let raw = slot.raw();
+        let Some(last) = self.bufs.get_mut(slot.index() as usize) else { return };
+        if *last != raw.buf_idx || raw.flags & NS_BUF_CHANGED != 0 {
+            // An invalid index is left to the port side to refuse.
+            slot.write_at(0, t.bytes());
+            *last = raw.buf_idx;
+            self.writes += 1;
+        }
+    }
+}
+
+/// The per-packet fields: ports (random if asked), sequence number.
+pub(crate) struct Stamper {
+    pub(crate) fields: Fields,
+    st: Stamp,
+    rng: Rng,
+    random_src: bool,
+    random_dst: bool,
+}
+
+impl Stamper {
+    pub(crate) fn new(s: &Session) -> Stamper {
+        let (src_port, dst_port) = s.template.ports();
+        let st = Stamp { src_port, dst_port, seq: 0, ts_ns: 0 };
+        Stamper {
+            fields: s.fields,
+            st,
+            rng: Rng::new(monotonic_ns() ^ (u64::from(std::process::id()) << 32)),
+            random_src: s.random_src,
+            random_dst: s.random_dst,
+        }
+    }
+
+    /// Stamps the next packet into `buf` (the whole slot buffer): the next
+    /// sequence number, fresh random ports, and `ts_ns`.
+    #[inline(always)]
+    pub(crate) fn stamp(&mut self, t: &Template, buf: &mut [u8], ts_ns: u64) {
+        if self.random_src {
+            self.st.src_port = self.rng.next_u16();
+        }
+        if self.random_dst {
+            self.st.dst_port = self.rng.next_u16();
+        }
+        self.st.ts_ns = ts_ns;
+        t.stamp(buf, &self.st, self.fields);
+        self.st.seq = self.st.seq.wrapping_add(1);
+    }
+
+    /// The sequence number the next packet gets.
+    pub(crate) fn next_seq(&self) -> u32 {
+        self.st.seq
+    }
+}
+
+pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
+    let mut filled = Filled::new(s.port.tx(0).num_slots());
+    let mut stamper = Stamper::new(s);
+    let stamping = s.fields.any();
+    let mut bucket = s.rate_limiter();
+    let len16 = s.len as u16;
+    let mut left = s.count;
+    let mut advanced = 0u64;
+    let t0 = monotonic_ns();
+    let end = loop {
+        let now = monotonic_ns();
+        s.tick(now);
+        if left == 0 {
+            break End::Count;
+        }
+        if let Some(e) = s.stop_reason(now) {
+            break e;
+        }
+        let mut want = u64::from(s.burst).min(left) as u32;
+        if let Some(b) = &mut bucket {
+            b.refill(now);
+            let avail = b.available();
+            if avail == 0 {
+                s.pause(b.ns_until(1), now);
+                continue;
+            }
+            want = want.min(avail);
+        }
+        let slice = s.wait_slice(now);
+        let mut tx = s.port.tx(0);
+        let space = tx.space();
+        if space == 0 {
+            // Full: wait syncs, and returns as soon as slots are free.
+            let r = tx.wait(Some(slice));
+            r.map_err(|e| s.wait_err(e))?;
+            continue;
+        }
+        let n = want.min(space);
+        for k in 0..n {
+            let Some(mut slot) = tx.slot(k) else { break };
+            filled.ensure(&mut slot, &s.template);
+            if stamping {
+                stamper.stamp(&s.template, slot.buf_mut(), 0);
+            }
+            slot.set_len(len16);
+        }
+        tx.advance(n);
+        let r = tx.sync();
+        r.map_err(|e| s.wait_err(e))?;
+        left -= u64::from(n);
+        advanced += u64::from(n);
+        s.meter.record(n, u64::from(n) * s.len as u64, space);
+        if let Some(b) = &mut bucket {
+            b.consume(n);
+        }
+    };
+    let queued = flush(s)?;
+    let t1 = monotonic_ns();
+    tracing::debug!(template_writes = filled.writes, next_seq = stamper.next_seq(), "sender done");
+    let packets = advanced - queued.min(advanced);
+    Ok(Outcome {
+        packets,
+        bytes: packets * s.len as u64,
+        ns: t1.saturating_sub(t0),
+        end: Some(end),
+        queued: Some(queued),
+        ..Outcome::default()
+    })
+}
+
+/// Syncs until the port took every queued packet or [`FLUSH_NS`] passed.
+/// Returns how many are still queued.
+fn flush(s: &mut Session) -> Result<u64, PktGenError> {
+    let deadline = monotonic_ns().saturating_add(FLUSH_NS);
+    loop {
+        let mut tx = s.port.tx(0);
+        let r = tx.sync();
+        r.map_err(|e| s.wait_err(e))?;
+        let mut tx = s.port.tx(0);
+        let queued = u64::from(tx.num_slots() - 1 - tx.space().min(tx.num_slots() - 1));
+        if queued == 0 || monotonic_ns() >= deadline {
+            return Ok(queued);
+        }
+        if s.busy {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}

@@ -1,0 +1,510 @@
+//! The forwarding engine: one batch from one source TX ring, looked up,
+//! grouped by destination, copied into each destination's RX ring, and each
+//! destination woken once (only if it asked).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+use std::time::Instant;
+
+use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG, NS_NO_LEARN};
+use ringswitch_ring::{arith, Dir, NetmapSlot, Region};
+
+use crate::learning::{Decision, Forwarding, PortIndex};
+use crate::port::{Counters, SwitchPort};
+
+/// Most ports on one switch (as VALE).
+pub const MAX_PORTS: usize = 254;
+/// Largest batch a worker takes from one ring at a time.
+pub const MAX_BATCH: u32 = 2048;
+/// Default batch.
+pub const DEFAULT_BATCH: u32 = 512;
+/// Shortest frame forwarded: an Ethernet header.
+pub const MIN_FRAME: u32 = 14;
+
+const NONE: u32 = u32::MAX;
+
+/// A switch is full.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// All port indexes are taken.
+    #[error("switch {switch} already has {max} ports, the most it can have")]
+    Full {
+        /// Switch name.
+        switch: String,
+        /// The limit.
+        max: usize,
+    },
+    /// Creating the port failed.
+    #[error("creating the port failed")]
+    Io(#[from] std::io::Error),
+}
+
+/// The ports of a switch.
+#[derive(Default)]
+pub struct PortTable {
+    ports: Vec<Option<Arc<SwitchPort>>>,
+    active: Vec<PortIndex>,
+}
+
+impl PortTable {
+    /// Port at `i`, if attached.
+    #[inline(always)]
+    pub fn get(&self, i: PortIndex) -> Option<&Arc<SwitchPort>> {
+        self.ports.get(i as usize).and_then(|p| p.as_ref())
+    }
+    /// Attached port indexes.
+    pub fn active(&self) -> &[PortIndex] {
+        &self.active
+    }
+}
+
+/// A packet of the batch.
+#[derive(Clone, Copy, Default)]
+struct Ft {
+    slot: u32,
+    nfrags: u32,
+    len: u32,
+    /// First fragment as validated.
+    buf_idx: u32,
+    first_len: u32,
+}
+
+/// Per-worker scratch space, allocated once.
+pub struct Scratch {
+    ft: Vec<Ft>,
+    /// Next packet for the same unicast destination (a list per destination).
+    next: Vec<u32>,
+    dst_head: Vec<u32>,
+    dst_tail: Vec<u32>,
+    touched: Vec<PortIndex>,
+    flood: Vec<u32>,
+    order: Vec<u32>,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            ft: Vec::with_capacity(MAX_BATCH as usize),
+            next: Vec::with_capacity(MAX_BATCH as usize),
+            dst_head: vec![NONE; MAX_PORTS],
+            dst_tail: vec![NONE; MAX_PORTS],
+            touched: Vec::with_capacity(MAX_PORTS),
+            flood: Vec::with_capacity(MAX_BATCH as usize),
+            order: Vec::with_capacity(MAX_BATCH as usize),
+        }
+    }
+}
+
+/// A switch: ports and a forwarding policy.
+pub struct Switch {
+    name: String,
+    table: RwLock<PortTable>,
+    fwd: Box<dyn Forwarding>,
+    batch: AtomicU32,
+    epoch: Instant,
+}
+
+/// What one call to [`Switch::forward`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchResult {
+    /// Slots consumed from the source ring.
+    pub slots: u32,
+    /// Packets delivered to at least one port or counted as dropped.
+    pub packets: u32,
+}
+
+impl Switch {
+    /// A switch called `name` with a forwarding policy and a batch size.
+    pub fn new(name: &str, fwd: Box<dyn Forwarding>, batch: u32) -> Switch {
+        Switch {
+            name: name.to_string(),
+            table: RwLock::new(PortTable { ports: vec![None; MAX_PORTS], active: Vec::new() }),
+            fwd,
+            batch: AtomicU32::new(batch.clamp(1, MAX_BATCH)),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Seconds since the switch was created (the learning clock).
+    pub fn now_s(&self) -> u32 {
+        self.epoch.elapsed().as_secs() as u32
+    }
+
+    /// Batch size.
+    pub fn batch(&self) -> u32 {
+        self.batch.load(Ordering::Relaxed)
+    }
+
+    /// Sets the batch size (1..=MAX_BATCH).
+    pub fn set_batch(&self, b: u32) {
+        self.batch.store(b.clamp(1, MAX_BATCH), Ordering::Relaxed)
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, PortTable> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Attaches a port built by `make` from its index.
+    pub fn attach(
+        &self,
+        make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
+    ) -> Result<Arc<SwitchPort>, AttachError> {
+        let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        let Some(i) = t.ports.iter().position(Option::is_none) else {
+            return Err(AttachError::Full { switch: self.name.clone(), max: MAX_PORTS });
+        };
+        let p = Arc::new(make(i as PortIndex)?);
+        t.ports[i] = Some(p.clone());
+        t.active.push(i as PortIndex);
+        Ok(p)
+    }
+
+    /// Detaches port `i`. Workers finish the batch they are in; the port's
+    /// memory lives until the last reference goes.
+    pub fn detach(&self, i: PortIndex) -> Option<Arc<SwitchPort>> {
+        let p = {
+            let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+            let p = t.ports.get_mut(i as usize)?.take();
+            t.active.retain(|&a| a != i);
+            p
+        };
+        self.fwd.forget_port(i);
+        p
+    }
+
+    /// Attached ports.
+    pub fn ports(&self) -> Vec<Arc<SwitchPort>> {
+        let t = self.read();
+        t.active.iter().filter_map(|&i| t.get(i).cloned()).collect()
+    }
+
+    /// Number of attached ports.
+    pub fn port_count(&self) -> usize {
+        self.read().active.len()
+    }
+
+    /// Learned addresses: (address, port name, age in seconds).
+    pub fn mac_entries(&self) -> Vec<([u8; 6], String, u32)> {
+        let t = self.read();
+        self.fwd
+            .entries(self.now_s())
+            .into_iter()
+            .filter_map(|(m, p, age)| t.get(p).map(|port| (m, port.name.clone(), age)))
+            .collect()
+    }
+
+    /// Forwards one batch from TX ring `ring` of `src`. Returns what was
+    /// consumed; zero slots means the ring had no work.
+    pub fn forward(&self, src: &SwitchPort, ring: usize, sc: &mut Scratch) -> BatchResult {
+        let table = self.read();
+        let mut txr = src.tx(ring);
+        let head = match txr.app_head() {
+            Ok(h) => h,
+            Err(_) => {
+                txr.reinit();
+                Counters::add(&src.counters.ring_reinits, 1);
+                return BatchResult::default();
+            }
+        };
+        let n = txr.num_slots();
+        let avail = arith::dist(txr.hwcur, head, n);
+        if avail == 0 {
+            return BatchResult::default();
+        }
+        let limit = avail.min(self.batch());
+        let now = self.now_s();
+        let sring = txr.ring();
+        let sregion: &Region = txr.region();
+        let sbuf = sregion.buf_size();
+
+        sc.ft.clear();
+        sc.next.clear();
+        sc.flood.clear();
+        sc.touched.clear();
+
+        let (mut tx_pkts, mut tx_bytes, mut malformed, mut short, mut long) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let mut consumed = 0u32;
+        let mut i = txr.hwcur;
+        // Bounded: each pass consumes at least one slot, and stops at `limit`
+        // packets' worth of slots (a packet may overshoot by at most
+        // MAX_FRAGS - 1 slots).
+        while consumed < limit {
+            let first = i;
+            let mut nfr = 0u32;
+            let mut total = 0u32;
+            let mut bad = false;
+            let mut too_long = false;
+            let mut complete = false;
+            let mut s0 = NetmapSlot::default();
+            let mut no_learn = false;
+            while consumed + nfr < avail {
+                let s = sring.slot(i);
+                if nfr == 0 {
+                    s0 = s;
+                    no_learn = s.flags & NS_NO_LEARN != 0;
+                }
+                nfr += 1;
+                i = arith::next(i, n);
+                if s.len as u32 > sbuf {
+                    too_long = true;
+                }
+                if sregion.buf_ofs(s.buf_idx).is_none() {
+                    bad = true;
+                }
+                total += s.len as u32;
+                if s.flags & NS_MOREFRAG == 0 {
+                    complete = true;
+                    break;
+                }
+                if nfr == MAX_FRAGS {
+                    bad = true;
+                    complete = true;
+                    break;
+                }
+            }
+            if !complete {
+                // The published slots end inside a packet. Wait for the rest,
+                // unless the packet already fills the ring (it never can
+                // complete): then drop it.
+                if consumed == 0 && nfr >= n - 1 {
+                    malformed += 1;
+                    consumed += nfr;
+                }
+                break;
+            }
+            consumed += nfr;
+            if bad {
+                malformed += 1;
+                continue;
+            }
+            if too_long {
+                long += 1;
+                continue;
+            }
+            if s0.len < MIN_FRAME as u16 {
+                short += 1;
+                continue;
+            }
+            let mut hdr = [0u8; 12];
+            if !sregion.read_buf(s0.buf_idx, 0, &mut hdr) {
+                malformed += 1;
+                continue;
+            }
+            let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
+            let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
+            tx_pkts += 1;
+            tx_bytes += total as u64;
+            let k = sc.ft.len() as u32;
+            sc.ft.push(Ft { slot: first, nfrags: nfr, len: total, buf_idx: s0.buf_idx, first_len: s0.len as u32 });
+            sc.next.push(NONE);
+            match self.fwd.decide(dst, smac, src.index, !no_learn, now) {
+                Decision::Drop => {}
+                Decision::Port(p) if table.get(p).is_some() && p != src.index => {
+                    let p = p as usize;
+                    if sc.dst_head[p] == NONE {
+                        sc.dst_head[p] = k;
+                        sc.touched.push(p as PortIndex);
+                    } else {
+                        sc.next[sc.dst_tail[p] as usize] = k;
+                    }
+                    sc.dst_tail[p] = k;
+                }
+                // A stale entry (port gone) floods, as an unknown address.
+                Decision::Port(_) | Decision::Flood => sc.flood.push(k),
+            }
+        }
+
+        // Deliver, destination by destination.
+        let mut dests = std::mem::take(&mut sc.touched);
+        if !sc.flood.is_empty() {
+            for &p in table.active() {
+                if p != src.index && sc.dst_head[p as usize] == NONE {
+                    dests.push(p);
+                }
+            }
+        }
+        for &d in &dests {
+            let Some(dport) = table.get(d) else { continue };
+            // Merge this destination's unicast list with the flood list,
+            // both in batch order.
+            sc.order.clear();
+            let mut u = sc.dst_head[d as usize];
+            let mut f = 0usize;
+            while u != NONE || f < sc.flood.len() {
+                let take_u = match (u != NONE, f < sc.flood.len()) {
+                    (true, true) => u < sc.flood[f],
+                    (true, false) => true,
+                    _ => false,
+                };
+                if take_u {
+                    sc.order.push(u);
+                    u = sc.next[u as usize];
+                } else {
+                    sc.order.push(sc.flood[f]);
+                    f += 1;
+                }
+            }
+            sc.dst_head[d as usize] = NONE;
+            sc.dst_tail[d as usize] = NONE;
+            deliver(&sc.ft, &sc.order, src, &sring, ring, dport, &mut long);
+        }
+        dests.clear();
+        sc.touched = dests;
+
+        txr.hwcur = arith::add(txr.hwcur, consumed, n);
+        txr.hwtail = arith::prev(txr.hwcur, n);
+        txr.publish();
+        if txr.app_wants_kick() {
+            src.irq.signal();
+        }
+        let c = &src.counters;
+        Counters::add(&c.tx_packets, tx_pkts);
+        Counters::add(&c.tx_bytes, tx_bytes);
+        Counters::add(&c.drop_malformed, malformed);
+        Counters::add(&c.drop_short, short);
+        Counters::add(&c.drop_long, long);
+        BatchResult { slots: consumed, packets: (tx_pkts + malformed + short + long) as u32 }
+    }
+}
+
+#[inline(always)]
+fn slots_for(len: u32, buf: u32) -> u32 {
+    len.div_ceil(buf).max(1)
+}
+
+/// Copies the packets `order` (indexes into `ft`) into `dport`, in order,
+/// as far as its RX ring has room; the rest are dropped and counted.
+fn deliver(
+    ft: &[Ft],
+    order: &[u32],
+    src: &SwitchPort,
+    sring: &ringswitch_ring::RingRef<'_>,
+    src_ring: usize,
+    dport: &SwitchPort,
+    long: &mut u64,
+) {
+    let dregion: &Region = dport.region();
+    let dbuf = dregion.buf_size();
+    let q = src_ring % dport.rx_rings();
+    let want: u32 = order
+        .iter()
+        .map(|&k| slots_for(ft[k as usize].len, dbuf))
+        .filter(|&s| s <= MAX_FRAGS)
+        .sum();
+    let res = dport.rx(q).reserve(want, &dport.counters);
+    let place = dregion.ring_place(0, Dir::Rx, q as u32);
+    let dring = dregion.ring_at(place);
+    let dn = place.num_slots;
+    let default_buf = dregion.layout().first_buf(0, Dir::Rx, q as u32);
+    let sregion: &Region = src.region();
+    let sn = sring.num_slots();
+
+    let mut left = res.len;
+    let mut d = res.start;
+    let (mut pkts, mut bytes, mut dropped) = (0u64, 0u64, 0u64);
+    for &k in order {
+        let p = ft[k as usize];
+        let need = slots_for(p.len, dbuf);
+        if need > MAX_FRAGS {
+            *long += 1;
+            continue;
+        }
+        if need > left {
+            // The ring is full: this packet and the rest of the group are
+            // dropped, so what arrives is always a prefix, in order.
+            dropped += 1;
+            left = 0;
+            continue;
+        }
+        // Destination buffer of slot `d`, repaired if the application
+        // pointed it outside its region.
+        let dest_buf = |d: u32| {
+            let b = dring.buf_idx(d);
+            if dregion.buf_ofs(b).is_some() {
+                b
+            } else {
+                let b = default_buf + d;
+                dring.set_buf_idx(d, b);
+                b
+            }
+        };
+        if p.nfrags == 1 && need == 1 {
+            // The common case: one slot in, one slot out.
+            let b = dest_buf(d);
+            dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize);
+            dring.set_len_flags(d, p.first_len as u16, 1 << 8);
+            d = arith::next(d, dn);
+        } else {
+            // Stream the fragments into as many destination slots as needed.
+            // Fragments after the first are re-read and re-validated; a
+            // sender changing them meanwhile only garbles its own packet.
+            let mut used = 1u32;
+            let mut db = dest_buf(d);
+            let mut doff = 0u32;
+            let mut j = p.slot;
+            for f in 0..p.nfrags {
+                let s = if f == 0 {
+                    NetmapSlot { buf_idx: p.buf_idx, len: p.first_len as u16, flags: 0, ptr: 0 }
+                } else {
+                    sring.slot(j)
+                };
+                j = arith::next(j, sn);
+                let slen = (s.len as u32).min(sregion.buf_size());
+                let mut soff = 0u32;
+                while soff < slen {
+                    if doff == dbuf {
+                        if used == need {
+                            break;
+                        }
+                        dring.set_len_flags(d, doff as u16, NS_MOREFRAG | ((need as u16) << 8));
+                        d = arith::next(d, dn);
+                        db = dest_buf(d);
+                        doff = 0;
+                        used += 1;
+                    }
+                    let chunk = (slen - soff).min(dbuf - doff);
+                    dregion.copy_from(db, doff as usize, sregion, s.buf_idx, soff as usize, chunk as usize);
+                    soff += chunk;
+                    doff += chunk;
+                }
+            }
+            dring.set_len_flags(d, doff as u16, (need as u16) << 8);
+            d = arith::next(d, dn);
+            // Slots reserved for this packet but not filled (the sender shrank
+            // it meanwhile) are sent as empty fragments.
+            while used < need {
+                used += 1;
+                dring.set_len_flags(d, 0, (need as u16) << 8);
+                d = arith::next(d, dn);
+            }
+        }
+        left -= need;
+        pkts += 1;
+        bytes += p.len as u64;
+    }
+    let woke = {
+        let mut st = dport.rx(q);
+        let unused = res.len - (arith::dist(res.start, d, dn));
+        if unused > 0 && !st.shrink(res, unused) {
+            // A later lease exists: the slots cannot be given back, so they
+            // go out as empty frames (only with several workers).
+            for _ in 0..unused {
+                dring.set_len_flags(d, 0, 0);
+                d = arith::next(d, dn);
+            }
+        }
+        st.complete(res) && st.ring.app_wants_kick()
+    };
+    if woke {
+        dport.irq.signal();
+    }
+    let c = &dport.counters;
+    Counters::add(&c.rx_packets, pkts);
+    Counters::add(&c.rx_bytes, bytes);
+    Counters::add(&c.drop_rx_full, dropped);
+}

@@ -1,0 +1,220 @@
+//! The forwarding decision: a trait, and the learning bridge that is the
+//! default implementation.
+//!
+//! The MAC table is a fixed-size hash table of atomic entries, as VALE's: one
+//! entry per bucket, a colliding address replaces the older one (which is
+//! then flooded until it is learned again). Workers learn and look up
+//! concurrently without locks; an entry is one 64-bit word, so a reader
+//! never sees half of one.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Port index inside a switch.
+pub type PortIndex = u16;
+
+/// Where a frame goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// To one port.
+    Port(PortIndex),
+    /// To every port but the source.
+    Flood,
+    /// Nowhere (for example, back to where it came from).
+    Drop,
+}
+
+/// A forwarding policy. Called once per packet on the data path: it must
+/// not allocate or block.
+pub trait Forwarding: Send + Sync {
+    /// Decides where a frame with these addresses, arriving on `src_port`,
+    /// goes. `learn` is false when the sender asked not to learn
+    /// (`NS_NO_LEARN`). `now_s` is a coarse clock in seconds.
+    fn decide(&self, dst: [u8; 6], src: [u8; 6], src_port: PortIndex, learn: bool, now_s: u32) -> Decision;
+    /// Forgets everything about a port that is going away.
+    fn forget_port(&self, port: PortIndex);
+    /// The current table: (address, port, seconds since seen).
+    fn entries(&self, now_s: u32) -> Vec<([u8; 6], PortIndex, u32)>;
+}
+
+/// Buckets in the MAC table.
+pub const MAC_TABLE_SIZE: usize = 8192;
+/// Default age after which an entry is ignored.
+pub const DEFAULT_AGE_S: u32 = 300;
+
+struct Entry {
+    /// `mac << 16 | (port + 1)`; 0 when empty.
+    key: AtomicU64,
+    /// Last time the address was seen as a source.
+    seen_s: AtomicU32,
+}
+
+/// A learning bridge.
+pub struct LearningBridge {
+    table: Box<[Entry]>,
+    age_s: u32,
+}
+
+fn mac_u64(m: [u8; 6]) -> u64 {
+    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
+}
+
+fn u64_mac(v: u64) -> [u8; 6] {
+    let b = v.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+#[inline(always)]
+fn bucket(mac: u64) -> usize {
+    // Multiplicative hashing over the 48-bit address; the top bits are the
+    // best mixed.
+    (mac.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - MAC_TABLE_SIZE.trailing_zeros())) as usize
+}
+
+/// Whether an address is multicast or broadcast (never learned, always
+/// flooded).
+#[inline(always)]
+pub fn is_multicast(m: [u8; 6]) -> bool {
+    m[0] & 1 != 0
+}
+
+impl LearningBridge {
+    /// A bridge whose entries expire after `age_s` seconds.
+    pub fn new(age_s: u32) -> LearningBridge {
+        let table = (0..MAC_TABLE_SIZE).map(|_| Entry { key: AtomicU64::new(0), seen_s: AtomicU32::new(0) }).collect();
+        LearningBridge { table, age_s }
+    }
+
+    fn learn(&self, src: [u8; 6], port: PortIndex, now_s: u32) {
+        let mac = mac_u64(src);
+        let e = &self.table[bucket(mac)];
+        let key = (mac << 16) | (port as u64 + 1);
+        // Relaxed throughout: an entry is a hint; a racing reader seeing the
+        // old or the new value forwards correctly either way (or floods).
+        if e.key.load(Ordering::Relaxed) != key {
+            e.key.store(key, Ordering::Relaxed);
+        }
+        if e.seen_s.load(Ordering::Relaxed) != now_s {
+            e.seen_s.store(now_s, Ordering::Relaxed);
+        }
+    }
+
+    fn lookup(&self, dst: [u8; 6], now_s: u32) -> Option<PortIndex> {
+        let mac = mac_u64(dst);
+        let e = &self.table[bucket(mac)];
+        let key = e.key.load(Ordering::Relaxed);
+        if key == 0 || key >> 16 != mac {
+            return None;
+        }
+        if now_s.wrapping_sub(e.seen_s.load(Ordering::Relaxed)) > self.age_s {
+            return None;
+        }
+        Some(((key & 0xffff) - 1) as PortIndex)
+    }
+}
+
+impl Default for LearningBridge {
+    fn default() -> Self {
+        LearningBridge::new(DEFAULT_AGE_S)
+    }
+}
+
+impl Forwarding for LearningBridge {
+    #[inline]
+    fn decide(&self, dst: [u8; 6], src: [u8; 6], src_port: PortIndex, learn: bool, now_s: u32) -> Decision {
+        if learn && !is_multicast(src) {
+            self.learn(src, src_port, now_s);
+        }
+        if is_multicast(dst) {
+            return Decision::Flood;
+        }
+        match self.lookup(dst, now_s) {
+            Some(p) if p == src_port => Decision::Drop,
+            Some(p) => Decision::Port(p),
+            None => Decision::Flood,
+        }
+    }
+
+    fn forget_port(&self, port: PortIndex) {
+        for e in self.table.iter() {
+            let k = e.key.load(Ordering::Relaxed);
+            if k != 0 && (k & 0xffff) == port as u64 + 1 {
+                e.key.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn entries(&self, now_s: u32) -> Vec<([u8; 6], PortIndex, u32)> {
+        self.table
+            .iter()
+            .filter_map(|e| {
+                let k = e.key.load(Ordering::Relaxed);
+                let age = now_s.wrapping_sub(e.seen_s.load(Ordering::Relaxed));
+                (k != 0 && age <= self.age_s).then(|| (u64_mac(k >> 16), ((k & 0xffff) - 1) as PortIndex, age))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: [u8; 6] = [0x02, 0, 0, 0, 0, 0xa];
+    const B: [u8; 6] = [0x02, 0, 0, 0, 0, 0xb];
+    const BCAST: [u8; 6] = [0xff; 6];
+    const MCAST: [u8; 6] = [0x01, 0x00, 0x5e, 0, 0, 1];
+
+    #[test]
+    fn learns_then_forwards_unicast() {
+        let br = LearningBridge::default();
+        assert_eq!(br.decide(B, A, 1, true, 10), Decision::Flood, "B unknown yet");
+        assert_eq!(br.decide(A, B, 2, true, 10), Decision::Port(1), "A was learned on 1");
+        assert_eq!(br.decide(B, A, 1, true, 10), Decision::Port(2), "B was learned on 2");
+    }
+
+    #[test]
+    fn floods_broadcast_and_multicast_and_never_learns_them() {
+        let br = LearningBridge::default();
+        assert_eq!(br.decide(BCAST, A, 1, true, 0), Decision::Flood);
+        assert_eq!(br.decide(MCAST, A, 1, true, 0), Decision::Flood);
+        br.decide(A, MCAST, 3, true, 0);
+        assert!(br.entries(0).iter().all(|(m, _, _)| *m != MCAST), "multicast source not learned");
+    }
+
+    #[test]
+    fn never_back_to_source() {
+        let br = LearningBridge::default();
+        br.decide(BCAST, A, 1, true, 0);
+        br.decide(BCAST, B, 1, true, 0);
+        assert_eq!(br.decide(B, A, 1, true, 0), Decision::Drop);
+    }
+
+    #[test]
+    fn moves_when_seen_elsewhere() {
+        let br = LearningBridge::default();
+        br.decide(BCAST, A, 1, true, 0);
+        assert_eq!(br.decide(A, B, 2, true, 0), Decision::Port(1));
+        br.decide(BCAST, A, 3, true, 1);
+        assert_eq!(br.decide(A, B, 2, true, 1), Decision::Port(3));
+    }
+
+    #[test]
+    fn ages_out() {
+        let br = LearningBridge::new(300);
+        br.decide(BCAST, A, 1, true, 100);
+        assert_eq!(br.decide(A, B, 2, true, 400), Decision::Port(1), "300 s old: still valid");
+        assert_eq!(br.decide(A, B, 2, true, 401), Decision::Flood, "aged out");
+        assert!(br.entries(401).iter().all(|(m, _, _)| *m != A));
+    }
+
+    #[test]
+    fn no_learn_flag_and_forget() {
+        let br = LearningBridge::default();
+        br.decide(BCAST, A, 1, false, 0);
+        assert_eq!(br.decide(A, B, 2, true, 0), Decision::Flood, "not learned");
+        br.decide(BCAST, A, 1, true, 0);
+        br.forget_port(1);
+        assert_eq!(br.decide(A, B, 2, true, 0), Decision::Flood, "forgotten with its port");
+        assert_eq!(br.entries(0).len(), 1, "B on port 2 remains");
+    }
+}

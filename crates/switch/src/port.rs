@@ -1,0 +1,264 @@
+//! A switch port as the data path sees it: its region, the port side of its
+//! rings, its doorbells and its counters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use ringswitch_control::PortStats;
+use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region};
+
+/// Most workers that can hold leases on one RX ring at once.
+pub const MAX_LEASES: usize = 64;
+
+/// Lock-free per-port counters, added to once per batch.
+#[derive(Default, Debug)]
+pub struct Counters {
+    /// Packets taken from the port's TX rings.
+    pub tx_packets: AtomicU64,
+    /// Bytes taken from the port's TX rings.
+    pub tx_bytes: AtomicU64,
+    /// Packets delivered into its RX rings.
+    pub rx_packets: AtomicU64,
+    /// Bytes delivered into its RX rings.
+    pub rx_bytes: AtomicU64,
+    /// Drops: its RX ring was full.
+    pub drop_rx_full: AtomicU64,
+    /// Drops: malformed packets it sent.
+    pub drop_malformed: AtomicU64,
+    /// Drops: frames shorter than an Ethernet header it sent.
+    pub drop_short: AtomicU64,
+    /// Drops: frames too long.
+    pub drop_long: AtomicU64,
+    /// Ring reinitializations.
+    pub ring_reinits: AtomicU64,
+}
+
+impl Counters {
+    #[inline(always)]
+    pub(crate) fn add(c: &AtomicU64, v: u64) {
+        if v != 0 {
+            // Relaxed: a statistic, read without ordering requirements.
+            c.fetch_add(v, Ordering::Relaxed);
+        }
+    }
+
+    /// A snapshot for `stats`.
+    pub fn snapshot(&self, name: &str) -> PortStats {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        PortStats {
+            name: name.to_string(),
+            tx_packets: g(&self.tx_packets),
+            tx_bytes: g(&self.tx_bytes),
+            rx_packets: g(&self.rx_packets),
+            rx_bytes: g(&self.rx_bytes),
+            drop_rx_full: g(&self.drop_rx_full),
+            drop_malformed: g(&self.drop_malformed),
+            drop_short: g(&self.drop_short),
+            drop_long: g(&self.drop_long),
+            ring_reinits: g(&self.ring_reinits),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Lease {
+    end: u32,
+    done: bool,
+}
+
+/// The port side of an RX ring fed by possibly several workers. A worker
+/// reserves slots under the lock, fills them outside it, and completes its
+/// lease under the lock again; `hwtail` only moves over completed leases in
+/// reservation order, so packets from each sender arrive in order and nobody
+/// copies while holding the lock.
+pub struct RxState {
+    /// Port-side ring state.
+    pub ring: PortRing,
+    reserved: u32,
+    leases: [Lease; MAX_LEASES],
+    first: usize,
+    count: usize,
+}
+
+/// A reservation of `len` slots starting at `start`.
+#[derive(Clone, Copy, Debug)]
+pub struct Reservation {
+    /// First slot.
+    pub start: u32,
+    /// Number of slots.
+    pub len: u32,
+    slot: usize,
+}
+
+impl RxState {
+    fn new(ring: PortRing) -> RxState {
+        let reserved = ring.hwtail;
+        RxState { ring, reserved, leases: [Lease { end: 0, done: false }; MAX_LEASES], first: 0, count: 0 }
+    }
+
+    /// Reserves up to `want` slots. Reads the application's head first (the
+    /// slots it released); a head it could not have written resets the ring
+    /// and is counted in `reinits`.
+    pub fn reserve(&mut self, want: u32, counters: &Counters) -> Reservation {
+        match self.ring.app_head() {
+            Ok(h) => self.ring.hwcur = h,
+            Err(_) => {
+                // Only safe to reset while no lease is outstanding: the
+                // reset republishes hwtail.
+                if self.count == 0 {
+                    self.ring.reinit();
+                    Counters::add(&counters.ring_reinits, 1);
+                }
+            }
+        }
+        let n = self.ring.num_slots();
+        let used = arith::dist(self.ring.hwcur, self.reserved, n);
+        let free = n - 1 - used;
+        let len = if self.count == MAX_LEASES { 0 } else { want.min(free) };
+        let start = self.reserved;
+        let mut slot = usize::MAX;
+        if len > 0 {
+            self.reserved = arith::add(self.reserved, len, n);
+            slot = (self.first + self.count) % MAX_LEASES;
+            self.leases[slot] = Lease { end: self.reserved, done: false };
+            self.count += 1;
+        }
+        Reservation { start, len, slot }
+    }
+
+    /// Gives back the last `unused` slots of `r` if it is the newest lease.
+    /// Returns false (nothing changed) otherwise.
+    pub fn shrink(&mut self, r: Reservation, unused: u32) -> bool {
+        if r.len == 0 || unused == 0 {
+            return true;
+        }
+        let newest = (self.first + self.count + MAX_LEASES - 1) % MAX_LEASES;
+        if self.count == 0 || newest != r.slot {
+            return false;
+        }
+        let n = self.ring.num_slots();
+        self.reserved = arith::add(self.reserved, n - unused.min(r.len), n);
+        self.leases[r.slot].end = self.reserved;
+        true
+    }
+
+    /// Completes a reservation; returns whether hwtail moved (and was
+    /// published).
+    pub fn complete(&mut self, r: Reservation) -> bool {
+        if r.len == 0 {
+            return false;
+        }
+        self.leases[r.slot].done = true;
+        let mut moved = false;
+        while self.count > 0 && self.leases[self.first].done {
+            self.ring.hwtail = self.leases[self.first].end;
+            self.first = (self.first + 1) % MAX_LEASES;
+            self.count -= 1;
+            moved = true;
+        }
+        if moved {
+            self.ring.publish();
+        }
+        moved
+    }
+}
+
+/// A port attached to a switch.
+pub struct SwitchPort {
+    /// Name (`vale0:a`).
+    pub name: String,
+    /// Index in its switch.
+    pub index: u16,
+    region: Arc<Region>,
+    /// Port side of the TX rings; locked by the one worker serving the port.
+    tx: Box<[Mutex<PortRing>]>,
+    /// Port side of the RX rings.
+    rx: Box<[Mutex<RxState>]>,
+    /// Doorbell the client rings (TX work).
+    pub kick: EventFd,
+    /// Doorbell towards the client.
+    pub irq: EventFd,
+    /// Counters.
+    pub counters: Counters,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave the ring state
+    // inconsistent beyond what validation already tolerates.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl SwitchPort {
+    /// Wraps a region (end 0) as switch port `index`.
+    pub fn new(name: String, index: u16, region: Arc<Region>) -> std::io::Result<SwitchPort> {
+        let g = region.layout().geometry;
+        let tx = (0..g.tx_rings).map(|i| Mutex::new(PortRing::new(region.clone(), 0, Dir::Tx, i))).collect();
+        let rx =
+            (0..g.rx_rings).map(|i| Mutex::new(RxState::new(PortRing::new(region.clone(), 0, Dir::Rx, i)))).collect();
+        Ok(SwitchPort {
+            name,
+            index,
+            region,
+            tx,
+            rx,
+            kick: EventFd::new()?,
+            irq: EventFd::new()?,
+            counters: Counters::default(),
+        })
+    }
+
+    /// The region.
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    /// Number of TX rings.
+    pub fn tx_rings(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// Number of RX rings.
+    pub fn rx_rings(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// The port side of TX ring `i`.
+    pub fn tx(&self, i: usize) -> MutexGuard<'_, PortRing> {
+        lock(&self.tx[i])
+    }
+
+    /// The port side of RX ring `i`.
+    pub fn rx(&self, i: usize) -> MutexGuard<'_, RxState> {
+        lock(&self.rx[i])
+    }
+
+    /// Whether any TX ring has work (the application moved head).
+    pub fn has_tx_work(&self) -> bool {
+        self.tx.iter().any(|r| {
+            let r = lock(r);
+            r.csb().head().load(Ordering::Acquire) != r.hwcur
+        })
+    }
+
+    /// Before the serving worker sleeps: asks for kicks on every TX ring and
+    /// double-checks. Returns true when it may sleep.
+    pub fn prepare_sleep(&self) -> bool {
+        let mut ok = true;
+        for r in self.tx.iter() {
+            if !lock(r).prepare_sleep() {
+                ok = false;
+            }
+        }
+        if !ok {
+            self.set_awake();
+        }
+        ok
+    }
+
+    /// The serving worker is awake: no kicks needed.
+    pub fn set_awake(&self) {
+        for r in self.tx.iter() {
+            lock(r).set_awake();
+        }
+    }
+}
