@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use ringswitch_client::Port;
 use ringswitch_control::{Connection, PortStats, Request};
-use ringswitch_ring::layout::NS_BUF_CHANGED;
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -35,6 +34,9 @@ fn frame(len: u16, dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
 
 fn generate(mut p: Port, tmpl: Vec<u8>, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> Port {
     let len = tmpl.len() as u16;
+    // Which buffers already hold the template: a pipe swaps buffers around,
+    // and after one lap every buffer carries it, so the copy stops.
+    let mut filled = vec![false; p.region().layout().nbufs as usize];
     while !stop.load(Ordering::Relaxed) {
         let mut tx = p.tx(0);
         let n = tx.space().min(512);
@@ -44,9 +46,10 @@ fn generate(mut p: Port, tmpl: Vec<u8>, stop: Arc<AtomicBool>, sent: Arc<AtomicU
         }
         for k in 0..n {
             if let Some(mut s) = tx.slot(k) {
-                // Buffers keep the template until a pipe swaps them.
-                if s.flags() & NS_BUF_CHANGED != 0 || s.len() != len {
+                let b = s.buf_idx() as usize;
+                if b < filled.len() && !filled[b] {
                     s.write_at(0, &tmpl);
+                    filled[b] = true;
                 }
                 s.set_len(len);
             }

@@ -63,9 +63,9 @@ struct BridgeArgs {
     busy: bool,
 }
 
-fn init_logging() {
+fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RINGSWITCH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
@@ -81,7 +81,8 @@ fn print_error(e: &dyn std::error::Error) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // The daemon narrates at info; the tools only warn.
+    init_logging(if matches!(cli.cmd, Cmd::Serve(_)) { "info" } else { "warn" });
     let socket = ringswitch_client::socket_for(cli.socket.as_deref());
     let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Serve(a) => serve(socket, a),

@@ -242,6 +242,43 @@ impl Port {
         ring.mirror_to_header();
     }
 
+    /// Packets given to TX ring `i` that the port side has not taken yet.
+    pub fn tx_pending(&self, i: usize) -> u32 {
+        self.tx.get(i).map_or(0, |r| r.pending())
+    }
+
+    /// Syncs every TX ring until the port side has taken everything, or
+    /// `timeout` passes. A pipe end must do this before it stops sending:
+    /// packets the peer had no room for wait in the sender's ring (pipes
+    /// never drop). Returns whether everything went.
+    pub fn flush(&mut self, timeout: Option<Duration>) -> Result<bool, ClientError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        for i in 0..self.tx.len() {
+            loop {
+                self.txsync(i);
+                if self.tx[i].pending() == 0 {
+                    break;
+                }
+                if self.mode == WaitMode::Busy {
+                    std::hint::spin_loop();
+                } else {
+                    self.tx[i].set_need_kick(true);
+                    self.txsync(i);
+                    if self.tx[i].pending() != 0 {
+                        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                        self.irq.wait(left.or(Some(Duration::from_millis(100))))?;
+                        self.irq.drain();
+                    }
+                    self.tx[i].set_need_kick(false);
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// Waits until TX ring `i` has free slots, or `timeout` passes (None:
     /// no limit). Returns whether space is available.
     pub fn wait_tx(&mut self, i: usize, timeout: Option<Duration>) -> Result<bool, ClientError> {

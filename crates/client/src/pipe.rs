@@ -9,7 +9,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use ringswitch_ring::arith;
-use ringswitch_ring::layout::{NetmapSlot, NS_BUF_CHANGED, NS_MOREFRAG};
+use ringswitch_ring::layout::{NS_BUF_CHANGED, NS_MOREFRAG};
 use ringswitch_ring::{AppRing, Dir, EventFd, PortRing, Region};
 
 pub(crate) struct PipeEnd {
@@ -66,14 +66,16 @@ impl PipeEnd {
             let dst = peer.ring();
             let pn = dst.num_slots();
             let mut b = peer.hwtail;
+            // Slot word 0 is buf_idx | len << 32 | flags << 48.
+            const CHANGED: u64 = (NS_BUF_CHANGED as u64) << 48;
+            const KEEP_TO_PEER: u64 = 0x0000_ffff_ffff_ffff | ((NS_MOREFRAG as u64) << 48);
             for _ in 0..m {
-                let s = src.slot(a);
+                let (w0, _) = src.slot_words(a);
                 let d = dst.buf_idx(b);
-                dst.set_slot(
-                    b,
-                    NetmapSlot { buf_idx: s.buf_idx, len: s.len, flags: (s.flags & NS_MOREFRAG) | NS_BUF_CHANGED, ptr: 0 },
-                );
-                src.set_slot(a, NetmapSlot { buf_idx: d, len: s.len, flags: s.flags | NS_BUF_CHANGED, ptr: s.ptr });
+                // The peer gets our buffer, length and fragment flag.
+                dst.set_slot_word0(b, (w0 & KEEP_TO_PEER) | CHANGED);
+                // We get the peer's empty buffer in its place.
+                src.set_slot_word0(a, (w0 & !0xffff_ffff) | d as u64 | CHANGED);
                 a = arith::next(a, n);
                 b = arith::next(b, pn);
             }

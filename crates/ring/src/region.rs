@@ -492,6 +492,20 @@ impl<'a> RingRef<'a> {
         self.region.write_pod(self.slot_ofs(i), s)
     }
 
+    /// Slot `i` as two words: `buf_idx | len << 32 | flags << 48`, and `ptr`.
+    /// One 8-byte load each, for hot loops that move slots around.
+    #[inline(always)]
+    pub fn slot_words(&self, i: u32) -> (u64, u64) {
+        let o = self.slot_ofs(i);
+        (self.region.read_pod(o), self.region.read_pod(o + 8))
+    }
+
+    /// Writes the first word of slot `i` (see [`RingRef::slot_words`]).
+    #[inline(always)]
+    pub fn set_slot_word0(&self, i: u32, w0: u64) {
+        self.region.write_pod(self.slot_ofs(i), w0)
+    }
+
     /// Writes `len` and `flags` of slot `i`.
     #[inline(always)]
     pub fn set_len_flags(&self, i: u32, len: u16, flags: u16) {

@@ -130,6 +130,18 @@ impl AppRing {
         arith::dist(self.published_head, self.head, self.place.num_slots)
     }
 
+    /// Slots handed to the port side that it has not consumed yet (TX):
+    /// from the port's published `hwcur` to our published head.
+    #[inline]
+    pub fn pending(&self) -> u32 {
+        let n = self.place.num_slots;
+        let hwcur = self.csb().hwcur().load(Ordering::Acquire);
+        if hwcur >= n {
+            return 0;
+        }
+        arith::dist(hwcur, self.published_head, n)
+    }
+
     /// Index of the `k`-th slot after `cur`, if the application owns it.
     #[inline(always)]
     pub fn slot_index(&self, k: u32) -> Option<u32> {
