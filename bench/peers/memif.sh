@@ -23,8 +23,8 @@ usage() {
 	cat <<EOF
 usage: $PROG [--seconds N] [--size BYTES] [--runs K]
 
-  --seconds N    measured seconds per run, i.e. 1-second Rx-pps samples
-                 taken after the warm-up sample (default 10)
+  --seconds N    measured seconds per run: Rx-pps samples covering at
+                 least N s after the warm-up sample (default 10)
   --size BYTES   frame size given to testpmd --txpkts, 42..2048 (default 64)
   --runs K       number of runs (default 1)
 
@@ -247,8 +247,9 @@ wait_started() {
 # testpmd prints, per stats block, the cumulative counter (e.g. "RX-packets: N")
 # and the rate since the previous block (e.g. "Rx-pps: R", computed by testpmd
 # from clock_gettime, so exact whatever the interval). On these VMs a block
-# comes only every ~2 s with --stats-period 1, so each sample's interval is
-# derived as counter delta / rate. The first non-zero sample is the warm-up
+# comes every 1 or 2 s with --stats-period 1 (testpmd's loop sleeps 1 s, then
+# compares TSC ticks), so each sample's interval is derived as counter delta /
+# rate. The first non-zero sample is the warm-up
 # sample (it covers the client connecting) and is dropped, as are the zero
 # samples before it. Stops once the samples cover MAXSEC seconds (0: all).
 #   window_samples RX|TX LOG [MAXSEC]
@@ -284,8 +285,22 @@ to_mpps() { awk -v p="$1" 'BEGIN { printf "%.3f\n", p / 1e6 }'; }
 # ---------------------------------------------------------------- runs
 
 log "dpdk-memif: size=$SIZE bytes, $DURATION s per run, $RUNS run(s), server cpu $SERVER_CPU, client cpu $CLIENT_CPU"
-read -r load1 _ </proc/loadavg || load1='?'
-log "load average before start: $load1 (other busy processes on these CPUs skew the figure)"
+# Both testpmd processes busy-poll a whole CPU each: anything else running on
+# these CPUs (a cargo build, say) lowers the figure a lot. Measure how busy the
+# machine is over one second before starting, and say so.
+cpu_busy() {
+	local a b
+	a=$(awk '$1 == "cpu" { i = $5 + $6; t = 0; for (k = 2; k <= NF; k++) t += $k; print i, t }' /proc/stat)
+	sleep 1
+	b=$(awk '$1 == "cpu" { i = $5 + $6; t = 0; for (k = 2; k <= NF; k++) t += $k; print i, t }' /proc/stat)
+	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
+		dt = y[2] - x[2]; printf "%.0f", (dt > 0 ? 100 * (1 - (y[1] - x[1]) / dt) : 0) }'
+}
+busy=$(cpu_busy)
+log "CPUs busy before start: ${busy}% of all CPUs"
+if ((busy > 10)); then
+	log "warning: other processes are using the CPUs (top: $(ps -eo pcpu=,comm= --sort=-pcpu | awk 'NR <= 3 { printf "%s%s %s%%", (NR > 1 ? ", " : ""), $2, $1 }')); figures will be low"
+fi
 
 declare -a RESULTS=()
 for ((run = 1; run <= RUNS; run++)); do
@@ -347,6 +362,11 @@ for ((run = 1; run <= RUNS; run++)); do
 	RESULTS+=("$mpps")
 	log "run $run: rx samples in Mpps (interval s): $(awk '{ printf "%s%.3f (%.2f)", (NR > 1 ? " " : ""), $1 / 1e6, $2 }' <<<"$samples")"
 	log "run $run: rx median $mpps Mpps, rx mean $(awk '{ p += $1 * $2; t += $2 } END { printf "%.3f", t ? p / t / 1e6 : 0 }' <<<"$samples") Mpps over $(covered <<<"$samples")s"
+	spread=$(awk 'NR == 1 || $1 < lo { lo = $1 } NR == 1 || $1 > hi { hi = $1 }
+		END { if (lo > 0 && hi / lo > 1.25) printf "%.3f-%.3f", lo / 1e6, hi / 1e6 }' <<<"$samples")
+	if [[ -n $spread ]]; then
+		log "warning: run $run unstable, samples span $spread Mpps (other processes on these CPUs?); use --runs"
+	fi
 	if [[ $rx_frame != "$SIZE" ]]; then
 		log "warning: run $run: received frames average ${rx_frame:-?} bytes, expected $SIZE"
 	fi

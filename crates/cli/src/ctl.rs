@@ -73,7 +73,13 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) {
         let s: Vec<String> = cells
             .iter()
             .enumerate()
-            .map(|(i, c)| if i == 0 { format!("{c:<w$}", w = w[i]) } else { format!("{c:>w$}", w = w[i]) })
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = w[i])
+                } else {
+                    format!("{c:>w$}", w = w[i])
+                }
+            })
             .collect();
         println!("{}", s.join("  ").trim_end());
     };
@@ -86,14 +92,39 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) {
 pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut c = Connection::connect(socket)?;
     let v = match &a.cmd {
-        CtlCmd::Switch { op: SwitchOp::Add { name } } => call(&mut c, Request::SwitchAdd { name: name.clone() })?,
-        CtlCmd::Switch { op: SwitchOp::Del { name } } => call(&mut c, Request::SwitchDel { name: name.clone() })?,
+        CtlCmd::Switch {
+            op: SwitchOp::Add { name },
+        } => call(&mut c, Request::SwitchAdd { name: name.clone() })?,
+        CtlCmd::Switch {
+            op: SwitchOp::Del { name },
+        } => call(&mut c, Request::SwitchDel { name: name.clone() })?,
         CtlCmd::Switch { op: SwitchOp::List } => call(&mut c, Request::SwitchList)?,
-        CtlCmd::Port { op: PortOp::Add { name } } => call(&mut c, Request::PortAdd { name: name.clone() })?,
-        CtlCmd::Port { op: PortOp::Del { name } } => call(&mut c, Request::PortDel { name: name.clone() })?,
-        CtlCmd::Port { op: PortOp::List { switch } } => call(&mut c, Request::PortList { switch: switch.clone() })?,
-        CtlCmd::Stats { switch } => call(&mut c, Request::Stats { switch: switch.clone() })?,
-        CtlCmd::Macs { switch } => call(&mut c, Request::Macs { switch: switch.clone() })?,
+        CtlCmd::Port {
+            op: PortOp::Add { name },
+        } => call(&mut c, Request::PortAdd { name: name.clone() })?,
+        CtlCmd::Port {
+            op: PortOp::Del { name },
+        } => call(&mut c, Request::PortDel { name: name.clone() })?,
+        CtlCmd::Port {
+            op: PortOp::List { switch },
+        } => call(
+            &mut c,
+            Request::PortList {
+                switch: switch.clone(),
+            },
+        )?,
+        CtlCmd::Stats { switch } => call(
+            &mut c,
+            Request::Stats {
+                switch: switch.clone(),
+            },
+        )?,
+        CtlCmd::Macs { switch } => call(
+            &mut c,
+            Request::Macs {
+                switch: switch.clone(),
+            },
+        )?,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -104,13 +135,26 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
             let v: Vec<SwitchInfo> = serde_json::from_value(v)?;
             table(
                 &["SWITCH", "PORTS", "MACS"],
-                v.into_iter().map(|s| vec![s.name, s.ports.to_string(), s.macs.to_string()]).collect(),
+                v.into_iter()
+                    .map(|s| vec![s.name, s.ports.to_string(), s.macs.to_string()])
+                    .collect(),
             );
         }
-        CtlCmd::Port { op: PortOp::List { .. } } => {
+        CtlCmd::Port {
+            op: PortOp::List { .. },
+        } => {
             let v: Vec<PortInfo> = serde_json::from_value(v)?;
             table(
-                &["PORT", "KIND", "OPEN", "PERSISTENT", "RINGS", "SLOTS", "BUF", "WORKER"],
+                &[
+                    "PORT",
+                    "KIND",
+                    "OPEN",
+                    "PERSISTENT",
+                    "RINGS",
+                    "SLOTS",
+                    "BUF",
+                    "WORKER",
+                ],
                 v.into_iter()
                     .map(|p| {
                         vec![
@@ -121,7 +165,9 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                             format!("{}/{}", p.geometry.tx_rings, p.geometry.rx_rings),
                             format!("{}/{}", p.geometry.tx_slots, p.geometry.rx_slots),
                             p.geometry.buf_size.to_string(),
-                            p.worker.map(|w| w.to_string()).unwrap_or_else(|| "-".into()),
+                            p.worker
+                                .map(|w| w.to_string())
+                                .unwrap_or_else(|| "-".into()),
                         ]
                     })
                     .collect(),
@@ -130,7 +176,18 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
         CtlCmd::Stats { .. } => {
             let v: Vec<PortStats> = serde_json::from_value(v)?;
             table(
-                &["PORT", "TX_PKTS", "TX_BYTES", "RX_PKTS", "RX_BYTES", "DROP_FULL", "DROP_BAD", "DROP_SHORT", "DROP_LONG", "REINITS"],
+                &[
+                    "PORT",
+                    "TX_PKTS",
+                    "TX_BYTES",
+                    "RX_PKTS",
+                    "RX_BYTES",
+                    "DROP_FULL",
+                    "DROP_BAD",
+                    "DROP_SHORT",
+                    "DROP_LONG",
+                    "REINITS",
+                ],
                 v.into_iter()
                     .map(|s| {
                         vec![
@@ -151,7 +208,12 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
         }
         CtlCmd::Macs { .. } => {
             let v: Vec<MacEntry> = serde_json::from_value(v)?;
-            table(&["MAC", "PORT", "AGE_S"], v.into_iter().map(|m| vec![m.mac, m.port, m.age_s.to_string()]).collect());
+            table(
+                &["MAC", "PORT", "AGE_S"],
+                v.into_iter()
+                    .map(|m| vec![m.mac, m.port, m.age_s.to_string()])
+                    .collect(),
+            );
         }
         _ => {}
     }

@@ -18,6 +18,16 @@ pub struct DemoArgs {
     /// Frame length in bytes.
     #[arg(short = 'l', long, default_value_t = 60)]
     len: u16,
+    /// Which paths to show.
+    #[arg(long, value_enum, default_value_t = Paths::Both)]
+    path: Paths,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Paths {
+    Pipe,
+    Switch,
+    Both,
 }
 
 const SINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
@@ -122,58 +132,105 @@ fn run_path(
     let gen = t_gen.join().expect("generator thread");
     let snk = t_snk.join().expect("sink thread");
     let (s, g) = (sent.load(Ordering::Relaxed), got.load(Ordering::Relaxed));
-    (Row { path, sent: s, received: g, dropped: 0, mpps: g as f64 / secs / 1e6, secs }, gen, snk)
+    (
+        Row {
+            path,
+            sent: s,
+            received: g,
+            dropped: 0,
+            mpps: g as f64 / secs / 1e6,
+            secs,
+        },
+        gen,
+        snk,
+    )
 }
 
 pub fn run(socket: Option<PathBuf>, a: DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.len < 60 || a.len > 2048 {
-        return Err(format!("a frame length of {} is out of range: use 60 to 2048", a.len).into());
+        return Err(format!(
+            "a frame length of {} is out of range: use 60 to 2048",
+            a.len
+        )
+        .into());
     }
-    let socket = socket.unwrap_or_else(|| std::env::temp_dir().join(format!("ringswitch-demo-{}.sock", std::process::id())));
-    println!("ringswitch demo: starting an embedded daemon on {}", socket.display());
+    let socket = socket.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("ringswitch-demo-{}.sock", std::process::id()))
+    });
+    println!(
+        "ringswitch demo: starting an embedded daemon on {}",
+        socket.display()
+    );
     let daemon = ringswitch_daemon::Daemon::start(ringswitch_daemon::Config::new(socket.clone()))?;
     let mut rows = Vec::new();
 
-    println!("\npipe demo{{1 -> demo}}1 (zero copy, no daemon thread), {}-byte frames:", a.len);
-    let gen = Port::open_at(&socket, "demo{1")?;
-    let snk = Port::open_at(&socket, "demo}1")?;
-    let (mut row, gen, snk) = run_path("pipe", gen, snk, frame(a.len, SINK_MAC, GEN_MAC), a.seconds);
-    // What the sink had not read yet is still in its ring, not lost.
-    row.dropped = 0;
-    rows.push(row);
-    drop((gen, snk));
-
-    println!("\nswitch vale0: vale0:gen -> vale0:sink (copied by the switch worker), {}-byte frames:", a.len);
-    let gen = Port::open_at(&socket, "vale0:gen")?;
-    let mut snk = Port::open_at(&socket, "vale0:sink")?;
-    // The sink announces its address so the switch learns where it is.
-    {
-        let mut tx = snk.tx(0);
-        if let Some(mut s) = tx.slot(0) {
-            s.write_at(0, &frame(60, [0xff; 6], SINK_MAC));
-            s.set_len(60);
-        }
-        tx.advance(1);
-        tx.sync()?;
-        std::thread::sleep(Duration::from_millis(50));
+    if a.path != Paths::Switch {
+        println!(
+            "\npipe demo{{1 -> demo}}1 (zero copy, no daemon thread), {}-byte frames:",
+            a.len
+        );
+        let gen = Port::open_at(&socket, "demo{1")?;
+        let snk = Port::open_at(&socket, "demo}1")?;
+        let (mut row, gen, snk) =
+            run_path("pipe", gen, snk, frame(a.len, SINK_MAC, GEN_MAC), a.seconds);
+        // What the sink had not read yet is still in its ring, not lost.
+        row.dropped = 0;
+        rows.push(row);
+        drop((gen, snk));
     }
-    let (mut row, gen, snk) = run_path("switch", gen, snk, frame(a.len, SINK_MAC, GEN_MAC), a.seconds);
-    // Let the worker finish what was queued, then take the switch's own
-    // counters, which add up exactly: sent = received + dropped.
-    std::thread::sleep(Duration::from_millis(100));
-    let mut c = Connection::connect(&socket)?;
-    let stats: Vec<PortStats> = c.call_as(&Request::Stats { switch: Some("vale0".into()) })?.0;
-    let get = |n: &str| stats.iter().find(|s| s.name == n).cloned().unwrap_or_default();
-    let (g, k) = (get("vale0:gen"), get("vale0:sink"));
-    row.sent = g.tx_packets;
-    row.received = k.rx_packets;
-    row.dropped = k.drop_rx_full;
-    row.mpps = row.received as f64 / row.secs / 1e6;
-    rows.push(row);
-    drop((gen, snk));
+
+    if a.path != Paths::Pipe {
+        println!("\nswitch vale0: vale0:gen -> vale0:sink (copied by the switch worker), {}-byte frames:", a.len);
+        let gen = Port::open_at(&socket, "vale0:gen")?;
+        let mut snk = Port::open_at(&socket, "vale0:sink")?;
+        // The sink announces its address so the switch learns where it is.
+        {
+            let mut tx = snk.tx(0);
+            if let Some(mut s) = tx.slot(0) {
+                s.write_at(0, &frame(60, [0xff; 6], SINK_MAC));
+                s.set_len(60);
+            }
+            tx.advance(1);
+            tx.sync()?;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (mut row, gen, snk) = run_path(
+            "switch",
+            gen,
+            snk,
+            frame(a.len, SINK_MAC, GEN_MAC),
+            a.seconds,
+        );
+        // Let the worker finish what was queued, then take the switch's own
+        // counters, which add up exactly: sent = received + dropped.
+        std::thread::sleep(Duration::from_millis(100));
+        let mut c = Connection::connect(&socket)?;
+        let stats: Vec<PortStats> = c
+            .call_as(&Request::Stats {
+                switch: Some("vale0".into()),
+            })?
+            .0;
+        let get = |n: &str| {
+            stats
+                .iter()
+                .find(|s| s.name == n)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let (g, k) = (get("vale0:gen"), get("vale0:sink"));
+        row.sent = g.tx_packets;
+        row.received = k.rx_packets;
+        row.dropped = k.drop_rx_full;
+        row.mpps = row.received as f64 / row.secs / 1e6;
+        rows.push(row);
+        drop((gen, snk));
+    }
 
     println!("\nsummary ({}-byte frames)", a.len);
-    println!("{:<8} {:>12} {:>12} {:>10} {:>9} {:>8}", "path", "sent", "received", "dropped", "Mpps", "seconds");
+    println!(
+        "{:<8} {:>12} {:>12} {:>10} {:>9} {:>8}",
+        "path", "sent", "received", "dropped", "Mpps", "seconds"
+    );
     for r in &rows {
         println!(
             "{:<8} {:>12} {:>12} {:>10} {:>9.3} {:>8.1}",

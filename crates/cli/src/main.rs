@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ringswitch", version, about = "netmap-style ports, a VALE switch and zero-copy pipes in userspace")]
+#[command(
+    name = "ringswitch",
+    version,
+    about = "netmap-style ports, a VALE switch and zero-copy pipes in userspace"
+)]
 struct Cli {
     /// Control socket (default: $RINGSWITCH_SOCKET, else /run/ringswitch/ringswitch.sock as root,
     /// else $XDG_RUNTIME_DIR/ringswitch.sock).
@@ -25,9 +29,9 @@ enum Cmd {
     Serve(ServeArgs),
     /// Control a running daemon, like vale-ctl.
     Ctl(ctl::CtlArgs),
-    // PKTGEN-PENDING /// Generate or receive traffic, like netmap's pkt-gen.
-    // PKTGEN-PENDING #[command(name = "pkt-gen")]
-    // PKTGEN-PENDING PktGen(ringswitch_pktgen::PktGenArgs),
+    /// Generate or receive traffic, like netmap's pkt-gen.
+    #[command(name = "pkt-gen")]
+    PktGen(ringswitch_pktgen::PktGenArgs),
     /// Forward between two ports (zero copy between the ends of one pipe).
     Bridge(BridgeArgs),
     /// Start an embedded daemon and show a switch and a pipe at work.
@@ -66,7 +70,10 @@ struct BridgeArgs {
 fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RINGSWITCH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn print_error(e: &dyn std::error::Error) {
@@ -82,12 +89,16 @@ fn print_error(e: &dyn std::error::Error) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The daemon narrates at info; the tools only warn.
-    init_logging(if matches!(cli.cmd, Cmd::Serve(_)) { "info" } else { "warn" });
+    init_logging(if matches!(cli.cmd, Cmd::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    });
     let socket = ringswitch_client::socket_for(cli.socket.as_deref());
     let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Serve(a) => serve(socket, a),
         Cmd::Ctl(a) => ctl::run(&socket, a),
-        // PKTGEN-PENDING Cmd::PktGen(a) => ringswitch_pktgen::run(&a, &socket).map(|_| ()).map_err(Into::into),
+        Cmd::PktGen(a) => ringswitch_pktgen::run(&a, &socket).map(|_| ()).map_err(Into::into),
         Cmd::Bridge(a) => bridge(&socket, a),
         Cmd::Demo(a) => demo::run(cli.socket, a),
     };
@@ -107,7 +118,12 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     cfg.batch = a.batch;
     cfg.mac_age_s = a.mac_age;
     if !(1..=ringswitch_switch::MAX_BATCH).contains(&a.batch) {
-        return Err(format!("a batch of {} is out of range: use 1 to {}", a.batch, ringswitch_switch::MAX_BATCH).into());
+        return Err(format!(
+            "a batch of {} is out of range: use 1 to {}",
+            a.batch,
+            ringswitch_switch::MAX_BATCH
+        )
+        .into());
     }
     let stop = ringswitch_daemon::signals::install()?;
     let d = ringswitch_daemon::Daemon::start(cfg)?;
@@ -126,7 +142,11 @@ fn bridge(socket: &std::path::Path, a: BridgeArgs) -> Result<(), Box<dyn std::er
     let stop = ringswitch_daemon::signals::install()?;
     let mut p0 = ringswitch_client::Port::open_at(socket, &a.ports[0])?;
     let mut p1 = ringswitch_client::Port::open_at(socket, &a.ports[1])?;
-    let mode = if a.busy { ringswitch_client::WaitMode::Busy } else { ringswitch_client::WaitMode::Blocking };
+    let mode = if a.busy {
+        ringswitch_client::WaitMode::Busy
+    } else {
+        ringswitch_client::WaitMode::Blocking
+    };
     let stats = ringswitch_client::bridge::run(&mut p0, &mut p1, a.batch, mode, &stop)?;
     println!(
         "bridge: {} packets {} -> {}, {} packets {} -> {} ({} zero-copy)",

@@ -66,6 +66,9 @@ struct Shared {
     generation: AtomicU64,
     stop: AtomicBool,
     busy_ns: AtomicU64,
+    batches: AtomicU64,
+    packets: AtomicU64,
+    wakeups: AtomicU64,
 }
 
 /// Handle on a worker thread.
@@ -91,6 +94,9 @@ impl Worker {
             generation: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             busy_ns: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            packets: AtomicU64::new(0),
+            wakeups: AtomicU64::new(0),
         });
         shared.epoll.ctl(libc::EPOLL_CTL_ADD, shared.ctl.as_raw_fd(), CTL)?;
         let s = shared.clone();
@@ -130,6 +136,12 @@ impl Worker {
         self.shared.busy_ns.load(Ordering::Relaxed)
     }
 
+    /// (batches, packets, wake-ups from sleep) so far.
+    pub fn activity(&self) -> (u64, u64, u64) {
+        let s = &self.shared;
+        (s.batches.load(Ordering::Relaxed), s.packets.load(Ordering::Relaxed), s.wakeups.load(Ordering::Relaxed))
+    }
+
     fn poke(&self) {
         self.shared.generation.fetch_add(1, Ordering::Release);
         self.shared.ctl.signal();
@@ -138,6 +150,8 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        let (b, p, w) = self.activity();
+        tracing::debug!(batches = b, packets = p, wakeups = w, "worker stopping");
         self.shared.stop.store(true, Ordering::Release);
         self.shared.ctl.signal();
         if let Some(t) = self.thread.take() {
@@ -176,6 +190,9 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         }
         if n_active == 0 || rounds % ROUNDS_PER_POLL == 0 {
             let timeout = if n_active == 0 { -1 } else { 0 };
+            if n_active == 0 {
+                s.wakeups.fetch_add(1, Ordering::Relaxed);
+            }
             let n = s.epoll.wait(&mut events, timeout);
             for ev in &events[..n] {
                 let id = ev.u64;
@@ -199,6 +216,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         }
         let t0 = Instant::now();
         let mut any = false;
+        let (mut nb, mut np) = (0u64, 0u64);
         for i in 0..local.len() {
             if !active[i] {
                 continue;
@@ -206,8 +224,11 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             let a = &local[i];
             let mut did = false;
             for r in 0..a.port.tx_rings() {
-                if a.switch.forward(&a.port, r, &mut scratch).slots > 0 {
+                let res = a.switch.forward(&a.port, r, &mut scratch);
+                if res.slots > 0 {
                     did = true;
+                    nb += 1;
+                    np += res.packets as u64;
                 }
             }
             any |= did;
@@ -218,6 +239,8 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         }
         if any {
             s.busy_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            s.batches.fetch_add(nb, Ordering::Relaxed);
+            s.packets.fetch_add(np, Ordering::Relaxed);
         }
         if n_active == 0 && !cfg.idle_poll.is_zero() {
             // sv3's idle poll: spin a little before sleeping, cheaper than a

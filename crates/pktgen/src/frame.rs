@@ -74,7 +74,9 @@ pub enum AddrError {
     #[error("a UDP port is a number from 0 to 65535")]
     Port,
     /// netmap's `a-b` range syntax.
-    #[error("address and port ranges are not supported; give one IPv4 address, optionally with :port")]
+    #[error(
+        "address and port ranges are not supported; give one IPv4 address, optionally with :port"
+    )]
     Range,
 }
 
@@ -102,7 +104,11 @@ impl FromStr for MacAddr {
 impl fmt::Display for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
     }
 }
 
@@ -218,7 +224,10 @@ pub struct Template {
 /// a word), not yet folded.
 pub fn sum16(data: &[u8]) -> u64 {
     let mut chunks = data.chunks_exact(2);
-    let mut sum: u64 = chunks.by_ref().map(|w| u64::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    let mut sum: u64 = chunks
+        .by_ref()
+        .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
     if let [b] = chunks.remainder() {
         sum += u64::from(*b) << 8;
     }
@@ -292,7 +301,12 @@ impl Template {
         let csum = udp_csum(udp_base_sum + u64::from(spec.src_port) + u64::from(spec.dst_port));
         put16(&mut b, UDP_CSUM, csum);
         b.truncate(spec.len);
-        Template { bytes: b, src_port: spec.src_port, dst_port: spec.dst_port, udp_base_sum }
+        Template {
+            bytes: b,
+            src_port: spec.src_port,
+            dst_port: spec.dst_port,
+            udp_base_sum,
+        }
     }
 
     /// The frame.
@@ -324,7 +338,11 @@ impl Template {
         if frame.len() < need || self.bytes.len() < need {
             return;
         }
-        let (sp, dp) = if f.ports { (st.src_port, st.dst_port) } else { (self.src_port, self.dst_port) };
+        let (sp, dp) = if f.ports {
+            (st.src_port, st.dst_port)
+        } else {
+            (self.src_port, self.dst_port)
+        };
         let mut sum = self.udp_base_sum + u64::from(sp) + u64::from(dp);
         if f.ports {
             put16(frame, UDP_SPORT, sp);
@@ -397,7 +415,10 @@ pub fn udp_checksum_ok(frame: &[u8]) -> bool {
     if udp_len < UDP_HDR_LEN || UDP + udp_len > frame.len() {
         return false;
     }
-    let sum = sum16(&frame[IP_SRC..IP_DST + 4]) + u64::from(IPPROTO_UDP) + udp_len as u64 + sum16(&frame[UDP..UDP + udp_len]);
+    let sum = sum16(&frame[IP_SRC..IP_DST + 4])
+        + u64::from(IPPROTO_UDP)
+        + udp_len as u64
+        + sum16(&frame[UDP..UDP + udp_len]);
     fold(sum) == 0xffff
 }
 
@@ -408,7 +429,11 @@ pub struct Rng(u64);
 impl Rng {
     /// Seeds the generator (a zero seed is replaced).
     pub fn new(seed: u64) -> Rng {
-        Rng(if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed })
+        Rng(if seed == 0 {
+            0x9e37_79b9_7f4a_7c15
+        } else {
+            seed
+        })
     }
 
     /// The next 16 random bits.
@@ -441,22 +466,23 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     #[test]
     fn default_frame_matches_known_good_bytes() {
         // Computed independently (Python, RFC 768/791 checksums).
-        let want = hex(
-            "ffffffffffff 000000000001 0800
+        let want = hex("ffffffffffff 000000000001 0800
              4500 002e 0000 4000 4011 26bd 0a000001 0a010001
              04d2 10e1 001a 81bc
              00000000 0000000000000000
-             72696e677377",
-        );
+             72696e677377");
         let t = Template::new(&spec(60));
         assert_eq!(t.len(), 60);
-        assert_eq!(&t.bytes()[..], &want[..]);
+        assert_eq!(t.bytes(), &want[..]);
         assert!(ipv4_checksum_ok(t.bytes()));
         assert!(udp_checksum_ok(t.bytes()));
     }
@@ -469,7 +495,10 @@ mod tests {
         s.src_ip = Ipv4Addr::new(192, 168, 0, 1);
         s.dst_ip = Ipv4Addr::new(192, 168, 0, 199);
         let t = Template::new(&s);
-        assert_eq!(&t.bytes()[14..34], &hex("4500 0073 0000 4000 4011 b861 c0a80001 c0a800c7")[..]);
+        assert_eq!(
+            &t.bytes()[14..34],
+            &hex("4500 0073 0000 4000 4011 b861 c0a80001 c0a800c7")[..]
+        );
     }
 
     #[test]
@@ -477,10 +506,19 @@ mod tests {
         for len in [46, 54, 60, 61, 1514] {
             let t = Template::new(&spec(len));
             let mut f = t.bytes().to_vec();
-            let fields = Fields { ports: true, seq: true, ts: len >= PING_FRAME_LEN };
+            let fields = Fields {
+                ports: true,
+                seq: true,
+                ts: len >= PING_FRAME_LEN,
+            };
             let mut rng = Rng::new(7);
             for seq in [0u32, 1, 0xffff, 0x1_0000, 0xdead_beef, u32::MAX] {
-                let st = Stamp { src_port: rng.next_u16(), dst_port: rng.next_u16(), seq, ts_ns: u64::MAX - seq as u64 };
+                let st = Stamp {
+                    src_port: rng.next_u16(),
+                    dst_port: rng.next_u16(),
+                    seq,
+                    ts_ns: u64::MAX - seq as u64,
+                };
                 t.stamp(&mut f, &st, fields);
                 assert!(udp_checksum_ok(&f), "len {len} seq {seq:#x}");
                 assert!(ipv4_checksum_ok(&f));
@@ -490,7 +528,20 @@ mod tests {
                 }
             }
             // Without the port field, the template's ports stay.
-            t.stamp(&mut f, &Stamp { src_port: 1, dst_port: 2, seq: 5, ts_ns: 0 }, Fields { seq: true, ..Fields::default() });
+            f.copy_from_slice(t.bytes());
+            t.stamp(
+                &mut f,
+                &Stamp {
+                    src_port: 1,
+                    dst_port: 2,
+                    seq: 5,
+                    ts_ns: 0,
+                },
+                Fields {
+                    seq: true,
+                    ..Fields::default()
+                },
+            );
             assert_eq!(&f[34..38], &t.bytes()[34..38]);
             assert!(udp_checksum_ok(&f));
         }
@@ -500,7 +551,17 @@ mod tests {
     fn stamp_refuses_short_frames_and_zero_checksum_is_sent_as_ffff() {
         let t = Template::new(&spec(46));
         let mut f = t.bytes().to_vec();
-        t.stamp(&mut f, &Stamp { ts_ns: 1, ..Stamp::default() }, Fields { ts: true, ..Fields::default() });
+        t.stamp(
+            &mut f,
+            &Stamp {
+                ts_ns: 1,
+                ..Stamp::default()
+            },
+            Fields {
+                ts: true,
+                ..Fields::default()
+            },
+        );
         assert_eq!(&f[..], t.bytes(), "a timestamp does not fit 46 bytes");
         assert_eq!(udp_csum(0xffff), 0xffff);
         assert_eq!(udp_csum(0x1234), !0x1234);
@@ -544,30 +605,64 @@ mod tests {
         // Short or non-IP frames: only what is there is touched.
         let mut short = [1u8, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0x86, 0xdd, 0xaa];
         swap_addresses(&mut short);
-        assert_eq!(short, [7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6, 0x86, 0xdd, 0xaa]);
+        assert_eq!(
+            short,
+            [7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6, 0x86, 0xdd, 0xaa]
+        );
         swap_addresses(&mut [0u8; 5]);
     }
 
     #[test]
     fn mac_parsing() {
         assert_eq!("00:00:00:00:00:01".parse(), Ok(MacAddr([0, 0, 0, 0, 0, 1])));
-        assert_eq!("a-B-c-D-e-F".parse(), Ok(MacAddr([0xa, 0xb, 0xc, 0xd, 0xe, 0xf])));
-        assert_eq!(MacAddr([0xff, 0, 0x12, 0, 0, 1]).to_string(), "ff:00:12:00:00:01");
-        for bad in ["", "00:00:00:00:00", "00:00:00:00:00:00:00", "000:00:00:00:00:00", "gg:00:00:00:00:00", "00::00:00:00:00"] {
+        assert_eq!(
+            "a-B-c-D-e-F".parse(),
+            Ok(MacAddr([0xa, 0xb, 0xc, 0xd, 0xe, 0xf]))
+        );
+        assert_eq!(
+            MacAddr([0xff, 0, 0x12, 0, 0, 1]).to_string(),
+            "ff:00:12:00:00:01"
+        );
+        for bad in [
+            "",
+            "00:00:00:00:00",
+            "00:00:00:00:00:00:00",
+            "000:00:00:00:00:00",
+            "gg:00:00:00:00:00",
+            "00::00:00:00:00",
+        ] {
             assert_eq!(bad.parse::<MacAddr>(), Err(AddrError::Mac), "{bad}");
         }
     }
 
     #[test]
     fn endpoint_parsing() {
-        assert_eq!("10.0.0.1".parse(), Ok(Endpoint { ip: Ipv4Addr::new(10, 0, 0, 1), port: None }));
-        assert_eq!("10.1.0.1:4321".parse(), Ok(Endpoint { ip: Ipv4Addr::new(10, 1, 0, 1), port: Some(4321) }));
+        assert_eq!(
+            "10.0.0.1".parse(),
+            Ok(Endpoint {
+                ip: Ipv4Addr::new(10, 0, 0, 1),
+                port: None
+            })
+        );
+        assert_eq!(
+            "10.1.0.1:4321".parse(),
+            Ok(Endpoint {
+                ip: Ipv4Addr::new(10, 1, 0, 1),
+                port: Some(4321)
+            })
+        );
         assert_eq!("10.0.0.1:65536".parse::<Endpoint>(), Err(AddrError::Port));
         assert_eq!("10.0.0.1:".parse::<Endpoint>(), Err(AddrError::Port));
         assert_eq!("10.0.0".parse::<Endpoint>(), Err(AddrError::Ip));
-        assert_eq!("10.0.0.1-10.0.0.9".parse::<Endpoint>(), Err(AddrError::Range));
+        assert_eq!(
+            "10.0.0.1-10.0.0.9".parse::<Endpoint>(),
+            Err(AddrError::Range)
+        );
         assert_eq!("10.0.0.1:1-9".parse::<Endpoint>(), Err(AddrError::Range));
-        assert_eq!("10.0.0.1:80".parse::<Endpoint>().unwrap().to_string(), "10.0.0.1:80");
+        assert_eq!(
+            "10.0.0.1:80".parse::<Endpoint>().unwrap().to_string(),
+            "10.0.0.1:80"
+        );
     }
 
     #[test]

@@ -113,7 +113,10 @@ impl RttStats {
         if self.count == 0 {
             return 0;
         }
-        let rank = ((p / 100.0) * self.count as f64).ceil().clamp(1.0, self.count as f64) as u64;
+        // The epsilon keeps 99.9% of 1000 at rank 999 despite rounding.
+        let rank = ((p / 100.0) * self.count as f64 - 1e-9)
+            .ceil()
+            .clamp(1.0, self.count as f64) as u64;
         if self.count as usize == self.samples.len() {
             if !self.sorted {
                 self.samples.sort_unstable();
@@ -164,7 +167,12 @@ pub struct IntervalRtt {
 
 impl Default for IntervalRtt {
     fn default() -> Self {
-        IntervalRtt { count: 0, sum_ns: 0, min_ns: u64::MAX, max_ns: 0 }
+        IntervalRtt {
+            count: 0,
+            sum_ns: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+        }
     }
 }
 
@@ -183,7 +191,12 @@ impl IntervalRtt {
         if self.count == 0 {
             return "rtt: no replies".to_string();
         }
-        format!("rtt min {} avg {} max {} ns", self.min_ns, self.sum_ns / self.count, self.max_ns)
+        format!(
+            "rtt min {} avg {} max {} ns",
+            self.min_ns,
+            self.sum_ns / self.count,
+            self.max_ns
+        )
     }
 }
 

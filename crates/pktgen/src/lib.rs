@@ -112,10 +112,20 @@ pub struct PktGenArgs {
     #[arg(short = 'R', long = "rate", default_value_t = 0)]
     pub rate: u64,
     /// Report interval in milliseconds; 0 prints no interval lines.
-    #[arg(short = 'T', long = "interval", value_name = "MS", default_value_t = 1000)]
+    #[arg(
+        short = 'T',
+        long = "interval",
+        value_name = "MS",
+        default_value_t = 1000
+    )]
     pub interval_ms: u64,
     /// Seconds to wait after opening the port, before starting.
-    #[arg(short = 'w', long = "wait", value_name = "SECONDS", default_value_t = 0)]
+    #[arg(
+        short = 'w',
+        long = "wait",
+        value_name = "SECONDS",
+        default_value_t = 0
+    )]
     pub wait_s: u32,
     /// Source MAC.
     #[arg(short = 'S', long = "src-mac", default_value = "00:00:00:00:00:01")]
@@ -123,11 +133,21 @@ pub struct PktGenArgs {
     /// Destination MAC.
     #[arg(short = 'D', long = "dst-mac", default_value = "ff:ff:ff:ff:ff:ff")]
     pub dst_mac: MacAddr,
-    /// Source IPv4 address[:port].
-    #[arg(short = 's', long = "src-ip", value_name = "IP[:PORT]", default_value = "10.0.0.1:1234")]
+    /// Source IPv4 address, optionally with a port (IP or IP:PORT).
+    #[arg(
+        short = 's',
+        long = "src-ip",
+        value_name = "IP[:PORT]",
+        default_value = "10.0.0.1:1234"
+    )]
     pub src: Endpoint,
-    /// Destination IPv4 address[:port].
-    #[arg(short = 'd', long = "dst-ip", value_name = "IP[:PORT]", default_value = "10.1.0.1:4321")]
+    /// Destination IPv4 address, optionally with a port (IP or IP:PORT).
+    #[arg(
+        short = 'd',
+        long = "dst-ip",
+        value_name = "IP[:PORT]",
+        default_value = "10.1.0.1:4321"
+    )]
     pub dst: Endpoint,
     /// Random source port for every packet.
     #[arg(short = 'z', long = "random-src-port")]
@@ -317,10 +337,21 @@ impl Plan {
         };
         let ports = a.random_src_port || a.random_dst_port;
         let fields = match a.mode {
-            Mode::Tx => Fields { ports, ..Fields::default() },
-            Mode::Txseq => Fields { ports, seq: true, ..Fields::default() },
-            Mode::Ping => Fields { ports, seq: true, ts: true },
-            Mode::Rx | Mode::Pong => Fields::default(),
+            Mode::Tx => Fields {
+                ports,
+                ..Fields::default()
+            },
+            Mode::Txseq => Fields {
+                ports,
+                seq: true,
+                ..Fields::default()
+            },
+            Mode::Ping => Fields {
+                ports,
+                seq: true,
+                ts: true,
+            },
+            Mode::Rx | Mode::Rxseq | Mode::Pong => Fields::default(),
         };
         let len = usize::from(a.length);
         let min = match a.mode {
@@ -330,7 +361,11 @@ impl Plan {
             _ => fields.min_frame_len(),
         };
         if len < min {
-            return Err(PktGenError::FrameTooShort { mode: a.mode, len, min });
+            return Err(PktGenError::FrameTooShort {
+                mode: a.mode,
+                len,
+                min,
+            });
         }
         let spec = FrameSpec {
             src_mac: a.src_mac,
@@ -342,7 +377,15 @@ impl Plan {
             len,
         };
         let count = if a.count == 0 { u64::MAX } else { a.count };
-        Ok(Plan { mode: a.mode, burst, len, fields, spec, count, duration_ns })
+        Ok(Plan {
+            mode: a.mode,
+            burst,
+            len,
+            fields,
+            spec,
+            count,
+            duration_ns,
+        })
     }
 }
 
@@ -352,15 +395,28 @@ impl Plan {
 pub fn run(args: &PktGenArgs, socket: &Path) -> Result<Report, PktGenError> {
     let plan = Plan::new(args)?;
     let name = args.interface.clone();
-    let mut port =
-        Port::open_at(socket, &name).map_err(|source| PktGenError::Open { port: name.clone(), source })?;
-    port.set_wait_mode(if args.busy { WaitMode::Busy } else { WaitMode::Blocking });
+    let mut port = Port::open_at(socket, &name).map_err(|source| PktGenError::Open {
+        port: name.clone(),
+        source,
+    })?;
+    port.set_wait_mode(if args.busy {
+        WaitMode::Busy
+    } else {
+        WaitMode::Blocking
+    });
     let g = port.geometry();
     if plan.len > g.buf_size as usize {
-        return Err(PktGenError::FrameTooLong { port: name, len: plan.len, buf_size: g.buf_size });
+        return Err(PktGenError::FrameTooLong {
+            port: name,
+            len: plan.len,
+            buf_size: g.buf_size,
+        });
     }
     // A batch never exceeds what a ring can hold.
-    let burst = plan.burst.min(g.tx_slots.min(g.rx_slots).saturating_sub(1)).max(1);
+    let burst = plan
+        .burst
+        .min(g.tx_slots.min(g.rx_slots).saturating_sub(1))
+        .max(1);
     tracing::info!(port = %name, mode = %plan.mode, burst, len = plan.len, ?g, "pkt-gen starting");
 
     let _signals = os::SignalGuard::install().map_err(PktGenError::Signal)?;
@@ -398,7 +454,11 @@ fn wait_before_start(seconds: u32) {
 }
 
 fn describe(a: &PktGenArgs, p: &Plan, burst: u32) -> String {
-    let rate = if a.rate == 0 { "unlimited".to_string() } else { format!("{} pps", a.rate) };
+    let rate = if a.rate == 0 {
+        "unlimited".to_string()
+    } else {
+        format!("{} pps", a.rate)
+    };
     let wait = if a.busy { "busy" } else { "blocking" };
     match p.mode {
         Mode::Rx | Mode::Rxseq | Mode::Pong => {
@@ -430,7 +490,9 @@ fn closing(r: &Report) -> String {
     };
     let mut s = meter::summary(verb, r.packets, r.bytes, r.events, ns);
     if let Some(q) = r.queued.filter(|&q| q > 0) {
-        s.push_str(&format!("\n{q} packets were still queued when the port was closed"));
+        s.push_str(&format!(
+            "\n{q} packets were still queued when the port was closed"
+        ));
     }
     if let Some(d) = r.drops {
         s.push_str(&format!("\nDropped {d} packets"));
@@ -439,12 +501,22 @@ fn closing(r: &Report) -> String {
         s.push_str(&format!("\nSequence: {g} missing, {o} out of order"));
     }
     if let (Some(sent), Some(lost)) = (r.sent, r.lost) {
-        s.push_str(&format!("\nPing: {sent} sent, {} replies, {lost} lost", r.packets));
+        s.push_str(&format!(
+            "\nPing: {sent} sent, {} replies, {lost} lost",
+            r.packets
+        ));
     }
-    if let (Some(min), Some(avg), Some(p50), Some(p99), Some(p999), Some(max)) =
-        (r.rtt_ns_min, r.rtt_ns_avg, r.rtt_ns_p50, r.rtt_ns_p99, r.rtt_ns_p999, r.rtt_ns_max)
-    {
-        s.push_str(&format!("\nRTT ns: min {min} avg {avg} p50 {p50} p99 {p99} p99.9 {p999} max {max}"));
+    if let (Some(min), Some(avg), Some(p50), Some(p99), Some(p999), Some(max)) = (
+        r.rtt_ns_min,
+        r.rtt_ns_avg,
+        r.rtt_ns_p50,
+        r.rtt_ns_p99,
+        r.rtt_ns_p999,
+        r.rtt_ns_max,
+    ) {
+        s.push_str(&format!(
+            "\nRTT ns: min {min} avg {avg} p50 {p50} p99 {p99} p99.9 {p999} max {max}"
+        ));
     }
     if let Some(m) = r.malformed.filter(|&m| m > 0) {
         s.push_str(&format!("\n{m} frames were malformed or unexpected"));
@@ -482,7 +554,11 @@ impl Outcome {
             pps: meter::per_second(self.packets as f64, self.ns),
             bps: meter::per_second(self.bytes as f64 * 8.0, self.ns),
             events,
-            avg_batch: if events == 0 { 0.0 } else { self.packets as f64 / events as f64 },
+            avg_batch: if events == 0 {
+                0.0
+            } else {
+                self.packets as f64 / events as f64
+            },
             end: self.end.unwrap_or(End::Signal),
             drops: self.drops,
             gaps: self.gaps,
@@ -520,7 +596,18 @@ mod tests {
     fn defaults_are_netmaps() {
         let a = parse(&["-i", "vale0:a"]).unwrap();
         assert_eq!(a.mode, Mode::Rx);
-        assert_eq!((a.count, a.length, a.burst, a.rate, a.interval_ms, a.wait_s, a.threads), (0, 60, None, 0, 1000, 0, 1));
+        assert_eq!(
+            (
+                a.count,
+                a.length,
+                a.burst,
+                a.rate,
+                a.interval_ms,
+                a.wait_s,
+                a.threads
+            ),
+            (0, 60, None, 0, 1000, 0, 1)
+        );
         assert_eq!(a.src_mac, MacAddr([0, 0, 0, 0, 0, 1]));
         assert_eq!(a.dst_mac, MacAddr([0xff; 6]));
         assert_eq!(a.src.to_string(), "10.0.0.1:1234");
@@ -533,18 +620,60 @@ mod tests {
     #[test]
     fn short_flags() {
         let a = parse(&[
-            "-i", "pipe{1", "-f", "txseq", "-n", "1000", "-l", "128", "-b", "64", "-R", "10000", "-T", "500", "-w", "2",
-            "-S", "02:00:00:00:00:02", "-D", "02:00:00:00:00:03", "-s", "192.168.1.1", "-d", "192.168.1.2:9", "-z", "-Z",
-            "-p", "1", "--busy", "--json", "--duration", "1.5",
+            "-i",
+            "pipe{1",
+            "-f",
+            "txseq",
+            "-n",
+            "1000",
+            "-l",
+            "128",
+            "-b",
+            "64",
+            "-R",
+            "10000",
+            "-T",
+            "500",
+            "-w",
+            "2",
+            "-S",
+            "02:00:00:00:00:02",
+            "-D",
+            "02:00:00:00:00:03",
+            "-s",
+            "192.168.1.1",
+            "-d",
+            "192.168.1.2:9",
+            "-z",
+            "-Z",
+            "-p",
+            "1",
+            "--busy",
+            "--json",
+            "--duration",
+            "1.5",
         ])
         .unwrap();
         assert_eq!(a.mode, Mode::Txseq);
-        assert_eq!((a.count, a.length, a.burst, a.rate, a.interval_ms, a.wait_s), (1000, 128, Some(64), 10000, 500, 2));
+        assert_eq!(
+            (a.count, a.length, a.burst, a.rate, a.interval_ms, a.wait_s),
+            (1000, 128, Some(64), 10000, 500, 2)
+        );
         assert!(a.random_src_port && a.random_dst_port && a.busy && a.json);
         let p = Plan::new(&a).unwrap();
-        assert_eq!(p.spec.src_port, DEFAULT_SRC_PORT, "a source without a port keeps the default port");
+        assert_eq!(
+            p.spec.src_port, DEFAULT_SRC_PORT,
+            "a source without a port keeps the default port"
+        );
         assert_eq!(p.spec.dst_port, 9);
-        assert_eq!(p.fields, Fields { ports: true, seq: true, ts: false });
+        assert_eq!(
+            p.fields,
+            Fields {
+                ports: true,
+                seq: true,
+                ts: false
+            }
+        );
         assert_eq!(p.duration_ns, Some(1_500_000_000));
         assert_eq!(p.count, 1000);
         for m in ["tx", "rx", "ping", "pong", "txseq", "rxseq"] {
@@ -564,21 +693,52 @@ mod tests {
         };
         assert!(matches!(a(&["-p", "2"]), Err(PktGenError::Threads(2))));
         assert!(matches!(a(&["-b", "0"]), Err(PktGenError::Burst)));
-        assert!(matches!(a(&["--duration", "0"]), Err(PktGenError::Duration)));
-        assert!(matches!(a(&["--duration", "-1"]), Err(PktGenError::Duration)));
-        assert!(matches!(a(&["--duration", "inf"]), Err(PktGenError::Duration)));
-        assert!(matches!(a(&["-l", "13"]), Err(PktGenError::FrameTooShort { min: 14, .. })));
+        assert!(matches!(
+            a(&["--duration", "0"]),
+            Err(PktGenError::Duration)
+        ));
+        assert!(matches!(a(&["--duration=-1"]), Err(PktGenError::Duration)));
+        assert!(matches!(
+            a(&["--duration", "inf"]),
+            Err(PktGenError::Duration)
+        ));
+        assert!(matches!(
+            a(&["-l", "13"]),
+            Err(PktGenError::FrameTooShort { min: 14, .. })
+        ));
         assert!(a(&["-l", "14", "-f", "tx"]).is_ok());
-        assert!(matches!(a(&["-l", "45", "-f", "txseq"]), Err(PktGenError::FrameTooShort { min: 46, .. })));
-        assert!(matches!(a(&["-l", "45", "-f", "rxseq"]), Err(PktGenError::FrameTooShort { min: 46, .. })));
-        assert!(matches!(a(&["-l", "53", "-f", "ping"]), Err(PktGenError::FrameTooShort { min: 54, .. })));
-        assert!(matches!(a(&["-l", "41", "-z"]), Err(PktGenError::FrameTooShort { min: 42, .. })));
+        assert!(matches!(
+            a(&["-l", "45", "-f", "txseq"]),
+            Err(PktGenError::FrameTooShort { min: 46, .. })
+        ));
+        assert!(matches!(
+            a(&["-l", "45", "-f", "rxseq"]),
+            Err(PktGenError::FrameTooShort { min: 46, .. })
+        ));
+        assert!(matches!(
+            a(&["-l", "53", "-f", "ping"]),
+            Err(PktGenError::FrameTooShort { min: 54, .. })
+        ));
+        assert!(matches!(
+            a(&["-l", "41", "-z", "-f", "tx"]),
+            Err(PktGenError::FrameTooShort { min: 42, .. })
+        ));
         assert_eq!(a(&["-f", "ping"]).unwrap().burst, 1);
         assert_eq!(a(&["-f", "pong"]).unwrap().burst, 1);
         assert_eq!(a(&["-f", "ping", "-b", "8"]).unwrap().burst, 8);
-        assert_eq!(a(&["-f", "ping"]).unwrap().fields, Fields { ports: false, seq: true, ts: true });
+        assert_eq!(
+            a(&["-f", "ping"]).unwrap().fields,
+            Fields {
+                ports: false,
+                seq: true,
+                ts: true
+            }
+        );
         let e = a(&["-l", "45", "-f", "txseq"]).unwrap_err().to_string();
-        assert_eq!(e, "txseq needs frames of at least 46 bytes, but -l 45 was given");
+        assert_eq!(
+            e,
+            "txseq needs frames of at least 46 bytes, but -l 45 was given"
+        );
     }
 
     #[test]
@@ -615,14 +775,43 @@ mod tests {
         assert_eq!(v["avg_batch"], 25.0);
         assert!(v.get("rtt_ns_p99").is_none() && v.get("sent").is_none());
         let text = closing(&r);
-        assert!(text.starts_with("Received 100 packets, 6000 bytes, 4 events"), "{text}");
-        assert!(text.contains("\nDropped 3 packets\nSequence: 3 missing, 1 out of order"), "{text}");
+        assert!(
+            text.starts_with("Received 100 packets, 6000 bytes, 4 events"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nDropped 3 packets\nSequence: 3 missing, 1 out of order"),
+            "{text}"
+        );
 
-        let rtt = RttSummary { count: 2, min_ns: 1, avg_ns: 2, p50_ns: 2, p99_ns: 3, p999_ns: 3, max_ns: 3 };
-        let out = Outcome { packets: 2, sent: Some(3), lost: Some(1), rtt: Some(rtt), ..Outcome::default() };
+        let rtt = RttSummary {
+            count: 2,
+            min_ns: 1,
+            avg_ns: 2,
+            p50_ns: 2,
+            p99_ns: 3,
+            p999_ns: 3,
+            max_ns: 3,
+        };
+        let out = Outcome {
+            packets: 2,
+            sent: Some(3),
+            lost: Some(1),
+            rtt: Some(rtt),
+            ..Outcome::default()
+        };
         let r = out.report(Mode::Ping, "pipe{1".into(), 2);
         let v: serde_json::Value = serde_json::to_value(&r).unwrap();
-        for (k, want) in [("rtt_ns_min", 1), ("rtt_ns_avg", 2), ("rtt_ns_p50", 2), ("rtt_ns_p99", 3), ("rtt_ns_p999", 3), ("rtt_ns_max", 3), ("sent", 3), ("lost", 1)] {
+        for (k, want) in [
+            ("rtt_ns_min", 1),
+            ("rtt_ns_avg", 2),
+            ("rtt_ns_p50", 2),
+            ("rtt_ns_p99", 3),
+            ("rtt_ns_p999", 3),
+            ("rtt_ns_max", 3),
+            ("sent", 3),
+            ("lost", 1),
+        ] {
             assert_eq!(v[k], want, "{k}");
         }
         assert_eq!(v["pps"], 0.0, "no time, no rate");

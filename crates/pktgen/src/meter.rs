@@ -54,7 +54,11 @@ pub struct Interval {
 impl Interval {
     /// The report line.
     pub fn line(&self) -> String {
-        let avg_batch = if self.events == 0 { 0.0 } else { self.pkts as f64 / self.events as f64 };
+        let avg_batch = if self.events == 0 {
+            0.0
+        } else {
+            self.pkts as f64 / self.events as f64
+        };
         format!(
             "{} ({} {} in {} usec) {:.2} avg_batch {} min_space",
             fmt_unit(per_second(self.pkts as f64, self.ns), 3, "pps"),
@@ -91,7 +95,11 @@ impl Meter {
         let interval_ns = interval_ms.saturating_mul(1_000_000);
         Meter {
             interval_ns,
-            next_ns: if interval_ns == 0 { u64::MAX } else { now_ns.saturating_add(interval_ns) },
+            next_ns: if interval_ns == 0 {
+                u64::MAX
+            } else {
+                now_ns.saturating_add(interval_ns)
+            },
             mark_ns: now_ns,
             pkts: 0,
             bytes: 0,
@@ -129,7 +137,11 @@ impl Meter {
             bytes: self.bytes - self.mark_bytes,
             events: self.events - self.mark_events,
             ns: now_ns.saturating_sub(self.mark_ns),
-            min_space: if self.min_space == u32::MAX { 0 } else { self.min_space },
+            min_space: if self.min_space == u32::MAX {
+                0
+            } else {
+                self.min_space
+            },
         };
         self.mark_ns = now_ns;
         self.mark_pkts = self.pkts;
@@ -147,13 +159,17 @@ impl Meter {
 /// The closing lines: `Sent|Received N packets, ...` and `Speed: ...`.
 pub fn summary(verb: &str, pkts: u64, bytes: u64, events: u64, ns: u64) -> String {
     let mut s = String::new();
-    let each = if pkts == 0 { 0 } else { bytes / pkts };
+    let each = bytes.checked_div(pkts).unwrap_or(0);
     let _ = writeln!(
         s,
         "{verb} {pkts} packets, {bytes} bytes, {events} events, {each} bytes each in {:.3} seconds.",
         ns as f64 / 1e9
     );
-    let avg_batch = if events == 0 { 0.0 } else { pkts as f64 / events as f64 };
+    let avg_batch = if events == 0 {
+        0.0
+    } else {
+        pkts as f64 / events as f64
+    };
     let _ = write!(
         s,
         "Speed: {} Bandwidth: {}. Average batch: {avg_batch:.2} pkts",
@@ -179,11 +195,29 @@ mod tests {
 
     #[test]
     fn interval_line_has_netmaps_shape() {
-        let iv = Interval { pkts: 1_240_000, bytes: 1_240_000 * 60, events: 2422, ns: 1_000_123_000, min_space: 0 };
-        assert_eq!(iv.line(), "1.240 Mpps (1.240 Mpkts 595.1 Mbps in 1000123 usec) 511.97 avg_batch 0 min_space");
-        let idle = Interval { ns: 1_000_000_000, ..Interval::default() };
-        assert_eq!(idle.line(), "0.000 pps (0.000 pkts 0.0 bps in 1000000 usec) 0.00 avg_batch 0 min_space");
-        assert_eq!(Interval::default().line(), "0.000 pps (0.000 pkts 0.0 bps in 0 usec) 0.00 avg_batch 0 min_space");
+        let iv = Interval {
+            pkts: 1_240_000,
+            bytes: 1_240_000 * 60,
+            events: 2422,
+            ns: 1_000_123_000,
+            min_space: 0,
+        };
+        assert_eq!(
+            iv.line(),
+            "1.240 Mpps (1.240 Mpkts 595.1 Mbps in 1000123 usec) 511.97 avg_batch 0 min_space"
+        );
+        let idle = Interval {
+            ns: 1_000_000_000,
+            ..Interval::default()
+        };
+        assert_eq!(
+            idle.line(),
+            "0.000 pps (0.000 pkts 0.0 bps in 1000000 usec) 0.00 avg_batch 0 min_space"
+        );
+        assert_eq!(
+            Interval::default().line(),
+            "0.000 pps (0.000 pkts 0.0 bps in 0 usec) 0.00 avg_batch 0 min_space"
+        );
     }
 
     #[test]
@@ -194,7 +228,16 @@ mod tests {
         m.record(512, 512 * 60, 1023);
         m.record(100, 6000, 400);
         let iv = m.poll(1000 * ms).unwrap();
-        assert_eq!(iv, Interval { pkts: 612, bytes: 612 * 60, events: 2, ns: 1000 * ms, min_space: 400 });
+        assert_eq!(
+            iv,
+            Interval {
+                pkts: 612,
+                bytes: 612 * 60,
+                events: 2,
+                ns: 1000 * ms,
+                min_space: 400
+            }
+        );
         assert_eq!(m.poll(1500 * ms), None);
         // Blocked for 3.5 s: one line for the whole stretch, then back on the grid.
         let iv = m.poll(4500 * ms).unwrap();
@@ -214,7 +257,9 @@ mod tests {
              Speed: 12.34 Mpps Bandwidth: 5.92 Gbps. Average batch: 512.03 pkts"
         );
         let s = summary("Received", 0, 0, 0, 0);
-        assert!(s.starts_with("Received 0 packets, 0 bytes, 0 events, 0 bytes each in 0.000 seconds."));
+        assert!(
+            s.starts_with("Received 0 packets, 0 bytes, 0 events, 0 bytes each in 0.000 seconds.")
+        );
         assert!(s.ends_with("Speed: 0.00 pps Bandwidth: 0.00 bps. Average batch: 0.00 pkts"));
     }
 }

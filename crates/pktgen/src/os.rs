@@ -9,11 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// CLOCK_MONOTONIC in nanoseconds.
 #[inline]
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
     // exists on Linux, so the call cannot fail.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// Set by the handler; read by the data loops once per batch.
@@ -45,7 +50,10 @@ impl SignalGuard {
     /// Clears the flag and installs the handler.
     pub fn install() -> io::Result<SignalGuard> {
         STOP.store(false, Ordering::Relaxed);
-        let mut old = [(libc::SIGINT, empty_sigaction()), (libc::SIGTERM, empty_sigaction())];
+        let mut old = [
+            (libc::SIGINT, empty_sigaction()),
+            (libc::SIGTERM, empty_sigaction()),
+        ];
         for (sig, prev) in &mut old {
             let mut sa = empty_sigaction();
             sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;

@@ -23,7 +23,12 @@ impl TokenBucket {
     /// first send is immediate.
     pub fn new(rate_pps: u64, burst_pkts: u32, now_ns: u64) -> TokenBucket {
         let cap = u128::from(burst_pkts.max(1)) * UNIT;
-        TokenBucket { rate_pps: rate_pps.max(1), cap, credit: UNIT, last_ns: now_ns }
+        TokenBucket {
+            rate_pps: rate_pps.max(1),
+            cap,
+            credit: UNIT,
+            last_ns: now_ns,
+        }
     }
 
     /// Adds the credit earned since the last refill.
@@ -87,11 +92,20 @@ mod tests {
 
     #[test]
     fn holds_the_rate_within_one_burst() {
-        for (rate, burst) in [(1000, 1), (1000, 512), (100_000, 64), (3_000_000, 512), (7, 1)] {
+        for (rate, burst) in [
+            (1000, 1),
+            (1000, 512),
+            (100_000, 64),
+            (3_000_000, 512),
+            (7, 1),
+        ] {
             let sent = simulate(rate, burst, 2);
             let want = 2 * rate;
             let slack = u64::from(burst) + 1;
-            assert!(sent + slack >= want && sent <= want + slack, "rate {rate} burst {burst}: sent {sent}");
+            assert!(
+                sent + slack >= want && sent <= want + slack,
+                "rate {rate} burst {burst}: sent {sent}"
+            );
         }
     }
 

@@ -29,14 +29,19 @@ pub(crate) struct Filled {
 
 impl Filled {
     pub(crate) fn new(slots: u32) -> Filled {
-        Filled { bufs: vec![NO_BUF; slots as usize], writes: 0 }
+        Filled {
+            bufs: vec![NO_BUF; slots as usize],
+            writes: 0,
+        }
     }
 
     /// Makes sure `slot`'s buffer holds the template.
     #[inline(always)]
     pub(crate) fn ensure(&mut self, slot: &mut Slot<'_>, t: &Template) {
         let raw = slot.raw();
-        let Some(last) = self.bufs.get_mut(slot.index() as usize) else { return };
+        let Some(last) = self.bufs.get_mut(slot.index() as usize) else {
+            return;
+        };
         if *last != raw.buf_idx || raw.flags & NS_BUF_CHANGED != 0 {
             // An invalid index is left to the port side to refuse.
             slot.write_at(0, t.bytes());
@@ -58,7 +63,12 @@ pub(crate) struct Stamper {
 impl Stamper {
     pub(crate) fn new(s: &Session) -> Stamper {
         let (src_port, dst_port) = s.template.ports();
-        let st = Stamp { src_port, dst_port, seq: 0, ts_ns: 0 };
+        let st = Stamp {
+            src_port,
+            dst_port,
+            seq: 0,
+            ts_ns: 0,
+        };
         Stamper {
             fields: s.fields,
             st,
@@ -126,14 +136,15 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
             r.map_err(|e| s.wait_err(e))?;
             continue;
         }
-        let n = want.min(space);
-        for k in 0..n {
-            let Some(mut slot) = tx.slot(k) else { break };
+        let mut n = 0;
+        // Up to `want` slots; `slot` gives none past the free space.
+        while let Some(mut slot) = (n < want).then(|| tx.slot(n)).flatten() {
             filled.ensure(&mut slot, &s.template);
             if stamping {
                 stamper.stamp(&s.template, slot.buf_mut(), 0);
             }
             slot.set_len(len16);
+            n += 1;
         }
         tx.advance(n);
         let r = tx.sync();
@@ -145,9 +156,12 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
             b.consume(n);
         }
     };
-    let queued = flush(s)?;
-    let t1 = monotonic_ns();
-    tracing::debug!(template_writes = filled.writes, next_seq = stamper.next_seq(), "sender done");
+    let (queued, t1) = flush(s)?;
+    tracing::debug!(
+        template_writes = filled.writes,
+        next_seq = stamper.next_seq(),
+        "sender done"
+    );
     let packets = advanced - queued.min(advanced);
     Ok(Outcome {
         packets,
@@ -159,18 +173,32 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
     })
 }
 
+/// Packets in the TX ring not yet taken by the port side.
+fn queued(s: &mut Session) -> u64 {
+    let tx = s.port.tx(0);
+    let n = tx.num_slots();
+    u64::from(n - 1 - tx.space().min(n - 1))
+}
+
 /// Syncs until the port took every queued packet or [`FLUSH_NS`] passed.
-/// Returns how many are still queued.
-fn flush(s: &mut Session) -> Result<u64, PktGenError> {
-    let deadline = monotonic_ns().saturating_add(FLUSH_NS);
+/// Returns how many are still queued, and when the last one was taken
+/// (the start of the flush if none was).
+fn flush(s: &mut Session) -> Result<(u64, u64), PktGenError> {
+    let start = monotonic_ns();
+    let deadline = start.saturating_add(FLUSH_NS);
+    let mut last_taken = start;
+    let mut before = queued(s);
     loop {
-        let mut tx = s.port.tx(0);
-        let r = tx.sync();
+        let r = s.port.tx(0).sync();
         r.map_err(|e| s.wait_err(e))?;
-        let mut tx = s.port.tx(0);
-        let queued = u64::from(tx.num_slots() - 1 - tx.space().min(tx.num_slots() - 1));
-        if queued == 0 || monotonic_ns() >= deadline {
-            return Ok(queued);
+        let now = monotonic_ns();
+        let q = queued(s);
+        if q < before {
+            last_taken = now;
+            before = q;
+        }
+        if q == 0 || now >= deadline {
+            return Ok((q, last_taken));
         }
         if s.busy {
             std::hint::spin_loop();

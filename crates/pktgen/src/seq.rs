@@ -80,6 +80,10 @@ mod tests {
         let t = run(&[u32::MAX - 1, u32::MAX, 0, 1, 3]);
         assert_eq!((t.gaps, t.reordered), (1, 0));
         let t = run(&[1, u32::MAX]);
-        assert_eq!((t.gaps, t.reordered), (0, 1), "a small step back across zero is late");
+        assert_eq!(
+            (t.gaps, t.reordered),
+            (0, 1),
+            "a small step back across zero is late"
+        );
     }
 }

@@ -27,17 +27,23 @@ pub(crate) struct Session {
     pub(crate) fields: Fields,
     pub(crate) random_src: bool,
     pub(crate) random_dst: bool,
-    /// Packets still to handle (`u64::MAX`: no limit).
+    /// Packets to handle in all (`u64::MAX`: no limit).
     pub(crate) count: u64,
     pub(crate) busy: bool,
     pub(crate) rate_pps: u64,
-    pub(crate) start_ns: u64,
     deadline_ns: u64,
     pub(crate) meter: Meter,
 }
 
 impl Session {
-    pub(crate) fn new(port: Port, name: String, plan: &Plan, burst: u32, template: Template, a: &PktGenArgs) -> Session {
+    pub(crate) fn new(
+        port: Port,
+        name: String,
+        plan: &Plan,
+        burst: u32,
+        template: Template,
+        a: &PktGenArgs,
+    ) -> Session {
         let now = monotonic_ns();
         Session {
             port,
@@ -51,7 +57,6 @@ impl Session {
             count: plan.count,
             busy: a.busy,
             rate_pps: a.rate,
-            start_ns: now,
             deadline_ns: plan.duration_ns.map_or(u64::MAX, |d| now.saturating_add(d)),
             meter: Meter::new(a.interval_ms, now),
         }
@@ -92,7 +97,10 @@ impl Session {
     /// How long a wait may last: until the deadline, the next report, or
     /// at most [`WAIT_SLICE`].
     pub(crate) fn wait_slice(&self, now: u64) -> Duration {
-        let until = self.deadline_ns.min(self.meter.next_report_ns()).saturating_sub(now);
+        let until = self
+            .deadline_ns
+            .min(self.meter.next_report_ns())
+            .saturating_sub(now);
         Duration::from_nanos(until).clamp(MIN_WAIT, WAIT_SLICE)
     }
 
@@ -113,14 +121,20 @@ impl Session {
     }
 
     pub(crate) fn wait_err(&self, source: ClientError) -> PktGenError {
-        PktGenError::Wait { port: self.name.clone(), source }
+        PktGenError::Wait {
+            port: self.name.clone(),
+            source,
+        }
     }
 
     /// Waits up to `timeout` until any RX ring has packets.
     pub(crate) fn wait_rx_any(&mut self, timeout: Duration) -> Result<bool, PktGenError> {
         let rings = self.port.geometry().rx_rings as usize;
         if rings == 1 {
-            return self.port.wait_rx(0, Some(timeout)).map_err(|e| self.wait_err(e));
+            return self
+                .port
+                .wait_rx(0, Some(timeout))
+                .map_err(|e| self.wait_err(e));
         }
         let end = monotonic_ns().saturating_add(timeout.as_nanos() as u64);
         if self.busy {
@@ -142,8 +156,12 @@ impl Session {
             return Ok(true);
         }
         let fd = self.port.poll_fd().as_raw_fd();
-        let fired = ringswitch_ring::eventfd::poll_in(fd, Some(timeout))
-            .map_err(|e| PktGenError::Wait { port: self.name.clone(), source: ClientError::Io(e) })?;
+        let fired = ringswitch_ring::eventfd::poll_in(fd, Some(timeout)).map_err(|e| {
+            PktGenError::Wait {
+                port: self.name.clone(),
+                source: ClientError::Io(e),
+            }
+        })?;
         self.port.after_wait();
         Ok(fired)
     }

@@ -358,19 +358,32 @@ impl Region {
         if dst_off + len > self.buf_size() as usize || src_off + len > src.buf_size() as usize {
             return false;
         }
-        // SAFETY: both ranges were just checked to lie inside one buffer of
-        // their mapping. The source and destination are different buffers
-        // (a slot's buffer is owned by one side at a time), or different
-        // regions. Concurrent writes by a misbehaving peer can only garble
-        // the bytes, not move the ranges.
-        unsafe {
-            std::ptr::copy(
-                src.ptr.as_ptr().add(s + src_off),
-                self.ptr.as_ptr().add(d + dst_off),
-                len,
-            );
+        let sp = src.ptr.as_ptr().wrapping_add(s + src_off);
+        let dp = self.ptr.as_ptr().wrapping_add(d + dst_off);
+        let same_buf = std::ptr::eq(self, src) && dst_idx == src_idx;
+        if same_buf {
+            // SAFETY: both ranges lie inside one buffer of this mapping
+            // (checked above); `copy` tolerates the overlap.
+            unsafe { std::ptr::copy(sp, dp, len) };
+        } else {
+            // SAFETY: both ranges were just checked to lie inside a buffer of
+            // their mapping, and they are different buffers, so they do not
+            // overlap. Concurrent writes by a misbehaving peer can only
+            // garble the bytes, not move the ranges.
+            unsafe { copy_exact(sp, dp, len) };
         }
         true
+    }
+
+    /// A read of the first 12 bytes of buffer `idx` (the Ethernet
+    /// addresses), or `None` for an invalid index.
+    #[inline(always)]
+    pub fn read_addrs(&self, idx: u32) -> Option<[u8; 12]> {
+        let b = self.buf_ofs(idx)?;
+        // SAFETY: buffers are at least MIN_BUF_SIZE (128) bytes, so 12 bytes
+        // from a valid buffer's start are inside the mapping; any bit pattern
+        // is a valid [u8; 12].
+        Some(unsafe { std::ptr::read_unaligned(self.ptr.as_ptr().add(b).cast::<[u8; 12]>()) })
     }
 
     /// Copies bytes into buffer `idx` at `off`. False when out of range.
@@ -439,6 +452,52 @@ pub struct RingPlace {
     pub atok: usize,
     /// Offset of the CSB ktoa half.
     pub ktoa: usize,
+}
+
+/// Copies exactly `len` bytes between non-overlapping ranges. Short frames
+/// (the common case on a switch) are moved with a few fixed-size, possibly
+/// overlapping, loads and stores instead of a call to memcpy; nothing
+/// outside `[0, len)` of either range is read or written.
+///
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, and the
+/// ranges do not overlap.
+#[inline(always)]
+unsafe fn copy_exact(src: *const u8, dst: *mut u8, len: usize) {
+    #[inline(always)]
+    unsafe fn mv<const N: usize>(s: *const u8, d: *mut u8) {
+        // SAFETY: the caller guarantees N bytes at s and d.
+        unsafe { std::ptr::write_unaligned(d.cast::<[u8; N]>(), std::ptr::read_unaligned(s.cast::<[u8; N]>())) }
+    }
+    // SAFETY: each branch touches [0, N) and [len - N, len) with N <= len,
+    // inside the ranges the caller vouches for.
+    unsafe {
+        match len {
+            0 => {}
+            1..=7 => {
+                for i in 0..len {
+                    *dst.add(i) = *src.add(i);
+                }
+            }
+            8..=16 => {
+                mv::<8>(src, dst);
+                mv::<8>(src.add(len - 8), dst.add(len - 8));
+            }
+            17..=32 => {
+                mv::<16>(src, dst);
+                mv::<16>(src.add(len - 16), dst.add(len - 16));
+            }
+            33..=64 => {
+                mv::<32>(src, dst);
+                mv::<32>(src.add(len - 32), dst.add(len - 32));
+            }
+            65..=128 => {
+                mv::<64>(src, dst);
+                mv::<64>(src.add(len - 64), dst.add(len - 64));
+            }
+            _ => std::ptr::copy_nonoverlapping(src, dst, len),
+        }
+    }
 }
 
 /// A ring inside a region.
@@ -618,6 +677,27 @@ mod tests {
         assert!(!r.write_buf(0, 0, b"x"), "reserved buffer");
         assert!(!r.write_buf(l.nbufs, 0, b"x"), "past the end");
         assert!(!r.write_buf(2, 2047, b"xy"), "past the buffer");
+    }
+
+    #[test]
+    fn copies_exactly_len_bytes() {
+        let l = RegionLayout::new(Geometry::default(), 1).unwrap();
+        let a = Region::create(l, ["a", ""]).unwrap();
+        let b = Region::create(l, ["b", ""]).unwrap();
+        let src: Vec<u8> = (0..2048u32).map(|i| (i % 251) as u8 + 1).collect();
+        assert!(a.write_buf(3, 0, &src));
+        for len in [0usize, 1, 7, 8, 9, 16, 17, 31, 32, 33, 60, 64, 65, 100, 128, 129, 1514, 2048] {
+            assert!(b.write_buf(4, 0, &[0u8; 2048]));
+            assert!(b.copy_from(4, 0, &a, 3, 0, len));
+            let mut out = vec![0u8; 2048];
+            assert!(b.read_buf(4, 0, &mut out));
+            assert_eq!(&out[..len], &src[..len], "len {len}");
+            assert!(out[len..].iter().all(|&x| x == 0), "len {len}: wrote past the end");
+        }
+        assert!(!b.copy_from(4, 2000, &a, 3, 0, 60), "past the destination buffer");
+        assert!(!b.copy_from(1, 0, &a, 3, 0, 60), "reserved buffer");
+        assert_eq!(a.read_addrs(3).unwrap()[..3], src[..3]);
+        assert!(a.read_addrs(0).is_none());
     }
 
     #[test]

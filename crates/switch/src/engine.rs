@@ -243,7 +243,9 @@ impl Switch {
             let mut s0 = NetmapSlot::default();
             let mut no_learn = false;
             while consumed + nfr < avail {
-                let s = sring.slot(i);
+                // Word 0 of a slot: buf_idx | len << 32 | flags << 48.
+                let (w0, _) = sring.slot_words(i);
+                let s = NetmapSlot { buf_idx: w0 as u32, len: (w0 >> 32) as u16, flags: (w0 >> 48) as u16, ptr: 0 };
                 if nfr == 0 {
                     s0 = s;
                     no_learn = s.flags & NS_NO_LEARN != 0;
@@ -290,11 +292,10 @@ impl Switch {
                 short += 1;
                 continue;
             }
-            let mut hdr = [0u8; 12];
-            if !sregion.read_buf(s0.buf_idx, 0, &mut hdr) {
+            let Some(hdr) = sregion.read_addrs(s0.buf_idx) else {
                 malformed += 1;
                 continue;
-            }
+            };
             let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
             let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
             tx_pkts += 1;
@@ -374,7 +375,11 @@ impl Switch {
 
 #[inline(always)]
 fn slots_for(len: u32, buf: u32) -> u32 {
-    len.div_ceil(buf).max(1)
+    if len <= buf {
+        1
+    } else {
+        len.div_ceil(buf)
+    }
 }
 
 /// Copies the packets `order` (indexes into `ft`) into `dport`, in order,
@@ -435,8 +440,11 @@ fn deliver(
         };
         if p.nfrags == 1 && need == 1 {
             // The common case: one slot in, one slot out.
-            let b = dest_buf(d);
-            dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize);
+            let mut b = dring.buf_idx(d);
+            if !dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize) {
+                b = dest_buf(d);
+                dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize);
+            }
             dring.set_len_flags(d, p.first_len as u16, 1 << 8);
             d = arith::next(d, dn);
         } else {

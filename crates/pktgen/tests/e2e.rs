@@ -1,0 +1,211 @@
+//! pkt-gen against an in-process daemon over a real unix socket: pipes
+//! (zero copy, buffers swapped under the sender) and a VALE switch.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use ringswitch_daemon::{Config, Daemon};
+use ringswitch_pktgen::{run, End, Mode, PktGenArgs, Report};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: PktGenArgs,
+}
+
+fn args(argv: &str) -> PktGenArgs {
+    let words = std::iter::once("pkt-gen").chain(argv.split_whitespace());
+    Cli::try_parse_from(words).expect("valid arguments").args
+}
+
+fn daemon() -> Daemon {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let path = PathBuf::from(format!(
+        "/tmp/rs-pktgen-e2e-{}-{}.sock",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&path);
+    Daemon::start(Config::new(path)).expect("daemon starts")
+}
+
+fn spawn(d: &Daemon, argv: &str) -> thread::JoinHandle<Report> {
+    let a = args(argv);
+    let sock = d.socket().to_path_buf();
+    thread::spawn(move || run(&a, &sock).expect("pkt-gen runs"))
+}
+
+#[test]
+fn txseq_to_rxseq_over_a_pipe_loses_nothing() {
+    let d = daemon();
+    let n = 200_000;
+    let rx = spawn(
+        &d,
+        &format!("-i pipe}}1 -f rxseq -n {n} --duration 20 -T 0"),
+    );
+    thread::sleep(Duration::from_millis(100));
+    let tx = run(
+        &args(&format!("-i pipe{{1 -f txseq -n {n} -T 0")),
+        d.socket(),
+    )
+    .unwrap();
+    let rx = rx.join().unwrap();
+    assert_eq!(tx.mode, Mode::Txseq);
+    assert_eq!((tx.packets, tx.queued, tx.end), (n, Some(0), End::Count));
+    assert_eq!(tx.bytes, n * 60);
+    assert_eq!((rx.packets, rx.end), (n, End::Count));
+    assert_eq!(
+        (rx.gaps, rx.reordered, rx.drops, rx.malformed),
+        (Some(0), Some(0), Some(0), Some(0))
+    );
+    assert!(rx.events > 0 && rx.avg_batch >= 1.0);
+}
+
+#[test]
+fn tx_random_ports_rate_limited_and_rx_by_duration() {
+    let d = daemon();
+    let rx = spawn(&d, "-i pipe}7 -f rx --duration 1.5 -T 200 --json");
+    thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    let tx = run(
+        &args("-i pipe{7 -f tx -n 2000 -R 4000 -z -Z -l 128 -T 0"),
+        d.socket(),
+    )
+    .unwrap();
+    let took = t.elapsed();
+    assert_eq!(tx.packets, 2000);
+    assert!(
+        took >= Duration::from_millis(400),
+        "2000 packets at 4000 pps took {took:?}"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let rx = rx.join().unwrap();
+    assert_eq!(
+        (rx.packets, rx.bytes, rx.end),
+        (2000, 2000 * 128, End::Duration)
+    );
+}
+
+#[test]
+fn ping_pong_over_a_pipe() {
+    let d = daemon();
+    let pong = spawn(&d, "-i pipe}3 -f pong -n 500 --duration 20 -T 0");
+    thread::sleep(Duration::from_millis(100));
+    let p = run(&args("-i pipe{3 -f ping -n 500 -T 0 --json"), d.socket()).unwrap();
+    let q = pong.join().unwrap();
+    assert_eq!((p.sent, p.packets, p.lost), (Some(500), 500, Some(0)));
+    assert_eq!(q.packets, 500);
+    let (min, p50, p99, p999, max) = (
+        p.rtt_ns_min.unwrap(),
+        p.rtt_ns_p50.unwrap(),
+        p.rtt_ns_p99.unwrap(),
+        p.rtt_ns_p999.unwrap(),
+        p.rtt_ns_max.unwrap(),
+    );
+    assert!(
+        0 < min && min <= p50 && p50 <= p99 && p99 <= p999 && p999 <= max,
+        "{p:?}"
+    );
+    let avg = p.rtt_ns_avg.unwrap();
+    assert!(min <= avg && avg <= max);
+}
+
+#[test]
+fn busy_ping_with_bursts() {
+    let d = daemon();
+    let pong = spawn(&d, "-i pipe}4 -f pong --busy --duration 3 -T 0 -b 64");
+    thread::sleep(Duration::from_millis(100));
+    let p = run(
+        &args("-i pipe{4 -f ping -n 4096 -b 16 --busy -T 0"),
+        d.socket(),
+    )
+    .unwrap();
+    assert_eq!((p.sent, p.packets, p.lost), (Some(4096), 4096, Some(0)));
+    let q = pong.join().unwrap();
+    assert_eq!((q.packets, q.end), (4096, End::Duration));
+}
+
+#[test]
+fn sender_without_reader_stops_by_duration_and_reports_the_queue() {
+    let d = daemon();
+    let t = Instant::now();
+    let tx = run(&args("-i pipe{5 -f tx --duration 0.3 -T 0"), d.socket()).unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "bounded: {:?}",
+        t.elapsed()
+    );
+    assert_eq!(tx.end, End::Duration);
+    // The peer's RX ring filled up; what is left in our TX ring is queued.
+    assert!(tx.packets > 0, "{tx:?}");
+    assert!(tx.queued.unwrap() > 0, "{tx:?}");
+}
+
+#[test]
+fn receiver_without_traffic_stops_by_duration() {
+    let d = daemon();
+    let t = Instant::now();
+    let rx = run(&args("-i pipe}6 -f rx --duration 0.3 -T 100"), d.socket()).unwrap();
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert_eq!((rx.packets, rx.end, rx.drops), (0, End::Duration, Some(0)));
+}
+
+#[test]
+fn tx_through_a_vale_switch() {
+    let d = daemon();
+    let rx = spawn(&d, "-i vale0:b -f rxseq -n 20000 --duration 10 -T 0");
+    thread::sleep(Duration::from_millis(200));
+    let tx = run(
+        &args("-i vale0:a -f txseq -n 20000 -R 200000 -T 0"),
+        d.socket(),
+    )
+    .unwrap();
+    assert_eq!(tx.packets, 20000);
+    let rx = rx.join().unwrap();
+    // Broadcast frames are flooded to b; at this rate none should drop.
+    assert_eq!(rx.packets, 20000, "{rx:?}");
+    assert_eq!(rx.gaps, Some(0));
+}
+
+#[test]
+fn frame_too_long_for_the_port() {
+    let d = daemon();
+    let e = run(&args("-i pipe{9 -f tx -l 4000"), d.socket()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "frames of 4000 bytes do not fit the 2048-byte buffers of port pipe{9"
+    );
+}
+
+#[test]
+fn rx_polls_every_ring_of_a_multi_ring_port() {
+    let d = daemon();
+    for busy in ["", "--busy"] {
+        let rx = spawn(
+            &d,
+            &format!(
+                "-i pipe}}8@conf:rings=2,slots=256 -f rxseq -n 50000 --duration 10 -T 0 {busy}"
+            ),
+        );
+        thread::sleep(Duration::from_millis(100));
+        let tx = run(
+            &args(&format!("-i pipe{{8 -f txseq -n 50000 -T 0 {busy}")),
+            d.socket(),
+        )
+        .unwrap();
+        assert_eq!(tx.packets, 50000);
+        let rx = rx.join().unwrap();
+        assert_eq!(
+            (rx.packets, rx.gaps, rx.end),
+            (50000, Some(0), End::Count),
+            "{busy}"
+        );
+    }
+}
