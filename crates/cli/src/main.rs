@@ -98,7 +98,9 @@ fn main() -> ExitCode {
     let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Serve(a) => serve(socket, a),
         Cmd::Ctl(a) => ctl::run(&socket, a),
-        Cmd::PktGen(a) => ringswitch_pktgen::run(&a, &socket).map(|_| ()).map_err(Into::into),
+        Cmd::PktGen(a) => ringswitch_pktgen::run(&a, &socket)
+            .map(|_| ())
+            .map_err(Into::into),
         Cmd::Bridge(a) => bridge(&socket, a),
         Cmd::Demo(a) => demo::run(cli.socket, a),
     };

@@ -25,7 +25,10 @@ impl Daemon {
             .expect("daemon starts");
         let t0 = Instant::now();
         while !socket.exists() {
-            assert!(t0.elapsed() < Duration::from_secs(5), "daemon did not create its socket");
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "daemon did not create its socket"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         Daemon { child, socket }
@@ -38,12 +41,29 @@ impl Daemon {
     }
 
     fn pktgen(&self, args: &[&str]) -> Child {
-        self.cmd().arg("pkt-gen").args(args).arg("--json").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        self.cmd()
+            .arg("pkt-gen")
+            .args(args)
+            .arg("--json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
     }
 
     fn ctl_json(&self, args: &[&str]) -> serde_json::Value {
-        let out = self.cmd().arg("ctl").args(args).arg("--json").output().unwrap();
-        assert!(out.status.success(), "ctl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = self
+            .cmd()
+            .arg("ctl")
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ctl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 }
@@ -70,19 +90,29 @@ fn report(out: Output) -> serde_json::Value {
 }
 
 fn n(v: &serde_json::Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 fn port_stats(d: &Daemon, name: &str) -> serde_json::Value {
     let all = d.ctl_json(&["stats"]);
-    all.as_array().unwrap().iter().find(|s| s["name"] == name).cloned().unwrap_or_else(|| panic!("no {name} in {all}"))
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {all}"))
 }
 
 fn wait_port(d: &Daemon, name: &str) {
     let t0 = Instant::now();
     loop {
         let l = d.ctl_json(&["port", "list"]);
-        if l.as_array().unwrap().iter().any(|p| p["name"] == name && p["open"] == true) {
+        if l.as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == name && p["open"] == true)
+        {
             return;
         }
         assert!(t0.elapsed() < Duration::from_secs(5), "{name} never opened");
@@ -93,7 +123,18 @@ fn wait_port(d: &Daemon, name: &str) {
 #[test]
 fn pipe_txseq_to_rxseq_ten_million_frames_without_loss() {
     let d = Daemon::start("pipe10m", &[]);
-    let rx = d.pktgen(&["-i", "seq}1", "-f", "rxseq", "-n", "10000000", "--duration", "120", "-T", "0"]);
+    let rx = d.pktgen(&[
+        "-i",
+        "seq}1",
+        "-f",
+        "rxseq",
+        "-n",
+        "10000000",
+        "--duration",
+        "120",
+        "-T",
+        "0",
+    ]);
     wait_port(&d, "seq}1");
     let tx = d.pktgen(&["-i", "seq{1", "-f", "txseq", "-n", "10000000", "-T", "0"]);
     let t = report(tx.wait_with_output().unwrap());
@@ -123,9 +164,17 @@ fn switch_txseq_to_rxseq_counters_add_up() {
     assert_eq!(sent, 3_000_000);
     let (rx_pk, dropped) = (n(&rs, "rx_packets"), n(&rs, "drop_rx_full"));
     assert_eq!(rx_pk + dropped, sent, "received + dropped = sent ({rs})");
-    assert_eq!(n(&r, "packets"), rx_pk, "rxseq saw what the switch delivered");
+    assert_eq!(
+        n(&r, "packets"),
+        rx_pk,
+        "rxseq saw what the switch delivered"
+    );
     // Every gap is a counted drop (drops at the very end leave no gap).
-    assert!(n(&r, "gaps") <= dropped, "gaps {} > drops {dropped}", n(&r, "gaps"));
+    assert!(
+        n(&r, "gaps") <= dropped,
+        "gaps {} > drops {dropped}",
+        n(&r, "gaps")
+    );
     assert_eq!(n(&r, "reordered"), 0);
 }
 
@@ -141,8 +190,16 @@ fn ping_pong_through_a_pipe_and_the_switch() {
         let _ = pong.kill();
         let _ = pong.wait();
         assert_eq!(n(&p, "packets"), 2000, "{a}: {p}");
-        let (min, p50, p99, max) = (n(&p, "rtt_ns_min"), n(&p, "rtt_ns_p50"), n(&p, "rtt_ns_p99"), n(&p, "rtt_ns_max"));
-        assert!(min > 0 && min <= p50 && p50 <= p99 && p99 <= max, "{a}: {p}");
+        let (min, p50, p99, max) = (
+            n(&p, "rtt_ns_min"),
+            n(&p, "rtt_ns_p50"),
+            n(&p, "rtt_ns_p99"),
+            n(&p, "rtt_ns_max"),
+        );
+        assert!(
+            min > 0 && min <= p50 && p50 <= p99 && p99 <= max,
+            "{a}: {p}"
+        );
         assert!(n(&p, "rtt_ns_avg") >= min);
     }
 }
@@ -150,23 +207,46 @@ fn ping_pong_through_a_pipe_and_the_switch() {
 #[test]
 fn killed_client_port_is_gone_within_a_second() {
     let d = Daemon::start("kill9", &[]);
-    let rx = d.pktgen(&["-i", "vale0:sink", "-f", "rx", "--duration", "30", "-T", "0"]);
+    let rx = d.pktgen(&[
+        "-i",
+        "vale0:sink",
+        "-f",
+        "rx",
+        "--duration",
+        "30",
+        "-T",
+        "0",
+    ]);
     wait_port(&d, "vale0:sink");
     let mut tx = d.pktgen(&["-i", "vale0:victim", "-f", "tx", "-T", "0"]);
     wait_port(&d, "vale0:victim");
     std::thread::sleep(Duration::from_millis(300));
-    let st = Command::new("kill").args(["-9", &tx.id().to_string()]).status().unwrap();
+    let st = Command::new("kill")
+        .args(["-9", &tx.id().to_string()])
+        .status()
+        .unwrap();
     assert!(st.success());
     let _ = tx.wait();
     let t0 = Instant::now();
     loop {
         let l = d.ctl_json(&["port", "list"]);
-        let names: Vec<_> = l.as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap_or("").to_string()).collect();
+        let names: Vec<_> = l
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap_or("").to_string())
+            .collect();
         if !names.iter().any(|n| n == "vale0:victim") {
-            assert!(names.iter().any(|n| n == "vale0:sink"), "the other port is untouched");
+            assert!(
+                names.iter().any(|n| n == "vale0:sink"),
+                "the other port is untouched"
+            );
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(1), "victim still listed after 1 s: {names:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "victim still listed after 1 s: {names:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut rx = rx;
@@ -181,21 +261,32 @@ fn ctl_manages_switches_and_ports() {
     let d = Daemon::start("ctl", &[]);
     let ok = |args: &[&str]| {
         let o = d.cmd().arg("ctl").args(args).output().unwrap();
-        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stdout).to_string()
     };
     ok(&["switch", "add", "vale7"]);
     ok(&["port", "add", "vale7:a@conf:rings=2,slots=512"]);
     ok(&["port", "add", "p{3"]);
     let table = ok(&["port", "list"]);
-    assert!(table.contains("vale7:a") && table.contains("2/2") && table.contains("512/512"), "{table}");
+    assert!(
+        table.contains("vale7:a") && table.contains("2/2") && table.contains("512/512"),
+        "{table}"
+    );
     assert!(table.contains("p{3") && table.contains("p}3"), "{table}");
     let stats = ok(&["stats", "vale7"]);
     assert!(stats.starts_with("PORT"), "{stats}");
     let l = d.ctl_json(&["switch", "list"]);
     assert_eq!(l[0]["name"], "vale7");
     // Errors: non-zero exit and a sentence on stderr.
-    let o = d.cmd().args(["ctl", "switch", "del", "vale7"]).output().unwrap();
+    let o = d
+        .cmd()
+        .args(["ctl", "switch", "del", "vale7"])
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("still has 1 ports"));
     ok(&["port", "del", "vale7:a"]);
@@ -206,11 +297,24 @@ fn ctl_manages_switches_and_ports() {
 #[test]
 fn no_daemon_is_a_clear_error() {
     let sock = Path::new("/tmp/ringswitch-no-daemon-here.sock");
-    let o = Command::new(BIN).arg("--socket").arg(sock).args(["ctl", "switch", "list"]).output().unwrap();
+    let o = Command::new(BIN)
+        .arg("--socket")
+        .arg(sock)
+        .args(["ctl", "switch", "list"])
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("no ringswitch daemon") && e.contains("ringswitch serve"), "{e}");
-    let o = Command::new(BIN).arg("--socket").arg(sock).args(["pkt-gen", "-i", "vale0:a"]).output().unwrap();
+    assert!(
+        e.contains("no ringswitch daemon") && e.contains("ringswitch serve"),
+        "{e}"
+    );
+    let o = Command::new(BIN)
+        .arg("--socket")
+        .arg(sock)
+        .args(["pkt-gen", "-i", "vale0:a"])
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("ringswitch serve"));
 }
@@ -218,15 +322,35 @@ fn no_daemon_is_a_clear_error() {
 #[test]
 fn bridge_forwards_between_a_pipe_and_the_switch() {
     let d = Daemon::start("bridge", &[]);
-    let rx = d.pktgen(&["-i", "vale2:out", "-f", "rxseq", "-n", "100000", "--duration", "30", "-T", "0"]);
+    let rx = d.pktgen(&[
+        "-i",
+        "vale2:out",
+        "-f",
+        "rxseq",
+        "-n",
+        "100000",
+        "--duration",
+        "30",
+        "-T",
+        "0",
+    ]);
     wait_port(&d, "vale2:out");
-    let mut br = d.cmd().args(["bridge", "-i", "br}1", "-i", "vale2:in"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut br = d
+        .cmd()
+        .args(["bridge", "-i", "br}1", "-i", "vale2:in"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     wait_port(&d, "vale2:in");
     // Paced so that nothing is dropped at the switch.
-    let tx = d.pktgen(&["-i", "br{1", "-f", "txseq", "-n", "100000", "-R", "200000", "-T", "0"]);
+    let tx = d.pktgen(&[
+        "-i", "br{1", "-f", "txseq", "-n", "100000", "-R", "200000", "-T", "0",
+    ]);
     let t = report(tx.wait_with_output().unwrap());
     let r = report(rx.wait_with_output().unwrap());
-    let _ = Command::new("kill").args(["-TERM", &br.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &br.id().to_string()])
+        .status();
     let _ = br.wait();
     assert_eq!(n(&t, "packets"), 100_000);
     assert_eq!(n(&r, "packets"), 100_000);

@@ -39,39 +39,43 @@ pub fn move_batch(src: &mut Port, dst: &mut Port, batch: u32, zero_copy: bool) -
     for r in 0..rings {
         src.rxsync(r);
         dst.txsync(r);
-        let mut rx = src.rx(r);
-        let mut tx = dst.tx(r);
-        let n = rx.space().min(tx.space()).min(batch);
-        if rx.space() > 0 && tx.space() == 0 {
-            blocked = true;
-        }
-        for k in 0..n {
-            let (Some(mut s), Some(mut d)) = (rx.slot(k), tx.slot(k)) else { break };
-            let len = s.len();
-            if zero_copy {
-                let sb = s.buf_idx();
-                let db = d.buf_idx();
-                if d.set_buf_idx(sb) {
-                    s.set_buf_idx(db);
-                }
-            } else {
-                let mut copied = false;
-                {
-                    let p = s.payload();
-                    if d.write_at(0, p) {
-                        copied = true;
+        let n = {
+            let mut rx = src.rx(r);
+            let mut tx = dst.tx(r);
+            let n = rx.space().min(tx.space()).min(batch);
+            if rx.space() > 0 && tx.space() == 0 {
+                blocked = true;
+            }
+            for k in 0..n {
+                let (Some(mut s), Some(mut d)) = (rx.slot(k), tx.slot(k)) else {
+                    break;
+                };
+                let len = s.len();
+                if zero_copy {
+                    let sb = s.buf_idx();
+                    let db = d.buf_idx();
+                    if d.set_buf_idx(sb) {
+                        s.set_buf_idx(db);
+                    }
+                } else {
+                    let mut copied = false;
+                    {
+                        let p = s.payload();
+                        if d.write_at(0, p) {
+                            copied = true;
+                        }
+                    }
+                    if !copied {
+                        d.set_len(0);
+                        continue;
                     }
                 }
-                if !copied {
-                    d.set_len(0);
-                    continue;
-                }
+                d.set_len_flags(len, d.flags() & ringswitch_ring::layout::NS_BUF_CHANGED);
             }
-            d.set_len_flags(len, d.flags() & ringswitch_ring::layout::NS_BUF_CHANGED);
-        }
-        rx.advance(n);
-        tx.advance(n);
-        drop((rx, tx));
+            rx.advance(n);
+            tx.advance(n);
+            n
+        };
         dst.txsync(r);
         src.rxsync(r);
         moved += n as u64;
@@ -80,11 +84,20 @@ pub fn move_batch(src: &mut Port, dst: &mut Port, batch: u32, zero_copy: bool) -
 }
 
 /// Bridges `a` and `b` until `stop` is set.
-pub fn run(a: &mut Port, b: &mut Port, batch: u32, mode: WaitMode, stop: &AtomicBool) -> Result<BridgeStats, ClientError> {
+pub fn run(
+    a: &mut Port,
+    b: &mut Port,
+    batch: u32,
+    mode: WaitMode,
+    stop: &AtomicBool,
+) -> Result<BridgeStats, ClientError> {
     let zero_copy = same_region(a, b);
     a.set_wait_mode(mode);
     b.set_wait_mode(mode);
-    let mut st = BridgeStats { zero_copy, ..Default::default() };
+    let mut st = BridgeStats {
+        zero_copy,
+        ..Default::default()
+    };
     while !stop.load(Ordering::Acquire) {
         let (m0, blk0) = move_batch(a, b, batch, zero_copy);
         let (m1, blk1) = move_batch(b, a, batch, zero_copy);
@@ -103,11 +116,25 @@ pub fn run(a: &mut Port, b: &mut Port, batch: u32, mode: WaitMode, stop: &Atomic
         let rb = b.prepare_wait(blk0, true);
         if !(ra || rb) {
             let mut fds = [
-                libc::pollfd { fd: a.poll_fd().as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
-                libc::pollfd { fd: b.poll_fd().as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                libc::pollfd {
+                    fd: a.poll_fd().as_fd().as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: b.poll_fd().as_fd().as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
             ];
             // SAFETY: two valid pollfds; a bounded timeout so `stop` is seen.
-            unsafe { libc::poll(fds.as_mut_ptr(), 2, Duration::from_millis(200).as_millis() as i32) };
+            unsafe {
+                libc::poll(
+                    fds.as_mut_ptr(),
+                    2,
+                    Duration::from_millis(200).as_millis() as i32,
+                )
+            };
         }
         a.after_wait();
         b.after_wait();

@@ -95,7 +95,8 @@ pub struct Port {
 }
 
 fn next_fd(fds: &mut std::vec::IntoIter<OwnedFd>) -> Result<OwnedFd, ClientError> {
-    fds.next().ok_or(ClientError::Reply("descriptors are missing"))
+    fds.next()
+        .ok_or(ClientError::Reply("descriptors are missing"))
 }
 
 impl Port {
@@ -112,7 +113,9 @@ impl Port {
 
     /// Opens `name` over an existing connection (which the port then owns).
     pub fn open_on(mut conn: Connection, name: &str) -> Result<Port, ClientError> {
-        let (info, fds): (OpenReply, _) = conn.call_as(&Request::Open { name: name.to_string() })?;
+        let (info, fds): (OpenReply, _) = conn.call_as(&Request::Open {
+            name: name.to_string(),
+        })?;
         if fds.len() != 3 {
             return Err(ClientError::Reply("expected three descriptors"));
         }
@@ -122,14 +125,22 @@ impl Port {
         let l = *region.layout();
         let expect_ends = if info.kind == PortKind::Pipe { 2 } else { 1 };
         if l.ends != expect_ends || end >= l.ends as usize {
-            return Err(ClientError::Reply("the region does not have the announced ends"));
+            return Err(ClientError::Reply(
+                "the region does not have the announced ends",
+            ));
         }
         if l.end_geometry(end) != info.geometry || l.size as u64 != info.region_size {
-            return Err(ClientError::Reply("the region does not have the announced geometry"));
+            return Err(ClientError::Reply(
+                "the region does not have the announced geometry",
+            ));
         }
         let g = info.geometry;
-        let tx = (0..g.tx_rings).map(|i| AppRing::new(region.clone(), end, Dir::Tx, i)).collect();
-        let rx = (0..g.rx_rings).map(|i| AppRing::new(region.clone(), end, Dir::Rx, i)).collect();
+        let tx = (0..g.tx_rings)
+            .map(|i| AppRing::new(region.clone(), end, Dir::Tx, i))
+            .collect();
+        let rx = (0..g.rx_rings)
+            .map(|i| AppRing::new(region.clone(), end, Dir::Rx, i))
+            .collect();
         let a = EventFd::from_fd(next_fd(&mut fds)?);
         let b = EventFd::from_fd(next_fd(&mut fds)?);
         let (irq, backend) = match info.kind {
@@ -177,7 +188,12 @@ impl Port {
     /// Client-side counters.
     pub fn stats(&self) -> ClientStats {
         let mut s = self.stats;
-        s.bad_values += self.tx.iter().chain(&self.rx).map(|r| r.bad_tails()).sum::<u64>();
+        s.bad_values += self
+            .tx
+            .iter()
+            .chain(&self.rx)
+            .map(|r| r.bad_tails())
+            .sum::<u64>();
         if let Backend::Pipe(p) = &self.backend {
             s.bad_values += p.bad_values();
         }
@@ -311,7 +327,11 @@ impl Port {
     }
 
     fn wait(&mut self, dir: Dir, i: usize, timeout: Option<Duration>) -> Result<bool, ClientError> {
-        let n = if dir == Dir::Tx { self.tx.len() } else { self.rx.len() };
+        let n = if dir == Dir::Tx {
+            self.tx.len()
+        } else {
+            self.rx.len()
+        };
         if i >= n {
             return Err(ClientError::NoRing(i));
         }
@@ -450,5 +470,6 @@ ring_common!(RxRing, rx, rxsync, wait_rx);
 
 /// The socket a client would use, explained for error messages.
 pub fn socket_for(arg: Option<&Path>) -> PathBuf {
-    arg.map(Path::to_path_buf).unwrap_or_else(default_socket_path)
+    arg.map(Path::to_path_buf)
+        .unwrap_or_else(default_socket_path)
 }

@@ -28,7 +28,9 @@ impl PipeEnd {
     pub(crate) fn new(region: Arc<Region>, end: usize, peer_irq: EventFd) -> PipeEnd {
         let g = region.layout().end_geometry(end);
         let peer = 1 - end;
-        let peer_rx = (0..g.tx_rings).map(|i| PortRing::new(region.clone(), peer, Dir::Rx, i)).collect();
+        let peer_rx = (0..g.tx_rings)
+            .map(|i| PortRing::new(region.clone(), peer, Dir::Rx, i))
+            .collect();
         let tx_hwcur = (0..g.tx_rings)
             .map(|i| {
                 let c = region.csb(end, Dir::Tx, i).hwcur().load(Ordering::Acquire);
@@ -39,7 +41,14 @@ impl PipeEnd {
                 }
             })
             .collect();
-        PipeEnd { region, end, peer_irq, peer_rx, tx_hwcur, bad_values: 0 }
+        PipeEnd {
+            region,
+            end,
+            peer_irq,
+            peer_rx,
+            tx_hwcur,
+            bad_values: 0,
+        }
     }
 
     pub(crate) fn bad_values(&self) -> u64 {

@@ -45,13 +45,22 @@ pub struct Connection {
 impl Connection {
     /// Connects to the daemon at `path`.
     pub fn connect(path: &Path) -> Result<Connection, CallError> {
-        let sock = SeqPacket::connect(path).map_err(|source| CallError::NoDaemon { path: path.to_path_buf(), source })?;
-        Ok(Connection { sock, buf: SeqPacket::message_buffer() })
+        let sock = SeqPacket::connect(path).map_err(|source| CallError::NoDaemon {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Connection {
+            sock,
+            buf: SeqPacket::message_buffer(),
+        })
     }
 
     /// Wraps an already connected socket.
     pub fn from_socket(sock: SeqPacket) -> Connection {
-        Connection { sock, buf: SeqPacket::message_buffer() }
+        Connection {
+            sock,
+            buf: SeqPacket::message_buffer(),
+        }
     }
 
     /// Sends a request and waits for its reply and descriptors.
@@ -62,17 +71,24 @@ impl Connection {
         if m.len == 0 {
             return Err(CallError::HungUp);
         }
-        let reply: Reply = serde_json::from_slice(&self.buf[..m.len]).map_err(CallError::BadReply)?;
+        let reply: Reply =
+            serde_json::from_slice(&self.buf[..m.len]).map_err(CallError::BadReply)?;
         if !reply.ok {
             return Err(CallError::Daemon(reply.error.unwrap_or_else(|| {
-                ErrorReply::new(crate::proto::ErrorCode::Internal, "the daemon refused without saying why")
+                ErrorReply::new(
+                    crate::proto::ErrorCode::Internal,
+                    "the daemon refused without saying why",
+                )
             })));
         }
         Ok((reply.result.unwrap_or(serde_json::Value::Null), m.fds))
     }
 
     /// Like [`Connection::call`], decoding the result as `T`.
-    pub fn call_as<T: DeserializeOwned>(&mut self, req: &Request) -> Result<(T, Vec<OwnedFd>), CallError> {
+    pub fn call_as<T: DeserializeOwned>(
+        &mut self,
+        req: &Request,
+    ) -> Result<(T, Vec<OwnedFd>), CallError> {
         let (v, fds) = self.call(req)?;
         Ok((serde_json::from_value(v).map_err(CallError::BadReply)?, fds))
     }

@@ -97,7 +97,8 @@ pub enum NameError {
 fn valid_part(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_NAME_LEN
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
 fn part(s: &str) -> Result<String, NameError> {
@@ -112,7 +113,9 @@ fn part(s: &str) -> Result<String, NameError> {
 fn parse_conf(opts: &str) -> Result<Geometry, NameError> {
     let mut g = Geometry::default();
     for kv in opts.split(',').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').ok_or_else(|| NameError::Conf(kv.to_string()))?;
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| NameError::Conf(kv.to_string()))?;
         let v: u32 = v.parse().map_err(|_| NameError::Conf(kv.to_string()))?;
         match k {
             "rings" => {
@@ -145,29 +148,52 @@ impl std::str::FromStr for PortName {
         let (base, conf) = match s.split_once('@') {
             None => (s, None),
             Some((b, opt)) => {
-                let rest = opt.strip_prefix("conf:").ok_or_else(|| NameError::Conf(opt.to_string()))?;
+                let rest = opt
+                    .strip_prefix("conf:")
+                    .ok_or_else(|| NameError::Conf(opt.to_string()))?;
                 (b, Some(parse_conf(rest)?))
             }
         };
         if let Some(pos) = base.find(['{', '}']) {
-            let end = if base.as_bytes()[pos] == b'{' { PipeEnd::Master } else { PipeEnd::Slave };
+            let end = if base.as_bytes()[pos] == b'{' {
+                PipeEnd::Master
+            } else {
+                PipeEnd::Slave
+            };
             let pbase = &base[..pos];
             let id = &base[pos + 1..];
             // netmap also writes pipes as `netmap:x{1` or `vale0:x{1`; the
             // prefix only names the family here.
             let pbase = pbase.rsplit(':').next().unwrap_or(pbase);
             return Ok(PortName {
-                target: Target::Pipe { base: part(pbase)?, id: part(id)?, end },
+                target: Target::Pipe {
+                    base: part(pbase)?,
+                    id: part(id)?,
+                    end,
+                },
                 conf,
             });
         }
-        let (sub, port) = base.split_once(':').ok_or_else(|| NameError::Form(s.to_string()))?;
+        let (sub, port) = base
+            .split_once(':')
+            .ok_or_else(|| NameError::Form(s.to_string()))?;
         if sub == "netmap" {
             let ifname = port.trim_end_matches(['^', '*']);
-            return Ok(PortName { target: Target::Nic { ifname: part(ifname)? }, conf });
+            return Ok(PortName {
+                target: Target::Nic {
+                    ifname: part(ifname)?,
+                },
+                conf,
+            });
         }
         if sub.starts_with("vale") {
-            return Ok(PortName { target: Target::Vale { switch: part(sub)?, port: part(port)? }, conf });
+            return Ok(PortName {
+                target: Target::Vale {
+                    switch: part(sub)?,
+                    port: part(port)?,
+                },
+                conf,
+            });
         }
         Err(NameError::Form(s.to_string()))
     }
@@ -203,11 +229,17 @@ mod tests {
     fn vale_names() {
         assert_eq!(
             p("vale0:a").unwrap().target,
-            Target::Vale { switch: "vale0".into(), port: "a".into() }
+            Target::Vale {
+                switch: "vale0".into(),
+                port: "a".into()
+            }
         );
         let n = p("vale1:vm-2@conf:rings=4,slots=2048").unwrap();
         let g = n.conf.unwrap();
-        assert_eq!((g.tx_rings, g.rx_rings, g.tx_slots, g.rx_slots), (4, 4, 2048, 2048));
+        assert_eq!(
+            (g.tx_rings, g.rx_rings, g.tx_slots, g.rx_slots),
+            (4, 4, 2048, 2048)
+        );
         assert_eq!(n.to_string(), "vale1:vm-2");
     }
 
@@ -215,18 +247,31 @@ mod tests {
     fn pipe_names() {
         assert_eq!(
             p("pipe{1").unwrap().target,
-            Target::Pipe { base: "pipe".into(), id: "1".into(), end: PipeEnd::Master }
+            Target::Pipe {
+                base: "pipe".into(),
+                id: "1".into(),
+                end: PipeEnd::Master
+            }
         );
         assert_eq!(
             p("p}7").unwrap().target,
-            Target::Pipe { base: "p".into(), id: "7".into(), end: PipeEnd::Slave }
+            Target::Pipe {
+                base: "p".into(),
+                id: "7".into(),
+                end: PipeEnd::Slave
+            }
         );
         assert_eq!(p("netmap:x{3").unwrap().to_string(), "x{3");
     }
 
     #[test]
     fn nic_names() {
-        assert_eq!(p("netmap:eth0^").unwrap().target, Target::Nic { ifname: "eth0".into() });
+        assert_eq!(
+            p("netmap:eth0^").unwrap().target,
+            Target::Nic {
+                ifname: "eth0".into()
+            }
+        );
     }
 
     #[test]
@@ -237,12 +282,24 @@ mod tests {
         assert!(matches!(p("vale0:"), Err(NameError::Part(_))));
         assert!(matches!(p("vale0:a b"), Err(NameError::Part(_))));
         assert!(matches!(p("pipe{"), Err(NameError::Part(_))));
-        assert!(matches!(p(&format!("vale0:{}", "x".repeat(40))), Err(NameError::Part(_))));
+        assert!(matches!(
+            p(&format!("vale0:{}", "x".repeat(40))),
+            Err(NameError::Part(_))
+        ));
         assert!(matches!(p("vale0:a@conf:rings=x"), Err(NameError::Conf(_))));
-        assert!(matches!(p("vale0:a@conf:colour=3"), Err(NameError::Conf(_))));
+        assert!(matches!(
+            p("vale0:a@conf:colour=3"),
+            Err(NameError::Conf(_))
+        ));
         assert!(matches!(p("vale0:a@foo"), Err(NameError::Conf(_))));
-        assert!(matches!(p("vale0:a@conf:rings=17"), Err(NameError::Geometry(_))));
-        assert!(matches!(p("vale0:a@conf:slots=32"), Err(NameError::Geometry(_))));
+        assert!(matches!(
+            p("vale0:a@conf:rings=17"),
+            Err(NameError::Geometry(_))
+        ));
+        assert!(matches!(
+            p("vale0:a@conf:slots=32"),
+            Err(NameError::Geometry(_))
+        ));
         assert!(p("vale0:a@conf:slots=1000").is_ok());
     }
 }

@@ -108,7 +108,10 @@ pub struct ErrorReply {
 impl ErrorReply {
     /// Builds an error.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ErrorReply { code, message: message.into() }
+        ErrorReply {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -128,11 +131,19 @@ pub struct Reply {
 impl Reply {
     /// A success reply.
     pub fn ok<T: Serialize>(v: &T) -> Reply {
-        Reply { ok: true, result: Some(serde_json::to_value(v).unwrap_or(serde_json::Value::Null)), error: None }
+        Reply {
+            ok: true,
+            result: Some(serde_json::to_value(v).unwrap_or(serde_json::Value::Null)),
+            error: None,
+        }
     }
     /// An error reply.
     pub fn err(e: ErrorReply) -> Reply {
-        Reply { ok: false, result: None, error: Some(e) }
+        Reply {
+            ok: false,
+            result: None,
+            error: Some(e),
+        }
     }
 }
 
@@ -242,7 +253,12 @@ mod tests {
     #[test]
     fn request_wire_form() {
         let r: Request = serde_json::from_str(r#"{"cmd":"open","name":"vale0:a"}"#).unwrap();
-        assert_eq!(r, Request::Open { name: "vale0:a".into() });
+        assert_eq!(
+            r,
+            Request::Open {
+                name: "vale0:a".into()
+            }
+        );
         let r: Request = serde_json::from_str(r#"{"cmd":"switch-list"}"#).unwrap();
         assert_eq!(r, Request::SwitchList);
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"frobnicate"}"#).is_err());

@@ -18,7 +18,10 @@ fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
     let bytes = path.as_os_str().as_bytes();
     if bytes.len() >= addr.sun_path.len() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "the socket path is too long"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the socket path is too long",
+        ));
     }
     for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
         *d = *s as libc::c_char;
@@ -60,7 +63,14 @@ impl SeqPacket {
         let fd = new_socket()?;
         let (addr, len) = sockaddr(path)?;
         // SAFETY: connect with a valid sockaddr_un of the stated length.
-        if unsafe { libc::connect(fd.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) } != 0 {
+        if unsafe {
+            libc::connect(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_un).cast(),
+                len,
+            )
+        } != 0
+        {
             return Err(last());
         }
         Ok(SeqPacket(fd))
@@ -70,23 +80,40 @@ impl SeqPacket {
     pub fn pair() -> io::Result<(SeqPacket, SeqPacket)> {
         let mut fds = [0; 2];
         // SAFETY: socketpair writes two fds into the array.
-        if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) }
-            != 0
+        if unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        } != 0
         {
             return Err(last());
         }
         // SAFETY: both fds are fresh and owned by nobody else.
-        Ok(unsafe { (SeqPacket(OwnedFd::from_raw_fd(fds[0])), SeqPacket(OwnedFd::from_raw_fd(fds[1]))) })
+        Ok(unsafe {
+            (
+                SeqPacket(OwnedFd::from_raw_fd(fds[0])),
+                SeqPacket(OwnedFd::from_raw_fd(fds[1])),
+            )
+        })
     }
 
     /// Sends one message with `fds` attached.
     pub fn send(&self, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         if fds.len() > MAX_FDS {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many descriptors for one message"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "too many descriptors for one message",
+            ));
         }
-        let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
+        let mut iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
         let mut cbuf = [0u64; 8]; // 64 bytes, aligned for cmsghdr
-        // SAFETY: msghdr is plain data; zeroed is valid.
+                                  // SAFETY: msghdr is plain data; zeroed is valid.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
@@ -127,7 +154,10 @@ impl SeqPacket {
 
     /// Receives one message into `buf`, with up to `MAX_FDS` descriptors.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Message> {
-        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
         let mut cbuf = [0u64; 8];
         // SAFETY: msghdr is plain data; zeroed is valid.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -155,7 +185,8 @@ impl SeqPacket {
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
                     let data = libc::CMSG_DATA(c).cast::<RawFd>();
-                    let count = ((*c).cmsg_len - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                    let count =
+                        ((*c).cmsg_len - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
                     for i in 0..count {
                         // Each received fd is new in this process and ours.
                         fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
@@ -175,8 +206,14 @@ impl SeqPacket {
     /// Sets a receive timeout.
     pub fn set_read_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
         let tv = match t {
-            Some(d) => libc::timeval { tv_sec: d.as_secs() as _, tv_usec: d.subsec_micros() as _ },
-            None => libc::timeval { tv_sec: 0, tv_usec: 0 },
+            Some(d) => libc::timeval {
+                tv_sec: d.as_secs() as _,
+                tv_usec: d.subsec_micros() as _,
+            },
+            None => libc::timeval {
+                tv_sec: 0,
+                tv_usec: 0,
+            },
         };
         // SAFETY: setsockopt with a timeval of the right size.
         let r = unsafe {
@@ -237,7 +274,14 @@ impl Listener {
         let fd = new_socket()?;
         let (addr, len) = sockaddr(path)?;
         // SAFETY: bind with a valid sockaddr_un of the stated length.
-        if unsafe { libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) } != 0 {
+        if unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_un).cast(),
+                len,
+            )
+        } != 0
+        {
             return Err(last());
         }
         use std::os::unix::fs::PermissionsExt;
@@ -246,7 +290,10 @@ impl Listener {
         if unsafe { libc::listen(fd.as_raw_fd(), 64) } != 0 {
             return Err(last());
         }
-        Ok(Listener { fd, path: path.to_path_buf() })
+        Ok(Listener {
+            fd,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Accepts one connection.
@@ -254,7 +301,12 @@ impl Listener {
         loop {
             // SAFETY: accept4 on our listening socket, no address wanted.
             let fd = unsafe {
-                libc::accept4(self.fd.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC)
+                libc::accept4(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC,
+                )
             };
             if fd < 0 {
                 let e = last();

@@ -84,16 +84,29 @@ impl Daemon {
     /// Binds the socket, starts the workers and the accept thread.
     pub fn start(cfg: Config) -> Result<Daemon, DaemonError> {
         if cfg.workers == 0 || cfg.workers > 64 {
-            return Err(DaemonError::Config(format!("{} workers is out of range: use 1 to 64", cfg.workers)));
+            return Err(DaemonError::Config(format!(
+                "{} workers is out of range: use 1 to 64",
+                cfg.workers
+            )));
         }
-        let listener = Listener::bind(&cfg.socket).map_err(|source| DaemonError::Bind { path: cfg.socket.clone(), source })?;
-        let wcfg = WorkerConfig { idle_poll: Duration::from_micros(cfg.idle_poll_us) };
+        let listener = Listener::bind(&cfg.socket).map_err(|source| DaemonError::Bind {
+            path: cfg.socket.clone(),
+            source,
+        })?;
+        let wcfg = WorkerConfig {
+            idle_poll: Duration::from_micros(cfg.idle_poll_us),
+        };
         let workers = (0..cfg.workers)
             .map(|i| Worker::start(i, wcfg))
             .collect::<Result<Vec<_>, _>>()
             .map_err(DaemonError::Worker)?;
-        let registry =
-            Arc::new(Mutex::new(Registry::new(SwitchConfig { batch: cfg.batch, mac_age_s: cfg.mac_age_s }, workers)));
+        let registry = Arc::new(Mutex::new(Registry::new(
+            SwitchConfig {
+                batch: cfg.batch,
+                mac_age_s: cfg.mac_age_s,
+            },
+            workers,
+        )));
         let stop = Arc::new(AtomicBool::new(false));
         let (r, s) = (registry.clone(), stop.clone());
         let thread = std::thread::Builder::new()
@@ -102,7 +115,12 @@ impl Daemon {
             .spawn(move || accept_loop(listener, r, s))
             .map_err(DaemonError::Worker)?;
         info!(socket = %cfg.socket.display(), workers = cfg.workers, "ringswitch daemon listening");
-        Ok(Daemon { registry, socket: cfg.socket, stop, thread: Some(thread) })
+        Ok(Daemon {
+            registry,
+            socket: cfg.socket,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// The socket path.
@@ -117,7 +135,11 @@ impl Daemon {
 
     /// Nanoseconds the workers spent forwarding.
     pub fn worker_busy_ns(&self) -> u64 {
-        lock(&self.registry).workers().iter().map(|w| w.busy_ns()).sum()
+        lock(&self.registry)
+            .workers()
+            .iter()
+            .map(|w| w.busy_ns())
+            .sum()
     }
 }
 
@@ -196,17 +218,29 @@ fn serve_conn(conn: u64, sock: SeqPacket, registry: Arc<Mutex<Registry>>, stop: 
         // Validate in a fixed order: descriptors, size, body.
         if !m.fds.is_empty() || m.fds_truncated {
             drop(m.fds);
-            send_reply(&sock, &bad("requests carry no file descriptors; the ones sent were closed"), &[]);
+            send_reply(
+                &sock,
+                &bad("requests carry no file descriptors; the ones sent were closed"),
+                &[],
+            );
             continue;
         }
         if m.truncated || m.len > MAX_MESSAGE {
-            send_reply(&sock, &bad(format!("the request is larger than {MAX_MESSAGE} bytes")), &[]);
+            send_reply(
+                &sock,
+                &bad(format!("the request is larger than {MAX_MESSAGE} bytes")),
+                &[],
+            );
             continue;
         }
         let req: Request = match serde_json::from_slice(&buf[..m.len]) {
             Ok(r) => r,
             Err(e) => {
-                send_reply(&sock, &bad(format!("the request is not a valid command: {e}")), &[]);
+                send_reply(
+                    &sock,
+                    &bad(format!("the request is not a valid command: {e}")),
+                    &[],
+                );
                 continue;
             }
         };
@@ -220,7 +254,11 @@ fn serve_conn(conn: u64, sock: SeqPacket, registry: Arc<Mutex<Registry>>, stop: 
     debug!(conn, "client disconnected");
 }
 
-fn handle(conn: u64, req: Request, registry: &Mutex<Registry>) -> (Reply, Vec<std::os::fd::OwnedFd>) {
+fn handle(
+    conn: u64,
+    req: Request,
+    registry: &Mutex<Registry>,
+) -> (Reply, Vec<std::os::fd::OwnedFd>) {
     let mut r = lock(registry);
     let res: Result<(serde_json::Value, Vec<std::os::fd::OwnedFd>), ErrorReply> = match req {
         Request::Hello { version } => {
@@ -230,26 +268,49 @@ fn handle(conn: u64, req: Request, registry: &Mutex<Registry>) -> (Reply, Vec<st
                     format!("this daemon speaks protocol {PROTOCOL_VERSION}, not {version}"),
                 ))
             } else {
-                Ok((serde_json::json!({"version": PROTOCOL_VERSION, "daemon": env!("CARGO_PKG_VERSION")}), vec![]))
+                Ok((
+                    serde_json::json!({"version": PROTOCOL_VERSION, "daemon": env!("CARGO_PKG_VERSION")}),
+                    vec![],
+                ))
             }
         }
-        Request::SwitchAdd { name } => r.switch_add(&name).map(|_| (serde_json::Value::Null, vec![])),
-        Request::SwitchDel { name } => r.switch_del(&name).map(|_| (serde_json::Value::Null, vec![])),
-        Request::SwitchList => Ok((serde_json::to_value(r.switch_list()).unwrap_or_default(), vec![])),
+        Request::SwitchAdd { name } => r
+            .switch_add(&name)
+            .map(|_| (serde_json::Value::Null, vec![])),
+        Request::SwitchDel { name } => r
+            .switch_del(&name)
+            .map(|_| (serde_json::Value::Null, vec![])),
+        Request::SwitchList => Ok((
+            serde_json::to_value(r.switch_list()).unwrap_or_default(),
+            vec![],
+        )),
         Request::PortAdd { name } => r.port_add(&name).map(|_| (serde_json::Value::Null, vec![])),
         Request::PortDel { name } => r.port_del(&name).map(|_| (serde_json::Value::Null, vec![])),
-        Request::PortList { switch } => {
-            r.port_list(switch.as_deref()).map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![]))
-        }
-        Request::Stats { switch } => {
-            r.stats(switch.as_deref()).map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![]))
-        }
-        Request::Macs { switch } => r.macs(&switch).map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
-        Request::Open { name } => r.open(conn, &name).map(|(o, fds)| (serde_json::to_value(o).unwrap_or_default(), fds)),
-        Request::Close { handle } => r.close(conn, handle).map(|_| (serde_json::Value::Null, vec![])),
+        Request::PortList { switch } => r
+            .port_list(switch.as_deref())
+            .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
+        Request::Stats { switch } => r
+            .stats(switch.as_deref())
+            .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
+        Request::Macs { switch } => r
+            .macs(&switch)
+            .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
+        Request::Open { name } => r
+            .open(conn, &name)
+            .map(|(o, fds)| (serde_json::to_value(o).unwrap_or_default(), fds)),
+        Request::Close { handle } => r
+            .close(conn, handle)
+            .map(|_| (serde_json::Value::Null, vec![])),
     };
     match res {
-        Ok((v, fds)) => (Reply { ok: true, result: Some(v), error: None }, fds),
+        Ok((v, fds)) => (
+            Reply {
+                ok: true,
+                result: Some(v),
+                error: None,
+            },
+            fds,
+        ),
         Err(e) => (Reply::err(e), vec![]),
     }
 }

@@ -115,18 +115,28 @@ impl Registry {
         })
     }
 
-    fn ensure_switch(&mut self, sw: &str, persistent: bool) -> Result<&mut SwitchEntry, ErrorReply> {
+    fn ensure_switch(
+        &mut self,
+        sw: &str,
+        persistent: bool,
+    ) -> Result<&mut SwitchEntry, ErrorReply> {
         if !self.switches.contains_key(sw) {
             if self.switches.len() >= MAX_SWITCHES {
                 return Err(err(
                     ErrorCode::Limit,
-                    format!("cannot create switch {sw}: the daemon already has {MAX_SWITCHES} switches"),
+                    format!(
+                        "cannot create switch {sw}: the daemon already has {MAX_SWITCHES} switches"
+                    ),
                 ));
             }
             let fwd = Box::new(LearningBridge::new(self.cfg.mac_age_s));
             self.switches.insert(
                 sw.to_string(),
-                SwitchEntry { switch: Arc::new(Switch::new(sw, fwd, self.cfg.batch)), ports: BTreeMap::new(), persistent },
+                SwitchEntry {
+                    switch: Arc::new(Switch::new(sw, fwd, self.cfg.batch)),
+                    ports: BTreeMap::new(),
+                    persistent,
+                },
             );
             info!(switch = sw, "switch created");
         }
@@ -138,7 +148,10 @@ impl Registry {
         name::check_switch_name(sw).map_err(|e| err(ErrorCode::BadName, e.to_string()))?;
         if let Some(s) = self.switches.get_mut(sw) {
             if s.persistent {
-                return Err(err(ErrorCode::Exists, format!("switch {sw} already exists")));
+                return Err(err(
+                    ErrorCode::Exists,
+                    format!("switch {sw} already exists"),
+                ));
             }
             s.persistent = true;
             return Ok(());
@@ -148,11 +161,17 @@ impl Registry {
 
     /// `switch-del`.
     pub fn switch_del(&mut self, sw: &str) -> Result<(), ErrorReply> {
-        let s = self.switches.get(sw).ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
+        let s = self
+            .switches
+            .get(sw)
+            .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
         if !s.ports.is_empty() {
             return Err(err(
                 ErrorCode::Busy,
-                format!("switch {sw} still has {} ports: delete them first", s.ports.len()),
+                format!(
+                    "switch {sw} still has {} ports: delete them first",
+                    s.ports.len()
+                ),
             ));
         }
         self.switches.remove(sw);
@@ -172,7 +191,13 @@ impl Registry {
             .collect()
     }
 
-    fn new_vale_port(&mut self, sw: &str, port: &str, g: Geometry, persistent: bool) -> Result<(), ErrorReply> {
+    fn new_vale_port(
+        &mut self,
+        sw: &str,
+        port: &str,
+        g: Geometry,
+        persistent: bool,
+    ) -> Result<(), ErrorReply> {
         let entry = self.ensure_switch(sw, false)?;
         if entry.ports.len() >= MAX_PORTS {
             return Err(err(
@@ -181,17 +206,27 @@ impl Registry {
             ));
         }
         let full = format!("{sw}:{port}");
-        let layout = RegionLayout::new(g, 1).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
-        let region = Arc::new(Region::create(layout, [port, ""]).map_err(|e| internal("creating the port's memory", e))?);
+        let layout =
+            RegionLayout::new(g, 1).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        let region = Arc::new(
+            Region::create(layout, [port, ""])
+                .map_err(|e| internal("creating the port's memory", e))?,
+        );
         let sp = entry
             .switch
             .attach(|idx| SwitchPort::new(full.clone(), idx, region))
             .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
         let switch = entry.switch.clone();
         let id = self.id();
-        let worker = (0..self.workers.len()).min_by_key(|&w| self.workers[w].load()).unwrap_or(0);
+        let worker = (0..self.workers.len())
+            .min_by_key(|&w| self.workers[w].load())
+            .unwrap_or(0);
         if let Some(w) = self.workers.get(worker) {
-            if let Err(e) = w.assign(Assigned { id, switch: switch.clone(), port: sp.clone() }) {
+            if let Err(e) = w.assign(Assigned {
+                id,
+                switch: switch.clone(),
+                port: sp.clone(),
+            }) {
                 switch.detach(sp.index);
                 return Err(internal("handing the port to a worker", e));
             }
@@ -200,13 +235,22 @@ impl Registry {
         let entry = self.switches.get_mut(sw).expect("exists");
         entry.ports.insert(
             port.to_string(),
-            PortEntry { port: sp, id, worker, persistent, open_by: None, geometry: g },
+            PortEntry {
+                port: sp,
+                id,
+                worker,
+                persistent,
+                open_by: None,
+                geometry: g,
+            },
         );
         Ok(())
     }
 
     fn remove_vale_port(&mut self, sw: &str, port: &str) {
-        let Some(s) = self.switches.get_mut(sw) else { return };
+        let Some(s) = self.switches.get_mut(sw) else {
+            return;
+        };
         if let Some(p) = s.ports.remove(port) {
             if let Some(w) = self.workers.get(p.worker) {
                 w.unassign(p.id);
@@ -220,14 +264,25 @@ impl Registry {
         }
     }
 
-    fn new_pipe(&mut self, base: &str, id: &str, g: Geometry, persistent: bool) -> Result<(), ErrorReply> {
+    fn new_pipe(
+        &mut self,
+        base: &str,
+        id: &str,
+        g: Geometry,
+        persistent: bool,
+    ) -> Result<(), ErrorReply> {
         if self.pipes.len() >= MAX_PIPES {
-            return Err(err(ErrorCode::Limit, format!("the daemon already has {MAX_PIPES} pipes")));
+            return Err(err(
+                ErrorCode::Limit,
+                format!("the daemon already has {MAX_PIPES} pipes"),
+            ));
         }
-        let layout = RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        let layout =
+            RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
         let n0 = format!("{base}{{{id}");
         let n1 = format!("{base}}}{id}");
-        let region = Region::create(layout, [&n0, &n1]).map_err(|e| internal("creating the pipe's memory", e))?;
+        let region = Region::create(layout, [&n0, &n1])
+            .map_err(|e| internal("creating the pipe's memory", e))?;
         let irq = [
             EventFd::new().map_err(|e| internal("creating an eventfd", e))?,
             EventFd::new().map_err(|e| internal("creating an eventfd", e))?,
@@ -253,7 +308,11 @@ impl Registry {
         let g = pn.conf.unwrap_or_default();
         match &pn.target {
             Target::Vale { switch, port } => {
-                if let Some(p) = self.switches.get_mut(switch).and_then(|s| s.ports.get_mut(port)) {
+                if let Some(p) = self
+                    .switches
+                    .get_mut(switch)
+                    .and_then(|s| s.ports.get_mut(port))
+                {
                     if p.persistent {
                         return Err(err(ErrorCode::Exists, format!("port {pn} already exists")));
                     }
@@ -266,7 +325,10 @@ impl Registry {
                 let key = Target::pipe_key(base, id);
                 if let Some(p) = self.pipes.get_mut(&key) {
                     if p.persistent {
-                        return Err(err(ErrorCode::Exists, format!("pipe {base}{{{id} already exists")));
+                        return Err(err(
+                            ErrorCode::Exists,
+                            format!("pipe {base}{{{id} already exists"),
+                        ));
                     }
                     p.persistent = true;
                     return Ok(());
@@ -288,16 +350,27 @@ impl Registry {
                     .and_then(|s| s.ports.get(port))
                     .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no port {pn}")))?;
                 if p.open_by.is_some() {
-                    return Err(err(ErrorCode::Busy, format!("port {pn} is open by a client: close it first")));
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!("port {pn} is open by a client: close it first"),
+                    ));
                 }
                 self.remove_vale_port(&switch.clone(), &port.clone());
                 Ok(())
             }
             Target::Pipe { base, id, .. } => {
                 let key = Target::pipe_key(base, id);
-                let p = self.pipes.get(&key).ok_or_else(|| err(ErrorCode::NotFound, format!("there is no pipe {base}{{{id}")))?;
+                let p = self.pipes.get(&key).ok_or_else(|| {
+                    err(
+                        ErrorCode::NotFound,
+                        format!("there is no pipe {base}{{{id}"),
+                    )
+                })?;
                 if p.open_by.iter().any(Option::is_some) {
-                    return Err(err(ErrorCode::Busy, format!("pipe {base}{{{id} is open by a client: close it first")));
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!("pipe {base}{{{id} is open by a client: close it first"),
+                    ));
                 }
                 self.pipes.remove(&key);
                 Ok(())
@@ -358,19 +431,29 @@ impl Registry {
             .switches
             .iter()
             .filter(|(n, _)| switch.is_none_or(|w| w == n.as_str()))
-            .flat_map(|(_, s)| s.ports.values().map(|p| p.port.counters.snapshot(&p.port.name)))
+            .flat_map(|(_, s)| {
+                s.ports
+                    .values()
+                    .map(|p| p.port.counters.snapshot(&p.port.name))
+            })
             .collect())
     }
 
     /// `macs`.
     pub fn macs(&self, sw: &str) -> Result<Vec<MacEntry>, ErrorReply> {
-        let s = self.switches.get(sw).ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
+        let s = self
+            .switches
+            .get(sw)
+            .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
         let mut v: Vec<MacEntry> = s
             .switch
             .mac_entries()
             .into_iter()
             .map(|(m, port, age_s)| MacEntry {
-                mac: format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]),
+                mac: format!(
+                    "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                    m[0], m[1], m[2], m[3], m[4], m[5]
+                ),
                 port,
                 age_s,
             })
@@ -385,14 +468,24 @@ impl Registry {
         let pn = Self::parse(name)?;
         match pn.target.clone() {
             Target::Vale { switch, port } => {
-                let exists = self.switches.get(&switch).is_some_and(|s| s.ports.contains_key(&port));
+                let exists = self
+                    .switches
+                    .get(&switch)
+                    .is_some_and(|s| s.ports.contains_key(&port));
                 if !exists {
                     self.new_vale_port(&switch, &port, pn.conf.unwrap_or_default(), false)?;
                 }
                 let handle = self.id();
-                let p = self.switches.get_mut(&switch).and_then(|s| s.ports.get_mut(&port)).expect("exists");
+                let p = self
+                    .switches
+                    .get_mut(&switch)
+                    .and_then(|s| s.ports.get_mut(&port))
+                    .expect("exists");
                 if p.open_by.is_some() {
-                    return Err(err(ErrorCode::Busy, format!("port {pn} is already open by another client")));
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!("port {pn} is already open by another client"),
+                    ));
                 }
                 if let Some(g) = pn.conf {
                     if g != p.geometry {
@@ -400,7 +493,11 @@ impl Registry {
                     }
                 }
                 let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
-                    Ok(vec![p.port.region().dup_fd()?, p.port.kick.try_clone()?.into(), p.port.irq.try_clone()?.into()])
+                    Ok(vec![
+                        p.port.region().dup_fd()?,
+                        p.port.kick.try_clone()?.into(),
+                        p.port.irq.try_clone()?.into(),
+                    ])
                 })()
                 .map_err(|e| internal("duplicating the port's descriptors", e))?;
                 p.open_by = Some(conn);
@@ -414,7 +511,8 @@ impl Registry {
                     region_size: r.len() as u64,
                     nifp_offset: r.layout().nifp_ofs[0] as u64,
                 };
-                self.handles.insert(handle, (conn, Handle::Vale { switch, port }));
+                self.handles
+                    .insert(handle, (conn, Handle::Vale { switch, port }));
                 Ok((reply, fds))
             }
             Target::Pipe { base, id, end } => {
@@ -426,10 +524,17 @@ impl Registry {
                 let p = self.pipes.get_mut(&key).expect("exists");
                 let e = end.index();
                 if p.open_by[e].is_some() {
-                    return Err(err(ErrorCode::Busy, format!("pipe end {pn} is already open by another client")));
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!("pipe end {pn} is already open by another client"),
+                    ));
                 }
                 let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
-                    Ok(vec![p.region.dup_fd()?, p.irq[e].try_clone()?.into(), p.irq[1 - e].try_clone()?.into()])
+                    Ok(vec![
+                        p.region.dup_fd()?,
+                        p.irq[e].try_clone()?.into(),
+                        p.irq[1 - e].try_clone()?.into(),
+                    ])
                 })()
                 .map_err(|e| internal("duplicating the pipe's descriptors", e))?;
                 p.open_by[e] = Some(conn);
@@ -443,7 +548,8 @@ impl Registry {
                     region_size: l.size as u64,
                     nifp_offset: l.nifp_ofs[e] as u64,
                 };
-                self.handles.insert(handle, (conn, Handle::Pipe { key, end: e }));
+                self.handles
+                    .insert(handle, (conn, Handle::Pipe { key, end: e }));
                 Ok((reply, fds))
             }
             Target::Nic { ifname } => Err(nic_unsupported(&ifname)),
@@ -454,12 +560,21 @@ impl Registry {
     pub fn close(&mut self, conn: ConnId, handle: u64) -> Result<(), ErrorReply> {
         match self.handles.get(&handle) {
             Some((c, _)) if *c == conn => {}
-            _ => return Err(err(ErrorCode::NotFound, format!("handle {handle} is not open on this connection"))),
+            _ => {
+                return Err(err(
+                    ErrorCode::NotFound,
+                    format!("handle {handle} is not open on this connection"),
+                ))
+            }
         }
         let (_, h) = self.handles.remove(&handle).expect("checked");
         match h {
             Handle::Vale { switch, port } => {
-                let remove = match self.switches.get_mut(&switch).and_then(|s| s.ports.get_mut(&port)) {
+                let remove = match self
+                    .switches
+                    .get_mut(&switch)
+                    .and_then(|s| s.ports.get_mut(&port))
+                {
                     Some(p) => {
                         p.open_by = None;
                         !p.persistent
@@ -489,7 +604,12 @@ impl Registry {
 
     /// Closes everything `conn` had open (it hung up or crashed).
     pub fn disconnect(&mut self, conn: ConnId) {
-        let mine: Vec<u64> = self.handles.iter().filter(|(_, (c, _))| *c == conn).map(|(h, _)| *h).collect();
+        let mine: Vec<u64> = self
+            .handles
+            .iter()
+            .filter(|(_, (c, _))| *c == conn)
+            .map(|(h, _)| *h)
+            .collect();
         if !mine.is_empty() {
             info!(conn, ports = mine.len(), "client gone: closing its ports");
         }

@@ -28,13 +28,16 @@ pub fn install() -> std::io::Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     let f = flag.clone();
     // Mirror the process-wide flag into the returned one.
-    std::thread::Builder::new().name("rs-signals".into()).stack_size(64 * 1024).spawn(move || loop {
-        if STOP.load(Ordering::Acquire) {
-            f.store(true, Ordering::Release);
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    })?;
+    std::thread::Builder::new()
+        .name("rs-signals".into())
+        .stack_size(64 * 1024)
+        .spawn(move || loop {
+            if STOP.load(Ordering::Acquire) {
+                f.store(true, Ordering::Release);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        })?;
     Ok(flag)
 }
 

@@ -31,7 +31,10 @@ impl Epoll {
     }
 
     fn ctl(&self, op: libc::c_int, fd: RawFd, data: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: data };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: data,
+        };
         // SAFETY: epoll_ctl on our epoll fd with a valid event struct.
         if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut ev) } != 0 {
             return Err(io::Error::last_os_error());
@@ -42,7 +45,12 @@ impl Epoll {
     fn wait(&self, events: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
         // SAFETY: the buffer holds `events.len()` entries for the kernel to fill.
         let n = unsafe {
-            libc::epoll_wait(self.0.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms)
+            libc::epoll_wait(
+                self.0.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as i32,
+                timeout_ms,
+            )
         };
         n.max(0) as usize
     }
@@ -98,29 +106,47 @@ impl Worker {
             packets: AtomicU64::new(0),
             wakeups: AtomicU64::new(0),
         });
-        shared.epoll.ctl(libc::EPOLL_CTL_ADD, shared.ctl.as_raw_fd(), CTL)?;
+        shared
+            .epoll
+            .ctl(libc::EPOLL_CTL_ADD, shared.ctl.as_raw_fd(), CTL)?;
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("rs-worker{index}"))
             .stack_size(256 * 1024)
             .spawn(move || run(s, cfg))?;
-        Ok(Worker { shared, thread: Some(thread) })
+        Ok(Worker {
+            shared,
+            thread: Some(thread),
+        })
     }
 
     /// Gives the worker a source port to serve.
     pub fn assign(&self, a: Assigned) -> io::Result<()> {
-        self.shared.epoll.ctl(libc::EPOLL_CTL_ADD, a.port.kick.as_raw_fd(), a.id)?;
-        self.shared.ports.lock().unwrap_or_else(PoisonError::into_inner).push(a);
+        self.shared
+            .epoll
+            .ctl(libc::EPOLL_CTL_ADD, a.port.kick.as_raw_fd(), a.id)?;
+        self.shared
+            .ports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(a);
         self.poke();
         Ok(())
     }
 
     /// Takes a port away from the worker.
     pub fn unassign(&self, id: u64) {
-        let mut ports = self.shared.ports.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ports = self
+            .shared
+            .ports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(pos) = ports.iter().position(|a| a.id == id) {
             let a = ports.remove(pos);
-            let _ = self.shared.epoll.ctl(libc::EPOLL_CTL_DEL, a.port.kick.as_raw_fd(), 0);
+            let _ = self
+                .shared
+                .epoll
+                .ctl(libc::EPOLL_CTL_DEL, a.port.kick.as_raw_fd(), 0);
         }
         drop(ports);
         self.poke();
@@ -128,7 +154,11 @@ impl Worker {
 
     /// Ports served.
     pub fn load(&self) -> usize {
-        self.shared.ports.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.shared
+            .ports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// Nanoseconds spent forwarding.
@@ -139,7 +169,11 @@ impl Worker {
     /// (batches, packets, wake-ups from sleep) so far.
     pub fn activity(&self) -> (u64, u64, u64) {
         let s = &self.shared;
-        (s.batches.load(Ordering::Relaxed), s.packets.load(Ordering::Relaxed), s.wakeups.load(Ordering::Relaxed))
+        (
+            s.batches.load(Ordering::Relaxed),
+            s.packets.load(Ordering::Relaxed),
+            s.wakeups.load(Ordering::Relaxed),
+        )
     }
 
     fn poke(&self) {
@@ -178,7 +212,13 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         if g != seen_gen {
             seen_gen = g;
             local.clear();
-            local.extend(s.ports.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned());
+            local.extend(
+                s.ports
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .cloned(),
+            );
             // Look at every port once after a change: a new port may have
             // work queued before it was assigned.
             active.clear();
@@ -188,7 +228,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                 a.port.set_awake();
             }
         }
-        if n_active == 0 || rounds % ROUNDS_PER_POLL == 0 {
+        if n_active == 0 || rounds.is_multiple_of(ROUNDS_PER_POLL) {
             let timeout = if n_active == 0 { -1 } else { 0 };
             if n_active == 0 {
                 s.wakeups.fetch_add(1, Ordering::Relaxed);
@@ -238,7 +278,8 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             }
         }
         if any {
-            s.busy_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            s.busy_ns
+                .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
             s.batches.fetch_add(nb, Ordering::Relaxed);
             s.packets.fetch_add(np, Ordering::Relaxed);
         }

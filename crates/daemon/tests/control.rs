@@ -35,17 +35,35 @@ fn raw(sock: &SeqPacket, bytes: &[u8]) -> Reply {
 fn malformed_names_and_sizes() {
     let d = daemon("names");
     let s = d.socket().to_path_buf();
-    for bad in ["", "foo", "eth0:x", "vale0:", "vale0:a b", "pipe{", "vale0:a@conf:bogus=1"] {
-        let e = Port::open_at(&s, bad).err().unwrap_or_else(|| panic!("{bad} opened"));
+    for bad in [
+        "",
+        "foo",
+        "eth0:x",
+        "vale0:",
+        "vale0:a b",
+        "pipe{",
+        "vale0:a@conf:bogus=1",
+    ] {
+        let e = Port::open_at(&s, bad)
+            .err()
+            .unwrap_or_else(|| panic!("{bad} opened"));
         assert_eq!(code_of(e), ErrorCode::BadName, "{bad}");
     }
-    for bad in ["vale0:a@conf:rings=17", "vale0:a@conf:slots=32", "vale0:a@conf:slots=5000", "p{1@conf:rings=0"] {
+    for bad in [
+        "vale0:a@conf:rings=17",
+        "vale0:a@conf:slots=32",
+        "vale0:a@conf:slots=5000",
+        "p{1@conf:rings=0",
+    ] {
         let e = Port::open_at(&s, bad).err().unwrap();
         assert_eq!(code_of(e), ErrorCode::Geometry, "{bad}");
     }
     let e = Port::open_at(&s, "netmap:eth0").err().unwrap();
     assert_eq!(code_of(e), ErrorCode::Unsupported);
-    let e = ClientError::Call(CallError::Daemon(ringswitch_control::ErrorReply::new(ErrorCode::Geometry, "x")));
+    let e = ClientError::Call(CallError::Daemon(ringswitch_control::ErrorReply::new(
+        ErrorCode::Geometry,
+        "x",
+    )));
     assert!(!e.to_string().is_empty());
 }
 
@@ -54,24 +72,108 @@ fn busy_unknown_and_persistence() {
     let d = daemon("busy");
     let s = d.socket().to_path_buf();
     let p = Port::open_at(&s, "vale0:a").unwrap();
-    assert_eq!(code_of(Port::open_at(&s, "vale0:a").err().unwrap()), ErrorCode::Busy);
+    assert_eq!(
+        code_of(Port::open_at(&s, "vale0:a").err().unwrap()),
+        ErrorCode::Busy
+    );
     let q = Port::open_at(&s, "x{1").unwrap();
-    assert_eq!(code_of(Port::open_at(&s, "x{1").err().unwrap()), ErrorCode::Busy);
+    assert_eq!(
+        code_of(Port::open_at(&s, "x{1").err().unwrap()),
+        ErrorCode::Busy
+    );
     let mut c = Connection::connect(&s).unwrap();
-    assert_eq!(call_err(&mut c, Request::Stats { switch: Some("vale9".into()) }).0, ErrorCode::NotFound);
-    assert_eq!(call_err(&mut c, Request::Macs { switch: "vale9".into() }).0, ErrorCode::NotFound);
-    assert_eq!(call_err(&mut c, Request::SwitchDel { name: "vale9".into() }).0, ErrorCode::NotFound);
-    assert_eq!(call_err(&mut c, Request::PortDel { name: "vale0:zz".into() }).0, ErrorCode::NotFound);
-    assert_eq!(call_err(&mut c, Request::PortDel { name: "vale0:a".into() }).0, ErrorCode::Busy);
-    assert_eq!(call_err(&mut c, Request::SwitchDel { name: "vale0".into() }).0, ErrorCode::Busy);
-    assert_eq!(call_err(&mut c, Request::SwitchAdd { name: "bogus".into() }).0, ErrorCode::BadName);
-    assert_eq!(call_err(&mut c, Request::Close { handle: 12345 }).0, ErrorCode::NotFound);
+    assert_eq!(
+        call_err(
+            &mut c,
+            Request::Stats {
+                switch: Some("vale9".into())
+            }
+        )
+        .0,
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        call_err(
+            &mut c,
+            Request::Macs {
+                switch: "vale9".into()
+            }
+        )
+        .0,
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        call_err(
+            &mut c,
+            Request::SwitchDel {
+                name: "vale9".into()
+            }
+        )
+        .0,
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        call_err(
+            &mut c,
+            Request::PortDel {
+                name: "vale0:zz".into()
+            }
+        )
+        .0,
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        call_err(
+            &mut c,
+            Request::PortDel {
+                name: "vale0:a".into()
+            }
+        )
+        .0,
+        ErrorCode::Busy
+    );
+    assert_eq!(
+        call_err(
+            &mut c,
+            Request::SwitchDel {
+                name: "vale0".into()
+            }
+        )
+        .0,
+        ErrorCode::Busy
+    );
+    assert_eq!(
+        call_err(
+            &mut c,
+            Request::SwitchAdd {
+                name: "bogus".into()
+            }
+        )
+        .0,
+        ErrorCode::BadName
+    );
+    assert_eq!(
+        call_err(&mut c, Request::Close { handle: 12345 }).0,
+        ErrorCode::NotFound
+    );
     drop(p);
     drop(q);
 
     // Ports opened on demand go away with their client; persistent ones stay.
-    c.call(&Request::PortAdd { name: "vale0:keep".into() }).unwrap();
-    assert_eq!(call_err(&mut c, Request::PortAdd { name: "vale0:keep".into() }).0, ErrorCode::Exists);
+    c.call(&Request::PortAdd {
+        name: "vale0:keep".into(),
+    })
+    .unwrap();
+    assert_eq!(
+        call_err(
+            &mut c,
+            Request::PortAdd {
+                name: "vale0:keep".into()
+            }
+        )
+        .0,
+        ErrorCode::Exists
+    );
     let p = Port::open_at(&s, "vale0:keep").unwrap();
     drop(p);
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -80,9 +182,15 @@ fn busy_unknown_and_persistence() {
     assert!(names.contains(&"vale0:keep"), "{names:?}");
     assert!(!names.contains(&"vale0:a"), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("x")), "{names:?}");
-    c.call(&Request::PortDel { name: "vale0:keep".into() }).unwrap();
+    c.call(&Request::PortDel {
+        name: "vale0:keep".into(),
+    })
+    .unwrap();
     let sw: Vec<ringswitch_control::SwitchInfo> = c.call_as(&Request::SwitchList).unwrap().0;
-    assert!(sw.is_empty(), "an on-demand switch goes with its last port: {sw:?}");
+    assert!(
+        sw.is_empty(),
+        "an on-demand switch goes with its last port: {sw:?}"
+    );
 }
 
 #[test]
@@ -91,14 +199,25 @@ fn too_many_ports() {
     let s = d.socket().to_path_buf();
     let mut c = Connection::connect(&s).unwrap();
     for i in 0..ringswitch_switch::MAX_PORTS {
-        c.call(&Request::PortAdd { name: format!("vale0:p{i}@conf:slots=64,buf-size=128") }).unwrap();
+        c.call(&Request::PortAdd {
+            name: format!("vale0:p{i}@conf:slots=64,buf-size=128"),
+        })
+        .unwrap();
     }
-    let (code, msg) = call_err(&mut c, Request::PortAdd { name: "vale0:one-more".into() });
+    let (code, msg) = call_err(
+        &mut c,
+        Request::PortAdd {
+            name: "vale0:one-more".into(),
+        },
+    );
     assert_eq!(code, ErrorCode::Limit);
     assert!(msg.contains("254"), "{msg}");
     // Eight switches with a port each are fine too.
     for i in 1..=8 {
-        c.call(&Request::PortAdd { name: format!("vale{i}:x") }).unwrap();
+        c.call(&Request::PortAdd {
+            name: format!("vale{i}:x"),
+        })
+        .unwrap();
     }
 }
 
@@ -113,9 +232,17 @@ fn broken_control_messages() {
     let r = raw(&sock, br#"{"cmd":"frobnicate"}"#);
     assert_eq!(r.error.unwrap().code, ErrorCode::BadRequest);
     let r = raw(&sock, br#"{"cmd":"open"}"#);
-    assert_eq!(r.error.unwrap().code, ErrorCode::BadRequest, "a missing field");
+    assert_eq!(
+        r.error.unwrap().code,
+        ErrorCode::BadRequest,
+        "a missing field"
+    );
     let r = raw(&sock, br#"{"cmd":"switch-list""#);
-    assert_eq!(r.error.unwrap().code, ErrorCode::BadRequest, "truncated JSON");
+    assert_eq!(
+        r.error.unwrap().code,
+        ErrorCode::BadRequest,
+        "truncated JSON"
+    );
     let big = vec![b' '; 100 * 1024];
     let r = raw(&sock, &big);
     let e = r.error.unwrap();
@@ -123,7 +250,8 @@ fn broken_control_messages() {
     assert!(e.message.contains("larger"), "{}", e.message);
     // Descriptors nobody asked for are closed and refused.
     let ev = ringswitch_ring::EventFd::new().unwrap();
-    sock.send(br#"{"cmd":"switch-list"}"#, &[ev.as_fd()]).unwrap();
+    sock.send(br#"{"cmd":"switch-list"}"#, &[ev.as_fd()])
+        .unwrap();
     let mut buf = vec![0u8; 4096];
     let m = sock.recv(&mut buf).unwrap();
     let r: Reply = serde_json::from_slice(&buf[..m.len]).unwrap();
@@ -137,7 +265,9 @@ fn broken_control_messages() {
 
 #[test]
 fn no_daemon_says_how_to_start_one() {
-    let e = Port::open_at(&socket("nobody-here"), "vale0:a").err().unwrap();
+    let e = Port::open_at(&socket("nobody-here"), "vale0:a")
+        .err()
+        .unwrap();
     let msg = e.to_string();
     assert!(msg.contains("ringswitch serve"), "{msg}");
 }
@@ -158,7 +288,10 @@ fn client_that_goes_away_releases_its_ports() {
         if !list.iter().any(|p| p.name == "vale0:gone") {
             break;
         }
-        assert!(t0.elapsed() < std::time::Duration::from_secs(1), "port still listed after 1 s");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(1),
+            "port still listed after 1 s"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

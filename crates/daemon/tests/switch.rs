@@ -15,7 +15,10 @@ fn stats(sock: &std::path::Path) -> Vec<PortStats> {
 }
 
 fn stat(all: &[PortStats], name: &str) -> PortStats {
-    all.iter().find(|s| s.name == name).cloned().unwrap_or_else(|| panic!("no stats for {name}"))
+    all.iter()
+        .find(|s| s.name == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no stats for {name}"))
 }
 
 const SHORT: Duration = Duration::from_millis(200);
@@ -39,7 +42,10 @@ fn learning_and_flooding_across_three_ports() {
     let got = recv(&mut a, SHORT);
     assert_eq!(got.len(), 1);
     assert_eq!(tag_of(&got[0]), 2);
-    assert!(recv(&mut c, SHORT).is_empty(), "unicast to a learned address is not flooded");
+    assert!(
+        recv(&mut c, SHORT).is_empty(),
+        "unicast to a learned address is not flooded"
+    );
 
     // Broadcast from c reaches a and b.
     send(&mut c, &[frame([0xff; 6], mac(0xc), 60, 3)]);
@@ -56,7 +62,12 @@ fn learning_and_flooding_across_three_ports() {
 
     // The MAC table shows what was learned.
     let mut conn = Connection::connect(&s).unwrap();
-    let macs: Vec<ringswitch_control::MacEntry> = conn.call_as(&Request::Macs { switch: "vale1".into() }).unwrap().0;
+    let macs: Vec<ringswitch_control::MacEntry> = conn
+        .call_as(&Request::Macs {
+            switch: "vale1".into(),
+        })
+        .unwrap()
+        .0;
     let find = |m: &str| macs.iter().find(|e| e.mac == m).map(|e| e.port.clone());
     assert_eq!(find("02:00:00:00:00:0a").as_deref(), Some("vale1:a"));
     assert_eq!(find("02:00:00:00:00:0b").as_deref(), Some("vale1:c"));
@@ -77,15 +88,24 @@ fn full_receiver_drops_and_counters_add_up() {
     let mut b = Port::open_at(&s, "vale2:b@conf:slots=256").unwrap();
     send(&mut b, &[frame([0xff; 6], mac(0xb), 60, 0)]);
     recv(&mut a, SHORT);
-    let frames: Vec<_> = (0..3000).map(|i| frame(mac(0xb), mac(0xa), 60, i)).collect();
+    let frames: Vec<_> = (0..3000)
+        .map(|i| frame(mac(0xb), mac(0xa), 60, i))
+        .collect();
     assert_eq!(send(&mut a, &frames), 3000);
     std::thread::sleep(SHORT);
     let got = recv(&mut b, SHORT);
     let st = stats(&s);
     let (sa, sb) = (stat(&st, "vale2:a"), stat(&st, "vale2:b"));
     assert_eq!(sa.tx_packets, 3000);
-    assert_eq!(sb.rx_packets + sb.drop_rx_full, 3000, "received + dropped = sent");
-    assert!(sb.drop_rx_full > 0, "a 256-slot ring cannot hold 3000 frames");
+    assert_eq!(
+        sb.rx_packets + sb.drop_rx_full,
+        3000,
+        "received + dropped = sent"
+    );
+    assert!(
+        sb.drop_rx_full > 0,
+        "a 256-slot ring cannot hold 3000 frames"
+    );
     assert_eq!(got.len() as u64, sb.rx_packets);
     // What arrived is in order.
     let tags: Vec<u32> = got.iter().map(|f| tag_of(f)).collect();
@@ -157,7 +177,12 @@ fn no_learn_flag_is_honoured() {
     }
     assert_eq!(recv(&mut b, SHORT).len(), 1);
     let mut conn = Connection::connect(&s).unwrap();
-    let macs: Vec<ringswitch_control::MacEntry> = conn.call_as(&Request::Macs { switch: "vale4".into() }).unwrap().0;
+    let macs: Vec<ringswitch_control::MacEntry> = conn
+        .call_as(&Request::Macs {
+            switch: "vale4".into(),
+        })
+        .unwrap()
+        .0;
     assert!(macs.is_empty(), "nothing learned: {macs:?}");
 }
 
@@ -193,10 +218,13 @@ fn hostile_client_cannot_hurt_the_others() {
                 region.scribble(off & !3, &(x as u32).to_le_bytes());
             }
             // Garbage straight into the CSB heads, where the daemon reads.
-            region.csb(0, ringswitch_ring::Dir::Rx, 0).head().store(x as u32, std::sync::atomic::Ordering::Relaxed);
+            region
+                .csb(0, ringswitch_ring::Dir::Rx, 0)
+                .head()
+                .store(x as u32, std::sync::atomic::Ordering::Relaxed);
             // And make the daemon look: h claims TX work, and c floods a
             // broadcast that has to be delivered into h's RX ring.
-            if rounds % 2 == 0 {
+            if rounds.is_multiple_of(2) {
                 h.txsync(0);
             }
             send(&mut c, &[frame([0xff; 6], mac(0xc), 60, 0)]);
@@ -239,12 +267,30 @@ fn hostile_client_cannot_hurt_the_others() {
     let (rounds, _h, _c) = vandal.join().unwrap();
     assert!(rounds > 10, "the vandal ran");
     let all = stats(&s);
-    assert_eq!(stat(&all, "vale5:b").drop_rx_full, 0, "test setup: b was never full");
-    assert_eq!(tags.len(), N as usize, "b lost frames from a: {:?}", stat(&all, "vale5:b"));
-    assert!(tags.iter().enumerate().all(|(i, t)| *t == i as u32), "in order");
-    assert!(stat(&all, "vale5:h").ring_reinits > 0, "garbage was noticed and counted");
+    assert_eq!(
+        stat(&all, "vale5:b").drop_rx_full,
+        0,
+        "test setup: b was never full"
+    );
+    assert_eq!(
+        tags.len(),
+        N as usize,
+        "b lost frames from a: {:?}",
+        stat(&all, "vale5:b")
+    );
+    assert!(
+        tags.iter().enumerate().all(|(i, t)| *t == i as u32),
+        "in order"
+    );
+    assert!(
+        stat(&all, "vale5:h").ring_reinits > 0,
+        "garbage was noticed and counted"
+    );
     // The daemon still answers.
-    assert!(Connection::connect(&s).unwrap().call(&Request::SwitchList).is_ok());
+    assert!(Connection::connect(&s)
+        .unwrap()
+        .call(&Request::SwitchList)
+        .is_ok());
 }
 
 #[test]
@@ -253,14 +299,21 @@ fn pipe_moves_every_frame_in_order() {
     let s = d.socket().to_path_buf();
     let mut tx = Port::open_at(&s, "p{5@conf:slots=100").unwrap();
     let rx = Port::open_at(&s, "p}5").unwrap();
-    assert_eq!(rx.geometry().rx_slots, 100, "the peer sees the pipe's sizes");
+    assert_eq!(
+        rx.geometry().rx_slots,
+        100,
+        "the peer sees the pipe's sizes"
+    );
     const N: u32 = 300_000;
     let r = std::thread::spawn(move || {
         let mut rx = rx;
         let mut expect = 0u32;
         while expect < N {
             let mut ring = rx.rx(0);
-            assert!(ring.wait(Some(Duration::from_secs(10))).unwrap(), "pipe stalled at {expect}");
+            assert!(
+                ring.wait(Some(Duration::from_secs(10))).unwrap(),
+                "pipe stalled at {expect}"
+            );
             let n = ring.space();
             for k in 0..n {
                 let sl = ring.slot(k).unwrap();
@@ -277,7 +330,10 @@ fn pipe_moves_every_frame_in_order() {
         let mut ring = tx.tx(0);
         let n = ring.space().min(N - i);
         if n == 0 {
-            assert!(ring.wait(Some(Duration::from_secs(10))).unwrap(), "sender never got space");
+            assert!(
+                ring.wait(Some(Duration::from_secs(10))).unwrap(),
+                "sender never got space"
+            );
             continue;
         }
         for k in 0..n {
@@ -289,6 +345,9 @@ fn pipe_moves_every_frame_in_order() {
         ring.sync().unwrap();
         i += n;
     }
-    assert!(tx.flush(Some(Duration::from_secs(10))).unwrap(), "the last frames went out");
+    assert!(
+        tx.flush(Some(Duration::from_secs(10))).unwrap(),
+        "the last frames went out"
+    );
     assert_eq!(r.join().unwrap(), N);
 }

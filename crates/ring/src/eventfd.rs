@@ -65,8 +65,14 @@ impl EventFd {
 
 /// Polls one fd for input.
 pub fn poll_in(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    let ms = timeout.map(|d| d.as_millis().min(i32::MAX as u128) as i32).unwrap_or(-1);
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout
+        .map(|d| d.as_millis().min(i32::MAX as u128) as i32)
+        .unwrap_or(-1);
     loop {
         // SAFETY: one valid pollfd.
         let n = unsafe { libc::poll(&mut pfd, 1, ms) };

@@ -301,7 +301,7 @@ impl Geometry {
                 return Err(GeometryError::Slots(s));
             }
         }
-        if !(MIN_BUF_SIZE..=MAX_BUF_SIZE).contains(&self.buf_size) || self.buf_size % 64 != 0 {
+        if !(MIN_BUF_SIZE..=MAX_BUF_SIZE).contains(&self.buf_size) || !self.buf_size.is_multiple_of(64) {
             return Err(GeometryError::BufSize(self.buf_size));
         }
         Ok(())
@@ -370,9 +370,13 @@ impl RegionLayout {
         off = arith::align_up(off, RING_ALIGN);
         let mut rings_ofs = [0; 2];
         let mut bufs = RESERVED_BUFS as usize;
-        for e in 0..ends as usize {
-            let g = if e == 0 { geometry } else { geometry.mirrored() };
-            rings_ofs[e] = off;
+        for (e, ro) in rings_ofs.iter_mut().enumerate().take(ends as usize) {
+            let g = if e == 0 {
+                geometry
+            } else {
+                geometry.mirrored()
+            };
+            *ro = off;
             off += g.tx_rings as usize * ring_bytes(g.tx_slots);
             off += g.rx_rings as usize * ring_bytes(g.rx_slots);
             bufs += g.tx_rings as usize * g.tx_slots as usize;
@@ -382,7 +386,8 @@ impl RegionLayout {
         let csb_entries = (geometry.tx_rings + geometry.rx_rings) as usize;
         for c in csb_ofs.iter_mut().take(ends as usize) {
             *c = off;
-            off += csb_entries * (core::mem::size_of::<CsbAtok>() + core::mem::size_of::<CsbKtoa>());
+            off +=
+                csb_entries * (core::mem::size_of::<CsbAtok>() + core::mem::size_of::<CsbKtoa>());
         }
         let buf_base = arith::align_up(off, PAGE);
         let size = arith::align_up(buf_base + bufs * geometry.buf_size as usize, PAGE);
@@ -448,7 +453,10 @@ impl RegionLayout {
         let mut b = RESERVED_BUFS;
         for e in 0..self.ends as usize {
             let g = self.end_geometry(e);
-            for (d, rings, slots) in [(Dir::Tx, g.tx_rings, g.tx_slots), (Dir::Rx, g.rx_rings, g.rx_slots)] {
+            for (d, rings, slots) in [
+                (Dir::Tx, g.tx_rings, g.tx_slots),
+                (Dir::Rx, g.rx_rings, g.rx_slots),
+            ] {
                 for r in 0..rings {
                     if e == end && d == dir && r == idx {
                         return b;
@@ -515,8 +523,14 @@ mod tests {
     fn ring_header_matches_netmap() {
         assert_eq!(size_of::<NetmapRingHeader>(), RING_SLOTS_OFFSET);
         assert_eq!(offset_of!(NetmapRingHeader, buf_ofs), ring_field::BUF_OFS);
-        assert_eq!(offset_of!(NetmapRingHeader, num_slots), ring_field::NUM_SLOTS);
-        assert_eq!(offset_of!(NetmapRingHeader, nr_buf_size), ring_field::NR_BUF_SIZE);
+        assert_eq!(
+            offset_of!(NetmapRingHeader, num_slots),
+            ring_field::NUM_SLOTS
+        );
+        assert_eq!(
+            offset_of!(NetmapRingHeader, nr_buf_size),
+            ring_field::NR_BUF_SIZE
+        );
         assert_eq!(offset_of!(NetmapRingHeader, ringid), ring_field::RINGID);
         assert_eq!(offset_of!(NetmapRingHeader, dir), ring_field::DIR);
         assert_eq!(offset_of!(NetmapRingHeader, head), ring_field::HEAD);
@@ -550,31 +564,61 @@ mod tests {
         assert_eq!(size_of::<CsbKtoa>(), 64);
         assert_eq!(offset_of!(CsbAtok, head), csb_field::HEAD);
         assert_eq!(offset_of!(CsbAtok, cur), csb_field::CUR);
-        assert_eq!(offset_of!(CsbAtok, appl_need_kick), csb_field::APPL_NEED_KICK);
+        assert_eq!(
+            offset_of!(CsbAtok, appl_need_kick),
+            csb_field::APPL_NEED_KICK
+        );
         assert_eq!(offset_of!(CsbAtok, sync_flags), 12);
         assert_eq!(offset_of!(CsbKtoa, hwcur), csb_field::HWCUR);
         assert_eq!(offset_of!(CsbKtoa, hwtail), csb_field::HWTAIL);
-        assert_eq!(offset_of!(CsbKtoa, kern_need_kick), csb_field::KERN_NEED_KICK);
+        assert_eq!(
+            offset_of!(CsbKtoa, kern_need_kick),
+            csb_field::KERN_NEED_KICK
+        );
     }
 
     #[test]
     fn geometry_limits() {
         assert!(Geometry::default().validate().is_ok());
-        let g = Geometry { tx_rings: 17, ..Geometry::default() };
+        let g = Geometry {
+            tx_rings: 17,
+            ..Geometry::default()
+        };
         assert_eq!(g.validate(), Err(GeometryError::Rings(17)));
-        let g = Geometry { rx_slots: 63, ..Geometry::default() };
+        let g = Geometry {
+            rx_slots: 63,
+            ..Geometry::default()
+        };
         assert_eq!(g.validate(), Err(GeometryError::Slots(63)));
-        let g = Geometry { tx_slots: 4097, ..Geometry::default() };
+        let g = Geometry {
+            tx_slots: 4097,
+            ..Geometry::default()
+        };
         assert_eq!(g.validate(), Err(GeometryError::Slots(4097)));
-        let g = Geometry { buf_size: 100, ..Geometry::default() };
+        let g = Geometry {
+            buf_size: 100,
+            ..Geometry::default()
+        };
         assert_eq!(g.validate(), Err(GeometryError::BufSize(100)));
-        let g = Geometry { tx_slots: 1000, ..Geometry::default() };
-        assert!(g.validate().is_ok(), "slot counts need not be powers of two");
+        let g = Geometry {
+            tx_slots: 1000,
+            ..Geometry::default()
+        };
+        assert!(
+            g.validate().is_ok(),
+            "slot counts need not be powers of two"
+        );
     }
 
     #[test]
     fn layout_is_disjoint_and_ordered() {
-        let g = Geometry { tx_rings: 3, rx_rings: 2, tx_slots: 100, rx_slots: 4096, buf_size: 2048 };
+        let g = Geometry {
+            tx_rings: 3,
+            rx_rings: 2,
+            tx_slots: 100,
+            rx_slots: 4096,
+            buf_size: 2048,
+        };
         for ends in [1, 2] {
             let l = RegionLayout::new(g, ends).unwrap();
             assert!(l.nifp_ofs[0] >= REGION_HEADER_SIZE);

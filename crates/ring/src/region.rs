@@ -34,7 +34,10 @@ pub enum RegionError {
 }
 
 fn sys(what: &'static str) -> RegionError {
-    RegionError::Sys { what, source: std::io::Error::last_os_error() }
+    RegionError::Sys {
+        what,
+        source: std::io::Error::last_os_error(),
+    }
 }
 
 /// A mapped region.
@@ -63,7 +66,10 @@ impl Drop for Region {
 
 impl std::fmt::Debug for Region {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Region").field("len", &self.len).field("fd", &self.fd.as_raw_fd()).finish()
+        f.debug_struct("Region")
+            .field("len", &self.len)
+            .field("fd", &self.fd.as_raw_fd())
+            .finish()
     }
 }
 
@@ -75,7 +81,9 @@ impl Region {
     pub fn create(layout: RegionLayout, names: [&str; 2]) -> Result<Region, RegionError> {
         let cname = c"ringswitch";
         // SAFETY: memfd_create with a valid NUL-terminated name; returns a new fd or -1.
-        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        let raw = unsafe {
+            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
         if raw < 0 {
             return Err(sys("memfd_create"));
         }
@@ -104,7 +112,9 @@ impl Region {
             return Err(RegionError::Invalid("the descriptor is not a memfd"));
         }
         if seals & libc::F_SEAL_SHRINK == 0 {
-            return Err(RegionError::Invalid("the memfd is not sealed against shrinking"));
+            return Err(RegionError::Invalid(
+                "the memfd is not sealed against shrinking",
+            ));
         }
         // SAFETY: zeroed stat is a valid out-parameter for fstat.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -129,9 +139,12 @@ impl Region {
         if n != std::mem::size_of::<RegionHeader>() as isize {
             return Err(RegionError::Invalid("the header could not be read"));
         }
-        let layout = RegionLayout::from_header(&hdr).ok_or(RegionError::Invalid("the header is malformed"))?;
+        let layout = RegionLayout::from_header(&hdr)
+            .ok_or(RegionError::Invalid("the header is malformed"))?;
         if layout.size != size {
-            return Err(RegionError::Invalid("the memfd size differs from the header"));
+            return Err(RegionError::Invalid(
+                "the memfd size differs from the header",
+            ));
         }
         Self::map_fd(fd, layout)
     }
@@ -153,7 +166,12 @@ impl Region {
             return Err(sys("mmap"));
         }
         let ptr = NonNull::new(p.cast()).ok_or(RegionError::Invalid("mmap returned null"))?;
-        Ok(Region { ptr, len: layout.size, fd, layout })
+        Ok(Region {
+            ptr,
+            len: layout.size,
+            fd,
+            layout,
+        })
     }
 
     /// The memfd.
@@ -190,7 +208,10 @@ impl Region {
     /// from shared memory; a bad one is a bug, so this panics.
     #[inline(always)]
     pub(crate) fn u32_at(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len, "region offset {off} out of bounds");
+        assert!(
+            off.is_multiple_of(4) && off + 4 <= self.len,
+            "region offset {off} out of bounds"
+        );
         // SAFETY: in bounds and 4-aligned (mapping is page aligned); the
         // memory lives as long as `self`; AtomicU32 has the layout of u32 and
         // tolerates concurrent writers in other processes.
@@ -199,14 +220,14 @@ impl Region {
 
     #[inline(always)]
     fn write_pod<T: Copy>(&self, off: usize, v: T) {
-        assert!(off + std::mem::size_of::<T>() <= self.len && off % std::mem::align_of::<T>() == 0);
+        assert!(off + std::mem::size_of::<T>() <= self.len && off.is_multiple_of(std::mem::align_of::<T>()));
         // SAFETY: in bounds and aligned; volatile because others share it.
         unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off).cast::<T>(), v) }
     }
 
     #[inline(always)]
     fn read_pod<T: Copy>(&self, off: usize) -> T {
-        assert!(off + std::mem::size_of::<T>() <= self.len && off % std::mem::align_of::<T>() == 0);
+        assert!(off + std::mem::size_of::<T>() <= self.len && off.is_multiple_of(std::mem::align_of::<T>()));
         // SAFETY: in bounds and aligned; T is plain data valid for any bits
         // (only used with integer structs); volatile as others share it.
         unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off).cast::<T>()) }
@@ -220,11 +241,11 @@ impl Region {
     fn init(&self, names: [&str; 2]) {
         let l = self.layout;
         self.write_pod(0, l.header());
-        for end in 0..l.ends as usize {
+        for (end, end_name) in names.iter().enumerate().take(l.ends as usize) {
             let g = l.end_geometry(end);
             let nifp = l.nifp_ofs[end];
             let mut name = [0u8; 16];
-            let src = names[end].as_bytes();
+            let src = end_name.as_bytes();
             let n = src.len().min(15);
             name[..n].copy_from_slice(&src[..n]);
             self.write_pod(
@@ -242,7 +263,10 @@ impl Region {
                 },
             );
             let mut k = 0;
-            for (dir, rings, slots) in [(Dir::Tx, g.tx_rings, g.tx_slots), (Dir::Rx, g.rx_rings, g.rx_slots)] {
+            for (dir, rings, slots) in [
+                (Dir::Tx, g.tx_rings, g.tx_slots),
+                (Dir::Rx, g.rx_rings, g.rx_slots),
+            ] {
                 for r in 0..rings {
                     let ofs = l.ring_ofs(end, dir, r);
                     self.write_pod(nifp + NIFP_RING_OFS_OFFSET + 8 * k, (ofs - nifp) as i64);
@@ -273,7 +297,12 @@ impl Region {
                     for s in 0..slots {
                         self.write_pod(
                             ofs + RING_SLOTS_OFFSET + 16 * s as usize,
-                            NetmapSlot { buf_idx: first + s, len: 0, flags: 0, ptr: 0 },
+                            NetmapSlot {
+                                buf_idx: first + s,
+                                len: 0,
+                                flags: 0,
+                                ptr: 0,
+                            },
                         );
                     }
                     let c = CsbRef::new(self, end, dir, r);
@@ -296,7 +325,10 @@ impl Region {
             Dir::Tx => (g.tx_rings, g.tx_slots),
             Dir::Rx => (g.rx_rings, g.rx_slots),
         };
-        assert!(end < self.layout.ends as usize && idx < rings, "no such ring");
+        assert!(
+            end < self.layout.ends as usize && idx < rings,
+            "no such ring"
+        );
         RingPlace {
             ofs: self.layout.ring_ofs(end, dir, idx),
             num_slots: slots,
@@ -309,13 +341,22 @@ impl Region {
     /// The ring at a place computed by [`Region::ring_place`] of this region.
     #[inline(always)]
     pub fn ring_at(&self, p: RingPlace) -> RingRef<'_> {
-        RingRef { region: self, ofs: p.ofs, num_slots: p.num_slots, buf_size: p.buf_size }
+        RingRef {
+            region: self,
+            ofs: p.ofs,
+            num_slots: p.num_slots,
+            buf_size: p.buf_size,
+        }
     }
 
     /// The CSB entry at a place computed by [`Region::ring_place`].
     #[inline(always)]
     pub fn csb_at(&self, p: RingPlace) -> CsbRef<'_> {
-        CsbRef { region: self, atok: p.atok, ktoa: p.ktoa }
+        CsbRef {
+            region: self,
+            atok: p.atok,
+            ktoa: p.ktoa,
+        }
     }
 
     /// The CSB entry of a ring.
@@ -388,12 +429,16 @@ impl Region {
 
     /// Copies bytes into buffer `idx` at `off`. False when out of range.
     pub fn write_buf(&self, idx: u32, off: usize, data: &[u8]) -> bool {
-        let Some(b) = self.buf_ofs(idx) else { return false };
+        let Some(b) = self.buf_ofs(idx) else {
+            return false;
+        };
         if off + data.len() > self.buf_size() as usize {
             return false;
         }
         // SAFETY: destination range checked to lie inside the buffer.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(b + off), data.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(b + off), data.len())
+        };
         true
     }
 
@@ -401,12 +446,20 @@ impl Region {
     /// of range.
     #[inline(always)]
     pub fn read_buf(&self, idx: u32, off: usize, out: &mut [u8]) -> bool {
-        let Some(b) = self.buf_ofs(idx) else { return false };
+        let Some(b) = self.buf_ofs(idx) else {
+            return false;
+        };
         if off + out.len() > self.buf_size() as usize {
             return false;
         }
         // SAFETY: source range checked to lie inside the buffer.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(b + off), out.as_mut_ptr(), out.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(b + off),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        };
         true
     }
 
@@ -424,7 +477,9 @@ impl Region {
         let b = self.buf_ofs(idx)?;
         // SAFETY: the range is one whole buffer inside the mapping; exclusivity
         // is the caller's promise.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(b), self.buf_size() as usize) })
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(b), self.buf_size() as usize)
+        })
     }
 
     /// Writes arbitrary bytes anywhere in the region: for tests that play a
@@ -434,7 +489,9 @@ impl Region {
             return false;
         }
         // SAFETY: range checked against the mapping.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(off), data.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(off), data.len())
+        };
         true
     }
 }
@@ -467,7 +524,12 @@ unsafe fn copy_exact(src: *const u8, dst: *mut u8, len: usize) {
     #[inline(always)]
     unsafe fn mv<const N: usize>(s: *const u8, d: *mut u8) {
         // SAFETY: the caller guarantees N bytes at s and d.
-        unsafe { std::ptr::write_unaligned(d.cast::<[u8; N]>(), std::ptr::read_unaligned(s.cast::<[u8; N]>())) }
+        unsafe {
+            std::ptr::write_unaligned(
+                d.cast::<[u8; N]>(),
+                std::ptr::read_unaligned(s.cast::<[u8; N]>()),
+            )
+        }
     }
     // SAFETY: each branch touches [0, N) and [len - N, len) with N <= len,
     // inside the ranges the caller vouches for.
@@ -568,7 +630,8 @@ impl<'a> RingRef<'a> {
     /// Writes `len` and `flags` of slot `i`.
     #[inline(always)]
     pub fn set_len_flags(&self, i: u32, len: u16, flags: u16) {
-        self.region.write_pod(self.slot_ofs(i) + 4, (len as u32) | ((flags as u32) << 16))
+        self.region
+            .write_pod(self.slot_ofs(i) + 4, (len as u32) | ((flags as u32) << 16))
     }
 
     /// Reads `buf_idx` of slot `i`.
@@ -609,12 +672,22 @@ pub struct CsbRef<'a> {
 impl<'a> CsbRef<'a> {
     fn new(region: &'a Region, end: usize, dir: Dir, idx: u32) -> Self {
         let l = region.layout();
-        CsbRef { region, atok: l.atok_ofs(end, dir, idx), ktoa: l.ktoa_ofs(end, dir, idx) }
+        CsbRef {
+            region,
+            atok: l.atok_ofs(end, dir, idx),
+            ktoa: l.ktoa_ofs(end, dir, idx),
+        }
     }
 
     fn init(&self, tail: u32) {
         self.region.write_pod(self.atok, CsbAtok::default());
-        self.region.write_pod(self.ktoa, CsbKtoa { hwtail: tail, ..CsbKtoa::default() });
+        self.region.write_pod(
+            self.ktoa,
+            CsbKtoa {
+                hwtail: tail,
+                ..CsbKtoa::default()
+            },
+        );
     }
 
     /// `atok.head`.
@@ -659,7 +732,14 @@ mod tests {
 
     #[test]
     fn create_init_and_reopen() {
-        let l = RegionLayout::new(Geometry { tx_slots: 100, ..Geometry::default() }, 2).unwrap();
+        let l = RegionLayout::new(
+            Geometry {
+                tx_slots: 100,
+                ..Geometry::default()
+            },
+            2,
+        )
+        .unwrap();
         let r = Region::create(l, ["a", "b"]).unwrap();
         let tx = r.ring(0, Dir::Tx, 0);
         assert_eq!(tx.num_slots(), 100);
@@ -686,15 +766,23 @@ mod tests {
         let b = Region::create(l, ["b", ""]).unwrap();
         let src: Vec<u8> = (0..2048u32).map(|i| (i % 251) as u8 + 1).collect();
         assert!(a.write_buf(3, 0, &src));
-        for len in [0usize, 1, 7, 8, 9, 16, 17, 31, 32, 33, 60, 64, 65, 100, 128, 129, 1514, 2048] {
+        for len in [
+            0usize, 1, 7, 8, 9, 16, 17, 31, 32, 33, 60, 64, 65, 100, 128, 129, 1514, 2048,
+        ] {
             assert!(b.write_buf(4, 0, &[0u8; 2048]));
             assert!(b.copy_from(4, 0, &a, 3, 0, len));
             let mut out = vec![0u8; 2048];
             assert!(b.read_buf(4, 0, &mut out));
             assert_eq!(&out[..len], &src[..len], "len {len}");
-            assert!(out[len..].iter().all(|&x| x == 0), "len {len}: wrote past the end");
+            assert!(
+                out[len..].iter().all(|&x| x == 0),
+                "len {len}: wrote past the end"
+            );
         }
-        assert!(!b.copy_from(4, 2000, &a, 3, 0, 60), "past the destination buffer");
+        assert!(
+            !b.copy_from(4, 2000, &a, 3, 0, 60),
+            "past the destination buffer"
+        );
         assert!(!b.copy_from(1, 0, &a, 3, 0, 60), "reserved buffer");
         assert_eq!(a.read_addrs(3).unwrap()[..3], src[..3]);
         assert!(a.read_addrs(0).is_none());
@@ -704,7 +792,15 @@ mod tests {
     fn netmap_addressing_reaches_the_rings() {
         // Walk the region the way a netmap application does: from nifp through
         // ring_ofs to the ring, then through buf_ofs to a slot's buffer.
-        let l = RegionLayout::new(Geometry { tx_rings: 2, rx_rings: 3, ..Geometry::default() }, 1).unwrap();
+        let l = RegionLayout::new(
+            Geometry {
+                tx_rings: 2,
+                rx_rings: 3,
+                ..Geometry::default()
+            },
+            1,
+        )
+        .unwrap();
         let r = Region::create(l, ["p", ""]).unwrap();
         let nifp = l.nifp_ofs[0];
         let hdr: NetmapIfHeader = r.read_pod(nifp);
@@ -718,7 +814,8 @@ mod tests {
         assert_eq!(rh.dir, 1);
         assert_eq!(rh.ringid, 1);
         let slot: NetmapSlot = r.read_pod(ring_ofs + RING_SLOTS_OFFSET);
-        let buf = (ring_ofs as i64 + rh.buf_ofs + slot.buf_idx as i64 * rh.nr_buf_size as i64) as usize;
+        let buf =
+            (ring_ofs as i64 + rh.buf_ofs + slot.buf_idx as i64 * rh.nr_buf_size as i64) as usize;
         assert_eq!(Some(buf), r.buf_ofs(slot.buf_idx));
     }
 

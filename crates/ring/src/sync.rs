@@ -168,11 +168,17 @@ impl AppRing {
     /// Returns false and keeps the old values when they are out of range.
     pub fn adopt_header_pointers(&mut self) -> bool {
         let ring = self.ring();
-        let head = ring.field(crate::layout::ring_field::HEAD).load(Ordering::Relaxed);
-        let cur = ring.field(crate::layout::ring_field::CUR).load(Ordering::Relaxed);
+        let head = ring
+            .field(crate::layout::ring_field::HEAD)
+            .load(Ordering::Relaxed);
+        let cur = ring
+            .field(crate::layout::ring_field::CUR)
+            .load(Ordering::Relaxed);
         let n = self.place.num_slots;
         let own = arith::dist(self.head, self.tail, n);
-        if !arith::within(self.head, own, head, n) || !arith::within(head, arith::dist(head, self.tail, n), cur, n) {
+        if !arith::within(self.head, own, head, n)
+            || !arith::within(head, arith::dist(head, self.tail, n), cur, n)
+        {
             return false;
         }
         self.head = head;
@@ -242,7 +248,9 @@ impl AppRing {
     /// `refresh_tail` sees its progress.
     #[inline]
     pub fn set_need_kick(&self, on: bool) {
-        self.csb().appl_need_kick().store(on as u32, Ordering::Relaxed);
+        self.csb()
+            .appl_need_kick()
+            .store(on as u32, Ordering::Relaxed);
         if on {
             fence(Ordering::SeqCst);
         }
@@ -420,7 +428,13 @@ impl PortRing {
                 (0, if dir == Dir::Tx { n - 1 } else { 0 })
             }
         };
-        PortRing { region, place, hwcur, hwtail, reinits: 0 }
+        PortRing {
+            region,
+            place,
+            hwcur,
+            hwtail,
+            reinits: 0,
+        }
     }
 
     /// The ring in shared memory.
@@ -518,7 +532,8 @@ impl PortRing {
         let csb = self.csb();
         csb.cur().store(self.hwcur, Ordering::Relaxed);
         csb.head().store(self.hwcur, Ordering::Relaxed);
-        self.ring().set_pointers(self.hwcur, self.hwcur, self.hwtail);
+        self.ring()
+            .set_pointers(self.hwcur, self.hwcur, self.hwtail);
         self.publish();
     }
 
@@ -535,7 +550,11 @@ mod tests {
     use crate::layout::{Geometry, RegionLayout};
 
     fn region(slots: u32) -> Arc<Region> {
-        let g = Geometry { tx_slots: slots, rx_slots: slots, ..Geometry::default() };
+        let g = Geometry {
+            tx_slots: slots,
+            rx_slots: slots,
+            ..Geometry::default()
+        };
         Arc::new(Region::create(RegionLayout::new(g, 1).unwrap(), ["t", ""]).unwrap())
     }
 

@@ -118,7 +118,10 @@ impl Switch {
     pub fn new(name: &str, fwd: Box<dyn Forwarding>, batch: u32) -> Switch {
         Switch {
             name: name.to_string(),
-            table: RwLock::new(PortTable { ports: vec![None; MAX_PORTS], active: Vec::new() }),
+            table: RwLock::new(PortTable {
+                ports: vec![None; MAX_PORTS],
+                active: Vec::new(),
+            }),
             fwd,
             batch: AtomicU32::new(batch.clamp(1, MAX_BATCH)),
             epoch: Instant::now(),
@@ -156,7 +159,10 @@ impl Switch {
     ) -> Result<Arc<SwitchPort>, AttachError> {
         let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
         let Some(i) = t.ports.iter().position(Option::is_none) else {
-            return Err(AttachError::Full { switch: self.name.clone(), max: MAX_PORTS });
+            return Err(AttachError::Full {
+                switch: self.name.clone(),
+                max: MAX_PORTS,
+            });
         };
         let p = Arc::new(make(i as PortIndex)?);
         t.ports[i] = Some(p.clone());
@@ -227,7 +233,8 @@ impl Switch {
         sc.flood.clear();
         sc.touched.clear();
 
-        let (mut tx_pkts, mut tx_bytes, mut malformed, mut short, mut long) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (mut tx_pkts, mut tx_bytes, mut malformed, mut short, mut long) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut consumed = 0u32;
         let mut i = txr.hwcur;
         // Bounded: each pass consumes at least one slot, and stops at `limit`
@@ -245,7 +252,12 @@ impl Switch {
             while consumed + nfr < avail {
                 // Word 0 of a slot: buf_idx | len << 32 | flags << 48.
                 let (w0, _) = sring.slot_words(i);
-                let s = NetmapSlot { buf_idx: w0 as u32, len: (w0 >> 32) as u16, flags: (w0 >> 48) as u16, ptr: 0 };
+                let s = NetmapSlot {
+                    buf_idx: w0 as u32,
+                    len: (w0 >> 32) as u16,
+                    flags: (w0 >> 48) as u16,
+                    ptr: 0,
+                };
                 if nfr == 0 {
                     s0 = s;
                     no_learn = s.flags & NS_NO_LEARN != 0;
@@ -301,7 +313,13 @@ impl Switch {
             tx_pkts += 1;
             tx_bytes += total as u64;
             let k = sc.ft.len() as u32;
-            sc.ft.push(Ft { slot: first, nfrags: nfr, len: total, buf_idx: s0.buf_idx, first_len: s0.len as u32 });
+            sc.ft.push(Ft {
+                slot: first,
+                nfrags: nfr,
+                len: total,
+                buf_idx: s0.buf_idx,
+                first_len: s0.len as u32,
+            });
             sc.next.push(NONE);
             match self.fwd.decide(dst, smac, src.index, !no_learn, now) {
                 Decision::Drop => {}
@@ -369,7 +387,10 @@ impl Switch {
         Counters::add(&c.drop_malformed, malformed);
         Counters::add(&c.drop_short, short);
         Counters::add(&c.drop_long, long);
-        BatchResult { slots: consumed, packets: (tx_pkts + malformed + short + long) as u32 }
+        BatchResult {
+            slots: consumed,
+            packets: (tx_pkts + malformed + short + long) as u32,
+        }
     }
 }
 
@@ -457,7 +478,12 @@ fn deliver(
             let mut j = p.slot;
             for f in 0..p.nfrags {
                 let s = if f == 0 {
-                    NetmapSlot { buf_idx: p.buf_idx, len: p.first_len as u16, flags: 0, ptr: 0 }
+                    NetmapSlot {
+                        buf_idx: p.buf_idx,
+                        len: p.first_len as u16,
+                        flags: 0,
+                        ptr: 0,
+                    }
                 } else {
                     sring.slot(j)
                 };
@@ -476,7 +502,14 @@ fn deliver(
                         used += 1;
                     }
                     let chunk = (slen - soff).min(dbuf - doff);
-                    dregion.copy_from(db, doff as usize, sregion, s.buf_idx, soff as usize, chunk as usize);
+                    dregion.copy_from(
+                        db,
+                        doff as usize,
+                        sregion,
+                        s.buf_idx,
+                        soff as usize,
+                        chunk as usize,
+                    );
                     soff += chunk;
                     doff += chunk;
                 }

@@ -29,7 +29,14 @@ pub trait Forwarding: Send + Sync {
     /// Decides where a frame with these addresses, arriving on `src_port`,
     /// goes. `learn` is false when the sender asked not to learn
     /// (`NS_NO_LEARN`). `now_s` is a coarse clock in seconds.
-    fn decide(&self, dst: [u8; 6], src: [u8; 6], src_port: PortIndex, learn: bool, now_s: u32) -> Decision;
+    fn decide(
+        &self,
+        dst: [u8; 6],
+        src: [u8; 6],
+        src_port: PortIndex,
+        learn: bool,
+        now_s: u32,
+    ) -> Decision;
     /// Forgets everything about a port that is going away.
     fn forget_port(&self, port: PortIndex);
     /// The current table: (address, port, seconds since seen).
@@ -80,7 +87,12 @@ pub fn is_multicast(m: [u8; 6]) -> bool {
 impl LearningBridge {
     /// A bridge whose entries expire after `age_s` seconds.
     pub fn new(age_s: u32) -> LearningBridge {
-        let table = (0..MAC_TABLE_SIZE).map(|_| Entry { key: AtomicU64::new(0), seen_s: AtomicU32::new(0) }).collect();
+        let table = (0..MAC_TABLE_SIZE)
+            .map(|_| Entry {
+                key: AtomicU64::new(0),
+                seen_s: AtomicU32::new(0),
+            })
+            .collect();
         LearningBridge { table, age_s }
     }
 
@@ -120,7 +132,14 @@ impl Default for LearningBridge {
 
 impl Forwarding for LearningBridge {
     #[inline]
-    fn decide(&self, dst: [u8; 6], src: [u8; 6], src_port: PortIndex, learn: bool, now_s: u32) -> Decision {
+    fn decide(
+        &self,
+        dst: [u8; 6],
+        src: [u8; 6],
+        src_port: PortIndex,
+        learn: bool,
+        now_s: u32,
+    ) -> Decision {
         if learn && !is_multicast(src) {
             self.learn(src, src_port, now_s);
         }
@@ -149,7 +168,8 @@ impl Forwarding for LearningBridge {
             .filter_map(|e| {
                 let k = e.key.load(Ordering::Relaxed);
                 let age = now_s.wrapping_sub(e.seen_s.load(Ordering::Relaxed));
-                (k != 0 && age <= self.age_s).then(|| (u64_mac(k >> 16), ((k & 0xffff) - 1) as PortIndex, age))
+                (k != 0 && age <= self.age_s)
+                    .then(|| (u64_mac(k >> 16), ((k & 0xffff) - 1) as PortIndex, age))
             })
             .collect()
     }
@@ -167,9 +187,21 @@ mod tests {
     #[test]
     fn learns_then_forwards_unicast() {
         let br = LearningBridge::default();
-        assert_eq!(br.decide(B, A, 1, true, 10), Decision::Flood, "B unknown yet");
-        assert_eq!(br.decide(A, B, 2, true, 10), Decision::Port(1), "A was learned on 1");
-        assert_eq!(br.decide(B, A, 1, true, 10), Decision::Port(2), "B was learned on 2");
+        assert_eq!(
+            br.decide(B, A, 1, true, 10),
+            Decision::Flood,
+            "B unknown yet"
+        );
+        assert_eq!(
+            br.decide(A, B, 2, true, 10),
+            Decision::Port(1),
+            "A was learned on 1"
+        );
+        assert_eq!(
+            br.decide(B, A, 1, true, 10),
+            Decision::Port(2),
+            "B was learned on 2"
+        );
     }
 
     #[test]
@@ -178,7 +210,10 @@ mod tests {
         assert_eq!(br.decide(BCAST, A, 1, true, 0), Decision::Flood);
         assert_eq!(br.decide(MCAST, A, 1, true, 0), Decision::Flood);
         br.decide(A, MCAST, 3, true, 0);
-        assert!(br.entries(0).iter().all(|(m, _, _)| *m != MCAST), "multicast source not learned");
+        assert!(
+            br.entries(0).iter().all(|(m, _, _)| *m != MCAST),
+            "multicast source not learned"
+        );
     }
 
     #[test]
@@ -202,7 +237,11 @@ mod tests {
     fn ages_out() {
         let br = LearningBridge::new(300);
         br.decide(BCAST, A, 1, true, 100);
-        assert_eq!(br.decide(A, B, 2, true, 400), Decision::Port(1), "300 s old: still valid");
+        assert_eq!(
+            br.decide(A, B, 2, true, 400),
+            Decision::Port(1),
+            "300 s old: still valid"
+        );
         assert_eq!(br.decide(A, B, 2, true, 401), Decision::Flood, "aged out");
         assert!(br.entries(401).iter().all(|(m, _, _)| *m != A));
     }
@@ -214,7 +253,11 @@ mod tests {
         assert_eq!(br.decide(A, B, 2, true, 0), Decision::Flood, "not learned");
         br.decide(BCAST, A, 1, true, 0);
         br.forget_port(1);
-        assert_eq!(br.decide(A, B, 2, true, 0), Decision::Flood, "forgotten with its port");
+        assert_eq!(
+            br.decide(A, B, 2, true, 0),
+            Decision::Flood,
+            "forgotten with its port"
+        );
         assert_eq!(br.entries(0).len(), 1, "B on port 2 remains");
     }
 }

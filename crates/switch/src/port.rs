@@ -93,7 +93,16 @@ pub struct Reservation {
 impl RxState {
     fn new(ring: PortRing) -> RxState {
         let reserved = ring.hwtail;
-        RxState { ring, reserved, leases: [Lease { end: 0, done: false }; MAX_LEASES], first: 0, count: 0 }
+        RxState {
+            ring,
+            reserved,
+            leases: [Lease {
+                end: 0,
+                done: false,
+            }; MAX_LEASES],
+            first: 0,
+            count: 0,
+        }
     }
 
     /// Reserves up to `want` slots. Reads the application's head first (the
@@ -114,13 +123,20 @@ impl RxState {
         let n = self.ring.num_slots();
         let used = arith::dist(self.ring.hwcur, self.reserved, n);
         let free = n - 1 - used;
-        let len = if self.count == MAX_LEASES { 0 } else { want.min(free) };
+        let len = if self.count == MAX_LEASES {
+            0
+        } else {
+            want.min(free)
+        };
         let start = self.reserved;
         let mut slot = usize::MAX;
         if len > 0 {
             self.reserved = arith::add(self.reserved, len, n);
             slot = (self.first + self.count) % MAX_LEASES;
-            self.leases[slot] = Lease { end: self.reserved, done: false };
+            self.leases[slot] = Lease {
+                end: self.reserved,
+                done: false,
+            };
             self.count += 1;
         }
         Reservation { start, len, slot }
@@ -192,9 +208,12 @@ impl SwitchPort {
     /// Wraps a region (end 0) as switch port `index`.
     pub fn new(name: String, index: u16, region: Arc<Region>) -> std::io::Result<SwitchPort> {
         let g = region.layout().geometry;
-        let tx = (0..g.tx_rings).map(|i| Mutex::new(PortRing::new(region.clone(), 0, Dir::Tx, i))).collect();
-        let rx =
-            (0..g.rx_rings).map(|i| Mutex::new(RxState::new(PortRing::new(region.clone(), 0, Dir::Rx, i)))).collect();
+        let tx = (0..g.tx_rings)
+            .map(|i| Mutex::new(PortRing::new(region.clone(), 0, Dir::Tx, i)))
+            .collect();
+        let rx = (0..g.rx_rings)
+            .map(|i| Mutex::new(RxState::new(PortRing::new(region.clone(), 0, Dir::Rx, i))))
+            .collect();
         Ok(SwitchPort {
             name,
             index,
