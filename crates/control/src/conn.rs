@@ -51,7 +51,7 @@ impl Connection {
         })?;
         Ok(Connection {
             sock,
-            buf: SeqPacket::message_buffer(),
+            buf: SeqPacket::reply_buffer(),
         })
     }
 
@@ -59,7 +59,7 @@ impl Connection {
     pub fn from_socket(sock: SeqPacket) -> Connection {
         Connection {
             sock,
-            buf: SeqPacket::message_buffer(),
+            buf: SeqPacket::reply_buffer(),
         }
     }
 

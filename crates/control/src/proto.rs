@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest message accepted, in bytes.
 pub const MAX_MESSAGE: usize = 64 * 1024;
+/// Largest reply a client reads. Replies travel in one datagram, so the
+/// sender's socket buffer also bounds them (about 200 KiB by default).
+pub const MAX_REPLY: usize = 1024 * 1024;
 /// Most descriptors a message may carry.
 pub const MAX_FDS: usize = 4;
 

@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
-use crate::proto::{MAX_FDS, MAX_MESSAGE};
+use crate::proto::{MAX_FDS, MAX_MESSAGE, MAX_REPLY};
 
 fn last() -> io::Error {
     io::Error::last_os_error()
@@ -231,10 +231,16 @@ impl SeqPacket {
         Ok(())
     }
 
-    /// A buffer of the largest accepted message size plus one byte, so that
-    /// an oversized message shows up as truncated.
+    /// A buffer of the largest accepted request size plus one byte, so that
+    /// an oversized request shows up as truncated.
     pub fn message_buffer() -> Vec<u8> {
         vec![0u8; MAX_MESSAGE + 1]
+    }
+
+    /// A buffer for replies, which may be larger than requests (a long port
+    /// list); bounded by what the kernel lets one datagram carry.
+    pub fn reply_buffer() -> Vec<u8> {
+        vec![0u8; MAX_REPLY]
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ringswitch_control::proto::*;
-use ringswitch_control::{name, PortName, Target};
+use ringswitch_control::{name, PipeEnd, PortName, Target};
 use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout};
 use ringswitch_switch::{LearningBridge, Switch, SwitchPort, MAX_PORTS};
 use tracing::{info, warn};
@@ -198,6 +198,26 @@ impl Registry {
         g: Geometry,
         persistent: bool,
     ) -> Result<(), ErrorReply> {
+        let res = self.attach_new_port(sw, port, g, persistent);
+        if res.is_err()
+            && self
+                .switches
+                .get(sw)
+                .is_some_and(|s| s.ports.is_empty() && !s.persistent)
+        {
+            // Do not leave an on-demand switch behind for a port that failed.
+            self.switches.remove(sw);
+        }
+        res
+    }
+
+    fn attach_new_port(
+        &mut self,
+        sw: &str,
+        port: &str,
+        g: Geometry,
+        persistent: bool,
+    ) -> Result<(), ErrorReply> {
         let entry = self.ensure_switch(sw, false)?;
         if entry.ports.len() >= MAX_PORTS {
             return Err(err(
@@ -321,7 +341,12 @@ impl Registry {
                 }
                 self.new_vale_port(switch, port, g, true)
             }
-            Target::Pipe { base, id, .. } => {
+            Target::Pipe { base, id, end } => {
+                let g = if *end == PipeEnd::Slave {
+                    g.mirrored()
+                } else {
+                    g
+                };
                 let key = Target::pipe_key(base, id);
                 if let Some(p) = self.pipes.get_mut(&key) {
                     if p.persistent {
@@ -518,7 +543,14 @@ impl Registry {
             Target::Pipe { base, id, end } => {
                 let key = Target::pipe_key(&base, &id);
                 if !self.pipes.contains_key(&key) {
-                    self.new_pipe(&base, &id, pn.conf.unwrap_or_default(), false)?;
+                    // Sizes in the name describe the end being opened.
+                    let g = pn.conf.unwrap_or_default();
+                    let g = if end == PipeEnd::Slave {
+                        g.mirrored()
+                    } else {
+                        g
+                    };
+                    self.new_pipe(&base, &id, g, false)?;
                 }
                 let handle = self.id();
                 let p = self.pipes.get_mut(&key).expect("exists");
@@ -570,32 +602,42 @@ impl Registry {
         let (_, h) = self.handles.remove(&handle).expect("checked");
         match h {
             Handle::Vale { switch, port } => {
-                let remove = match self
+                let Some(p) = self
                     .switches
                     .get_mut(&switch)
                     .and_then(|s| s.ports.get_mut(&port))
-                {
-                    Some(p) => {
-                        p.open_by = None;
-                        !p.persistent
-                    }
-                    None => false,
+                else {
+                    return Ok(());
                 };
-                if remove {
-                    self.remove_vale_port(&switch, &port);
+                p.open_by = None;
+                let (persistent, g) = (p.persistent, p.geometry);
+                self.remove_vale_port(&switch, &port);
+                if persistent {
+                    // A persistent port outlives its clients, but its memory
+                    // does not: the next client gets a fresh region, so one
+                    // that kept the old mapping is cut off from the switch.
+                    if let Err(e) = self.new_vale_port(&switch, &port, g, true) {
+                        warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");
+                    }
                 }
             }
             Handle::Pipe { key, end } => {
-                let remove = match self.pipes.get_mut(&key) {
-                    Some(p) => {
-                        p.open_by[end] = None;
-                        !p.persistent && p.open_by.iter().all(Option::is_none)
-                    }
-                    None => false,
+                let Some(p) = self.pipes.get_mut(&key) else {
+                    return Ok(());
                 };
-                if remove {
-                    self.pipes.remove(&key);
-                    info!(pipe = %key, "pipe removed with its last end");
+                p.open_by[end] = None;
+                if p.open_by.iter().all(Option::is_none) {
+                    let p = self.pipes.remove(&key).expect("present");
+                    if p.persistent {
+                        // Same as for switch ports: a fresh region for the
+                        // next pair of clients.
+                        let g = p.region.layout().geometry;
+                        if let Err(e) = self.new_pipe(&p.base, &p.id, g, true) {
+                            warn!(pipe = %key, error = %e, "could not recreate a persistent pipe");
+                        }
+                    } else {
+                        info!(pipe = %key, "pipe removed with its last end");
+                    }
                 }
             }
         }

@@ -301,7 +301,9 @@ impl Geometry {
                 return Err(GeometryError::Slots(s));
             }
         }
-        if !(MIN_BUF_SIZE..=MAX_BUF_SIZE).contains(&self.buf_size) || !self.buf_size.is_multiple_of(64) {
+        if !(MIN_BUF_SIZE..=MAX_BUF_SIZE).contains(&self.buf_size)
+            || !self.buf_size.is_multiple_of(64)
+        {
             return Err(GeometryError::BufSize(self.buf_size));
         }
         Ok(())

@@ -220,14 +220,20 @@ impl Region {
 
     #[inline(always)]
     fn write_pod<T: Copy>(&self, off: usize, v: T) {
-        assert!(off + std::mem::size_of::<T>() <= self.len && off.is_multiple_of(std::mem::align_of::<T>()));
+        assert!(
+            off + std::mem::size_of::<T>() <= self.len
+                && off.is_multiple_of(std::mem::align_of::<T>())
+        );
         // SAFETY: in bounds and aligned; volatile because others share it.
         unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off).cast::<T>(), v) }
     }
 
     #[inline(always)]
     fn read_pod<T: Copy>(&self, off: usize) -> T {
-        assert!(off + std::mem::size_of::<T>() <= self.len && off.is_multiple_of(std::mem::align_of::<T>()));
+        assert!(
+            off + std::mem::size_of::<T>() <= self.len
+                && off.is_multiple_of(std::mem::align_of::<T>())
+        );
         // SAFETY: in bounds and aligned; T is plain data valid for any bits
         // (only used with integer structs); volatile as others share it.
         unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off).cast::<T>()) }
@@ -414,6 +420,24 @@ impl Region {
             unsafe { copy_exact(sp, dp, len) };
         }
         true
+    }
+
+    /// Hints the CPU to fetch the first cache line of buffer `idx` (nothing
+    /// for an invalid index).
+    #[inline(always)]
+    pub fn prefetch_buf(&self, idx: u32) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(b) = self.buf_ofs(idx) {
+            // SAFETY: a prefetch never faults and the address is inside the
+            // mapping anyway.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    self.ptr.as_ptr().add(b).cast::<i8>(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = idx;
     }
 
     /// A read of the first 12 bytes of buffer `idx` (the Ethernet
@@ -619,6 +643,12 @@ impl<'a> RingRef<'a> {
     pub fn slot_words(&self, i: u32) -> (u64, u64) {
         let o = self.slot_ofs(i);
         (self.region.read_pod(o), self.region.read_pod(o + 8))
+    }
+
+    /// The first word of slot `i` (see [`RingRef::slot_words`]).
+    #[inline(always)]
+    pub fn slot_word0(&self, i: u32) -> u64 {
+        self.region.read_pod(self.slot_ofs(i))
     }
 
     /// Writes the first word of slot `i` (see [`RingRef::slot_words`]).

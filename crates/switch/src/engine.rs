@@ -237,6 +237,11 @@ impl Switch {
             (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut consumed = 0u32;
         let mut i = txr.hwcur;
+        // Start fetching the first packets' headers while the loop begins.
+        const AHEAD: u32 = 4;
+        for k in 0..AHEAD.min(limit) {
+            sregion.prefetch_buf(sring.slot_word0(arith::add(i, k, n)) as u32);
+        }
         // Bounded: each pass consumes at least one slot, and stops at `limit`
         // packets' worth of slots (a packet may overshoot by at most
         // MAX_FRAGS - 1 slots).
@@ -251,7 +256,7 @@ impl Switch {
             let mut no_learn = false;
             while consumed + nfr < avail {
                 // Word 0 of a slot: buf_idx | len << 32 | flags << 48.
-                let (w0, _) = sring.slot_words(i);
+                let w0 = sring.slot_word0(i);
                 let s = NetmapSlot {
                     buf_idx: w0 as u32,
                     len: (w0 >> 32) as u16,
@@ -303,6 +308,9 @@ impl Switch {
             if s0.len < MIN_FRAME as u16 {
                 short += 1;
                 continue;
+            }
+            if consumed + AHEAD < avail {
+                sregion.prefetch_buf(sring.slot_word0(arith::add(i, AHEAD - 1, n)) as u32);
             }
             let Some(hdr) = sregion.read_addrs(s0.buf_idx) else {
                 malformed += 1;
@@ -432,6 +440,9 @@ fn deliver(
 
     let mut left = res.len;
     let mut d = res.start;
+    for k in 0..res.len.min(4) {
+        dregion.prefetch_buf(dring.buf_idx(arith::add(d, k, dn)));
+    }
     let (mut pkts, mut bytes, mut dropped) = (0u64, 0u64, 0u64);
     for &k in order {
         let p = ft[k as usize];
@@ -459,6 +470,9 @@ fn deliver(
                 b
             }
         };
+        if left > 4 {
+            dregion.prefetch_buf(dring.buf_idx(arith::add(d, 4, dn)));
+        }
         if p.nfrags == 1 && need == 1 {
             // The common case: one slot in, one slot out.
             let mut b = dring.buf_idx(d);
