@@ -52,6 +52,9 @@ struct ServeArgs {
     /// Seconds after which a learned MAC address is forgotten.
     #[arg(long, default_value_t = 300)]
     mac_age: u32,
+    /// Pin worker threads to these CPUs, round robin (e.g. 1 or 0,1).
+    #[arg(long, value_delimiter = ',', value_name = "CPUS")]
+    worker_cpus: Vec<usize>,
 }
 
 #[derive(clap::Args)]
@@ -119,6 +122,7 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     cfg.idle_poll_us = a.idle_poll_us;
     cfg.batch = a.batch;
     cfg.mac_age_s = a.mac_age;
+    cfg.worker_cpus = a.worker_cpus;
     if !(1..=ringswitch_switch::MAX_BATCH).contains(&a.batch) {
         return Err(format!(
             "a batch of {} is out of range: use 1 to {}",

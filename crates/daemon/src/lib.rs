@@ -32,6 +32,9 @@ pub struct Config {
     pub batch: u32,
     /// MAC ageing time in seconds.
     pub mac_age_s: u32,
+    /// CPUs to pin workers to (worker i on `worker_cpus[i % len]`); empty:
+    /// not pinned.
+    pub worker_cpus: Vec<usize>,
 }
 
 impl Config {
@@ -43,6 +46,7 @@ impl Config {
             idle_poll_us: 0,
             batch: ringswitch_switch::DEFAULT_BATCH,
             mac_age_s: ringswitch_switch::learning::DEFAULT_AGE_S,
+            worker_cpus: Vec::new(),
         }
     }
 }
@@ -93,11 +97,16 @@ impl Daemon {
             path: cfg.socket.clone(),
             source,
         })?;
-        let wcfg = WorkerConfig {
-            idle_poll: Duration::from_micros(cfg.idle_poll_us),
-        };
         let workers = (0..cfg.workers)
-            .map(|i| Worker::start(i, wcfg))
+            .map(|i| {
+                let cpu = (!cfg.worker_cpus.is_empty())
+                    .then(|| cfg.worker_cpus[i % cfg.worker_cpus.len()]);
+                let wcfg = WorkerConfig {
+                    idle_poll: Duration::from_micros(cfg.idle_poll_us),
+                    cpu,
+                };
+                Worker::start(i, wcfg)
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(DaemonError::Worker)?;
         let registry = Arc::new(Mutex::new(Registry::new(

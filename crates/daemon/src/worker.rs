@@ -90,6 +90,27 @@ pub struct Worker {
 pub struct WorkerConfig {
     /// Keep spinning this long after the last work before sleeping.
     pub idle_poll: Duration,
+    /// Pin the thread to this CPU.
+    pub cpu: Option<usize>,
+}
+
+fn pin_to(cpu: usize) -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes within it for
+    // cpu < CPU_SETSIZE (checked); sched_setaffinity(0) targets this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "CPU number too large",
+            ));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 impl Worker {
@@ -195,6 +216,12 @@ impl Drop for Worker {
 }
 
 fn run(s: Arc<Shared>, cfg: WorkerConfig) {
+    if let Some(cpu) = cfg.cpu {
+        match pin_to(cpu) {
+            Ok(()) => tracing::info!(cpu, "worker pinned"),
+            Err(e) => tracing::warn!(cpu, error = %e, "cannot pin the worker; it runs unpinned"),
+        }
+    }
     let mut scratch = Scratch::default();
     let mut local: Vec<Assigned> = Vec::new();
     let mut active: Vec<bool> = Vec::new();

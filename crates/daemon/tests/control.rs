@@ -295,3 +295,47 @@ fn client_that_goes_away_releases_its_ports() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn conf_sizes_describe_the_named_pipe_end() {
+    let d = daemon("pipeconf");
+    let s = d.socket().to_path_buf();
+    let b = Port::open_at(&s, "q}1@conf:tx-rings=2,tx-slots=128").unwrap();
+    assert_eq!((b.geometry().tx_rings, b.geometry().tx_slots), (2, 128));
+    assert_eq!((b.geometry().rx_rings, b.geometry().rx_slots), (1, 1024));
+    let a = Port::open_at(&s, "q{1").unwrap();
+    assert_eq!((a.geometry().rx_rings, a.geometry().rx_slots), (2, 128));
+}
+
+#[test]
+fn a_persistent_port_gets_fresh_memory_for_each_client() {
+    let d = daemon("fresh");
+    let s = d.socket().to_path_buf();
+    let mut c = Connection::connect(&s).unwrap();
+    c.call(&Request::PortAdd {
+        name: "vale0:p".into(),
+    })
+    .unwrap();
+    let first = Port::open_at(&s, "vale0:p").unwrap();
+    let old_region = first.region().clone();
+    drop(first);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let second = Port::open_at(&s, "vale0:p").unwrap();
+    assert!(
+        !std::sync::Arc::ptr_eq(&old_region, second.region()),
+        "a new mapping of a new memfd"
+    );
+    assert_ne!(
+        inode(old_region.fd()),
+        inode(second.region().fd()),
+        "different memfds"
+    );
+}
+
+fn inode(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .unwrap()
+        .ino()
+}

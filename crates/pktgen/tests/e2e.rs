@@ -48,7 +48,7 @@ fn txseq_to_rxseq_over_a_pipe_loses_nothing() {
     );
     thread::sleep(Duration::from_millis(100));
     let tx = run(
-        &args(&format!("-i pipe{{1 -f txseq -n {n} -T 0")),
+        &args(&format!("-i pipe{{1 -f txseq -n {n} --duration 20 -T 0")),
         d.socket(),
     )
     .unwrap();
@@ -71,7 +71,7 @@ fn tx_random_ports_rate_limited_and_rx_by_duration() {
     thread::sleep(Duration::from_millis(100));
     let t = Instant::now();
     let tx = run(
-        &args("-i pipe{7 -f tx -n 2000 -R 4000 -z -Z -l 128 -T 0"),
+        &args("-i pipe{7 -f tx -n 2000 -R 4000 -z -Z -l 128 --duration 10 -T 0"),
         d.socket(),
     )
     .unwrap();
@@ -94,7 +94,11 @@ fn ping_pong_over_a_pipe() {
     let d = daemon();
     let pong = spawn(&d, "-i pipe}3 -f pong -n 500 --duration 20 -T 0");
     thread::sleep(Duration::from_millis(100));
-    let p = run(&args("-i pipe{3 -f ping -n 500 -T 0 --json"), d.socket()).unwrap();
+    let p = run(
+        &args("-i pipe{3 -f ping -n 500 --duration 20 -T 0 --json"),
+        d.socket(),
+    )
+    .unwrap();
     let q = pong.join().unwrap();
     assert_eq!((p.sent, p.packets, p.lost), (Some(500), 500, Some(0)));
     assert_eq!(q.packets, 500);
@@ -113,19 +117,36 @@ fn ping_pong_over_a_pipe() {
     assert!(min <= avg && avg <= max);
 }
 
+// Busy-waiting tests spin one side only: the machine may have two cores
+// and other tests running, and two spinners per test would starve them.
 #[test]
 fn busy_ping_with_bursts() {
     let d = daemon();
-    let pong = spawn(&d, "-i pipe}4 -f pong --busy --duration 3 -T 0 -b 64");
+    let pong = spawn(&d, "-i pipe}4 -f pong --duration 3 -T 0 -b 64");
     thread::sleep(Duration::from_millis(100));
     let p = run(
-        &args("-i pipe{4 -f ping -n 4096 -b 16 --busy -T 0"),
+        &args("-i pipe{4 -f ping -n 4096 -b 16 --busy --duration 20 -T 0"),
         d.socket(),
     )
     .unwrap();
     assert_eq!((p.sent, p.packets, p.lost), (Some(4096), 4096, Some(0)));
     let q = pong.join().unwrap();
     assert_eq!((q.packets, q.end), (4096, End::Duration));
+}
+
+#[test]
+fn busy_pong() {
+    let d = daemon();
+    let pong = spawn(&d, "-i pipe}10 -f pong --busy -n 1000 --duration 20 -T 0");
+    thread::sleep(Duration::from_millis(100));
+    let p = run(
+        &args("-i pipe{10 -f ping -n 1000 --duration 20 -T 0"),
+        d.socket(),
+    )
+    .unwrap();
+    assert_eq!((p.sent, p.packets, p.lost), (Some(1000), 1000, Some(0)));
+    let q = pong.join().unwrap();
+    assert_eq!((q.packets, q.end), (1000, End::Count));
 }
 
 #[test]
@@ -163,7 +184,7 @@ fn tx_through_a_vale_switch() {
     let rx = spawn(&d, "-i vale0:b -f rxseq -n 20000 --duration 10 -T 0");
     thread::sleep(Duration::from_millis(200));
     let tx = run(
-        &args("-i vale0:a -f txseq -n 20000 -R 200000 -T 0"),
+        &args("-i vale0:a -f txseq -n 20000 -R 200000 --duration 10 -T 0"),
         d.socket(),
     )
     .unwrap();
@@ -187,16 +208,16 @@ fn frame_too_long_for_the_port() {
 #[test]
 fn rx_polls_every_ring_of_a_multi_ring_port() {
     let d = daemon();
-    for busy in ["", "--busy"] {
+    for (id, rx_busy, tx_busy) in [(8, "", ""), (11, "--busy", ""), (12, "", "--busy")] {
         let rx = spawn(
             &d,
-            &format!(
-                "-i pipe}}8@conf:rings=2,slots=256 -f rxseq -n 50000 --duration 10 -T 0 {busy}"
-            ),
+            &format!("-i pipe}}{id}@conf:rings=2,slots=256 -f rxseq -n 50000 --duration 20 -T 0 {rx_busy}"),
         );
         thread::sleep(Duration::from_millis(100));
         let tx = run(
-            &args(&format!("-i pipe{{8 -f txseq -n 50000 -T 0 {busy}")),
+            &args(&format!(
+                "-i pipe{{{id} -f txseq -n 50000 --duration 20 -T 0 {tx_busy}"
+            )),
             d.socket(),
         )
         .unwrap();
@@ -205,7 +226,7 @@ fn rx_polls_every_ring_of_a_multi_ring_port() {
         assert_eq!(
             (rx.packets, rx.gaps, rx.end),
             (50000, Some(0), End::Count),
-            "{busy}"
+            "pipe {id}"
         );
     }
 }

@@ -61,13 +61,16 @@ pub struct LearningBridge {
     age_s: u32,
 }
 
+// The table's key only needs to be unique per address, so take the bytes in
+// native (little-endian) order: no byte swap on the data path.
+#[inline(always)]
 fn mac_u64(m: [u8; 6]) -> u64 {
-    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
+    u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0])
 }
 
 fn u64_mac(v: u64) -> [u8; 6] {
-    let b = v.to_be_bytes();
-    [b[2], b[3], b[4], b[5], b[6], b[7]]
+    let b = v.to_le_bytes();
+    [b[0], b[1], b[2], b[3], b[4], b[5]]
 }
 
 #[inline(always)]

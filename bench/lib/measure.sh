@@ -1,0 +1,399 @@
+# shellcheck shell=bash
+# bench/lib/measure.sh - the daemon and the measurements of bench/run.sh.
+# Sourced after common.sh. Uses: RS (the ringswitch binary), SOCK, RX_CPU,
+# TX_CPU, RAW, and the results store of report.sh (put, failed).
+
+DAEMON_TPID= # the timeout process running the daemon
+DAEMON_PID=  # the daemon itself
+DAEMON_ARGS=
+
+ctl() { timeout -k 2 15 "$RS" --socket "$SOCK" ctl "$@"; }
+
+# Start a daemon on $SOCK with extra serve arguments. Returns 1 (with the
+# reason in DAEMON_ERR) if it does not answer within 15 s.
+daemon_start() {
+	local deadline
+	DAEMON_ERR=
+	daemon_stop
+	rm -f -- "$SOCK"
+	DAEMON_ARGS="$*"
+	start_bg daemon "" "$DAEMON_MAX_S" "$RS" serve --socket "$SOCK" "$@"
+	DAEMON_TPID=$BG_PID
+	local name=$BG_NAME
+	deadline=$((SECONDS + 15))
+	while :; do
+		if ! kill -0 "$DAEMON_TPID" 2>/dev/null; then
+			local rc=0
+			wait_bg "$DAEMON_TPID" || rc=$?
+			DAEMON_ERR="daemon did not start: $(why "$name" "$rc")"
+			DAEMON_TPID=
+			return 1
+		fi
+		[[ -S $SOCK ]] && ctl switch list >/dev/null 2>&1 && break
+		if ((SECONDS >= deadline)); then
+			DAEMON_ERR="daemon not answering on $SOCK after 15 s"
+			daemon_stop
+			return 1
+		fi
+		sleep 0.1
+	done
+	DAEMON_PID=$(child_of "$DAEMON_TPID") || {
+		DAEMON_ERR="cannot find the daemon's pid"
+		daemon_stop
+		return 1
+	}
+	logq "daemon up: pid $DAEMON_PID, serve $*"
+}
+
+daemon_stop() {
+	[[ -n $DAEMON_TPID ]] || return 0
+	stop_bg "$DAEMON_TPID" || true
+	DAEMON_TPID='' DAEMON_PID=''
+}
+
+# Make sure a daemon with these arguments is running (restarts it if it
+# died or runs with other arguments).
+daemon_ensure() {
+	if [[ -n $DAEMON_TPID ]] && kill -0 "$DAEMON_TPID" 2>/dev/null && [[ $DAEMON_ARGS == "$*" ]]; then
+		return 0
+	fi
+	[[ -n $DAEMON_TPID ]] && log "restarting the daemon (serve $*)"
+	daemon_start "$@"
+}
+
+# ------------------------------------------------------------ throughput
+
+# One receiver (pinned to RX_CPU) and one sender (pinned to TX_CPU).
+#   tput LABEL RXPORT TXPORT LEN BURST BUSY SECS
+# Sets TP_RX and TP_TX (pps), TP_RXN, TP_TXN (packets), or TP_ERR and
+# returns 1. The receiver's rate is measured by pkt-gen from its first to
+# its last received packet.
+tput() {
+	local label=$1 rxp=$2 txp=$3 len=$4 burst=$5 busy=$6 secs=$7
+	local bf=() rx rxname txname rc=0 r
+	((busy)) && bf=(--busy)
+	TP_RX='' TP_TX='' TP_RXN='' TP_TXN='' TP_ERR=''
+	start_bg "$label-rx" "$RX_CPU" $((secs + 40)) "$RS" --socket "$SOCK" pkt-gen \
+		-i "$rxp" -f rx -b "$burst" "${bf[@]}" --duration $((secs + 30)) -T 0 --json
+	rx=$BG_PID rxname=$BG_NAME
+	wait_ready "$rxname" "$rx" 15 || r=$?
+	if [[ -n ${r:-} ]]; then
+		stop_bg "$rx" || rc=$?
+		TP_ERR="receiver did not open $rxp: $(why "$rxname" "$rc")"
+		return 1
+	fi
+	run_fg "$label-tx" "$TX_CPU" $((secs + 30)) "$RS" --socket "$SOCK" pkt-gen \
+		-i "$txp" -f tx -l "$len" -b "$burst" "${bf[@]}" --duration "$secs" -T 0 --json || rc=$?
+	txname=$BG_NAME
+	sleep 0.3
+	# SIGTERM ends the receiver cleanly; it still prints its report.
+	stop_bg "$rx" || true
+	TP_TX=$(jfield "$txname" pps) TP_TXN=$(jfield "$txname" packets)
+	TP_RX=$(jfield "$rxname" pps) TP_RXN=$(jfield "$rxname" packets)
+	if ((rc != 0)) || ! is_num "$TP_TX"; then
+		TP_ERR="sender failed: $(why "$txname" "$rc")"
+		return 1
+	fi
+	if ! is_num "$TP_RX"; then
+		TP_ERR="receiver printed no report: $(why "$rxname" "?")"
+		return 1
+	fi
+	if [[ ${TP_RXN:-0} == 0 ]]; then
+		TP_ERR="receiver got no packets (sender sent ${TP_TXN:-?})"
+		return 1
+	fi
+	logq "$label: rx $TP_RXN pkts $(mpps "$TP_RX") Mpps, tx $TP_TXN pkts $(mpps "$TP_TX") Mpps"
+	return 0
+}
+
+mpps() { awk -v p="$1" 'BEGIN { printf "%.3f", p / 1e6 }'; }
+
+# 1. Pipe, 60 B, batch 512, blocking and busy.
+measure_pipe() {
+	local secs=$1 mode busy key
+	for mode in blocking busy; do
+		busy=0
+		[[ $mode == busy ]] && busy=1
+		key=pipe_${mode}_mpps
+		log "pipe 60 B, batch 512, $mode: ${secs}s"
+		if ! daemon_ensure "${DAEMON_DEFAULT[@]}"; then
+			failed "$DAEMON_ERR" "$key"
+			continue
+		fi
+		PIPE_ID=$((PIPE_ID + 1))
+		if tput "pipe-$mode" "bp}$PIPE_ID" "bp{$PIPE_ID" 60 512 "$busy" "$secs"; then
+			put "$key" "$(mpps "$TP_RX")"
+			put "pipe_${mode}_tx_mpps" "$(mpps "$TP_TX")"
+			log "  pipe $mode: $(mpps "$TP_RX") Mpps received"
+		else
+			failed "pipe $mode: $TP_ERR" "$key" "pipe_${mode}_tx_mpps"
+		fi
+	done
+}
+
+# 2. Switch, 2 persistent ports on a switch of their own, 60 and 1514 B.
+measure_switch() {
+	local secs=$1 len sw keys stats
+	for len in 60 1514; do
+		sw=valebench$len
+		keys=("sw${len}_rx_mpps" "sw${len}_tx_mpps" "sw${len}_drops" "sw${len}_drop_pct")
+		log "switch, 2 ports, $len B, batch 512, blocking: ${secs}s"
+		if ! daemon_ensure "${DAEMON_DEFAULT[@]}"; then
+			failed "$DAEMON_ERR" "${keys[@]}"
+			continue
+		fi
+		# Persistent ports keep their counters after the clients close.
+		if ! { ctl port add "$sw:a" && ctl port add "$sw:b"; } >>"$LOGFILE" 2>&1; then
+			failed "switch $len B: ctl port add $sw:a/$sw:b failed (see log)" "${keys[@]}"
+			ctl port del "$sw:a" >/dev/null 2>&1
+			continue
+		fi
+		if tput "switch-$len" "$sw:b" "$sw:a" "$len" 512 0 "$secs"; then
+			put "sw${len}_rx_mpps" "$(mpps "$TP_RX")"
+			put "sw${len}_tx_mpps" "$(mpps "$TP_TX")"
+			if stats=$(ctl stats --json 2>>"$LOGFILE"); then
+				printf '%s\n' "$stats" >"$RAW/stats-switch-$len.json"
+				local drops sent other
+				drops=$(jq -r --arg p "$sw:b" '.[] | select(.name == $p) | .drop_rx_full' <<<"$stats")
+				sent=$(jq -r --arg p "$sw:a" '.[] | select(.name == $p) | .tx_packets' <<<"$stats")
+				other=$(jq -r --arg p "$sw:b" '.[] | select(.name == $p) |
+					(.drop_malformed + .drop_short + .drop_long)' <<<"$stats")
+				logq "switch $len: ctl stats: $sw:a tx_packets=$sent, $sw:b drop_rx_full=$drops, other drops=$other"
+				if is_num "$drops" && is_num "$sent"; then
+					put "sw${len}_drops" "$drops"
+					put "sw${len}_drop_pct" "$(calc 's > 0 ? sprintf("%.1f", 100 * d / s) : "0.0"' d="$drops" s="$sent")"
+				else
+					failed "switch $len B: ports missing from ctl stats --json" "sw${len}_drops" "sw${len}_drop_pct"
+				fi
+			else
+				failed "switch $len B: ctl stats failed (see log)" "sw${len}_drops" "sw${len}_drop_pct"
+			fi
+			log "  switch $len B: $(mpps "$TP_RX") Mpps received, $(mpps "$TP_TX") Mpps sent, drops ${drops:-?}"
+		else
+			failed "switch $len B: $TP_ERR" "${keys[@]}"
+		fi
+		ctl port del "$sw:a" >/dev/null 2>&1
+		ctl port del "$sw:b" >/dev/null 2>&1
+	done
+}
+
+# 3. Throughput against batch size. Pipe: pkt-gen -b on both ends. Switch:
+# the daemon restarted per point with --batch equal to pkt-gen's -b.
+measure_batch() {
+	local secs=$1 csv=$2 b
+	shift 2
+	printf 'path,batch,mpps\n' >"$csv"
+	log "batch sweep, pipe, 60 B, blocking: -b $* (${secs}s each)"
+	for b in "$@"; do
+		if ! daemon_ensure "${DAEMON_DEFAULT[@]}"; then
+			log "  pipe -b $b: failed: $DAEMON_ERR"
+			printf 'pipe,%s,failed\n' "$b" >>"$csv"
+			continue
+		fi
+		PIPE_ID=$((PIPE_ID + 1))
+		if tput "batch-pipe-$b" "bp}$PIPE_ID" "bp{$PIPE_ID" 60 "$b" 0 "$secs"; then
+			printf 'pipe,%s,%s\n' "$b" "$(mpps "$TP_RX")" >>"$csv"
+			log "  pipe -b $b: $(mpps "$TP_RX") Mpps"
+		else
+			log "  pipe -b $b: failed: $TP_ERR"
+			printf 'pipe,%s,failed\n' "$b" >>"$csv"
+		fi
+	done
+	log "batch sweep, switch, 60 B, blocking: daemon --batch = pkt-gen -b = $* (${secs}s each)"
+	for b in "$@"; do
+		if ! daemon_ensure --batch "$b"; then
+			log "  switch batch $b: failed: $DAEMON_ERR"
+			printf 'switch,%s,failed\n' "$b" >>"$csv"
+			continue
+		fi
+		if tput "batch-switch-$b" "vale0:sb" "vale0:sa" 60 "$b" 0 "$secs"; then
+			printf 'switch,%s,%s\n' "$b" "$(mpps "$TP_RX")" >>"$csv"
+			log "  switch batch $b: $(mpps "$TP_RX") Mpps"
+		else
+			log "  switch batch $b: failed: $TP_ERR"
+			printf 'switch,%s,failed\n' "$b" >>"$csv"
+		fi
+	done
+	daemon_ensure "${DAEMON_DEFAULT[@]}" || true
+}
+
+# ------------------------------------------------------------ round trips
+
+# 4. ping (TX_CPU) -> pong (RX_CPU), -n COUNT, through a pipe and the switch.
+measure_rtt() {
+	local count=$1 path mode busy bf pp po key pong pongname pingname rc f v
+	for path in pipe switch; do
+		for mode in busy blocking; do
+			key=rtt_${path}_${mode}
+			bf=()
+			[[ $mode == busy ]] && bf=(--busy)
+			log "RTT $path, $mode: ping -n $count"
+			if ! daemon_ensure "${DAEMON_DEFAULT[@]}"; then
+				failed "$DAEMON_ERR" "${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
+				continue
+			fi
+			if [[ $path == pipe ]]; then
+				PIPE_ID=$((PIPE_ID + 1))
+				pp="rp{$PIPE_ID" po="rp}$PIPE_ID"
+			else
+				pp=vale0:ping po=vale0:pong
+			fi
+			rc=0
+			start_bg "rtt-$path-$mode-pong" "$RX_CPU" 190 "$RS" --socket "$SOCK" pkt-gen \
+				-i "$po" -f pong "${bf[@]}" --duration 180 -T 0 --json
+			pong=$BG_PID pongname=$BG_NAME
+			if ! wait_ready "$pongname" "$pong" 15; then
+				stop_bg "$pong" || rc=$?
+				failed "RTT $path $mode: pong did not open $po: $(why "$pongname" "$rc")" \
+					"${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
+				continue
+			fi
+			run_fg "rtt-$path-$mode-ping" "$TX_CPU" 120 "$RS" --socket "$SOCK" pkt-gen \
+				-i "$pp" -f ping -n "$count" "${bf[@]}" -T 0 --json || rc=$?
+			pingname=$BG_NAME
+			stop_bg "$pong" || true
+			if ((rc != 0)) || ! is_num "$(jfield "$pingname" rtt_ns_p50)"; then
+				failed "RTT $path $mode: $(why "$pingname" "$rc")" \
+					"${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
+				continue
+			fi
+			for f in p50 p99 min avg; do
+				v=$(jfield "$pingname" "rtt_ns_$f")
+				put "${key}_$f" "$v"
+			done
+			logq "RTT $path $mode: $(tail -n1 "$RAW/$pingname.out")"
+			v=$(jfield "$pingname" lost)
+			[[ ${v:-0} != 0 ]] && log "  warning: $v of $count pings lost"
+			log "  RTT $path $mode: p50 $(jfield "$pingname" rtt_ns_p50) ns, p99 $(jfield "$pingname" rtt_ns_p99) ns"
+		done
+	done
+}
+
+# ------------------------------------------------------------ idle, memory
+
+# 5 and 6. A fresh daemon; 8 pkt-gen rx (blocking) on vale0:i1..i8; daemon
+# and pkt-gen CPU over SECS; daemon RSS without shared memory; then 56
+# persistent ports (64 in all) and RSS again.
+measure_idle_rss() {
+	local secs=$1 i tp name rc=0
+	local idle_keys=(idle_daemon_pct idle_pktgen_pct idle_pktgen_max_pct)
+	local rss_keys=(rss8_kib rss64_kib rss_per_port_b)
+	log "idle: fresh daemon, 8 pkt-gen rx on vale0:i1..i8, no traffic, ${secs}s"
+	if ! daemon_start "${DAEMON_DEFAULT[@]}"; then
+		failed "$DAEMON_ERR" "${idle_keys[@]}" "${rss_keys[@]}"
+		return
+	fi
+	local tpids=() names=() pids=()
+	for i in 1 2 3 4 5 6 7 8; do
+		start_bg "idle-rx-i$i" "" $((secs + 60)) "$RS" --socket "$SOCK" pkt-gen \
+			-i "vale0:i$i" -f rx --duration $((secs + 50)) -T 0 --json
+		tpids+=("$BG_PID")
+		names+=("$BG_NAME")
+	done
+	local err=
+	for i in "${!tpids[@]}"; do
+		if ! wait_ready "${names[i]}" "${tpids[i]}" 15; then
+			err="pkt-gen rx vale0:i$((i + 1)) did not open its port: $(why "${names[i]}" "?")"
+			break
+		fi
+		tp=$(child_of "${tpids[i]}") || {
+			err="cannot find the pid of ${names[i]}"
+			break
+		}
+		pids+=("$tp")
+	done
+	if [[ -z $err ]]; then
+		sleep 1 # let the start-up settle
+		local t0 t1 d0 d1 p0=() p1=() hz
+		hz=$(getconf CLK_TCK)
+		t0=$(now_s)
+		d0=$(cpu_ticks "$DAEMON_PID")
+		for tp in "${pids[@]}"; do p0+=("$(cpu_ticks "$tp")"); done
+		sleep "$secs"
+		t1=$(now_s)
+		d1=$(cpu_ticks "$DAEMON_PID")
+		for tp in "${pids[@]}"; do p1+=("$(cpu_ticks "$tp")"); done
+		if is_num "$d0" && is_num "$d1" && ((${#p1[@]} == 8)); then
+			local wall sum=0 max=0 dt
+			wall=$(calc 'b - a' a="$t0" b="$t1")
+			put idle_daemon_pct "$(calc 'sprintf("%.2f", 100 * (d1 - d0) / hz / w)' d0="$d0" d1="$d1" hz="$hz" w="$wall")"
+			for i in "${!p1[@]}"; do
+				dt=$((p1[i] - p0[i]))
+				sum=$((sum + dt))
+				((dt > max)) && max=$dt
+			done
+			put idle_pktgen_pct "$(calc 'sprintf("%.2f", 100 * s / hz / w)' s="$sum" hz="$hz" w="$wall")"
+			put idle_pktgen_max_pct "$(calc 'sprintf("%.2f", 100 * s / hz / w)' s="$max" hz="$hz" w="$wall")"
+			put idle_tick_pct "$(calc 'sprintf("%.2f", 100 / hz / w)' hz="$hz" w="$wall")"
+			logq "idle: daemon ticks $d0 -> $d1, pkt-gen ticks ${p0[*]} -> ${p1[*]}, CLK_TCK $hz, ${wall}s"
+			log "  idle: daemon $(val idle_daemon_pct)% of a core, 8 pkt-gen $(val idle_pktgen_pct)% in all"
+		else
+			failed "idle: could not read /proc/PID/stat" "${idle_keys[@]}"
+		fi
+	else
+		failed "idle: $err" "${idle_keys[@]}"
+	fi
+
+	# RSS, 8 ports open.
+	if [[ -z $err ]]; then
+		log "daemon memory: 8 ports open, then 64 (56 persistent, slots=64)"
+		local rss shm anon file ok=1
+		rss_read() {
+			rss=$(status_kb "$DAEMON_PID" VmRSS) && shm=$(status_kb "$DAEMON_PID" RssShmem) &&
+				anon=$(status_kb "$DAEMON_PID" RssAnon) && file=$(status_kb "$DAEMON_PID" RssFile)
+		}
+		if rss_read; then
+			put rss8_kib $((rss - shm))
+			put rss8_anon_kib "$anon"
+			put rss8_file_kib "$file"
+			logq "rss 8 ports: VmRSS $rss kB, RssShmem $shm kB, RssAnon $anon kB, RssFile $file kB"
+		else
+			failed "rss: cannot read /proc/$DAEMON_PID/status" "${rss_keys[@]}"
+			ok=0
+		fi
+		if ((ok)); then
+			for i in $(seq 9 64); do
+				if ! ctl port add "vale0:p$i@conf:slots=64" >>"$LOGFILE" 2>&1; then
+					ok=0
+					break
+				fi
+			done
+			if ((ok)) && [[ $(ctl stats --json 2>/dev/null | jq '[.[] | select(.name | startswith("vale0:"))] | length') == 64 ]] && sleep 0.5 && rss_read; then
+				put rss64_kib $((rss - shm))
+				put rss64_anon_kib "$anon"
+				put rss_per_port_b "$(calc 'sprintf("%.0f", (b - a) * 1024 / 56)' a="$(val rss8_kib)" b="$((rss - shm))")"
+				logq "rss 64 ports: VmRSS $rss kB, RssShmem $shm kB, RssAnon $anon kB, RssFile $file kB"
+				log "  rss: $(val rss8_kib) KiB with 8 ports, $(val rss64_kib) KiB with 64, $(val rss_per_port_b) B per port"
+			else
+				failed "rss: adding 56 persistent ports vale0:p9..p64 failed or ctl port list shows another count (see log)" rss64_kib rss_per_port_b
+			fi
+		fi
+	else
+		failed "rss: the 8 ports were not open ($err)" "${rss_keys[@]}"
+	fi
+	for tp in "${tpids[@]}"; do stop_bg "$tp" || true; done
+	daemon_stop
+}
+
+# ------------------------------------------------------------ DPDK memif
+
+# 7. bench/peers/memif.sh, receiver on RX_CPU, sender on TX_CPU.
+measure_memif() {
+	local secs=$1 size rc name v
+	for size in 64 1514; do
+		log "DPDK memif peer: testpmd txonly -> rxonly, $size B, ${secs}s"
+		rc=0
+		run_fg "memif-$size" "" $((secs * 3 + 120)) \
+			env MEMIF_SERVER_CPU="$RX_CPU" MEMIF_CLIENT_CPU="$TX_CPU" "$BENCH_DIR/peers/memif.sh" \
+			--seconds "$secs" --size "$size" || rc=$?
+		name=$BG_NAME
+		v=$(jfield "$name" median_mpps)
+		if ((rc == 0)) && is_num "$v"; then
+			put "memif${size}_mpps" "$v"
+			log "  memif $size B: $v Mpps"
+		else
+			failed "memif $size B: $(why "$name" "$rc")" "memif${size}_mpps"
+		fi
+		sed $'s/\x1b\\[[0-9;]*m//g; s/^/    /' "$RAW/$name.err" >>"$LOGFILE" 2>/dev/null
+	done
+}
