@@ -249,10 +249,11 @@ EOF
   thread, which competes with the pinned receiver and sender for the same
   two cores; pipes have no daemon thread on the data path.
 - Throughput is the receiver's: pkt-gen rx counts from its first to its last
-  packet. Switch: two persistent ports on a switch of their own
-  (\`valebench60:a\` → \`valebench60:b\`); pkt-gen's broadcast frames flood to
-  the one other port; drops are \`drop_rx_full\` of the receiving port from
-  \`ctl stats --json\`, as a share of the sender port's \`tx_packets\`.
+  packet. Switch: two ports on a switch of their own (\`valebench60:a\` →
+  \`valebench60:b\`); pkt-gen's broadcast frames flood to the one other
+  port; drops are \`drop_rx_full\` of the receiving port from \`ctl stats
+  --json\` (read after the sender stopped, while the receiver still holds
+  its port), as a share of the packets the sender's pkt-gen reports sent.
 - Batch sweep: for the pipe, pkt-gen \`-b\` on both ends; for the switch, the
   daemon restarted per point with \`--batch N\` and pkt-gen \`-b N\` on both
   ends (on-demand ports \`vale0:sa\` → \`vale0:sb\`).

@@ -177,5 +177,5 @@ calc() {
 	shift
 	local args=() kv
 	for kv in "$@"; do args+=(-v "$kv"); done
-	awk "${args[@]}" "BEGIN { print $expr }"
+	awk "${args[@]}" "BEGIN { print ($expr) }"
 }

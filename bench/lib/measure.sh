@@ -86,6 +86,8 @@ tput() {
 		-i "$txp" -f tx -l "$len" -b "$burst" "${bf[@]}" --duration "$secs" -T 0 --json || rc=$?
 	txname=$BG_NAME
 	sleep 0.3
+	# While the receiver's port is still open (its counters go with it).
+	[[ -n ${TP_HOOK:-} ]] && "$TP_HOOK"
 	# SIGTERM ends the receiver cleanly; it still prints its report.
 	stop_bg "$rx" || true
 	TP_TX=$(jfield "$txname" pps) TP_TXN=$(jfield "$txname" packets)
@@ -131,9 +133,16 @@ measure_pipe() {
 	done
 }
 
-# 2. Switch, 2 persistent ports on a switch of their own, 60 and 1514 B.
+# 2. Switch, 2 on-demand ports on a switch of their own, 60 and 1514 B.
+# Drops: drop_rx_full of the receiving port, read from ctl stats after the
+# sender has stopped and while the receiver still holds its port open.
+SW_STATS=
+_switch_stats() {
+	SW_STATS=$(ctl stats --json 2>>"$LOGFILE") || SW_STATS=
+}
+
 measure_switch() {
-	local secs=$1 len sw keys stats
+	local secs=$1 len sw keys drops other
 	for len in 60 1514; do
 		sw=valebench$len
 		keys=("sw${len}_rx_mpps" "sw${len}_tx_mpps" "sw${len}_drops" "sw${len}_drop_pct")
@@ -142,38 +151,29 @@ measure_switch() {
 			failed "$DAEMON_ERR" "${keys[@]}"
 			continue
 		fi
-		# Persistent ports keep their counters after the clients close.
-		if ! { ctl port add "$sw:a" && ctl port add "$sw:b"; } >>"$LOGFILE" 2>&1; then
-			failed "switch $len B: ctl port add $sw:a/$sw:b failed (see log)" "${keys[@]}"
-			ctl port del "$sw:a" >/dev/null 2>&1
-			continue
-		fi
+		SW_STATS=
+		TP_HOOK=_switch_stats
 		if tput "switch-$len" "$sw:b" "$sw:a" "$len" 512 0 "$secs"; then
+			TP_HOOK=
 			put "sw${len}_rx_mpps" "$(mpps "$TP_RX")"
 			put "sw${len}_tx_mpps" "$(mpps "$TP_TX")"
-			if stats=$(ctl stats --json 2>>"$LOGFILE"); then
-				printf '%s\n' "$stats" >"$RAW/stats-switch-$len.json"
-				local drops sent other
-				drops=$(jq -r --arg p "$sw:b" '.[] | select(.name == $p) | .drop_rx_full' <<<"$stats")
-				sent=$(jq -r --arg p "$sw:a" '.[] | select(.name == $p) | .tx_packets' <<<"$stats")
-				other=$(jq -r --arg p "$sw:b" '.[] | select(.name == $p) |
-					(.drop_malformed + .drop_short + .drop_long)' <<<"$stats")
-				logq "switch $len: ctl stats: $sw:a tx_packets=$sent, $sw:b drop_rx_full=$drops, other drops=$other"
-				if is_num "$drops" && is_num "$sent"; then
-					put "sw${len}_drops" "$drops"
-					put "sw${len}_drop_pct" "$(calc 's > 0 ? sprintf("%.1f", 100 * d / s) : "0.0"' d="$drops" s="$sent")"
-				else
-					failed "switch $len B: ports missing from ctl stats --json" "sw${len}_drops" "sw${len}_drop_pct"
-				fi
+			printf '%s\n' "$SW_STATS" >"$RAW/stats-switch-$len.json"
+			drops=$(jq -r --arg p "$sw:b" '.[] | select(.name == $p) | .drop_rx_full' <<<"$SW_STATS" 2>/dev/null)
+			other=$(jq -r --arg p "$sw:b" '.[] | select(.name == $p) |
+				(.drop_malformed + .drop_short + .drop_long)' <<<"$SW_STATS" 2>/dev/null)
+			logq "switch $len: sender sent $TP_TXN, receiver got $TP_RXN; ctl stats $sw:b: drop_rx_full=$drops, other drops=$other"
+			if is_num "$drops" && is_num "$TP_TXN"; then
+				put "sw${len}_drops" "$drops"
+				put "sw${len}_drop_pct" "$(calc 's > 0 ? sprintf("%.1f", 100 * d / s) : "0.0"' d="$drops" s="$TP_TXN")"
 			else
-				failed "switch $len B: ctl stats failed (see log)" "sw${len}_drops" "sw${len}_drop_pct"
+				failed "switch $len B: $sw:b missing from ctl stats --json, or ctl stats failed (see log)" \
+					"sw${len}_drops" "sw${len}_drop_pct"
 			fi
-			log "  switch $len B: $(mpps "$TP_RX") Mpps received, $(mpps "$TP_TX") Mpps sent, drops ${drops:-?}"
+			log "  switch $len B: $(mpps "$TP_RX") Mpps received, $(mpps "$TP_TX") Mpps sent, $(val "sw${len}_drops") dropped"
 		else
+			TP_HOOK=
 			failed "switch $len B: $TP_ERR" "${keys[@]}"
 		fi
-		ctl port del "$sw:a" >/dev/null 2>&1
-		ctl port del "$sw:b" >/dev/null 2>&1
 	done
 }
 

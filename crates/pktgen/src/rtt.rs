@@ -9,7 +9,7 @@
 use crate::frame::{read_seq, read_ts, swap_addresses};
 use crate::latency::{IntervalRtt, RttStats};
 use crate::os::{monotonic_ns, stop_requested};
-use crate::send::{Filled, Stamper};
+use crate::send::Stamper;
 use crate::session::{Session, WAIT_SLICE};
 use crate::{End, Outcome, PktGenError};
 
@@ -17,7 +17,6 @@ use crate::{End, Outcome, PktGenError};
 pub(crate) const ROUND_TIMEOUT_NS: u64 = 1_000_000_000;
 
 pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
-    let mut filled = Filled::new(s.port.tx(0).num_slots());
     let mut stamper = Stamper::new(s);
     let mut bucket = s.rate_limiter();
     let len16 = s.len as u16;
@@ -64,7 +63,10 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
         let mut n = 0;
         // Bounded by `want` and by the ring's free slots.
         while let Some(mut slot) = (n < want).then(|| tx.slot(n)).flatten() {
-            filled.ensure(&mut slot, &s.template);
+            // A pong may have rewritten this buffer in place (swapped
+            // addresses) before it came back through a pipe: write the
+            // whole template every time, pings are few.
+            slot.write_at(0, s.template.bytes());
             stamper.stamp(&s.template, slot.buf_mut(), monotonic_ns());
             slot.set_len(len16);
             n += 1;

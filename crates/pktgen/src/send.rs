@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use ringswitch_ring::layout::NS_BUF_CHANGED;
 use ringswitch_ring::Slot;
 
 use crate::frame::{Fields, Rng, Stamp, Template};
@@ -14,23 +13,22 @@ use crate::{End, Outcome, PktGenError};
 
 /// How long the closing flush waits for the port to take queued packets.
 const FLUSH_NS: u64 = 1_000_000_000;
-/// A buffer index no slot carries (buffers 0 and 1 are reserved, and no
-/// region has 2^32 buffers).
-const NO_BUF: u32 = u32::MAX;
-
-/// Which buffer each TX slot last had the template written into: the
-/// template is copied into a slot's buffer only when that changed (first
-/// use, or the port swapped buffers and set `NS_BUF_CHANGED`).
+/// Which buffers of the region already hold the template. As netmap's
+/// pkt-gen, the template is written once per buffer and then only the
+/// per-packet fields change: a pipe swaps buffers around, and after one lap
+/// every buffer carries the template, so sending stops touching payloads.
+/// (A peer that rewrites the buffers it received gets them back rewritten,
+/// as with netmap.)
 pub(crate) struct Filled {
-    bufs: Vec<u32>,
+    done: Vec<bool>,
     /// Template copies made.
     pub(crate) writes: u64,
 }
 
 impl Filled {
-    pub(crate) fn new(slots: u32) -> Filled {
+    pub(crate) fn new(nbufs: u32) -> Filled {
         Filled {
-            bufs: vec![NO_BUF; slots as usize],
+            done: vec![false; nbufs as usize],
             writes: 0,
         }
     }
@@ -38,15 +36,14 @@ impl Filled {
     /// Makes sure `slot`'s buffer holds the template.
     #[inline(always)]
     pub(crate) fn ensure(&mut self, slot: &mut Slot<'_>, t: &Template) {
-        let raw = slot.raw();
-        let Some(last) = self.bufs.get_mut(slot.index() as usize) else {
-            return;
-        };
-        if *last != raw.buf_idx || raw.flags & NS_BUF_CHANGED != 0 {
-            // An invalid index is left to the port side to refuse.
-            slot.write_at(0, t.bytes());
-            *last = raw.buf_idx;
-            self.writes += 1;
+        let b = slot.buf_idx() as usize;
+        // An invalid index is left to the port side to refuse.
+        if let Some(done) = self.done.get_mut(b) {
+            if !*done {
+                slot.write_at(0, t.bytes());
+                *done = true;
+                self.writes += 1;
+            }
         }
     }
 }
@@ -100,7 +97,7 @@ impl Stamper {
 }
 
 pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
-    let mut filled = Filled::new(s.port.tx(0).num_slots());
+    let mut filled = Filled::new(s.port.region().layout().nbufs);
     let mut stamper = Stamper::new(s);
     let stamping = s.fields.any();
     let mut bucket = s.rate_limiter();
