@@ -65,12 +65,15 @@ wait_bg() {
 	return "$rc"
 }
 
-# Stop a start_bg process: SIGTERM (timeout passes it on to the command),
-# then SIGKILL to its whole process group after 5 s. Returns its status.
+# Stop a start_bg process: one SIGTERM to the command itself (not through
+# timeout, which would pass it on twice, to the command and to its group:
+# pkt-gen takes a second signal as "exit now, without a report"), then
+# SIGKILL to the whole process group after 5 s. Returns its status.
 stop_bg() {
-	local pid=$1 i rc=0
+	local pid=$1 i rc=0 c
 	if kill -0 "$pid" 2>/dev/null; then
-		kill -TERM "$pid" 2>/dev/null || true
+		c=$(pgrep -P "$pid" 2>/dev/null | head -n1)
+		kill -TERM "${c:-$pid}" 2>/dev/null || true
 		for ((i = 0; i < 50; i++)); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.1
@@ -81,6 +84,8 @@ stop_bg() {
 		fi
 	fi
 	wait "$pid" 2>/dev/null || rc=$?
+	# Whatever the command left behind in its group.
+	kill -KILL -- "-$pid" 2>/dev/null || true
 	_forget_pid "$pid"
 	return "$rc"
 }

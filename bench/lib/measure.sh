@@ -89,7 +89,8 @@ tput() {
 	# While the receiver's port is still open (its counters go with it).
 	[[ -n ${TP_HOOK:-} ]] && "$TP_HOOK"
 	# SIGTERM ends the receiver cleanly; it still prints its report.
-	stop_bg "$rx" || true
+	local rxrc=0
+	stop_bg "$rx" || rxrc=$?
 	TP_TX=$(jfield "$txname" pps) TP_TXN=$(jfield "$txname" packets)
 	TP_RX=$(jfield "$rxname" pps) TP_RXN=$(jfield "$rxname" packets)
 	if ((rc != 0)) || ! is_num "$TP_TX"; then
@@ -97,7 +98,7 @@ tput() {
 		return 1
 	fi
 	if ! is_num "$TP_RX"; then
-		TP_ERR="receiver printed no report: $(why "$rxname" "?")"
+		TP_ERR="receiver printed no report: $(why "$rxname" "$rxrc")"
 		return 1
 	fi
 	if [[ ${TP_RXN:-0} == 0 ]]; then

@@ -99,8 +99,10 @@ impl PipeEnd {
         // Our TX ring: every slot up to the first still pending is free again.
         let csb = self.region.csb(self.end, Dir::Tx, i as u32);
         let tail = arith::prev(a, n);
-        csb.hwcur().store(a, Ordering::Relaxed);
-        csb.hwtail().store(tail, Ordering::Release);
+        if m > 0 {
+            csb.hwcur().store(a, Ordering::Relaxed);
+            csb.hwtail().store(tail, Ordering::Release);
+        }
         ring.accept_tail(tail);
         woke
     }

@@ -191,10 +191,17 @@ impl AppRing {
     #[inline]
     pub fn publish(&mut self) -> bool {
         let csb = self.csb();
-        csb.cur().store(self.cur, Ordering::Relaxed);
-        // Release: pairs with the port side's Acquire load of head in
-        // `PortRing::app_head`, so it sees cur and every slot written before.
-        csb.head().store(self.head, Ordering::Release);
+        // Store only what changed: a spinning application must not keep
+        // invalidating the cache line the port side reads.
+        if csb.cur().load(Ordering::Relaxed) != self.cur {
+            csb.cur().store(self.cur, Ordering::Relaxed);
+        }
+        if csb.head().load(Ordering::Relaxed) != self.head {
+            // Release: pairs with the port side's Acquire load of head in
+            // `PortRing::app_head`, so it sees cur and every slot written
+            // before.
+            csb.head().store(self.head, Ordering::Release);
+        }
         let moved = self.head != self.published_head;
         self.published_head = self.head;
         moved
