@@ -267,7 +267,7 @@ EOF
   memfds, which count as shmem), with the 8 idle ports open (8 client
   connections), then with 56 persistent ports \`vale0:p9..p64@conf:slots=64\`
   added (64 in all, no clients); per port = the difference / 56. Of the 8-port
-  figure, $(val rss8_anon_kib) KiB is RssAnon and $(val rss8_file_kib) KiB RssFile (the mapped binary).
+  figure, $(val rss8_anon_kib) KiB is RssAnon and $(val rss8_file_kib) KiB RssFile (the mapped binary and libraries).
 - DPDK memif: \`bench/peers/memif.sh --seconds ${MEMIF_S} --size 64\` (and 1514),
   testpmd txonly on CPU $TX_CPU → rxonly on CPU $RX_CPU, both busy-polling,
   run while no ringswitch process runs. Its 64 B is testpmd \`--txpkts=64\`,

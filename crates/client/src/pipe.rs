@@ -9,7 +9,6 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use ringswitch_ring::arith;
-use ringswitch_ring::layout::{NS_BUF_CHANGED, NS_MOREFRAG};
 use ringswitch_ring::{AppRing, Dir, EventFd, PortRing, Region};
 
 pub(crate) struct PipeEnd {
@@ -71,25 +70,10 @@ impl PipeEnd {
         let pending = arith::dist(a, ring.head(), n);
         let m = pending.min(peer.rx_free());
         if m > 0 {
-            let src = ring.ring();
-            let dst = peer.ring();
-            let pn = dst.num_slots();
-            let mut b = peer.hwtail;
-            // Slot word 0 is buf_idx | len << 32 | flags << 48.
-            const CHANGED: u64 = (NS_BUF_CHANGED as u64) << 48;
-            const KEEP_TO_PEER: u64 = 0x0000_ffff_ffff_ffff | ((NS_MOREFRAG as u64) << 48);
-            for _ in 0..m {
-                let (w0, _) = src.slot_words(a);
-                let d = dst.buf_idx(b);
-                // The peer gets our buffer, length and fragment flag.
-                dst.set_slot_word0(b, (w0 & KEEP_TO_PEER) | CHANGED);
-                // We get the peer's empty buffer in its place.
-                src.set_slot_word0(a, (w0 & !0xffff_ffff) | d as u64 | CHANGED);
-                a = arith::next(a, n);
-                b = arith::next(b, pn);
-            }
+            let (na, nb) = ring.ring().swap_into(&peer.ring(), a, peer.hwtail, m);
+            a = na;
+            peer.hwtail = nb;
             self.tx_hwcur[i] = a;
-            peer.hwtail = b;
             peer.publish();
         }
         let woke = m > 0 && peer.app_wants_kick();

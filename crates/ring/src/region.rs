@@ -657,6 +657,42 @@ impl<'a> RingRef<'a> {
         self.region.write_pod(self.slot_ofs(i), w0)
     }
 
+    /// The pipe move: hands `m` packets from slots `a..` of this ring to
+    /// slots `b..` of `dst` (another ring of the same region) by swapping
+    /// buffer indexes. `dst` gets each packet's buffer, length and
+    /// `NS_MOREFRAG`; this ring gets `dst`'s empty buffers. Both sides are
+    /// marked `NS_BUF_CHANGED`. Returns the positions after the last slot
+    /// moved on each ring. Nothing is validated here: buffer indexes are
+    /// only exchanged, never dereferenced.
+    pub fn swap_into(&self, dst: &RingRef<'_>, mut a: u32, mut b: u32, mut m: u32) -> (u32, u32) {
+        const CHANGED: u64 = (crate::layout::NS_BUF_CHANGED as u64) << 48;
+        const TO_PEER: u64 = 0x0000_ffff_ffff_ffff | ((crate::layout::NS_MOREFRAG as u64) << 48);
+        assert!(std::ptr::eq(self.region, dst.region), "a pipe swaps within one region");
+        assert!(a < self.num_slots && b < dst.num_slots && m < self.num_slots && m < dst.num_slots);
+        // Bounded: every pass moves at least one slot (run >= 1 since a < n, b < dn).
+        while m > 0 {
+            let run = m.min(self.num_slots - a).min(dst.num_slots - b);
+            let sp = self.region.ptr.as_ptr().wrapping_add(self.slot_ofs(a)).cast::<u64>();
+            let dp = self.region.ptr.as_ptr().wrapping_add(dst.slot_ofs(b)).cast::<u64>();
+            for k in 0..run as usize {
+                // SAFETY: slots a..a+run and b..b+run lie inside their rings
+                // (run stops at each ring's end; slot_ofs checked the first),
+                // each slot is 16 bytes, 8-aligned; volatile since the peer
+                // process shares them.
+                unsafe {
+                    let w0 = std::ptr::read_volatile(sp.add(2 * k));
+                    let d = std::ptr::read_volatile(dp.add(2 * k)) & 0xffff_ffff;
+                    std::ptr::write_volatile(dp.add(2 * k), (w0 & TO_PEER) | CHANGED);
+                    std::ptr::write_volatile(sp.add(2 * k), (w0 & !0xffff_ffff) | d | CHANGED);
+                }
+            }
+            a = crate::arith::add(a, run, self.num_slots);
+            b = crate::arith::add(b, run, dst.num_slots);
+            m -= run;
+        }
+        (a, b)
+    }
+
     /// Writes `len` and `flags` of slot `i`.
     #[inline(always)]
     pub fn set_len_flags(&self, i: u32, len: u16, flags: u16) {
@@ -787,6 +823,31 @@ mod tests {
         assert!(!r.write_buf(0, 0, b"x"), "reserved buffer");
         assert!(!r.write_buf(l.nbufs, 0, b"x"), "past the end");
         assert!(!r.write_buf(2, 2047, b"xy"), "past the buffer");
+    }
+
+    #[test]
+    fn swap_into_exchanges_buffers_across_the_wrap() {
+        let g = Geometry { tx_slots: 64, rx_slots: 64, ..Geometry::default() };
+        let r = Region::create(RegionLayout::new(g, 2).unwrap(), ["a", "b"]).unwrap();
+        let (tx, rx) = (r.ring(0, Dir::Tx, 0), r.ring(1, Dir::Rx, 0));
+        for i in 0..64 {
+            tx.set_len_flags(i, 100 + i as u16, if i == 62 { crate::layout::NS_MOREFRAG } else { 0 });
+        }
+        let before_tx: Vec<u32> = (0..64).map(|i| tx.buf_idx(i)).collect();
+        let before_rx: Vec<u32> = (0..64).map(|i| rx.buf_idx(i)).collect();
+        // 10 slots from tx 60 (wraps at 64) into rx 58 (wraps too).
+        let (a, b) = tx.swap_into(&rx, 60, 58, 10);
+        assert_eq!((a, b), (6, 4));
+        for k in 0..10u32 {
+            let (i, j) = ((60 + k) % 64, (58 + k) % 64);
+            assert_eq!(rx.buf_idx(j), before_tx[i as usize]);
+            assert_eq!(tx.buf_idx(i), before_rx[j as usize]);
+            let s = rx.slot(j);
+            assert_eq!(s.len, 100 + i as u16);
+            assert_ne!(s.flags & crate::layout::NS_BUF_CHANGED, 0);
+            assert_eq!(s.flags & crate::layout::NS_MOREFRAG != 0, i == 62);
+        }
+        assert_eq!(tx.buf_idx(7), before_tx[7], "untouched past the run");
     }
 
     #[test]
