@@ -206,7 +206,8 @@ pub struct Report {
     pub avg_batch: f64,
     /// Why the run ended.
     pub end: End,
-    /// Packets known lost: 0 for rx (the port does not report drops yet),
+    /// Packets known lost: for rx on a switch port, what the switch dropped
+    /// because this port's ring was full (0 on a pipe, which never drops);
     /// the gaps for rxseq.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drops: Option<u64>,
@@ -426,12 +427,17 @@ pub fn run(args: &PktGenArgs, socket: &Path) -> Result<Report, PktGenError> {
     let header = describe(args, &plan, burst);
     let mut s = Session::new(port, name.clone(), &plan, burst, template, args);
     s.say(&header);
-    let out = match plan.mode {
+    let mut out = match plan.mode {
         Mode::Tx | Mode::Txseq => send::send(&mut s)?,
         Mode::Rx | Mode::Rxseq => recv::receive(&mut s, plan.mode == Mode::Rxseq)?,
         Mode::Ping => rtt::ping(&mut s)?,
         Mode::Pong => rtt::pong(&mut s)?,
     };
+    if plan.mode == Mode::Rx {
+        if let Some(d) = switch_drops(socket, &s.port) {
+            out.drops = Some(d);
+        }
+    }
     let report = out.report(plan.mode, name, s.meter.events);
     s.say(&closing(&report));
     if args.json {
@@ -439,6 +445,20 @@ pub fn run(args: &PktGenArgs, socket: &Path) -> Result<Report, PktGenError> {
         s.say(&serde_json::to_string(&report).unwrap_or_default());
     }
     Ok(report)
+}
+
+/// For a switch port, what the switch dropped because this port's RX ring
+/// was full (the one loss a receiver cannot see by itself). `None` for
+/// pipes (they never drop) or when the daemon cannot be asked.
+fn switch_drops(socket: &Path, port: &Port) -> Option<u64> {
+    if port.kind() != ringswitch_control::PortKind::Vale {
+        return None;
+    }
+    let switch = port.name().split(':').next()?.to_string();
+    let mut c = ringswitch_control::Connection::connect(socket).ok()?;
+    let (all, _): (Vec<ringswitch_control::PortStats>, _) =
+        c.call_as(&ringswitch_control::Request::Stats { switch: Some(switch) }).ok()?;
+    all.iter().find(|st| st.name == port.name()).map(|st| st.drop_rx_full)
 }
 
 /// `-w`: sleep, in slices so a signal cuts it short.
