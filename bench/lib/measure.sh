@@ -132,6 +132,15 @@ measure_pipe() {
 			failed "pipe $mode: $TP_ERR" "$key" "pipe_${mode}_tx_mpps"
 		fi
 	done
+	# Larger rings and batches: fewer wake-ups per packet.
+	log "pipe 60 B, 4096 slots, batch 2048, blocking: ${secs}s"
+	PIPE_ID=$((PIPE_ID + 1))
+	if tput "pipe-big" "bp}$PIPE_ID@conf:slots=4096" "bp{$PIPE_ID" 60 2048 0 "$secs"; then
+		put pipe_big_mpps "$(mpps "$TP_RX")"
+		log "  pipe 4096 slots: $(mpps "$TP_RX") Mpps received"
+	else
+		failed "pipe 4096 slots: $TP_ERR" pipe_big_mpps
+	fi
 }
 
 # 2. Switch, 2 on-demand ports on a switch of their own, 60 and 1514 B.
@@ -142,13 +151,17 @@ _switch_stats() {
 	SW_STATS=$(ctl stats --json 2>>"$LOGFILE") || SW_STATS=
 }
 
+# The worker gets a core of its own (pinned to TX_CPU) and both clients
+# share the other: three busy threads on two cores otherwise fight.
 measure_switch() {
 	local secs=$1 len sw keys drops other
+	local SWITCH_DAEMON=(--workers 1 --worker-cpus "$TX_CPU")
+	local TX_CPU=$RX_CPU
 	for len in 60 1514; do
 		sw=valebench$len
 		keys=("sw${len}_rx_mpps" "sw${len}_tx_mpps" "sw${len}_drops" "sw${len}_drop_pct")
 		log "switch, 2 ports, $len B, batch 512, blocking: ${secs}s"
-		if ! daemon_ensure "${DAEMON_DEFAULT[@]}"; then
+		if ! daemon_ensure "${SWITCH_DAEMON[@]}"; then
 			failed "$DAEMON_ERR" "${keys[@]}"
 			continue
 		fi
@@ -201,8 +214,10 @@ measure_batch() {
 		fi
 	done
 	log "batch sweep, switch, 60 B, blocking: daemon --batch = pkt-gen -b = $* (${secs}s each)"
+	local SWITCH_DAEMON=(--workers 1 --worker-cpus "$TX_CPU")
+	local TX_CPU=$RX_CPU
 	for b in "$@"; do
-		if ! daemon_ensure --batch "$b"; then
+		if ! daemon_ensure "${SWITCH_DAEMON[@]}" --batch "$b"; then
 			log "  switch batch $b: failed: $DAEMON_ERR"
 			printf 'switch,%s,failed\n' "$b" >>"$csv"
 			continue
@@ -229,7 +244,11 @@ measure_rtt() {
 			bf=()
 			[[ $mode == busy ]] && bf=(--busy)
 			log "RTT $path, $mode: ping -n $count"
-			if ! daemon_ensure "${DAEMON_DEFAULT[@]}"; then
+			# Through the switch the worker polls 50 us after each batch, so
+			# a reply that comes back within that needs no wake-up.
+			local dargs=("${DAEMON_DEFAULT[@]}")
+			[[ $path == switch ]] && dargs+=(--idle-poll-us 50)
+			if ! daemon_ensure "${dargs[@]}"; then
 				failed "$DAEMON_ERR" "${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
 				continue
 			fi

@@ -314,6 +314,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             // sv3's idle poll: spin a little before sleeping, cheaper than a
             // kick and a wake-up when traffic resumes quickly.
             let until = Instant::now() + cfg.idle_poll;
+            let mut spinner = ringswitch_ring::Spinner::default();
             'spin: while Instant::now() < until {
                 for (i, a) in local.iter().enumerate() {
                     if a.port.has_tx_work() {
@@ -323,7 +324,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                         break 'spin;
                     }
                 }
-                std::hint::spin_loop();
+                spinner.spin();
             }
         }
     }

@@ -14,4 +14,4 @@ pub mod sync;
 pub use eventfd::EventFd;
 pub use layout::{Dir, Geometry, GeometryError, NetmapSlot, RegionLayout};
 pub use region::{CsbRef, Region, RegionError, RingPlace, RingRef};
-pub use sync::{AppRing, BadHead, PortRing, Slot};
+pub use sync::{AppRing, BadHead, PortRing, Slot, Spinner};
