@@ -258,8 +258,8 @@ EOF
   daemon restarted per point with \`--batch N\` and pkt-gen \`-b N\` on both
   ends (on-demand ports \`vale0:sa\` → \`vale0:sb\`).
 - RTT: ping on CPU $TX_CPU, pong on CPU $RX_CPU, burst 1, $PING_N round
-  trips; busy is \`--busy\` on ping and pong. Through the switch the daemon
-  runs with \`--idle-poll-us 50\`. Busy RTT through the switch needs three
+  trips; busy is \`--busy\` on ping and pong. Blocking through the switch,
+  the daemon runs with \`--idle-poll-us 50\`. Busy RTT through the switch needs three
   busy-waiting threads (ping, worker, pong), one more than this machine has
   cores, so it is measured with the worker sleeping between batches; it
   cannot meet a busy-wait target here. The target is judged on p50.

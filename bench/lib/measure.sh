@@ -244,10 +244,11 @@ measure_rtt() {
 			bf=()
 			[[ $mode == busy ]] && bf=(--busy)
 			log "RTT $path, $mode: ping -n $count"
-			# Through the switch the worker polls 50 us after each batch, so
-			# a reply that comes back within that needs no wake-up.
+			# Blocking through the switch: the worker polls 50 us after each
+			# batch, so a reply that comes back within that needs no wake-up.
+			# Busy: ping and pong spin on both cores, so the worker must sleep.
 			local dargs=("${DAEMON_DEFAULT[@]}")
-			[[ $path == switch ]] && dargs+=(--idle-poll-us 50)
+			[[ $path == switch && $mode == blocking ]] && dargs+=(--idle-poll-us 50)
 			if ! daemon_ensure "${dargs[@]}"; then
 				failed "$DAEMON_ERR" "${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
 				continue

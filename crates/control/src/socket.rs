@@ -100,8 +100,24 @@ impl SeqPacket {
         })
     }
 
-    /// Sends one message with `fds` attached.
+    /// Sends one message with `fds` attached, waiting for room if the
+    /// peer's queue is full.
     pub fn send(&self, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+        self.send_flags(data, fds, libc::MSG_NOSIGNAL)
+    }
+
+    /// Sends one message, failing with `WouldBlock` instead of waiting when
+    /// the peer's queue is full.
+    pub fn try_send(&self, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+        self.send_flags(data, fds, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+    }
+
+    fn send_flags(
+        &self,
+        data: &[u8],
+        fds: &[BorrowedFd<'_>],
+        flags: libc::c_int,
+    ) -> io::Result<()> {
         if fds.len() > MAX_FDS {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -140,7 +156,7 @@ impl SeqPacket {
         }
         loop {
             // SAFETY: msg describes valid buffers for the duration of the call.
-            let n = unsafe { libc::sendmsg(self.0.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+            let n = unsafe { libc::sendmsg(self.0.as_raw_fd(), &msg, flags) };
             if n < 0 {
                 let e = last();
                 if e.kind() == io::ErrorKind::Interrupted {

@@ -8,7 +8,7 @@ pub mod worker;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -85,12 +85,13 @@ fn lock(r: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
 }
 
 impl Daemon {
-    /// Binds the socket, starts the workers and the accept thread.
+    /// Binds the socket, starts the workers and the control thread.
     pub fn start(cfg: Config) -> Result<Daemon, DaemonError> {
-        if cfg.workers == 0 || cfg.workers > 64 {
+        if cfg.workers == 0 || cfg.workers > ringswitch_switch::port::MAX_LEASES {
             return Err(DaemonError::Config(format!(
-                "{} workers is out of range: use 1 to 64",
-                cfg.workers
+                "{} workers is out of range: use 1 to {}",
+                cfg.workers,
+                ringswitch_switch::port::MAX_LEASES
             )));
         }
         let listener = Listener::bind(&cfg.socket).map_err(|source| DaemonError::Bind {
@@ -119,9 +120,9 @@ impl Daemon {
         let stop = Arc::new(AtomicBool::new(false));
         let (r, s) = (registry.clone(), stop.clone());
         let thread = std::thread::Builder::new()
-            .name("rs-accept".into())
+            .name("rs-control".into())
             .stack_size(256 * 1024)
-            .spawn(move || accept_loop(listener, r, s))
+            .spawn(move || control_loop(listener, r, s))
             .map_err(DaemonError::Worker)?;
         info!(socket = %cfg.socket.display(), workers = cfg.workers, "ringswitch daemon listening");
         Ok(Daemon {
@@ -161,40 +162,76 @@ impl Drop for Daemon {
     }
 }
 
-fn poll_readable(fd: BorrowedFd<'_>, ms: i32) -> bool {
-    matches!(
-        ringswitch_ring::eventfd::poll_in(fd.as_raw_fd(), Some(Duration::from_millis(ms as u64))),
-        Ok(true)
-    )
-}
+/// Most client connections served at once.
+pub const MAX_CONNECTIONS: usize = 4096;
 
-fn accept_loop(listener: Listener, registry: Arc<Mutex<Registry>>, stop: Arc<AtomicBool>) {
-    static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+/// The control plane: one thread, one poll set with the listener and every
+/// client connection. Requests are short and never block, so one thread
+/// serves all clients, and the daemon's memory does not grow with threads.
+fn control_loop(listener: Listener, registry: Arc<Mutex<Registry>>, stop: Arc<AtomicBool>) {
+    let mut next_conn: u64 = 1;
+    let mut conns: Vec<(u64, SeqPacket)> = Vec::new();
+    let mut pfds: Vec<libc::pollfd> = Vec::new();
+    let mut buf = SeqPacket::message_buffer();
     while !stop.load(Ordering::Acquire) {
-        if !poll_readable(listener.as_fd(), 200) {
+        pfds.clear();
+        pfds.push(libc::pollfd {
+            fd: listener.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        for (_, c) in &conns {
+            pfds.push(libc::pollfd {
+                fd: c.as_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // SAFETY: `pfds` holds pfds.len() initialized pollfds for the call;
+        // the timeout bounds the wait so `stop` is noticed.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 200) };
+        if n <= 0 {
             continue;
         }
-        match listener.accept() {
-            Ok(sock) => {
-                let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
-                let r = registry.clone();
-                let s = stop.clone();
-                let spawned = std::thread::Builder::new()
-                    .name(format!("rs-conn{conn}"))
-                    .stack_size(256 * 1024)
-                    .spawn(move || serve_conn(conn, sock, r, s));
-                if let Err(e) = spawned {
-                    warn!(error = %e, "cannot start a thread for a new client; refusing it");
-                }
+        // Connections first, from the back, so swap_remove keeps the
+        // remaining indexes matched with `pfds`.
+        for i in (0..conns.len()).rev() {
+            if pfds[i + 1].revents == 0 {
+                continue;
             }
-            Err(e) => warn!(error = %e, "accept failed"),
+            let (id, sock) = &conns[i];
+            if !serve_one(*id, sock, &mut buf, &registry) {
+                let (id, _) = conns.swap_remove(i);
+                lock(&registry).disconnect(id);
+                debug!(conn = id, "client disconnected");
+            }
         }
+        if pfds[0].revents & libc::POLLIN != 0 {
+            match listener.accept() {
+                Ok(sock) if conns.len() < MAX_CONNECTIONS => {
+                    debug!(conn = next_conn, "client connected");
+                    conns.push((next_conn, sock));
+                    next_conn += 1;
+                }
+                Ok(_) => warn!(
+                    max = MAX_CONNECTIONS,
+                    "too many clients: refusing a connection"
+                ),
+                Err(e) => warn!(error = %e, "accept failed"),
+            }
+        }
+    }
+    let mut r = lock(&registry);
+    for (id, _) in conns {
+        r.disconnect(id);
     }
 }
 
 fn send_reply(sock: &SeqPacket, reply: &Reply, fds: &[BorrowedFd<'_>]) -> bool {
     match serde_json::to_vec(reply) {
-        Ok(bytes) => sock.send(&bytes, fds).is_ok(),
+        // Never block the control plane on one client: a client that does not
+        // read its replies until its socket is full is disconnected.
+        Ok(bytes) => sock.try_send(&bytes, fds).is_ok(),
         Err(_) => false,
     }
 }
@@ -203,64 +240,48 @@ fn bad(msg: impl Into<String>) -> Reply {
     Reply::err(ErrorReply::new(ErrorCode::BadRequest, msg))
 }
 
-fn serve_conn(conn: u64, sock: SeqPacket, registry: Arc<Mutex<Registry>>, stop: Arc<AtomicBool>) {
-    debug!(conn, "client connected");
-    let mut buf = SeqPacket::message_buffer();
-    loop {
-        if stop.load(Ordering::Acquire) {
-            break;
+/// Reads and answers one request from a readable connection. Returns false
+/// when the connection is over (hang-up, crash, or a failed reply).
+fn serve_one(conn: u64, sock: &SeqPacket, buf: &mut [u8], registry: &Mutex<Registry>) -> bool {
+    let m = match sock.recv(buf) {
+        Ok(m) => m,
+        Err(e) => {
+            debug!(conn, error = %e, "client socket failed");
+            return false;
         }
-        // Wake up now and then to notice a daemon shutdown.
-        if !poll_readable(sock.as_fd(), 500) {
-            continue;
-        }
-        let m = match sock.recv(&mut buf) {
-            Ok(m) => m,
-            Err(e) => {
-                debug!(conn, error = %e, "client socket failed");
-                break;
-            }
-        };
-        if m.len == 0 && !m.truncated {
-            break; // hung up (or crashed)
-        }
-        // Validate in a fixed order: descriptors, size, body.
-        if !m.fds.is_empty() || m.fds_truncated {
-            drop(m.fds);
-            send_reply(
-                &sock,
-                &bad("requests carry no file descriptors; the ones sent were closed"),
-                &[],
-            );
-            continue;
-        }
-        if m.truncated || m.len > MAX_MESSAGE {
-            send_reply(
-                &sock,
-                &bad(format!("the request is larger than {MAX_MESSAGE} bytes")),
-                &[],
-            );
-            continue;
-        }
-        let req: Request = match serde_json::from_slice(&buf[..m.len]) {
-            Ok(r) => r,
-            Err(e) => {
-                send_reply(
-                    &sock,
-                    &bad(format!("the request is not a valid command: {e}")),
-                    &[],
-                );
-                continue;
-            }
-        };
-        let (reply, fds) = handle(conn, req, &registry);
-        let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
-        if !send_reply(&sock, &reply, &borrowed) {
-            break;
-        }
+    };
+    if m.len == 0 && !m.truncated {
+        return false; // hung up (or crashed)
     }
-    lock(&registry).disconnect(conn);
-    debug!(conn, "client disconnected");
+    // Validate in a fixed order: descriptors, size, body.
+    if !m.fds.is_empty() || m.fds_truncated {
+        drop(m.fds);
+        return send_reply(
+            sock,
+            &bad("requests carry no file descriptors; the ones sent were closed"),
+            &[],
+        );
+    }
+    if m.truncated || m.len > MAX_MESSAGE {
+        return send_reply(
+            sock,
+            &bad(format!("the request is larger than {MAX_MESSAGE} bytes")),
+            &[],
+        );
+    }
+    let req: Request = match serde_json::from_slice(&buf[..m.len]) {
+        Ok(r) => r,
+        Err(e) => {
+            return send_reply(
+                sock,
+                &bad(format!("the request is not a valid command: {e}")),
+                &[],
+            )
+        }
+    };
+    let (reply, fds) = handle(conn, req, registry);
+    let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
+    send_reply(sock, &reply, &borrowed)
 }
 
 fn handle(

@@ -456,9 +456,14 @@ fn switch_drops(socket: &Path, port: &Port) -> Option<u64> {
     }
     let switch = port.name().split(':').next()?.to_string();
     let mut c = ringswitch_control::Connection::connect(socket).ok()?;
-    let (all, _): (Vec<ringswitch_control::PortStats>, _) =
-        c.call_as(&ringswitch_control::Request::Stats { switch: Some(switch) }).ok()?;
-    all.iter().find(|st| st.name == port.name()).map(|st| st.drop_rx_full)
+    let (all, _): (Vec<ringswitch_control::PortStats>, _) = c
+        .call_as(&ringswitch_control::Request::Stats {
+            switch: Some(switch),
+        })
+        .ok()?;
+    all.iter()
+        .find(|st| st.name == port.name())
+        .map(|st| st.drop_rx_full)
 }
 
 /// `-w`: sleep, in slices so a signal cuts it short.

@@ -667,13 +667,26 @@ impl<'a> RingRef<'a> {
     pub fn swap_into(&self, dst: &RingRef<'_>, mut a: u32, mut b: u32, mut m: u32) -> (u32, u32) {
         const CHANGED: u64 = (crate::layout::NS_BUF_CHANGED as u64) << 48;
         const TO_PEER: u64 = 0x0000_ffff_ffff_ffff | ((crate::layout::NS_MOREFRAG as u64) << 48);
-        assert!(std::ptr::eq(self.region, dst.region), "a pipe swaps within one region");
+        assert!(
+            std::ptr::eq(self.region, dst.region),
+            "a pipe swaps within one region"
+        );
         assert!(a < self.num_slots && b < dst.num_slots && m < self.num_slots && m < dst.num_slots);
         // Bounded: every pass moves at least one slot (run >= 1 since a < n, b < dn).
         while m > 0 {
             let run = m.min(self.num_slots - a).min(dst.num_slots - b);
-            let sp = self.region.ptr.as_ptr().wrapping_add(self.slot_ofs(a)).cast::<u64>();
-            let dp = self.region.ptr.as_ptr().wrapping_add(dst.slot_ofs(b)).cast::<u64>();
+            let sp = self
+                .region
+                .ptr
+                .as_ptr()
+                .wrapping_add(self.slot_ofs(a))
+                .cast::<u64>();
+            let dp = self
+                .region
+                .ptr
+                .as_ptr()
+                .wrapping_add(dst.slot_ofs(b))
+                .cast::<u64>();
             for k in 0..run as usize {
                 // SAFETY: slots a..a+run and b..b+run lie inside their rings
                 // (run stops at each ring's end; slot_ofs checked the first),
@@ -827,11 +840,23 @@ mod tests {
 
     #[test]
     fn swap_into_exchanges_buffers_across_the_wrap() {
-        let g = Geometry { tx_slots: 64, rx_slots: 64, ..Geometry::default() };
+        let g = Geometry {
+            tx_slots: 64,
+            rx_slots: 64,
+            ..Geometry::default()
+        };
         let r = Region::create(RegionLayout::new(g, 2).unwrap(), ["a", "b"]).unwrap();
         let (tx, rx) = (r.ring(0, Dir::Tx, 0), r.ring(1, Dir::Rx, 0));
         for i in 0..64 {
-            tx.set_len_flags(i, 100 + i as u16, if i == 62 { crate::layout::NS_MOREFRAG } else { 0 });
+            tx.set_len_flags(
+                i,
+                100 + i as u16,
+                if i == 62 {
+                    crate::layout::NS_MOREFRAG
+                } else {
+                    0
+                },
+            );
         }
         let before_tx: Vec<u32> = (0..64).map(|i| tx.buf_idx(i)).collect();
         let before_rx: Vec<u32> = (0..64).map(|i| rx.buf_idx(i)).collect();

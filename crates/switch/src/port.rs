@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use ringswitch_control::PortStats;
 use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region};
 
-/// Most workers that can hold leases on one RX ring at once.
-pub const MAX_LEASES: usize = 64;
+/// Most workers that can hold leases on one RX ring at once (and so the
+/// most workers a daemon runs).
+pub const MAX_LEASES: usize = 16;
 
 /// Lock-free per-port counters, added to once per batch.
 #[derive(Default, Debug)]
