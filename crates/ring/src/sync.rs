@@ -652,7 +652,7 @@ impl Spinner {
     #[inline]
     pub fn spin(&mut self) {
         self.turns = self.turns.wrapping_add(1);
-        if self.turns % Self::YIELD_EVERY == 0 {
+        if self.turns.is_multiple_of(Self::YIELD_EVERY) {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();
