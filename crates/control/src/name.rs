@@ -110,8 +110,8 @@ fn part(s: &str) -> Result<String, NameError> {
 }
 
 /// Parses the `@conf:` option list into a geometry.
-fn parse_conf(opts: &str) -> Result<Geometry, NameError> {
-    let mut g = Geometry::default();
+fn parse_conf(opts: &str, base: Geometry) -> Result<Geometry, NameError> {
+    let mut g = base;
     for kv in opts.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = kv
             .split_once('=')
@@ -145,15 +145,22 @@ impl std::str::FromStr for PortName {
         if s.is_empty() {
             return Err(NameError::Empty);
         }
-        let (base, conf) = match s.split_once('@') {
+        let (base, conf_str) = match s.split_once('@') {
             None => (s, None),
             Some((b, opt)) => {
                 let rest = opt
                     .strip_prefix("conf:")
                     .ok_or_else(|| NameError::Conf(opt.to_string()))?;
-                (b, Some(parse_conf(rest)?))
+                (b, Some(rest))
             }
         };
+        let is_pipe = base.contains(['{', '}']);
+        let defaults = if is_pipe {
+            Geometry::pipe_default()
+        } else {
+            Geometry::default()
+        };
+        let conf = conf_str.map(|c| parse_conf(c, defaults)).transpose()?;
         if let Some(pos) = base.find(['{', '}']) {
             let end = if base.as_bytes()[pos] == b'{' {
                 PipeEnd::Master

@@ -325,7 +325,10 @@ impl Registry {
     /// `port-add`: a persistent port.
     pub fn port_add(&mut self, name: &str) -> Result<(), ErrorReply> {
         let pn = Self::parse(name)?;
-        let g = pn.conf.unwrap_or_default();
+        let g = match pn.target {
+            Target::Pipe { .. } => pn.conf.unwrap_or_else(Geometry::pipe_default),
+            _ => pn.conf.unwrap_or_default(),
+        };
         match &pn.target {
             Target::Vale { switch, port } => {
                 if let Some(p) = self
@@ -544,7 +547,7 @@ impl Registry {
                 let key = Target::pipe_key(&base, &id);
                 if !self.pipes.contains_key(&key) {
                     // Sizes in the name describe the end being opened.
-                    let g = pn.conf.unwrap_or_default();
+                    let g = pn.conf.unwrap_or_else(Geometry::pipe_default);
                     let g = if end == PipeEnd::Slave {
                         g.mirrored()
                     } else {

@@ -51,6 +51,10 @@ pub const MAX_BUF_SIZE: u32 = 65536;
 pub const DEFAULT_BUF_SIZE: u32 = 2048;
 /// Default slots per ring, as VALE.
 pub const DEFAULT_SLOTS: u32 = 1024;
+/// Default slots per pipe ring: with 2048 slots a sender and a receiver on
+/// different cores have four batches of 512 in flight and rarely wait for
+/// each other, which roughly doubles a pipe's rate over 1024 slots.
+pub const DEFAULT_PIPE_SLOTS: u32 = 2048;
 
 /// One slot of a ring: 16 bytes.
 #[repr(C)]
@@ -289,6 +293,15 @@ pub enum GeometryError {
 }
 
 impl Geometry {
+    /// The default geometry of a pipe (see [`DEFAULT_PIPE_SLOTS`]).
+    pub fn pipe_default() -> Geometry {
+        Geometry {
+            tx_slots: DEFAULT_PIPE_SLOTS,
+            rx_slots: DEFAULT_PIPE_SLOTS,
+            ..Geometry::default()
+        }
+    }
+
     /// Checks every field against the limits.
     pub fn validate(&self) -> Result<(), GeometryError> {
         for r in [self.tx_rings, self.rx_rings] {
