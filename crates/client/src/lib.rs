@@ -82,8 +82,9 @@ pub struct ClientStats {
 
 /// An open port.
 pub struct Port {
-    // Keeps the port open: the daemon releases it when this closes.
-    _conn: Connection,
+    // Keeps the port open: the daemon releases it when this closes (shared
+    // by the pieces of a split port).
+    _conn: Arc<Connection>,
     info: OpenReply,
     region: Arc<Region>,
     tx: Vec<AppRing>,
@@ -148,7 +149,7 @@ impl Port {
             PortKind::Pipe => (a, Backend::Pipe(pipe::PipeEnd::new(region.clone(), end, b))),
         };
         Ok(Port {
-            _conn: conn,
+            _conn: Arc::new(conn),
             info,
             region,
             tx,
@@ -158,6 +159,58 @@ impl Port {
             mode: WaitMode::Blocking,
             stats: ClientStats::default(),
         })
+    }
+
+    /// Splits the port into one piece per ring pair, for one thread per
+    /// ring (pkt-gen `-p`): piece `i` has TX ring `i` and RX ring `i` of the
+    /// port (where they exist) as its ring 0. The port stays open until every
+    /// piece is dropped. Each piece has its own descriptor of the port's
+    /// interrupt eventfd; a wake-up may reach every piece, which each then
+    /// checks its own ring.
+    pub fn split(self) -> Result<Vec<Port>, ClientError> {
+        let Port {
+            _conn,
+            info,
+            region,
+            tx,
+            rx,
+            irq,
+            backend,
+            mode,
+            ..
+        } = self;
+        let n = tx.len().max(rx.len());
+        let mut tx: Vec<Option<AppRing>> = tx.into_iter().map(Some).collect();
+        let mut rx: Vec<Option<AppRing>> = rx.into_iter().map(Some).collect();
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let t = tx.get_mut(i).and_then(Option::take);
+            let r = rx.get_mut(i).and_then(Option::take);
+            let backend = match &backend {
+                Backend::Switch { kick } => Backend::Switch {
+                    kick: kick.try_clone()?,
+                },
+                Backend::Pipe(p) => Backend::Pipe(p.piece(
+                    t.is_some().then_some(i as u32),
+                    r.is_some().then_some(i as u32),
+                )?),
+            };
+            let mut info = info.clone();
+            info.geometry.tx_rings = t.is_some() as u32;
+            info.geometry.rx_rings = r.is_some() as u32;
+            out.push(Port {
+                _conn: _conn.clone(),
+                info,
+                region: region.clone(),
+                tx: t.into_iter().collect(),
+                rx: r.into_iter().collect(),
+                irq: irq.try_clone()?,
+                backend,
+                mode,
+                stats: ClientStats::default(),
+            });
+        }
+        Ok(out)
     }
 
     /// Canonical name.

@@ -20,6 +20,11 @@ pub(crate) struct PipeEnd {
     peer_rx: Vec<PortRing>,
     /// Port-side consumed position of each of our TX rings.
     tx_hwcur: Vec<u32>,
+    /// Ring numbers in the region of our TX rings (local index -> ring).
+    tx_ids: Vec<u32>,
+    /// Ring numbers in the region of our RX rings (local index -> ring),
+    /// which differ from the local index after a split.
+    rx_ids: Vec<u32>,
     bad_values: u64,
 }
 
@@ -46,8 +51,29 @@ impl PipeEnd {
             peer_irq,
             peer_rx,
             tx_hwcur,
+            tx_ids: (0..g.tx_rings).collect(),
+            rx_ids: (0..g.rx_rings).collect(),
             bad_values: 0,
         }
+    }
+
+    /// The part of this end that serves TX ring `tx` and RX ring `rx` (ring
+    /// numbers in the region), for a port split across threads.
+    pub(crate) fn piece(&self, tx: Option<u32>, rx: Option<u32>) -> std::io::Result<PipeEnd> {
+        let peer = 1 - self.end;
+        Ok(PipeEnd {
+            region: self.region.clone(),
+            end: self.end,
+            peer_irq: self.peer_irq.try_clone()?,
+            peer_rx: tx
+                .map(|k| PortRing::new(self.region.clone(), peer, Dir::Rx, k))
+                .into_iter()
+                .collect(),
+            tx_hwcur: tx.map(|k| self.tx_hwcur[k as usize]).into_iter().collect(),
+            tx_ids: tx.into_iter().collect(),
+            rx_ids: rx.into_iter().collect(),
+            bad_values: 0,
+        })
     }
 
     pub(crate) fn bad_values(&self) -> u64 {
@@ -81,7 +107,7 @@ impl PipeEnd {
             self.peer_irq.signal();
         }
         // Our TX ring: every slot up to the first still pending is free again.
-        let csb = self.region.csb(self.end, Dir::Tx, i as u32);
+        let csb = self.region.csb(self.end, Dir::Tx, self.tx_ids[i]);
         let tail = arith::prev(a, n);
         if m > 0 {
             csb.hwcur().store(a, Ordering::Relaxed);
@@ -95,7 +121,7 @@ impl PipeEnd {
     /// on the ring that feeds it. Returns whether it was woken.
     #[inline]
     pub(crate) fn released(&mut self, i: usize) -> bool {
-        let peer_tx = self.region.csb(1 - self.end, Dir::Tx, i as u32);
+        let peer_tx = self.region.csb(1 - self.end, Dir::Tx, self.rx_ids[i]);
         // Pairs with the fence the peer issues after setting appl_need_kick
         // (AppRing::set_need_kick): either it sees our new head when it
         // rechecks, or we see its flag here.

@@ -302,7 +302,11 @@ fn conf_sizes_describe_the_named_pipe_end() {
     let s = d.socket().to_path_buf();
     let b = Port::open_at(&s, "q}1@conf:tx-rings=2,tx-slots=128").unwrap();
     assert_eq!((b.geometry().tx_rings, b.geometry().tx_slots), (2, 128));
-    assert_eq!((b.geometry().rx_rings, b.geometry().rx_slots), (1, 2048), "pipe default");
+    assert_eq!(
+        (b.geometry().rx_rings, b.geometry().rx_slots),
+        (1, 2048),
+        "pipe default"
+    );
     let a = Port::open_at(&s, "q{1").unwrap();
     assert_eq!((a.geometry().rx_rings, a.geometry().rx_slots), (2, 128));
 }
