@@ -356,7 +356,10 @@ fn pipe_moves_every_frame_in_order() {
 fn split_ports_move_traffic_on_every_ring_from_separate_threads() {
     let d = daemon("split");
     let s = d.socket().to_path_buf();
-    for (a, b) in [("sp{1@conf:rings=2,slots=256", "sp}1"), ("vale6:a@conf:rings=2", "vale6:b@conf:rings=2")] {
+    for (a, b) in [
+        ("sp{1@conf:rings=2,slots=256", "sp}1"),
+        ("vale6:a@conf:rings=2", "vale6:b@conf:rings=2"),
+    ] {
         let tx = Port::open_at(&s, a).unwrap().split().unwrap();
         let rx = Port::open_at(&s, b).unwrap().split().unwrap();
         assert_eq!((tx.len(), rx.len()), (2, 2));
@@ -401,6 +404,10 @@ fn split_ports_move_traffic_on_every_ring_from_separate_threads() {
             .collect();
         let _senders: Vec<Port> = senders.into_iter().map(|t| t.join().unwrap()).collect();
         let got: Vec<u32> = receivers.into_iter().map(|t| t.join().unwrap()).collect();
-        assert_eq!(got, vec![N, N], "{a} -> {b}: every ring delivered everything");
+        assert_eq!(
+            got,
+            vec![N, N],
+            "{a} -> {b}: every ring delivered everything"
+        );
     }
 }
