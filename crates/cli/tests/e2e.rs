@@ -322,6 +322,8 @@ fn no_daemon_is_a_clear_error() {
 #[test]
 fn bridge_forwards_between_a_pipe_and_the_switch() {
     let d = Daemon::start("bridge", &[]);
+    // Persistent, so its counters can be read after pkt-gen has closed it.
+    d.ctl_json(&["port", "add", "vale2:out"]);
     let rx = d.pktgen(&[
         "-i",
         "vale2:out",
@@ -330,7 +332,7 @@ fn bridge_forwards_between_a_pipe_and_the_switch() {
         "-n",
         "100000",
         "--duration",
-        "30",
+        "15",
         "-T",
         "0",
     ]);
@@ -342,7 +344,7 @@ fn bridge_forwards_between_a_pipe_and_the_switch() {
         .spawn()
         .unwrap();
     wait_port(&d, "vale2:in");
-    // Paced so that nothing is dropped at the switch.
+    // Paced, so that on a quiet machine nothing is dropped at the switch.
     let tx = d.pktgen(&[
         "-i", "br{1", "-f", "txseq", "-n", "100000", "-R", "200000", "-T", "0",
     ]);
@@ -353,6 +355,9 @@ fn bridge_forwards_between_a_pipe_and_the_switch() {
         .status();
     let _ = br.wait();
     assert_eq!(n(&t, "packets"), 100_000);
-    assert_eq!(n(&r, "packets"), 100_000);
-    assert_eq!(n(&r, "gaps"), 0);
+    // The pipe and the bridge lose nothing; the switch may drop when the
+    // receiver is starved of CPU, and then counts it.
+    let out = port_stats(&d, "vale2:out");
+    assert_eq!(n(&r, "packets") + n(&out, "drop_rx_full"), 100_000, "{out}");
+    assert_eq!(n(&r, "reordered"), 0);
 }

@@ -613,14 +613,25 @@ impl Registry {
                     return Ok(());
                 };
                 p.open_by = None;
-                let (persistent, g) = (p.persistent, p.geometry);
+                let (persistent, g, old) = (p.persistent, p.geometry, p.port.clone());
                 self.remove_vale_port(&switch, &port);
                 if persistent {
                     // A persistent port outlives its clients, but its memory
                     // does not: the next client gets a fresh region, so one
                     // that kept the old mapping is cut off from the switch.
-                    if let Err(e) = self.new_vale_port(&switch, &port, g, true) {
-                        warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");
+                    match self.new_vale_port(&switch, &port, g, true) {
+                        // The counters describe the port, not one client's
+                        // use of it: carry them over.
+                        Ok(()) => {
+                            if let Some(p) =
+                                self.switches.get(&switch).and_then(|s| s.ports.get(&port))
+                            {
+                                p.port.counters.absorb(&old.counters);
+                            }
+                        }
+                        Err(e) => {
+                            warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");
+                        }
                     }
                 }
             }

@@ -43,6 +43,25 @@ impl Counters {
         }
     }
 
+    /// Adds another set of counters to these (a port's history carried over
+    /// to its replacement).
+    pub fn absorb(&self, other: &Counters) {
+        let pairs = [
+            (&self.tx_packets, &other.tx_packets),
+            (&self.tx_bytes, &other.tx_bytes),
+            (&self.rx_packets, &other.rx_packets),
+            (&self.rx_bytes, &other.rx_bytes),
+            (&self.drop_rx_full, &other.drop_rx_full),
+            (&self.drop_malformed, &other.drop_malformed),
+            (&self.drop_short, &other.drop_short),
+            (&self.drop_long, &other.drop_long),
+            (&self.ring_reinits, &other.ring_reinits),
+        ];
+        for (a, b) in pairs {
+            Counters::add(a, b.load(Ordering::Relaxed));
+        }
+    }
+
     /// A snapshot for `stats`.
     pub fn snapshot(&self, name: &str) -> PortStats {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
