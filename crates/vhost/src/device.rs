@@ -1,0 +1,417 @@
+//! The vhost-user protocol side: [`VhostUserNet`] answers the frontend's
+//! messages (through the `vhost` crate's `BackendReqHandler`, which decodes
+//! and validates them) and configures the [`VirtioNetPort`]s the switch
+//! workers drive.
+
+use std::fs::File;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use vhost::vhost_user::message::{
+    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
+    VhostUserLog, VhostUserMemoryRegion, VhostUserProtocolFeatures, VhostUserShMemConfig,
+    VhostUserSharedMsg, VhostUserSingleMemoryRegion, VhostUserVirtioFeatures,
+    VhostUserVringAddrFlags, VhostUserVringState,
+};
+use vhost::vhost_user::{
+    Error as VuError, GpuBackend, Result as VuResult, VhostUserBackendReqHandlerMut,
+};
+use vhost::VhostUserMemoryRegionBase;
+use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap};
+
+use crate::hdr::feature;
+use crate::port::{QueueKind, VirtioNetPort, QUEUE_SIZE_MAX};
+
+/// Most memory regions accepted in SET_MEM_TABLE (QEMU sends at most 8
+/// without CONFIGURE_MEM_SLOTS).
+pub const MEM_REGIONS_MAX: usize = 8;
+/// Most queue pairs a device may be configured with.
+pub const QUEUE_PAIRS_MAX: u16 = 16;
+
+/// How a device is configured by the switch.
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    /// MAC address offered in the config space (the frontend usually sets its own).
+    pub mac: [u8; 6],
+    /// Queue pairs (MQ), 1 to [`QUEUE_PAIRS_MAX`].
+    pub queue_pairs: u16,
+    /// Offer the checksum and TSO offloads.
+    pub offloads: bool,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            mac: [0x52, 0x54, 0, 0, 0, 1],
+            queue_pairs: 1,
+            offloads: true,
+        }
+    }
+}
+
+/// A guest memory region as the frontend described it, to translate the
+/// frontend's virtual addresses in SET_VRING_ADDR.
+#[derive(Clone, Copy, Debug)]
+struct Mapping {
+    frontend_va: u64,
+    size: u64,
+    gpa: u64,
+}
+
+/// The device: protocol state plus one shared [`VirtioNetPort`] per queue
+/// pair. Wrap it in `Arc<Mutex<_>>` for the `vhost` crate's handler.
+#[derive(Debug)]
+pub struct VhostUserNet {
+    config: NetConfig,
+    offered: u64,
+    acked: u64,
+    protocol: VhostUserProtocolFeatures,
+    mappings: Vec<Mapping>,
+    ports: Vec<Arc<Mutex<VirtioNetPort>>>,
+}
+
+/// Errors building a device.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Queue pairs outside 1..=QUEUE_PAIRS_MAX.
+    #[error("queue pairs must be between 1 and {QUEUE_PAIRS_MAX}, not {0}")]
+    QueuePairs(u16),
+}
+
+fn invalid() -> VuError {
+    VuError::InvalidParam
+}
+
+impl VhostUserNet {
+    /// A device with `config`, no frontend yet.
+    pub fn new(config: NetConfig) -> Result<Self, ConfigError> {
+        if config.queue_pairs == 0 || config.queue_pairs > QUEUE_PAIRS_MAX {
+            return Err(ConfigError::QueuePairs(config.queue_pairs));
+        }
+        let mut offered = feature::OFFERED | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+        if !config.offloads {
+            offered &= !feature::OFFLOADS;
+        }
+        if config.queue_pairs == 1 {
+            offered &= !(1 << feature::VIRTIO_NET_F_MQ);
+        }
+        let ports = (0..config.queue_pairs)
+            .map(|p| Arc::new(Mutex::new(VirtioNetPort::new(p))))
+            .collect();
+        Ok(VhostUserNet {
+            config,
+            offered,
+            acked: 0,
+            protocol: VhostUserProtocolFeatures::empty(),
+            mappings: Vec::with_capacity(MEM_REGIONS_MAX),
+            ports,
+        })
+    }
+
+    /// The queue pairs, for the switch workers: each worker locks a pair once
+    /// per batch.
+    pub fn ports(&self) -> &[Arc<Mutex<VirtioNetPort>>] {
+        &self.ports
+    }
+
+    /// The feature bits the device offers.
+    pub fn offered_features(&self) -> u64 {
+        self.offered
+    }
+
+    /// The frontend went away: stop every vring, drop the memory.
+    pub fn disconnected(&mut self) {
+        self.acked = 0;
+        self.protocol = VhostUserProtocolFeatures::empty();
+        self.mappings.clear();
+        for p in &self.ports {
+            lock(p).reset();
+        }
+    }
+
+    /// Queue `index` as (pair, kind), refusing indexes past the configured pairs.
+    fn queue(&self, index: u32) -> VuResult<(MutexGuard<'_, VirtioNetPort>, QueueKind)> {
+        let pair = self.ports.get((index / 2) as usize).ok_or_else(invalid)?;
+        let kind = if index % 2 == 0 {
+            QueueKind::Rx
+        } else {
+            QueueKind::Tx
+        };
+        Ok((lock(pair), kind))
+    }
+
+    fn frontend_va_to_gpa(&self, va: u64) -> VuResult<u64> {
+        self.mappings
+            .iter()
+            .find(|m| va >= m.frontend_va && va - m.frontend_va < m.size)
+            .map(|m| va - m.frontend_va + m.gpa)
+            .ok_or_else(invalid)
+    }
+}
+
+/// Locks a port, ignoring poisoning: the data path never panics while
+/// holding it, and its state is valid between any two calls.
+fn lock(p: &Mutex<VirtioNetPort>) -> MutexGuard<'_, VirtioNetPort> {
+    p.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl VhostUserBackendReqHandlerMut for VhostUserNet {
+    fn set_owner(&mut self) -> VuResult<()> {
+        Ok(())
+    }
+
+    fn reset_owner(&mut self) -> VuResult<()> {
+        self.disconnected();
+        Ok(())
+    }
+
+    fn reset_device(&mut self) -> VuResult<()> {
+        self.disconnected();
+        Ok(())
+    }
+
+    fn get_features(&mut self) -> VuResult<u64> {
+        Ok(self.offered)
+    }
+
+    fn set_features(&mut self, features: u64) -> VuResult<()> {
+        if features & !self.offered != 0 {
+            return Err(invalid());
+        }
+        self.acked = features;
+        // Without PROTOCOL_FEATURES rings are enabled from the start;
+        // with it they wait for SET_VRING_ENABLE.
+        let enable = features & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() == 0;
+        for p in &self.ports {
+            let mut p = lock(p);
+            p.set_features(features);
+            if enable {
+                p.set_vring_enabled(QueueKind::Rx, true);
+                p.set_vring_enabled(QueueKind::Tx, true);
+            }
+        }
+        Ok(())
+    }
+
+    fn set_mem_table(
+        &mut self,
+        ctx: &[VhostUserMemoryRegion],
+        files: Vec<File>,
+        postcopy_listening: Option<bool>,
+    ) -> VuResult<Option<Vec<VhostUserMemoryRegionBase>>> {
+        if postcopy_listening.is_some() {
+            return Err(VuError::InvalidOperation("postcopy not supported"));
+        }
+        if ctx.is_empty() || ctx.len() > MEM_REGIONS_MAX || ctx.len() != files.len() {
+            return Err(invalid());
+        }
+        let mut regions = Vec::with_capacity(ctx.len());
+        let mut mappings = Vec::with_capacity(ctx.len());
+        for (region, file) in ctx.iter().zip(files) {
+            if region.memory_size == 0
+                || region
+                    .guest_phys_addr
+                    .checked_add(region.memory_size)
+                    .is_none()
+                || region.user_addr.checked_add(region.memory_size).is_none()
+            {
+                return Err(invalid());
+            }
+            // Mapped once, here, MAP_SHARED; never translated per access.
+            let mmap = region.mmap_region(file)?;
+            let r = GuestRegionMmap::new(mmap, GuestAddress(region.guest_phys_addr))
+                .ok_or_else(invalid)?;
+            regions.push(r);
+            mappings.push(Mapping {
+                frontend_va: region.user_addr,
+                size: region.memory_size,
+                gpa: region.guest_phys_addr,
+            });
+        }
+        // Refuses overlapping regions.
+        let mem = GuestMemoryMmap::from_regions(regions).map_err(|_| invalid())?;
+        self.mappings = mappings;
+        for p in &self.ports {
+            lock(p).set_memory(Some(mem.clone()));
+        }
+        Ok(None)
+    }
+
+    fn set_vring_num(&mut self, index: u32, num: u32) -> VuResult<()> {
+        let size = u16::try_from(num).map_err(|_| invalid())?;
+        if size > QUEUE_SIZE_MAX {
+            return Err(invalid());
+        }
+        let (mut p, kind) = self.queue(index)?;
+        if p.set_vring_size(kind, size) {
+            Ok(())
+        } else {
+            Err(invalid())
+        }
+    }
+
+    fn set_vring_addr(
+        &mut self,
+        index: u32,
+        flags: VhostUserVringAddrFlags,
+        descriptor: u64,
+        used: u64,
+        available: u64,
+        _log: u64,
+    ) -> VuResult<()> {
+        if flags.contains(VhostUserVringAddrFlags::VHOST_VRING_F_LOG) {
+            return Err(VuError::InvalidOperation("dirty logging not supported"));
+        }
+        let desc = self.frontend_va_to_gpa(descriptor)?;
+        let avail = self.frontend_va_to_gpa(available)?;
+        let used = self.frontend_va_to_gpa(used)?;
+        let (mut p, kind) = self.queue(index)?;
+        p.set_vring_addr(kind, desc, avail, used);
+        Ok(())
+    }
+
+    fn set_vring_base(&mut self, index: u32, base: u32) -> VuResult<()> {
+        let base = u16::try_from(base).map_err(|_| invalid())?;
+        let (mut p, kind) = self.queue(index)?;
+        p.set_vring_base(kind, base);
+        Ok(())
+    }
+
+    fn get_vring_base(&mut self, index: u32) -> VuResult<VhostUserVringState> {
+        let (mut p, kind) = self.queue(index)?;
+        let base = p.stop_vring(kind);
+        Ok(VhostUserVringState::new(index, u32::from(base)))
+    }
+
+    fn set_vring_kick(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
+        let (mut p, kind) = self.queue(u32::from(index))?;
+        if p.start_vring(kind, fd) {
+            Ok(())
+        } else {
+            Err(invalid())
+        }
+    }
+
+    fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
+        let (mut p, kind) = self.queue(u32::from(index))?;
+        p.set_vring_call(kind, fd);
+        Ok(())
+    }
+
+    fn set_vring_err(&mut self, index: u8, _fd: Option<File>) -> VuResult<()> {
+        self.queue(u32::from(index)).map(|_| ())
+    }
+
+    fn get_protocol_features(&mut self) -> VuResult<VhostUserProtocolFeatures> {
+        Ok(VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK)
+    }
+
+    fn set_protocol_features(&mut self, features: u64) -> VuResult<()> {
+        let offered = VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK;
+        let f = VhostUserProtocolFeatures::from_bits(features).ok_or_else(invalid)?;
+        if !offered.contains(f) {
+            return Err(invalid());
+        }
+        self.protocol = f;
+        Ok(())
+    }
+
+    fn get_queue_num(&mut self) -> VuResult<u64> {
+        // Vrings (2 per pair), as the spec words it and the `vhost` crate's
+        // frontend reads it; QEMU only checks it is at least its `queues=`
+        // (pairs), which this also satisfies.
+        Ok(2 * u64::from(self.config.queue_pairs))
+    }
+
+    fn set_vring_enable(&mut self, index: u32, enable: bool) -> VuResult<()> {
+        if self.acked & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() == 0 {
+            return Err(VuError::InvalidOperation(
+                "PROTOCOL_FEATURES not negotiated",
+            ));
+        }
+        let (mut p, kind) = self.queue(index)?;
+        p.set_vring_enabled(kind, enable);
+        Ok(())
+    }
+
+    fn get_config(
+        &mut self,
+        offset: u32,
+        size: u32,
+        _flags: VhostUserConfigFlags,
+    ) -> VuResult<Vec<u8>> {
+        // struct virtio_net_config: mac[6], status, max_virtqueue_pairs.
+        let mut cfg = [0u8; 10];
+        cfg[..6].copy_from_slice(&self.config.mac);
+        cfg[6..8].copy_from_slice(&1u16.to_le_bytes()); // VIRTIO_NET_S_LINK_UP
+        cfg[8..10].copy_from_slice(&self.config.queue_pairs.to_le_bytes());
+        let start = offset as usize;
+        let end = start.checked_add(size as usize).ok_or_else(invalid)?;
+        cfg.get(start..end).map(<[u8]>::to_vec).ok_or_else(invalid)
+    }
+
+    fn set_config(
+        &mut self,
+        _offset: u32,
+        _buf: &[u8],
+        _flags: VhostUserConfigFlags,
+    ) -> VuResult<()> {
+        Err(VuError::InvalidOperation("config space is read-only"))
+    }
+
+    fn set_gpu_socket(&mut self, _gpu_backend: GpuBackend) -> VuResult<()> {
+        Err(VuError::InvalidOperation("not a GPU"))
+    }
+
+    fn get_shared_object(&mut self, _uuid: VhostUserSharedMsg) -> VuResult<File> {
+        Err(VuError::InvalidOperation("no shared objects"))
+    }
+
+    fn get_inflight_fd(
+        &mut self,
+        _inflight: &VhostUserInflight,
+    ) -> VuResult<(VhostUserInflight, File)> {
+        Err(VuError::InvalidOperation("no inflight tracking"))
+    }
+
+    fn set_inflight_fd(&mut self, _inflight: &VhostUserInflight, _file: File) -> VuResult<()> {
+        Err(VuError::InvalidOperation("no inflight tracking"))
+    }
+
+    fn get_max_mem_slots(&mut self) -> VuResult<u64> {
+        Err(VuError::InvalidOperation("CONFIGURE_MEM_SLOTS not offered"))
+    }
+
+    fn add_mem_region(
+        &mut self,
+        _region: &VhostUserSingleMemoryRegion,
+        _fd: File,
+        _postcopy_listening: Option<bool>,
+    ) -> VuResult<Option<VhostUserMemoryRegionBase>> {
+        Err(VuError::InvalidOperation("CONFIGURE_MEM_SLOTS not offered"))
+    }
+
+    fn remove_mem_region(&mut self, _region: &VhostUserSingleMemoryRegion) -> VuResult<()> {
+        Err(VuError::InvalidOperation("CONFIGURE_MEM_SLOTS not offered"))
+    }
+
+    fn set_device_state_fd(
+        &mut self,
+        _direction: VhostTransferStateDirection,
+        _phase: VhostTransferStatePhase,
+        _fd: File,
+    ) -> VuResult<Option<File>> {
+        Err(VuError::InvalidOperation("no migration"))
+    }
+
+    fn check_device_state(&mut self) -> VuResult<()> {
+        Err(VuError::InvalidOperation("no migration"))
+    }
+
+    fn get_shmem_config(&mut self) -> VuResult<VhostUserShMemConfig> {
+        Err(VuError::InvalidOperation("no shared memory regions"))
+    }
+
+    fn set_log_base(&mut self, _log: &VhostUserLog, _file: File) -> VuResult<()> {
+        Err(VuError::InvalidOperation("dirty logging not supported"))
+    }
+}

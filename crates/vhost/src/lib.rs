@@ -1,0 +1,35 @@
+//! The device side of a vhost-user virtio-net device, shaped for a
+//! run-to-completion switch worker.
+//!
+//! - [`VirtioNetPort`]: the data path of one queue pair. The switch worker
+//!   that serves it drains the guest's TX queue itself ([`VirtioNetPort::tx_batch`]),
+//!   copies into the guest's RX buffers ([`VirtioNetPort::rx_push`]),
+//!   interrupts once per batch and only when the guest asked (EVENT_IDX),
+//!   and turns TX kicks off while busy and back on, double-checked, before
+//!   it sleeps. It polls [`VirtioNetPort::tx_kick_fd`] in its own epoll set.
+//! - [`VhostUserNet`]: the protocol side, a handler for the `vhost` crate's
+//!   `BackendReqHandler`, which configures the ports from the frontend's
+//!   messages (memory table mapped once, vrings, features).
+//! - [`socket`]: server and client mode for the vhost-user socket.
+//! - [`chain`]: descriptor chain validation; a bad chain is completed with
+//!   length 0 and counted, never a panic.
+//!
+//! Why not `vhost-user-backend`'s daemon: its `VhostUserDaemon` owns the
+//! threads that wait on the kick eventfds and calls the device back from
+//! them, with each vring behind its own lock. The switch needs the opposite:
+//! its worker owns the wake-up, the drain and the copy into every
+//! destination in one pass. This crate therefore uses the `vhost` crate's
+//! protocol layer with its own backend; DESIGN.md has the whole reasoning.
+
+pub mod chain;
+pub mod device;
+pub mod hdr;
+pub mod port;
+pub mod socket;
+
+pub use device::{NetConfig, VhostUserNet};
+pub use hdr::VirtioNetHdr;
+pub use port::{PortStats, QueueKind, RxError, TxFrame, VirtioNetPort};
+
+// Re-exported so users name the same memory type this crate maps.
+pub use vm_memory;

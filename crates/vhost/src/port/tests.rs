@@ -1,0 +1,581 @@
+//! A mock guest driver against one queue pair: rings laid out by
+//! virtio-queue's `MockSplitQueue`, descriptors and available entries
+//! written the way a driver writes them.
+
+use std::io::{PipeReader, Read};
+use std::os::fd::OwnedFd;
+
+use virtio_bindings::virtio_ring::{VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
+use virtio_queue::mock::MockSplitQueue;
+use vm_memory::{GuestAddress, GuestMemoryMmap};
+
+use super::*;
+use crate::chain::{CHAIN_BYTES_MAX, CHAIN_DESCS_MAX};
+
+const MEM_SIZE: usize = 0x10_0000;
+const QSIZE: u16 = 128;
+const RX_BASE: u64 = 0x0;
+const TX_BASE: u64 = 0x4000;
+const BUF_BASE: u64 = 0x2_0000;
+const W: u16 = VRING_DESC_F_WRITE as u16;
+const N: u16 = VRING_DESC_F_NEXT as u16;
+
+struct Ring {
+    desc: GuestAddress,
+    avail: GuestAddress,
+    used: GuestAddress,
+}
+
+struct Guest {
+    mem: GuestMemoryMmap,
+    rx: Ring,
+    tx: Ring,
+    port: VirtioNetPort,
+    rx_irq: PipeReader,
+}
+
+fn ring(mem: &GuestMemoryMmap, base: u64) -> Ring {
+    let q = MockSplitQueue::create(mem, GuestAddress(base), QSIZE);
+    Ring {
+        desc: q.desc_table_addr(),
+        avail: q.avail_addr(),
+        used: q.used_addr(),
+    }
+}
+
+fn guest(features: u64) -> Guest {
+    let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), MEM_SIZE)]).unwrap();
+    let rx = ring(&mem, RX_BASE);
+    let tx = ring(&mem, TX_BASE);
+    let mut port = VirtioNetPort::new(0);
+    port.set_memory(Some(mem.clone()));
+    port.set_features(features);
+    let (rx_irq, irq_w) = std::io::pipe().unwrap();
+    for (kind, r) in [(QueueKind::Rx, &rx), (QueueKind::Tx, &tx)] {
+        assert!(port.set_vring_size(kind, QSIZE));
+        port.set_vring_addr(kind, r.desc.0, r.avail.0, r.used.0);
+        port.set_vring_base(kind, 0);
+        port.set_vring_enabled(kind, true);
+        assert!(port.start_vring(kind, None));
+    }
+    port.set_vring_call(QueueKind::Rx, Some(File::from(OwnedFd::from(irq_w))));
+    assert!(port.is_running());
+    Guest {
+        mem,
+        rx,
+        tx,
+        port,
+        rx_irq,
+    }
+}
+
+const BASE_FEATURES: u64 = (1 << feature::VIRTIO_F_VERSION_1)
+    | (1 << feature::VIRTIO_RING_F_EVENT_IDX)
+    | (1 << feature::VIRTIO_RING_F_INDIRECT_DESC);
+const MRG: u64 = 1 << feature::VIRTIO_NET_F_MRG_RXBUF;
+
+impl Guest {
+    fn desc(&self, table: GuestAddress, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+        let d = RawDescriptor::from(SplitDescriptor::new(addr, len, flags, next));
+        self.mem
+            .write_obj(d, table.unchecked_add(u64::from(i) * 16))
+            .unwrap();
+    }
+
+    fn offer(&self, r: &Ring, head: u16) {
+        let idx: u16 = self.mem.read_obj(r.avail.unchecked_add(2)).unwrap();
+        let slot = u64::from(idx % QSIZE);
+        self.mem
+            .write_obj(head, r.avail.unchecked_add(4 + 2 * slot))
+            .unwrap();
+        self.mem
+            .write_obj(idx.wrapping_add(1), r.avail.unchecked_add(2))
+            .unwrap();
+    }
+
+    fn used_idx(&self, r: &Ring) -> u16 {
+        self.mem.read_obj(r.used.unchecked_add(2)).unwrap()
+    }
+
+    fn used(&self, r: &Ring, i: u16) -> (u32, u32) {
+        let a = r.used.unchecked_add(4 + 8 * u64::from(i % QSIZE));
+        (
+            self.mem.read_obj(a).unwrap(),
+            self.mem.read_obj(a.unchecked_add(4)).unwrap(),
+        )
+    }
+
+    fn set_used_event(&self, r: &Ring, v: u16) {
+        self.mem
+            .write_obj(v, r.avail.unchecked_add(4 + 2 * u64::from(QSIZE)))
+            .unwrap();
+    }
+
+    fn avail_event(&self, r: &Ring) -> u16 {
+        self.mem
+            .read_obj(r.used.unchecked_add(4 + 8 * u64::from(QSIZE)))
+            .unwrap()
+    }
+
+    /// Drains TX, returning (chains taken, frames seen).
+    fn drain(&mut self) -> (usize, Vec<(VirtioNetHdr, Vec<u8>)>) {
+        let mut frames = Vec::new();
+        let n = self.port.tx_batch(64, |f, h| {
+            let mut buf = vec![0u8; f.len()];
+            assert_eq!(f.copy_to(&mut buf), f.len());
+            let via_slices: usize = f.slices().map(|s| s.len()).sum();
+            assert_eq!(via_slices, f.len());
+            frames.push((*h, buf));
+        });
+        (n, frames)
+    }
+
+    fn irqs(&mut self) -> usize {
+        let mut n = 0;
+        let mut b = [0u8; 8];
+        // The pipe has no writer left only at drop; read what is there.
+        while self.port.stats().interrupts as usize > n {
+            self.rx_irq.read_exact(&mut b).unwrap();
+            n += 1;
+        }
+        n
+    }
+}
+
+fn frame(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + 3) as u8).collect()
+}
+
+#[test]
+fn tx_normal_frame_header_and_data_in_separate_buffers() {
+    let mut g = guest(BASE_FEATURES);
+    let hdr = VirtioNetHdr {
+        flags: VirtioNetHdr::F_NEEDS_CSUM,
+        csum_start: 34u16.to_le(),
+        csum_offset: 16u16.to_le(),
+        ..Default::default()
+    };
+    g.mem.write_obj(hdr, GuestAddress(BUF_BASE)).unwrap();
+    let data = frame(60);
+    g.mem
+        .write_slice(&data[..20], GuestAddress(BUF_BASE + 0x100))
+        .unwrap();
+    g.mem
+        .write_slice(&data[20..], GuestAddress(BUF_BASE + 0x200))
+        .unwrap();
+    g.desc(g.tx.desc, 0, BUF_BASE, 12, N, 1);
+    g.desc(g.tx.desc, 1, BUF_BASE + 0x100, 20, N, 2);
+    g.desc(g.tx.desc, 2, BUF_BASE + 0x200, 40, 0, 0);
+    g.offer(&g.tx, 0);
+    let (n, frames) = g.drain();
+    assert_eq!(n, 1);
+    assert_eq!(frames, vec![(hdr, data)]);
+    assert_eq!(g.used_idx(&g.tx), 1);
+    assert_eq!(g.used(&g.tx, 0), (0, 0));
+    assert_eq!(g.port.stats().tx_pkts, 1);
+    assert_eq!(g.port.stats().tx_bytes, 60);
+    assert_eq!(g.port.stats().tx_bad_chains, 0);
+    // Nothing more: idle.
+    assert_eq!(g.drain().0, 0);
+}
+
+#[test]
+fn tx_header_and_frame_in_one_buffer() {
+    let mut g = guest(BASE_FEATURES);
+    let data = frame(100);
+    g.mem
+        .write_slice(&[0u8; 12], GuestAddress(BUF_BASE))
+        .unwrap();
+    g.mem
+        .write_slice(&data, GuestAddress(BUF_BASE + 12))
+        .unwrap();
+    g.desc(g.tx.desc, 5, BUF_BASE, 112, 0, 0);
+    g.offer(&g.tx, 5);
+    let (_, frames) = g.drain();
+    assert_eq!(frames[0].1, data);
+    assert_eq!(g.used(&g.tx, 0), (5, 0));
+}
+
+/// Offers one bad TX chain (built by `build`, head 0), then a good one at
+/// head 100: the bad one is completed with 0 and counted, the good one passes.
+fn tx_bad(build: impl FnOnce(&Guest)) {
+    let mut g = guest(BASE_FEATURES);
+    build(&g);
+    g.offer(&g.tx, 0);
+    g.desc(g.tx.desc, 100, BUF_BASE + 0x8000, 74, 0, 0);
+    g.offer(&g.tx, 100);
+    let (n, frames) = g.drain();
+    assert_eq!(n, 2);
+    assert_eq!(frames.len(), 1, "only the good chain reaches the switch");
+    assert_eq!(frames[0].1.len(), 62);
+    assert_eq!(g.used_idx(&g.tx), 2);
+    assert_eq!(g.used(&g.tx, 0), (0, 0));
+    assert_eq!(g.used(&g.tx, 1), (100, 0));
+    assert_eq!(g.port.stats().tx_bad_chains, 1);
+    assert_eq!(g.port.stats().tx_pkts, 1);
+}
+
+#[test]
+fn tx_chain_loop() {
+    tx_bad(|g| {
+        g.desc(g.tx.desc, 0, BUF_BASE, 64, N, 1);
+        g.desc(g.tx.desc, 1, BUF_BASE, 64, N, 0);
+    });
+}
+
+#[test]
+fn tx_self_loop() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, BUF_BASE, 64, N, 0));
+}
+
+#[test]
+fn tx_address_outside_memory() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, 0x4000_0000, 64, 0, 0));
+}
+
+#[test]
+fn tx_buffer_running_past_the_end_of_memory() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, MEM_SIZE as u64 - 16, 64, 0, 0));
+}
+
+#[test]
+fn tx_address_wrapping_u64() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, u64::MAX - 8, 64, 0, 0));
+}
+
+#[test]
+fn tx_zero_length_descriptor() {
+    tx_bad(|g| {
+        g.desc(g.tx.desc, 0, BUF_BASE, 64, N, 1);
+        g.desc(g.tx.desc, 1, BUF_BASE, 0, 0, 0);
+    });
+}
+
+#[test]
+fn tx_chain_shorter_than_header() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, BUF_BASE, 12, 0, 0));
+}
+
+#[test]
+fn tx_next_outside_table() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, BUF_BASE, 64, N, QSIZE));
+}
+
+#[test]
+fn tx_too_many_descriptors() {
+    tx_bad(|g| {
+        let n = CHAIN_DESCS_MAX as u16 + 1;
+        for i in 0..n {
+            let last = i == n - 1;
+            g.desc(g.tx.desc, i, BUF_BASE, 64, if last { 0 } else { N }, i + 1);
+        }
+    });
+}
+
+#[test]
+fn tx_too_many_bytes() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, BUF_BASE, CHAIN_BYTES_MAX as u32 + 1, 0, 0));
+}
+
+#[test]
+fn tx_writable_descriptor() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, BUF_BASE, 64, W, 0));
+}
+
+#[test]
+fn tx_indirect_nested() {
+    tx_bad(|g| {
+        let table = GuestAddress(0x1_0000);
+        g.desc(g.tx.desc, 0, table.0, 32, VRING_DESC_F_INDIRECT as u16, 0);
+        g.desc(table, 0, table.0, 16, VRING_DESC_F_INDIRECT as u16, 0);
+    });
+}
+
+#[test]
+fn tx_indirect_table_outside_memory() {
+    tx_bad(|g| {
+        g.desc(
+            g.tx.desc,
+            0,
+            0x4000_0000,
+            32,
+            VRING_DESC_F_INDIRECT as u16,
+            0,
+        )
+    });
+}
+
+#[test]
+fn tx_indirect_table_bad_length() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, 0x1_0000, 24, VRING_DESC_F_INDIRECT as u16, 0));
+}
+
+#[test]
+fn tx_indirect_loop() {
+    tx_bad(|g| {
+        let table = GuestAddress(0x1_0000);
+        g.desc(g.tx.desc, 0, table.0, 32, VRING_DESC_F_INDIRECT as u16, 0);
+        g.desc(table, 0, BUF_BASE, 64, N, 1);
+        g.desc(table, 1, BUF_BASE, 64, N, 0);
+    });
+}
+
+#[test]
+fn tx_indirect_not_negotiated() {
+    let mut g = guest(BASE_FEATURES & !(1 << feature::VIRTIO_RING_F_INDIRECT_DESC));
+    let table = GuestAddress(0x1_0000);
+    g.desc(g.tx.desc, 0, table.0, 16, VRING_DESC_F_INDIRECT as u16, 0);
+    g.desc(table, 0, BUF_BASE, 64, 0, 0);
+    g.offer(&g.tx, 0);
+    assert_eq!(g.drain().1.len(), 0);
+    assert_eq!(g.port.stats().tx_bad_chains, 1);
+}
+
+#[test]
+fn tx_indirect_ok() {
+    let mut g = guest(BASE_FEATURES);
+    let table = GuestAddress(0x1_0000);
+    let data = frame(80);
+    g.mem
+        .write_slice(&data, GuestAddress(BUF_BASE + 0x100))
+        .unwrap();
+    g.desc(g.tx.desc, 3, table.0, 32, VRING_DESC_F_INDIRECT as u16, 0);
+    g.desc(table, 0, BUF_BASE, 12, N, 1);
+    g.desc(table, 1, BUF_BASE + 0x100, 80, 0, 0);
+    g.offer(&g.tx, 3);
+    let (_, frames) = g.drain();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].1, data);
+    assert_eq!(g.used(&g.tx, 0), (3, 0));
+}
+
+#[test]
+fn tx_head_outside_table_and_runaway_avail_index() {
+    let mut g = guest(BASE_FEATURES);
+    g.offer(&g.tx, QSIZE + 5);
+    assert_eq!(g.drain(), (1, vec![]));
+    assert_eq!(g.port.stats().tx_bad_chains, 1);
+    // An available index far ahead of the device: a broken ring, nothing taken.
+    g.mem
+        .write_obj(1000u16, g.tx.avail.unchecked_add(2))
+        .unwrap();
+    assert_eq!(g.drain().0, 0);
+    assert_eq!(g.port.stats().ring_errors, 1);
+}
+
+#[test]
+fn tx_batch_is_bounded() {
+    let mut g = guest(BASE_FEATURES);
+    for i in 0..10 {
+        g.desc(g.tx.desc, i, BUF_BASE, 74, 0, 0);
+        g.offer(&g.tx, i);
+    }
+    let n = g.port.tx_batch(4, |_, _| {});
+    assert_eq!(n, 4);
+    assert_eq!(g.used_idx(&g.tx), 4);
+    assert_eq!(g.port.tx_batch(100, |_, _| {}), 6);
+}
+
+#[test]
+fn tx_notifications_double_check() {
+    let mut g = guest(BASE_FEATURES);
+    g.port.disable_tx_notifications();
+    assert!(!g.port.enable_tx_notifications(), "idle: nothing arrived");
+    assert_eq!(g.avail_event(&g.tx), 0);
+    g.desc(g.tx.desc, 0, BUF_BASE, 74, 0, 0);
+    g.offer(&g.tx, 0);
+    assert!(
+        g.port.enable_tx_notifications(),
+        "work arrived before sleeping"
+    );
+    assert_eq!(g.drain().0, 1);
+    assert!(!g.port.enable_tx_notifications());
+    assert_eq!(g.avail_event(&g.tx), 1, "kick me when entry 1 is posted");
+}
+
+fn rx_post(g: &Guest, head: u16, addr: u64, len: u32) {
+    g.desc(g.rx.desc, head, addr, len, W, 0);
+    g.offer(&g.rx, head);
+}
+
+fn rx_read(g: &Guest, addr: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    g.mem.read_slice(&mut v, GuestAddress(addr)).unwrap();
+    v
+}
+
+#[test]
+fn rx_normal_without_mrg_rxbuf() {
+    let mut g = guest(BASE_FEATURES);
+    rx_post(&g, 0, BUF_BASE, 2048);
+    assert_eq!(g.port.rx_space(), 1);
+    let data = frame(300);
+    let hdr = VirtioNetHdr {
+        flags: VirtioNetHdr::F_DATA_VALID,
+        ..Default::default()
+    };
+    g.port.rx_push(&hdr, &data).unwrap();
+    assert_eq!(g.used_idx(&g.rx), 1);
+    assert_eq!(g.used(&g.rx, 0), (0, 312));
+    let got: VirtioNetHdr = g.mem.read_obj(GuestAddress(BUF_BASE)).unwrap();
+    assert_eq!(got.flags, VirtioNetHdr::F_DATA_VALID);
+    assert_eq!(got.num_buffers(), 0);
+    assert_eq!(rx_read(&g, BUF_BASE + 12, 300), data);
+    assert_eq!(g.port.rx_space(), 0);
+    assert_eq!(g.port.rx_push(&hdr, &data), Err(RxError::Full));
+    assert_eq!(g.port.stats().rx_pkts, 1);
+    assert_eq!(g.port.stats().rx_full, 1);
+}
+
+#[test]
+fn rx_frame_too_large_for_one_buffer_without_mrg_rxbuf() {
+    let mut g = guest(BASE_FEATURES);
+    rx_post(&g, 0, BUF_BASE, 100);
+    let r = g.port.rx_push(&VirtioNetHdr::default(), &frame(200));
+    assert_eq!(r, Err(RxError::TooLarge));
+    assert_eq!(g.used_idx(&g.rx), 0, "nothing used");
+    assert_eq!(g.port.rx_space(), 1, "the buffer stays posted");
+    g.port
+        .rx_push(&VirtioNetHdr::default(), &frame(50))
+        .unwrap();
+}
+
+#[test]
+fn rx_mrg_rxbuf_splits_across_buffers() {
+    let mut g = guest(BASE_FEATURES | MRG);
+    for i in 0..4u16 {
+        rx_post(&g, i, BUF_BASE + 0x1000 * u64::from(i), 64);
+    }
+    let data = frame(150);
+    g.port.rx_push(&VirtioNetHdr::default(), &data).unwrap();
+    // 162 bytes with the header: 64 + 64 + 34.
+    assert_eq!(g.used_idx(&g.rx), 3);
+    assert_eq!(g.used(&g.rx, 0), (0, 64));
+    assert_eq!(g.used(&g.rx, 1), (1, 64));
+    assert_eq!(g.used(&g.rx, 2), (2, 34));
+    let got: VirtioNetHdr = g.mem.read_obj(GuestAddress(BUF_BASE)).unwrap();
+    assert_eq!(got.num_buffers(), 3);
+    let mut all = rx_read(&g, BUF_BASE + 12, 52);
+    all.extend(rx_read(&g, BUF_BASE + 0x1000, 64));
+    all.extend(rx_read(&g, BUF_BASE + 0x2000, 34));
+    assert_eq!(all, data);
+    assert_eq!(g.port.rx_space(), 1);
+}
+
+#[test]
+fn rx_mrg_rxbuf_not_enough_buffers_rolls_back() {
+    let mut g = guest(BASE_FEATURES | MRG);
+    rx_post(&g, 0, BUF_BASE, 64);
+    rx_post(&g, 1, BUF_BASE + 0x1000, 64);
+    assert_eq!(
+        g.port.rx_push(&VirtioNetHdr::default(), &frame(200)),
+        Err(RxError::Full)
+    );
+    assert_eq!(g.used_idx(&g.rx), 0);
+    assert_eq!(g.port.rx_space(), 2, "both buffers still posted");
+    g.port
+        .rx_push(&VirtioNetHdr::default(), &frame(100))
+        .unwrap();
+    assert_eq!(g.used_idx(&g.rx), 2);
+}
+
+#[test]
+fn rx_bad_chain_completed_with_zero_and_skipped() {
+    let mut g = guest(BASE_FEATURES | MRG);
+    // A device-readable buffer in the RX queue, then one outside memory.
+    g.desc(g.rx.desc, 0, BUF_BASE, 2048, 0, 0);
+    g.offer(&g.rx, 0);
+    rx_post(&g, 1, 0x4000_0000, 2048);
+    rx_post(&g, 2, BUF_BASE + 0x1000, 2048);
+    g.port
+        .rx_push(&VirtioNetHdr::default(), &frame(60))
+        .unwrap();
+    assert_eq!(g.used_idx(&g.rx), 3);
+    assert_eq!(g.used(&g.rx, 0), (0, 0));
+    assert_eq!(g.used(&g.rx, 1), (1, 0));
+    assert_eq!(g.used(&g.rx, 2), (2, 72));
+    assert_eq!(g.port.stats().rx_bad_chains, 2);
+    assert_eq!(g.port.stats().rx_pkts, 1);
+}
+
+#[test]
+fn rx_bad_chain_then_full_keeps_the_bad_one_completed() {
+    let mut g = guest(BASE_FEATURES | MRG);
+    g.desc(g.rx.desc, 0, BUF_BASE, 0, W, 0);
+    g.offer(&g.rx, 0);
+    assert_eq!(
+        g.port.rx_push(&VirtioNetHdr::default(), &frame(60)),
+        Err(RxError::Full)
+    );
+    assert_eq!(g.used_idx(&g.rx), 1, "the bad chain is returned once");
+    assert_eq!(
+        g.port.rx_push(&VirtioNetHdr::default(), &frame(60)),
+        Err(RxError::Full)
+    );
+    assert_eq!(g.used_idx(&g.rx), 1, "and not twice");
+    assert_eq!(g.port.stats().rx_bad_chains, 1);
+}
+
+#[test]
+fn rx_interrupts_follow_event_idx() {
+    let mut g = guest(BASE_FEATURES | MRG);
+    for i in 0..8u16 {
+        rx_post(&g, i, BUF_BASE + 0x1000 * u64::from(i), 2048);
+    }
+    // The guest wants an interrupt once entry 0 is used.
+    g.set_used_event(&g.rx, 0);
+    g.port
+        .rx_push(&VirtioNetHdr::default(), &frame(60))
+        .unwrap();
+    g.port
+        .rx_push(&VirtioNetHdr::default(), &frame(60))
+        .unwrap();
+    g.port.notify_rx();
+    assert_eq!(g.irqs(), 1, "one interrupt for the batch");
+    // Busy guest: asks only after entry 5.
+    g.set_used_event(&g.rx, 5);
+    g.port
+        .rx_push(&VirtioNetHdr::default(), &frame(60))
+        .unwrap();
+    g.port.notify_rx();
+    assert_eq!(g.port.stats().interrupts, 1, "used_event not crossed");
+    for _ in 0..3 {
+        g.port
+            .rx_push(&VirtioNetHdr::default(), &frame(60))
+            .unwrap();
+    }
+    g.port.notify_rx();
+    assert_eq!(
+        g.port.stats().interrupts,
+        2,
+        "used_event 5 crossed by entry 5"
+    );
+    // No new entries: no interrupt.
+    g.port.notify_rx();
+    assert_eq!(g.port.stats().interrupts, 2);
+}
+
+#[test]
+fn stopped_port_does_nothing() {
+    let mut g = guest(BASE_FEATURES);
+    assert_eq!(g.port.stop_vring(QueueKind::Tx), 0);
+    assert_eq!(g.port.tx_batch(10, |_, _| panic!("stopped")), 0);
+    g.port.set_memory(None);
+    assert_eq!(
+        g.port.rx_push(&VirtioNetHdr::default(), &frame(10)),
+        Err(RxError::NotReady)
+    );
+    assert_eq!(g.port.rx_space(), 0);
+}
+
+#[test]
+fn vring_outside_memory_does_not_start() {
+    let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x1000)]).unwrap();
+    let mut p = VirtioNetPort::new(0);
+    p.set_memory(Some(mem));
+    assert!(p.set_vring_size(QueueKind::Tx, 256));
+    assert!(!p.set_vring_size(QueueKind::Tx, 100));
+    p.set_vring_addr(QueueKind::Tx, 0, 0x800, 0x900);
+    assert!(!p.start_vring(QueueKind::Tx, None));
+}
