@@ -237,6 +237,7 @@ impl Switch {
             (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut consumed = 0u32;
         let mut i = txr.hwcur;
+        let mut last: Option<([u8; 12], bool, Decision)> = None;
         // Start fetching the first packets' headers while the loop begins.
         const AHEAD: u32 = 4;
         for k in 0..AHEAD.min(limit) {
@@ -329,7 +330,18 @@ impl Switch {
                 first_len: s0.len as u32,
             });
             sc.next.push(NONE);
-            match self.fwd.decide(dst, smac, src.index, !no_learn, now) {
+            // Runs of frames with the same addresses (a flow) are decided
+            // once: the decision cannot change within a batch but through a
+            // racing update by another worker, which a lookup races with too.
+            let decision = match last {
+                Some((h, nl, d)) if h == hdr && nl == no_learn => d,
+                _ => {
+                    let d = self.fwd.decide(dst, smac, src.index, !no_learn, now);
+                    last = Some((hdr, no_learn, d));
+                    d
+                }
+            };
+            match decision {
                 Decision::Drop => {}
                 Decision::Port(p) if table.get(p).is_some() && p != src.index => {
                     let p = p as usize;
