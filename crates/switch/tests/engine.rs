@@ -1,0 +1,94 @@
+//! The engine driven directly: one thread plays the clients.
+
+use std::sync::Arc;
+
+use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
+use ringswitch_switch::{LearningBridge, Scratch, Switch, SwitchPort};
+
+fn port(sw: &Switch, name: &str) -> (Arc<SwitchPort>, AppRing, AppRing) {
+    let r = Arc::new(
+        Region::create(
+            RegionLayout::new(Geometry::default(), 1).unwrap(),
+            [name, ""],
+        )
+        .unwrap(),
+    );
+    let p = sw
+        .attach(|i| SwitchPort::new(name.into(), i, r.clone()))
+        .unwrap();
+    (
+        p,
+        AppRing::new(r.clone(), 0, Dir::Tx, 0),
+        AppRing::new(r, 0, Dir::Rx, 0),
+    )
+}
+
+fn frame(dst: u8, src: u8, tag: u8) -> [u8; 60] {
+    let mut f = [0u8; 60];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, dst]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, src]);
+    f[14] = tag;
+    f
+}
+
+fn queue(tx: &mut AppRing, frames: &[[u8; 60]]) {
+    for (k, f) in frames.iter().enumerate() {
+        let mut s = tx.slot_mut(k as u32).unwrap();
+        assert!(s.write_at(0, f));
+        s.set_len(60);
+    }
+    tx.advance(frames.len() as u32);
+    tx.publish();
+}
+
+fn drain(rx: &mut AppRing) -> Vec<u8> {
+    rx.refresh_tail();
+    let n = rx.space();
+    let tags = (0..n)
+        .map(|k| rx.slot_mut(k).unwrap().payload()[14])
+        .collect();
+    rx.advance(n);
+    rx.publish();
+    tags
+}
+
+#[test]
+fn interleaved_flows_in_one_batch_each_reach_their_port() {
+    let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
+    let mut sc = Scratch::default();
+    let (a, mut atx, _) = port(&sw, "a");
+    let (b, mut btx, mut brx) = port(&sw, "b");
+    let (c, mut ctx, mut crx) = port(&sw, "c");
+    // b and c announce themselves.
+    queue(&mut btx, &[frame(0xff, 0xb, 0)]);
+    sw.forward(&b, 0, &mut sc);
+    queue(&mut ctx, &[frame(0xff, 0xc, 0)]);
+    sw.forward(&c, 0, &mut sc);
+    drain(&mut brx);
+    drain(&mut crx);
+    // One batch from a: b, b, c, b, c, c, then an unknown address (flooded).
+    let batch = [
+        frame(0xb, 0xa, 1),
+        frame(0xb, 0xa, 2),
+        frame(0xc, 0xa, 3),
+        frame(0xb, 0xa, 4),
+        frame(0xc, 0xa, 5),
+        frame(0xc, 0xa, 6),
+        frame(0xd, 0xa, 7),
+    ];
+    queue(&mut atx, &batch);
+    let r = sw.forward(&a, 0, &mut sc);
+    assert_eq!(r.packets, 7);
+    assert_eq!(drain(&mut brx), vec![1, 2, 4, 7]);
+    assert_eq!(drain(&mut crx), vec![3, 5, 6, 7]);
+    // a was learned from that batch.
+    queue(&mut btx, &[frame(0xa, 0xb, 8)]);
+    sw.forward(&b, 0, &mut sc);
+    assert_eq!(
+        drain(&mut crx),
+        Vec::<u8>::new(),
+        "unicast to a is not flooded"
+    );
+    let st = a.counters.snapshot("a");
+    assert_eq!((st.tx_packets, st.rx_packets), (7, 3), "two announcements and one reply");
+}
