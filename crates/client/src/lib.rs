@@ -15,6 +15,18 @@
 //! # Ok::<(), ringswitch_client::ClientError>(())
 //! ```
 //!
+//! A slot cannot outlive the sync that hands it back to the port side: the
+//! borrow checker refuses this.
+//!
+//! ```compile_fail
+//! # fn f(port: &mut ringswitch_client::Port) -> Result<(), ringswitch_client::ClientError> {
+//! let mut tx = port.tx(0);
+//! let mut slot = tx.slot(0).unwrap();
+//! tx.sync()?; // the slot belongs to the port side from here on
+//! slot.set_len(60);
+//! # Ok(()) }
+//! ```
+//!
 //! A switch port's rings are served by the daemon. A pipe end's TX sync
 //! moves packets into the peer's RX ring itself, by swapping buffer
 //! indexes; no daemon thread is involved.
