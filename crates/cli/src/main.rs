@@ -70,11 +70,24 @@ struct BridgeArgs {
     busy: bool,
 }
 
+/// Logs to stderr at the level in `RINGSWITCH_LOG` (error, warn, info,
+/// debug, trace), else `default`. A plain level rather than a per-module
+/// filter keeps the daemon's resident code small (no regex engine).
 fn init_logging(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RINGSWITCH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let level = std::env::var("RINGSWITCH_LOG")
+        .ok()
+        .and_then(|v| {
+            v.trim()
+                .parse::<tracing_subscriber::filter::LevelFilter>()
+                .ok()
+        })
+        .unwrap_or_else(|| {
+            default
+                .parse()
+                .unwrap_or(tracing_subscriber::filter::LevelFilter::INFO)
+        });
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_max_level(level)
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -1,7 +1,9 @@
 //! The frames pkt-gen sends: an Ethernet/IPv4/UDP template built once, with
-//! real checksums, and the few fields stamped into it per packet (ports,
-//! sequence number, timestamp) with the UDP checksum updated from a sum
-//! precomputed over everything else.
+//! real checksums, and the few fields stamped into it per packet (addresses
+//! and ports walking a range, random ports, sequence number, thread index,
+//! timestamp) with the checksums they affect recomputed from sums
+//! precomputed over everything else (a few additions per packet, no pass
+//! over the frame).
 //!
 //! Layout (offsets in the frame):
 //!
@@ -11,6 +13,7 @@
 //! | 14..34 | IPv4: no options, DF, TTL 64, protocol 17 |
 //! | 34..42 | UDP |
 //! | 42..46 | sequence number, big endian (txseq, ping) |
+//! | 46..48 | txseq with `-p` > 1: the sending thread's index, big endian (0 otherwise) |
 //! | 46..54 | CLOCK_MONOTONIC timestamp in ns, big endian (ping) |
 //! | 54.. | filler text |
 //!
@@ -38,6 +41,11 @@ pub const SEQ_OFS: usize = HEADERS_LEN;
 pub const TS_OFS: usize = SEQ_OFS + 4;
 /// Shortest frame that carries a sequence number.
 pub const SEQ_FRAME_LEN: usize = SEQ_OFS + 4;
+/// Where txseq's thread index (its stream) goes, right after the sequence
+/// number (where ping puts its timestamp: the two are never combined).
+pub const STREAM_OFS: usize = SEQ_OFS + 4;
+/// Shortest frame that carries a sequence number and a stream index.
+pub const STREAM_FRAME_LEN: usize = STREAM_OFS + 2;
 /// Shortest frame that carries a sequence number and a timestamp.
 pub const PING_FRAME_LEN: usize = TS_OFS + 8;
 
@@ -73,11 +81,24 @@ pub enum AddrError {
     /// Not a port number.
     #[error("a UDP port is a number from 0 to 65535")]
     Port,
-    /// netmap's `a-b` range syntax.
+    /// An address range whose first address is above its last.
+    #[error("the address range {first}-{last} runs backwards: the first address must not be above the last")]
+    IpRangeReversed {
+        /// First address given.
+        first: Ipv4Addr,
+        /// Last address given.
+        last: Ipv4Addr,
+    },
+    /// A port range whose first port is above its last.
     #[error(
-        "address and port ranges are not supported; give one IPv4 address, optionally with :port"
+        "the port range {first}-{last} runs backwards: the first port must not be above the last"
     )]
-    Range,
+    PortRangeReversed {
+        /// First port given.
+        first: u16,
+        /// Last port given.
+        last: u16,
+    },
 }
 
 impl FromStr for MacAddr {
@@ -112,37 +133,192 @@ impl fmt::Display for MacAddr {
     }
 }
 
-/// An IPv4 address with an optional UDP port: `10.0.0.1` or `10.0.0.1:1234`.
+/// An IPv4 address or address range with an optional UDP port or port
+/// range, netmap's `a.b.c.d[-e.f.g.h][:port[-port]]`: `10.0.0.1`,
+/// `10.0.0.1:1234`, `10.0.0.1-10.0.0.9:1000-1099`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Endpoint {
-    /// Address.
+    /// Address (the first of the range).
     pub ip: Ipv4Addr,
-    /// Port, if given.
+    /// The last address of the range (`ip` without a range).
+    pub ip_last: Ipv4Addr,
+    /// Port (the first of the range), if given.
     pub port: Option<u16>,
+    /// The last port of the range (`port` without a range).
+    pub port_last: Option<u16>,
+}
+
+impl Endpoint {
+    /// One address, optionally with one port.
+    pub fn single(ip: Ipv4Addr, port: Option<u16>) -> Endpoint {
+        Endpoint {
+            ip,
+            ip_last: ip,
+            port,
+            port_last: port,
+        }
+    }
+
+    /// Whether the address is a range of more than one.
+    pub fn ips_vary(&self) -> bool {
+        self.ip != self.ip_last
+    }
+
+    /// Whether the port is a range of more than one.
+    pub fn ports_vary(&self) -> bool {
+        self.port != self.port_last
+    }
+
+    /// Whether anything varies from packet to packet.
+    pub fn is_range(&self) -> bool {
+        self.ips_vary() || self.ports_vary()
+    }
+
+    /// The text for the header line: the address (range), then the port
+    /// (range), with `default` when no port was given.
+    pub fn describe(&self, default_port: u16) -> String {
+        let ip = if self.ips_vary() {
+            format!("{}-{}", self.ip, self.ip_last)
+        } else {
+            self.ip.to_string()
+        };
+        let port = match (self.port, self.port_last) {
+            (Some(a), Some(b)) if a != b => format!("{a}-{b}"),
+            (Some(a), _) => a.to_string(),
+            (None, _) => default_port.to_string(),
+        };
+        format!("{ip}:{port}")
+    }
+}
+
+fn parse_range<T: Copy + PartialOrd>(
+    s: &str,
+    one: impl Fn(&str) -> Result<T, AddrError>,
+    reversed: impl Fn(T, T) -> AddrError,
+) -> Result<(T, T), AddrError> {
+    match s.split_once('-') {
+        None => {
+            let v = one(s)?;
+            Ok((v, v))
+        }
+        Some((a, b)) => {
+            let (a, b) = (one(a)?, one(b)?);
+            if a > b {
+                return Err(reversed(a, b));
+            }
+            Ok((a, b))
+        }
+    }
 }
 
 impl FromStr for Endpoint {
     type Err = AddrError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.contains('-') {
-            return Err(AddrError::Range);
-        }
-        let (ip, port) = match s.split_once(':') {
-            Some((ip, port)) => (ip, Some(port.parse::<u16>().map_err(|_| AddrError::Port)?)),
+        let (ips, ports) = match s.split_once(':') {
+            Some((ip, port)) => (ip, Some(port)),
             None => (s, None),
         };
-        let ip = ip.parse::<Ipv4Addr>().map_err(|_| AddrError::Ip)?;
-        Ok(Endpoint { ip, port })
+        let (ip, ip_last) = parse_range(
+            ips,
+            |x| x.parse::<Ipv4Addr>().map_err(|_| AddrError::Ip),
+            |first, last| AddrError::IpRangeReversed { first, last },
+        )?;
+        let (port, port_last) = match ports {
+            None => (None, None),
+            Some(p) => {
+                let (a, b) = parse_range(
+                    p,
+                    |x| x.parse::<u16>().map_err(|_| AddrError::Port),
+                    |first, last| AddrError::PortRangeReversed { first, last },
+                )?;
+                (Some(a), Some(b))
+            }
+        };
+        Ok(Endpoint {
+            ip,
+            ip_last,
+            port,
+            port_last,
+        })
     }
 }
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.port {
-            Some(p) => write!(f, "{}:{p}", self.ip),
-            None => write!(f, "{}", self.ip),
+        write!(f, "{}", self.ip)?;
+        if self.ips_vary() {
+            write!(f, "-{}", self.ip_last)?;
         }
+        if let Some(p) = self.port {
+            write!(f, ":{p}")?;
+            if let Some(q) = self.port_last.filter(|&q| q != p) {
+                write!(f, "-{q}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Walks an endpoint's range one packet at a time, as netmap's pkt-gen
+/// does: the port fastest, then the address; after the last port of the
+/// last address it starts over. A single address and port stays put.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeCursor {
+    ip: u32,
+    ip_first: u32,
+    ip_last: u32,
+    port: u16,
+    port_first: u16,
+    port_last: u16,
+}
+
+impl RangeCursor {
+    /// A cursor at the start of `ep`'s range; `default_port` stands in
+    /// when `ep` names no port.
+    pub fn new(ep: &Endpoint, default_port: u16) -> RangeCursor {
+        let port_first = ep.port.unwrap_or(default_port);
+        RangeCursor {
+            ip: u32::from(ep.ip),
+            ip_first: u32::from(ep.ip),
+            ip_last: u32::from(ep.ip_last),
+            port: port_first,
+            port_first,
+            port_last: ep.port_last.unwrap_or(port_first),
+        }
+    }
+
+    /// The current address, as a host-order number.
+    #[inline(always)]
+    pub fn ip(&self) -> u32 {
+        self.ip
+    }
+
+    /// The current port.
+    #[inline(always)]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Moves to the next point of the range.
+    #[inline(always)]
+    pub fn advance(&mut self) {
+        if self.port < self.port_last {
+            self.port += 1;
+            return;
+        }
+        self.port = self.port_first;
+        self.ip = if self.ip < self.ip_last {
+            self.ip + 1
+        } else {
+            self.ip_first
+        };
+    }
+
+    /// Points in one lap of the range.
+    pub fn points(&self) -> u64 {
+        (u64::from(self.ip_last - self.ip_first) + 1)
+            * (u64::from(self.port_last - self.port_first) + 1)
     }
 }
 
@@ -168,10 +344,16 @@ pub struct FrameSpec {
 /// Which fields [`Template::stamp`] writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Fields {
-    /// Source and destination ports (random ports).
+    /// Source and destination ports (random ports, port ranges).
     pub ports: bool,
+    /// Source and destination addresses and the IPv4 header checksum
+    /// (address ranges).
+    pub addrs: bool,
     /// The sequence number.
     pub seq: bool,
+    /// The stream (sending thread) index after the sequence number; not
+    /// together with `ts`, which takes the same bytes.
+    pub stream: bool,
     /// The timestamp.
     pub ts: bool,
 }
@@ -179,16 +361,18 @@ pub struct Fields {
 impl Fields {
     /// Whether anything is stamped at all.
     pub fn any(self) -> bool {
-        self.ports || self.seq || self.ts
+        self.ports || self.addrs || self.seq || self.stream || self.ts
     }
 
     /// The shortest frame these fields fit in.
     pub fn min_frame_len(self) -> usize {
         if self.ts {
             PING_FRAME_LEN
+        } else if self.stream {
+            STREAM_FRAME_LEN
         } else if self.seq {
             SEQ_FRAME_LEN
-        } else if self.ports {
+        } else if self.ports || self.addrs {
             HEADERS_LEN
         } else {
             MIN_FRAME_LEN
@@ -199,12 +383,18 @@ impl Fields {
 /// The per-packet values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stamp {
+    /// Source address, host order (with [`Fields::addrs`]).
+    pub src_ip: u32,
+    /// Destination address, host order (with [`Fields::addrs`]).
+    pub dst_ip: u32,
     /// Source port (with [`Fields::ports`]).
     pub src_port: u16,
     /// Destination port (with [`Fields::ports`]).
     pub dst_port: u16,
     /// Sequence number (with [`Fields::seq`]).
     pub seq: u32,
+    /// Stream index (with [`Fields::stream`]).
+    pub stream: u16,
     /// Timestamp in ns (with [`Fields::ts`]).
     pub ts_ns: u64,
 }
@@ -213,11 +403,17 @@ pub struct Stamp {
 #[derive(Clone, Debug)]
 pub struct Template {
     bytes: Vec<u8>,
+    src_ip: u32,
+    dst_ip: u32,
     src_port: u16,
     dst_port: u16,
     /// One's-complement sum of the UDP pseudo-header, the UDP header without
     /// the ports and checksum, and the payload with the stamped fields zero.
     udp_base_sum: u64,
+    /// The same without the addresses of the pseudo-header.
+    udp_noaddr_sum: u64,
+    /// Sum of the IPv4 header without the addresses and the checksum.
+    ip_noaddr_sum: u64,
 }
 
 /// Sum of big-endian 16-bit words (a trailing odd byte is the high half of
@@ -279,6 +475,8 @@ impl Template {
         put16(&mut b, IP + 6, 0x4000); // DF, fragment offset 0
         b[IP + 8] = 64; // TTL
         b[IP_PROTO] = IPPROTO_UDP;
+        // The header before the addresses, checksum still zero.
+        let ip_noaddr_sum = sum16(&b[IP..IP_SRC]);
         b[IP_SRC..IP_SRC + 4].copy_from_slice(&spec.src_ip.octets());
         b[IP_DST..IP_DST + 4].copy_from_slice(&spec.dst_ip.octets());
         let ip_csum = !fold(sum16(&b[IP..IP + IP_HDR_LEN]));
@@ -293,19 +491,23 @@ impl Template {
 
         // Pseudo-header (addresses, protocol, UDP length), then the UDP
         // length field itself, then the payload (stamped fields still zero).
-        let udp_base_sum = sum16(&b[IP_SRC..IP_DST + 4])
-            + u64::from(IPPROTO_UDP)
+        let udp_noaddr_sum = u64::from(IPPROTO_UDP)
             + u64::from(udp_len)
             + u64::from(udp_len)
             + sum16(&b[HEADERS_LEN..]);
+        let udp_base_sum = udp_noaddr_sum + sum16(&b[IP_SRC..IP_DST + 4]);
         let csum = udp_csum(udp_base_sum + u64::from(spec.src_port) + u64::from(spec.dst_port));
         put16(&mut b, UDP_CSUM, csum);
         b.truncate(spec.len);
         Template {
             bytes: b,
+            src_ip: u32::from(spec.src_ip),
+            dst_ip: u32::from(spec.dst_ip),
             src_port: spec.src_port,
             dst_port: spec.dst_port,
             udp_base_sum,
+            udp_noaddr_sum,
+            ip_noaddr_sum,
         }
     }
 
@@ -324,13 +526,21 @@ impl Template {
         (self.src_port, self.dst_port)
     }
 
+    /// The template's source and destination addresses, host order.
+    pub fn addrs(&self) -> (u32, u32) {
+        (self.src_ip, self.dst_ip)
+    }
+
     /// Whether the frame is empty (never, for a built template).
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
 
     /// Writes the fields `f` of `st` into `frame` (a copy of this template)
-    /// and the UDP checksum covering them. Does nothing when `frame` is
+    /// and the checksums covering them: the UDP checksum always, the IPv4
+    /// header checksum with [`Fields::addrs`]. Both are recomputed from the
+    /// sums precomputed over the fixed part plus the stamped words, so they
+    /// equal a computation from scratch. Does nothing when `frame` is
     /// shorter than `f` needs (the caller checked the length at start-up).
     #[inline]
     pub fn stamp(&self, frame: &mut [u8], st: &Stamp, f: Fields) {
@@ -338,15 +548,21 @@ impl Template {
         if frame.len() < need || self.bytes.len() < need {
             return;
         }
-        let (sp, dp) = if f.ports {
-            (st.src_port, st.dst_port)
+        let mut sum = if f.addrs {
+            let a = words32(st.src_ip) + words32(st.dst_ip);
+            frame[IP_SRC..IP_SRC + 4].copy_from_slice(&st.src_ip.to_be_bytes());
+            frame[IP_DST..IP_DST + 4].copy_from_slice(&st.dst_ip.to_be_bytes());
+            put16(frame, IP_CSUM, !fold(self.ip_noaddr_sum + a));
+            self.udp_noaddr_sum + a
         } else {
-            (self.src_port, self.dst_port)
+            self.udp_base_sum
         };
-        let mut sum = self.udp_base_sum + u64::from(sp) + u64::from(dp);
         if f.ports {
-            put16(frame, UDP_SPORT, sp);
-            put16(frame, UDP_DPORT, dp);
+            put16(frame, UDP_SPORT, st.src_port);
+            put16(frame, UDP_DPORT, st.dst_port);
+            sum += u64::from(st.src_port) + u64::from(st.dst_port);
+        } else {
+            sum += u64::from(self.src_port) + u64::from(self.dst_port);
         }
         if f.seq {
             frame[SEQ_OFS..SEQ_OFS + 4].copy_from_slice(&st.seq.to_be_bytes());
@@ -355,6 +571,9 @@ impl Template {
         if f.ts {
             frame[TS_OFS..TS_OFS + 8].copy_from_slice(&st.ts_ns.to_be_bytes());
             sum += words32((st.ts_ns >> 32) as u32) + words32(st.ts_ns as u32);
+        } else if f.stream {
+            put16(frame, STREAM_OFS, st.stream);
+            sum += u64::from(st.stream);
         }
         put16(frame, UDP_CSUM, udp_csum(sum));
     }
@@ -365,6 +584,15 @@ impl Template {
 pub fn read_seq(frame: &[u8]) -> Option<u32> {
     let b = frame.get(SEQ_OFS..SEQ_OFS + 4)?;
     Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// The stream (sending thread) index of a txseq frame: 0 for frames too
+/// short to carry one, as for a single sender.
+#[inline]
+pub fn read_stream(frame: &[u8]) -> u16 {
+    frame
+        .get(STREAM_OFS..STREAM_OFS + 2)
+        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
 }
 
 /// The timestamp of a frame, if it is long enough to carry one.
@@ -510,6 +738,7 @@ mod tests {
                 ports: true,
                 seq: true,
                 ts: len >= PING_FRAME_LEN,
+                ..Fields::default()
             };
             let mut rng = Rng::new(7);
             for seq in [0u32, 1, 0xffff, 0x1_0000, 0xdead_beef, u32::MAX] {
@@ -518,6 +747,7 @@ mod tests {
                     dst_port: rng.next_u16(),
                     seq,
                     ts_ns: u64::MAX - seq as u64,
+                    ..Stamp::default()
                 };
                 t.stamp(&mut f, &st, fields);
                 assert!(udp_checksum_ok(&f), "len {len} seq {seq:#x}");
@@ -535,7 +765,7 @@ mod tests {
                     src_port: 1,
                     dst_port: 2,
                     seq: 5,
-                    ts_ns: 0,
+                    ..Stamp::default()
                 },
                 Fields {
                     seq: true,
@@ -637,32 +867,280 @@ mod tests {
 
     #[test]
     fn endpoint_parsing() {
+        let ip = |a, b, c, d| Ipv4Addr::new(a, b, c, d);
         assert_eq!(
             "10.0.0.1".parse(),
-            Ok(Endpoint {
-                ip: Ipv4Addr::new(10, 0, 0, 1),
-                port: None
-            })
+            Ok(Endpoint::single(ip(10, 0, 0, 1), None))
         );
         assert_eq!(
             "10.1.0.1:4321".parse(),
-            Ok(Endpoint {
-                ip: Ipv4Addr::new(10, 1, 0, 1),
-                port: Some(4321)
-            })
+            Ok(Endpoint::single(ip(10, 1, 0, 1), Some(4321)))
         );
         assert_eq!("10.0.0.1:65536".parse::<Endpoint>(), Err(AddrError::Port));
         assert_eq!("10.0.0.1:".parse::<Endpoint>(), Err(AddrError::Port));
         assert_eq!("10.0.0".parse::<Endpoint>(), Err(AddrError::Ip));
         assert_eq!(
-            "10.0.0.1-10.0.0.9".parse::<Endpoint>(),
-            Err(AddrError::Range)
+            "10.0.0.1-10.0.0.9".parse(),
+            Ok(Endpoint {
+                ip: ip(10, 0, 0, 1),
+                ip_last: ip(10, 0, 0, 9),
+                port: None,
+                port_last: None
+            })
         );
-        assert_eq!("10.0.0.1:1-9".parse::<Endpoint>(), Err(AddrError::Range));
+        assert_eq!(
+            "10.0.0.1:1-9".parse(),
+            Ok(Endpoint {
+                ip: ip(10, 0, 0, 1),
+                ip_last: ip(10, 0, 0, 1),
+                port: Some(1),
+                port_last: Some(9)
+            })
+        );
+        let both: Endpoint = "10.0.0.250-10.0.1.3:65530-65535".parse().unwrap();
+        assert_eq!(
+            (both.ip_last, both.port, both.port_last),
+            (ip(10, 0, 1, 3), Some(65530), Some(65535))
+        );
+        assert!(both.ips_vary() && both.ports_vary() && both.is_range());
+        assert_eq!(both.to_string(), "10.0.0.250-10.0.1.3:65530-65535");
+        assert_eq!(both.describe(1), "10.0.0.250-10.0.1.3:65530-65535");
+        let one: Endpoint = "10.0.0.1-10.0.0.1:7-7".parse().unwrap();
+        assert!(!one.is_range(), "a range of one is a single point");
+        assert_eq!(one.to_string(), "10.0.0.1:7");
+        assert_eq!(
+            "10.0.0.1".parse::<Endpoint>().unwrap().describe(1234),
+            "10.0.0.1:1234"
+        );
+        // Backwards ranges are refused, with both ends named.
+        let e = "10.0.0.9-10.0.0.1".parse::<Endpoint>().unwrap_err();
+        assert_eq!(
+            e,
+            AddrError::IpRangeReversed {
+                first: ip(10, 0, 0, 9),
+                last: ip(10, 0, 0, 1)
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "the address range 10.0.0.9-10.0.0.1 runs backwards: the first address must not be above the last"
+        );
+        let e = "10.0.0.1:9-1".parse::<Endpoint>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the port range 9-1 runs backwards: the first port must not be above the last"
+        );
+        for bad in [
+            "10.0.0.1-",
+            "-10.0.0.1",
+            "10.0.0.1-10.0.0.2-10.0.0.3",
+            "10.0.0.1:1-",
+            "10.0.0.1:1-2-3",
+            "10.0.0.1:1:2",
+            "10.0.0.1:-1",
+        ] {
+            assert!(bad.parse::<Endpoint>().is_err(), "{bad}");
+        }
         assert_eq!(
             "10.0.0.1:80".parse::<Endpoint>().unwrap().to_string(),
             "10.0.0.1:80"
         );
+    }
+
+    #[test]
+    fn cursor_walks_ports_first_then_addresses_and_wraps() {
+        let ep: Endpoint = "10.0.0.255-10.0.1.1:65534-65535".parse().unwrap();
+        let mut c = RangeCursor::new(&ep, 9);
+        assert_eq!(c.points(), 6);
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            seen.push((Ipv4Addr::from(c.ip()).to_string(), c.port()));
+            c.advance();
+        }
+        let want: Vec<(String, u16)> = [
+            ("10.0.0.255", 65534),
+            ("10.0.0.255", 65535),
+            ("10.0.1.0", 65534),
+            ("10.0.1.0", 65535),
+            ("10.0.1.1", 65534),
+            ("10.0.1.1", 65535),
+            ("10.0.0.255", 65534),
+            ("10.0.0.255", 65535),
+        ]
+        .iter()
+        .map(|(a, p)| (a.to_string(), *p))
+        .collect();
+        assert_eq!(seen, want);
+        // No port given: the default, fixed; the address still walks.
+        let ep: Endpoint = "10.0.0.1-10.0.0.2".parse().unwrap();
+        let mut c = RangeCursor::new(&ep, 1234);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push((c.ip() & 0xff, c.port()));
+            c.advance();
+        }
+        assert_eq!(seen, [(1, 1234), (2, 1234), (1, 1234)]);
+        // The whole address space, and a single point, wrap without overflow.
+        let ep: Endpoint = "255.255.255.255:65535".parse().unwrap();
+        let mut c = RangeCursor::new(&ep, 0);
+        c.advance();
+        assert_eq!((c.ip(), c.port()), (u32::MAX, 65535));
+        let ep: Endpoint = "0.0.0.0-255.255.255.255:0-65535".parse().unwrap();
+        assert_eq!(RangeCursor::new(&ep, 0).points(), 1 << 48);
+    }
+
+    /// The checksums of `f` computed from scratch, independently of the
+    /// template code: (IPv4 header, UDP).
+    fn scratch_checksums(f: &[u8]) -> (u16, u16) {
+        let mut g = f.to_vec();
+        g[24] = 0;
+        g[25] = 0;
+        g[40] = 0;
+        g[41] = 0;
+        let mut s: u32 = 0;
+        for w in g[14..34].chunks(2) {
+            s += u32::from(w[0]) << 8 | u32::from(w[1]);
+        }
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        let ip = !(s as u16);
+        let udp_len = usize::from(u16::from_be_bytes([g[38], g[39]]));
+        let mut pseudo = g[26..34].to_vec();
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        pseudo.extend_from_slice(&g[34..34 + udp_len]);
+        if pseudo.len() % 2 == 1 {
+            pseudo.push(0);
+        }
+        let mut s: u64 = 0;
+        for w in pseudo.chunks(2) {
+            s += u64::from(w[0]) << 8 | u64::from(w[1]);
+        }
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        let udp = match !(s as u16) {
+            0 => 0xffff,
+            c => c,
+        };
+        (ip, udp)
+    }
+
+    #[test]
+    fn stamped_ranges_match_checksums_from_scratch() {
+        // Ranges crossing byte and word boundaries of the addresses and the
+        // top of the port space, walked for more than one lap.
+        let src: Endpoint = "10.0.255.254-10.1.0.1:65533-65535".parse().unwrap();
+        let dst: Endpoint = "192.168.0.255-192.168.1.0:0-1".parse().unwrap();
+        for (len, fields) in [
+            (
+                60,
+                Fields {
+                    ports: true,
+                    addrs: true,
+                    ..Fields::default()
+                },
+            ),
+            (
+                61,
+                Fields {
+                    ports: true,
+                    addrs: true,
+                    seq: true,
+                    stream: true,
+                    ..Fields::default()
+                },
+            ),
+            (
+                1514,
+                Fields {
+                    ports: true,
+                    addrs: true,
+                    seq: true,
+                    ts: true,
+                    ..Fields::default()
+                },
+            ),
+        ] {
+            let mut sp = spec(len);
+            sp.src_ip = src.ip;
+            sp.dst_ip = dst.ip;
+            sp.src_port = src.port.unwrap();
+            sp.dst_port = dst.port.unwrap();
+            let t = Template::new(&sp);
+            let (mut cs, mut cd) = (RangeCursor::new(&src, 0), RangeCursor::new(&dst, 0));
+            let mut f = t.bytes().to_vec();
+            let lap = cs.points() * 2;
+            let mut wraps = 0;
+            for k in 0..lap + 3 {
+                let st = Stamp {
+                    src_ip: cs.ip(),
+                    dst_ip: cd.ip(),
+                    src_port: cs.port(),
+                    dst_port: cd.port(),
+                    seq: 0xffff_fff0u32.wrapping_add(k as u32 * 7),
+                    stream: 0xfffeu16.wrapping_add(k as u16),
+                    ts_ns: u64::MAX / (k + 1),
+                };
+                // Stamped over the previous packet, as in a reused buffer.
+                t.stamp(&mut f, &st, fields);
+                let (ip, udp) = scratch_checksums(&f);
+                assert_eq!(get16(&f, IP_CSUM), ip, "len {len} packet {k}");
+                assert_eq!(get16(&f, UDP_CSUM), udp, "len {len} packet {k}");
+                assert!(ipv4_checksum_ok(&f) && udp_checksum_ok(&f));
+                // And the same as a template built for that point.
+                let mut p = sp.clone();
+                p.src_ip = Ipv4Addr::from(st.src_ip);
+                p.dst_ip = Ipv4Addr::from(st.dst_ip);
+                p.src_port = st.src_port;
+                p.dst_port = st.dst_port;
+                let mut g = Template::new(&p).bytes().to_vec();
+                let only_seq = Fields {
+                    seq: fields.seq,
+                    stream: fields.stream,
+                    ts: fields.ts,
+                    ..Fields::default()
+                };
+                Template::new(&p).stamp(&mut g, &st, only_seq);
+                assert_eq!(f, g, "len {len} packet {k}");
+                assert_eq!(&f[26..30], &st.src_ip.to_be_bytes());
+                assert_eq!(get16(&f, UDP_DPORT), st.dst_port);
+                if fields.stream {
+                    assert_eq!(read_stream(&f), st.stream);
+                }
+                cs.advance();
+                cd.advance();
+                if (cs.ip(), cs.port()) == (u32::from(src.ip), src.port.unwrap()) {
+                    wraps += 1;
+                }
+            }
+            assert_eq!(wraps, 2, "went round the source range twice");
+        }
+    }
+
+    #[test]
+    fn no_addrs_field_leaves_the_ip_header_alone() {
+        let t = Template::new(&spec(60));
+        let mut f = t.bytes().to_vec();
+        t.stamp(
+            &mut f,
+            &Stamp {
+                src_ip: 1,
+                dst_ip: 2,
+                seq: 3,
+                stream: 4,
+                ..Stamp::default()
+            },
+            Fields {
+                seq: true,
+                ..Fields::default()
+            },
+        );
+        assert_eq!(&f[..40], &t.bytes()[..40], "only the UDP checksum changes");
+        assert_eq!(read_stream(&f), 0, "no stream field: the template's zero");
+        assert!(udp_checksum_ok(&f));
+        assert_eq!(read_stream(&f[..47]), 0);
     }
 
     #[test]

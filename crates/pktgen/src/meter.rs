@@ -120,6 +120,16 @@ impl Meter {
         self.min_space = self.min_space.min(space);
     }
 
+    /// Takes the running totals of several meters (the threads of a `-p`
+    /// run) and the least space they saw since the last report, in place of
+    /// recording batches; [`Meter::poll`] then reports their sum.
+    pub fn absorb(&mut self, pkts: u64, bytes: u64, events: u64, min_space: u32) {
+        self.pkts = pkts;
+        self.bytes = bytes;
+        self.events = events;
+        self.min_space = self.min_space.min(min_space);
+    }
+
     /// When the next line is due (`u64::MAX`: never).
     #[inline]
     pub fn next_report_ns(&self) -> u64 {
@@ -246,6 +256,22 @@ mod tests {
         assert_eq!((m.pkts, m.events), (612, 2));
         let mut off = Meter::new(0, 0);
         assert_eq!(off.poll(u64::MAX - 1), None);
+    }
+
+    #[test]
+    fn absorbed_totals_are_reported_like_recorded_ones() {
+        let ms = 1_000_000;
+        let mut m = Meter::new(100, 0);
+        m.absorb(1000, 60_000, 2, 300);
+        m.absorb(1500, 90_000, 3, u32::MAX);
+        let iv = m.poll(100 * ms).unwrap();
+        assert_eq!(
+            (iv.pkts, iv.bytes, iv.events, iv.min_space),
+            (1500, 90_000, 3, 300)
+        );
+        m.absorb(1600, 96_000, 4, u32::MAX);
+        let iv = m.poll(200 * ms).unwrap();
+        assert_eq!((iv.pkts, iv.events, iv.min_space), (100, 1, 0));
     }
 
     #[test]

@@ -25,7 +25,6 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
     let mut stats = RttStats::default();
     let mut iv = IntervalRtt::default();
     let (mut sent, mut received, mut bytes, mut lost, mut stray) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut left = s.count;
     let t0 = monotonic_ns();
     let end = loop {
         let now = monotonic_ns();
@@ -33,13 +32,13 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
             s.say(&iv.line());
             iv = IntervalRtt::default();
         }
-        if left == 0 {
+        if s.exhausted() {
             break End::Count;
         }
         if let Some(e) = s.stop_reason(now) {
             break e;
         }
-        let mut want = u64::from(s.burst).min(left) as u32;
+        let mut want = s.burst;
         if let Some(b) = &mut bucket {
             b.refill(now);
             let avail = b.available();
@@ -52,13 +51,14 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
 
         // Send a round.
         let slice = s.wait_slice(now);
-        let mut tx = s.port.tx(0);
-        let space = tx.space();
+        let space = s.port.tx(0).space();
         if space == 0 {
-            let r = tx.wait(Some(slice));
+            let r = s.port.tx(0).wait(Some(slice));
             r.map_err(|e| s.wait_err(e))?;
             continue;
         }
+        let want = s.claim(want.min(space));
+        let mut tx = s.port.tx(0);
         let base = stamper.next_seq();
         let mut n = 0;
         // Bounded by `want` and by the ring's free slots.
@@ -75,7 +75,6 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
         let r = tx.sync();
         r.map_err(|e| s.wait_err(e))?;
         sent += u64::from(n);
-        left -= u64::from(n);
         answered[..n as usize].fill(false);
 
         // Collect its replies.
@@ -114,7 +113,7 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
                 got += batch;
                 bytes += batch_bytes;
                 if batch > 0 {
-                    s.meter.record(batch, batch_bytes, avail);
+                    s.record(batch, batch_bytes, avail);
                 }
                 continue;
             }
@@ -135,7 +134,7 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
     Ok(Outcome {
         packets: received,
         bytes,
-        ns: t1.saturating_sub(t0),
+        span: Some((t0, t1)),
         end: Some(end),
         sent: Some(sent),
         lost: Some(lost),
@@ -147,14 +146,13 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
 
 pub(crate) fn pong(s: &mut Session) -> Result<Outcome, PktGenError> {
     let region = s.port.region().clone();
-    let mut left = s.count;
     let mut bad = 0u64;
     let mut first_ns: Option<u64> = None;
     let mut last_ns = 0u64;
     let end = loop {
         let now = monotonic_ns();
         s.tick(now);
-        if left == 0 {
+        if s.exhausted() {
             break End::Count;
         }
         if let Some(e) = s.stop_reason(now) {
@@ -181,7 +179,7 @@ pub(crate) fn pong(s: &mut Session) -> Result<Outcome, PktGenError> {
                 continue;
             }
         }
-        let n = u64::from(avail.min(free).min(s.burst)).min(left) as u32;
+        let n = s.claim(avail.min(free).min(s.burst));
         let (mut out, mut bytes) = (0u32, 0u64);
         for k in 0..n {
             let (rbuf, rlen) = {
@@ -211,9 +209,8 @@ pub(crate) fn pong(s: &mut Session) -> Result<Outcome, PktGenError> {
         s.port.tx(0).advance(out);
         let r = s.port.tx(0).sync();
         r.map_err(|e| s.wait_err(e))?;
-        left -= u64::from(n);
         if out > 0 {
-            s.meter.record(out, bytes, avail);
+            s.record(out, bytes, avail);
             first_ns.get_or_insert(now);
             last_ns = now;
         }
@@ -223,7 +220,7 @@ pub(crate) fn pong(s: &mut Session) -> Result<Outcome, PktGenError> {
     Ok(Outcome {
         packets: s.meter.pkts,
         bytes: s.meter.bytes,
-        ns: first_ns.map_or(0, |f| last_ns - f),
+        span: first_ns.map(|f| (f, last_ns)),
         end: Some(end),
         malformed: Some(bad),
         ..Outcome::default()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ringswitch_ring::Slot;
 
-use crate::frame::{Fields, Rng, Stamp, Template};
+use crate::frame::{Fields, RangeCursor, Rng, Stamp, Template};
 use crate::os::monotonic_ns;
 use crate::session::Session;
 use crate::{End, Outcome, PktGenError};
@@ -48,37 +48,64 @@ impl Filled {
     }
 }
 
-/// The per-packet fields: ports (random if asked), sequence number.
+/// The per-packet fields: addresses and ports walking their ranges,
+/// random ports, sequence number, stream index.
 pub(crate) struct Stamper {
     pub(crate) fields: Fields,
     st: Stamp,
     rng: Rng,
     random_src: bool,
     random_dst: bool,
+    /// Cursors for the endpoints given as ranges (each advances every
+    /// packet, independently of the other, as in netmap's pkt-gen).
+    src: Option<RangeCursor>,
+    dst: Option<RangeCursor>,
 }
 
 impl Stamper {
     pub(crate) fn new(s: &Session) -> Stamper {
         let (src_port, dst_port) = s.template.ports();
+        let (src_ip, dst_ip) = s.template.addrs();
         let st = Stamp {
+            src_ip,
+            dst_ip,
             src_port,
             dst_port,
             seq: 0,
+            stream: s.stream,
             ts_ns: 0,
         };
+        let cursor = |ep: &crate::Endpoint, port| ep.is_range().then(|| RangeCursor::new(ep, port));
         Stamper {
             fields: s.fields,
             st,
-            rng: Rng::new(monotonic_ns() ^ (u64::from(std::process::id()) << 32)),
+            rng: Rng::new(
+                monotonic_ns()
+                    ^ (u64::from(std::process::id()) << 32)
+                    ^ (u64::from(s.stream) << 48),
+            ),
             random_src: s.random_src,
             random_dst: s.random_dst,
+            src: cursor(&s.src, src_port),
+            dst: cursor(&s.dst, dst_port),
         }
     }
 
     /// Stamps the next packet into `buf` (the whole slot buffer): the next
-    /// sequence number, fresh random ports, and `ts_ns`.
+    /// point of the address/port ranges, the next sequence number, fresh
+    /// random ports, and `ts_ns`.
     #[inline(always)]
     pub(crate) fn stamp(&mut self, t: &Template, buf: &mut [u8], ts_ns: u64) {
+        if let Some(c) = &mut self.src {
+            self.st.src_ip = c.ip();
+            self.st.src_port = c.port();
+            c.advance();
+        }
+        if let Some(c) = &mut self.dst {
+            self.st.dst_ip = c.ip();
+            self.st.dst_port = c.port();
+            c.advance();
+        }
         if self.random_src {
             self.st.src_port = self.rng.next_u16();
         }
@@ -102,19 +129,18 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
     let stamping = s.fields.any();
     let mut bucket = s.rate_limiter();
     let len16 = s.len as u16;
-    let mut left = s.count;
     let mut advanced = 0u64;
     let t0 = monotonic_ns();
     let end = loop {
         let now = monotonic_ns();
         s.tick(now);
-        if left == 0 {
+        if s.exhausted() {
             break End::Count;
         }
         if let Some(e) = s.stop_reason(now) {
             break e;
         }
-        let mut want = u64::from(s.burst).min(left) as u32;
+        let mut want = s.burst;
         if let Some(b) = &mut bucket {
             b.refill(now);
             let avail = b.available();
@@ -125,14 +151,17 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
             want = want.min(avail);
         }
         let slice = s.wait_slice(now);
-        let mut tx = s.port.tx(0);
-        let space = tx.space();
+        let space = s.port.tx(0).space();
         if space == 0 {
             // Full: wait syncs, and returns as soon as slots are free.
-            let r = tx.wait(Some(slice));
+            let r = s.port.tx(0).wait(Some(slice));
             r.map_err(|e| s.wait_err(e))?;
             continue;
         }
+        // From the -n budget (shared with the other threads): what the
+        // ring can take now, at most.
+        let want = s.claim(want.min(space));
+        let mut tx = s.port.tx(0);
         let mut n = 0;
         // Up to `want` slots; `slot` gives none past the free space.
         while let Some(mut slot) = (n < want).then(|| tx.slot(n)).flatten() {
@@ -146,15 +175,15 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
         tx.advance(n);
         let r = tx.sync();
         r.map_err(|e| s.wait_err(e))?;
-        left -= u64::from(n);
         advanced += u64::from(n);
-        s.meter.record(n, u64::from(n) * s.len as u64, space);
+        s.record(n, u64::from(n) * s.len as u64, space);
         if let Some(b) = &mut bucket {
             b.consume(n);
         }
     };
     let (queued, t1) = flush(s)?;
     tracing::debug!(
+        stream = s.stream,
         template_writes = filled.writes,
         next_seq = stamper.next_seq(),
         "sender done"
@@ -163,7 +192,7 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
     Ok(Outcome {
         packets,
         bytes: packets * s.len as u64,
-        ns: t1.saturating_sub(t0),
+        span: Some((t0, t1)),
         end: Some(end),
         queued: Some(queued),
         ..Outcome::default()

@@ -1,6 +1,15 @@
 //! rxseq's bookkeeping: sequence numbers are 32-bit and wrap; the distance
 //! from the expected one, taken as a signed 32-bit value, tells a jump
 //! forward (frames missing) from a late frame.
+//!
+//! Each txseq sender thread (`-p`) numbers its own frames and puts its
+//! index, the stream, next to the number; rxseq keeps one tracker per
+//! stream ([`SeqStreams`]), so frames of two senders interleaved on one
+//! ring (or polled from two rings by one thread) are not taken for
+//! reordering. A stream's frames stay on one ring (a pipe maps TX ring i to
+//! the peer's RX ring i, the switch maps a source ring to one destination
+//! ring), so each receiving thread sees whole streams and the threads'
+//! counts simply add up.
 
 /// Counts gaps and reordered frames in a sequence stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,9 +52,93 @@ impl SeqTracker {
     }
 }
 
+/// Streams tracked: more than any port has rings (a thread per ring).
+pub const MAX_STREAMS: usize = 64;
+
+const _: () = assert!(ringswitch_ring::layout::MAX_RINGS as usize <= MAX_STREAMS);
+
+/// One [`SeqTracker`] per stream, allocated once.
+#[derive(Clone, Debug)]
+pub struct SeqStreams {
+    trackers: Vec<SeqTracker>,
+    /// Frames that named a stream beyond [`MAX_STREAMS`] (not counted
+    /// anywhere else).
+    pub unknown: u64,
+}
+
+impl Default for SeqStreams {
+    fn default() -> Self {
+        SeqStreams {
+            trackers: vec![SeqTracker::default(); MAX_STREAMS],
+            unknown: 0,
+        }
+    }
+}
+
+impl SeqStreams {
+    /// Accounts one frame of `stream`.
+    #[inline]
+    pub fn observe(&mut self, stream: u16, seq: u32) {
+        match self.trackers.get_mut(usize::from(stream)) {
+            Some(t) => t.observe(seq),
+            None => self.unknown += 1,
+        }
+    }
+
+    /// Gaps summed over the streams.
+    pub fn gaps(&self) -> u64 {
+        self.trackers.iter().map(|t| t.gaps).sum()
+    }
+
+    /// Reordered frames summed over the streams.
+    pub fn reordered(&self) -> u64 {
+        self.trackers.iter().map(|t| t.reordered).sum()
+    }
+
+    /// Streams that carried at least one frame.
+    pub fn active(&self) -> usize {
+        self.trackers
+            .iter()
+            .filter(|t| t.expected().is_some())
+            .count()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streams_are_tracked_apart() {
+        let mut s = SeqStreams::default();
+        // Two senders interleaved, each in order: no gap, no reordering.
+        for q in 0..1000u32 {
+            s.observe(0, q);
+            s.observe(1, q + 7);
+            if q % 3 == 0 {
+                s.observe(2, q / 3);
+            }
+        }
+        assert_eq!(
+            (s.gaps(), s.reordered(), s.active(), s.unknown),
+            (0, 0, 3, 0)
+        );
+        // What one tracker would have made of the same frames.
+        let mut one = SeqTracker::default();
+        for q in 0..1000u32 {
+            one.observe(q);
+            one.observe(q + 7);
+        }
+        assert!(one.gaps + one.reordered > 0);
+        // Losses and lateness are counted per stream and added up.
+        s.observe(0, 1005);
+        s.observe(1, 1000);
+        s.observe(1, 3);
+        assert_eq!((s.gaps(), s.reordered()), (5, 2));
+        s.observe(MAX_STREAMS as u16, 1);
+        s.observe(u16::MAX, 1);
+        assert_eq!((s.unknown, s.active()), (2, 3));
+    }
 
     fn run(seqs: &[u32]) -> SeqTracker {
         let mut t = SeqTracker::default();

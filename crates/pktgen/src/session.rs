@@ -1,73 +1,227 @@
-//! State shared by the modes: the open port, the plan, the clock checks
-//! that end a run, the report interval, and stdout.
+//! State shared by the modes: the open port (or this thread's pieces of a
+//! split port), the plan, the clock checks that end a run, the report
+//! interval, and stdout; and what the threads of a `-p` run share.
 
 use std::io::Write as _;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use ringswitch_client::{ClientError, Port};
+use ringswitch_client::{ClientError, Port, RxRing};
 
-use crate::frame::{Fields, Template};
+use crate::frame::{Endpoint, Fields, Template};
 use crate::meter::Meter;
 use crate::os::{monotonic_ns, stop_requested};
 use crate::rate::TokenBucket;
-use crate::{End, PktGenArgs, PktGenError, Plan};
+use crate::{End, PktGenError, Plan};
 
 /// Longest a wait sleeps before the stop conditions are looked at again.
 pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(100);
+/// Longest a blocking wait sleeps with `-p` > 1. The pieces of a split port
+/// share the port's interrupt eventfd, and a thread that wakes drains it:
+/// a wake-up meant for another thread can be eaten, and that thread then
+/// sleeps until its timeout. Short waits bound the stall.
+pub(crate) const THREAD_WAIT_SLICE: Duration = Duration::from_millis(2);
 /// Shortest wait handed to a blocking call (poll has millisecond timeouts).
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
-pub(crate) struct Session {
+/// Prints a line to stdout; a closed stdout is not an error worth stopping
+/// the data path for.
+pub(crate) fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// One thread's running totals, published after every batch for the
+/// thread that prints the interval lines. Aligned so two threads' counters
+/// never share a cache line.
+#[repr(align(128))]
+#[derive(Debug)]
+pub(crate) struct Published {
+    pkts: AtomicU64,
+    bytes: AtomicU64,
+    events: AtomicU64,
+    /// Least space seen since the last report (`u32::MAX`: none).
+    min_space: AtomicU32,
+}
+
+impl Default for Published {
+    fn default() -> Self {
+        Published {
+            pkts: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            events: AtomicU64::new(0),
+            min_space: AtomicU32::new(u32::MAX),
+        }
+    }
+}
+
+/// What the threads of one run share: the packet budget of `-n`, a flag
+/// that stops every thread when one fails, and the published counters.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Packets not yet claimed; unused when `bounded` is false.
+    left: AtomicU64,
+    bounded: bool,
+    abort: AtomicBool,
+    slots: Vec<Published>,
+}
+
+impl Shared {
+    /// For `threads` threads handling `count` packets in all (`u64::MAX`:
+    /// no limit).
+    pub(crate) fn new(count: u64, threads: usize) -> Shared {
+        Shared {
+            left: AtomicU64::new(count),
+            bounded: count != u64::MAX,
+            abort: AtomicBool::new(false),
+            slots: (0..threads).map(|_| Published::default()).collect(),
+        }
+    }
+
+    /// Claims up to `want` packets of the budget; returns how many.
+    #[inline]
+    pub(crate) fn claim(&self, want: u32) -> u32 {
+        if !self.bounded {
+            return want;
+        }
+        let mut cur = self.left.load(Ordering::Relaxed);
+        loop {
+            if cur == 0 || want == 0 {
+                return 0;
+            }
+            let n = cur.min(u64::from(want));
+            match self.left.compare_exchange_weak(
+                cur,
+                cur - n,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return n as u32,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Whether the budget is spent.
+    #[inline]
+    pub(crate) fn exhausted(&self) -> bool {
+        self.bounded && self.left.load(Ordering::Relaxed) == 0
+    }
+
+    /// Stops every thread (one failed).
+    pub(crate) fn abort(&self) {
+        self.abort.store(true, Ordering::Relaxed);
+    }
+
+    fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Relaxed)
+    }
+
+    /// The threads' totals (packets, bytes, events) and the least space
+    /// any saw since the last call.
+    pub(crate) fn take_totals(&self) -> (u64, u64, u64, u32) {
+        let mut t = (0, 0, 0, u32::MAX);
+        for s in &self.slots {
+            t.0 += s.pkts.load(Ordering::Relaxed);
+            t.1 += s.bytes.load(Ordering::Relaxed);
+            t.2 += s.events.load(Ordering::Relaxed);
+            t.3 = t.3.min(s.min_space.swap(u32::MAX, Ordering::Relaxed));
+        }
+        t
+    }
+}
+
+/// What a thread does beyond the plan: which stream it is, its share of
+/// the rate, and whether it publishes for an interval printer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Role {
+    /// Thread index (the stream index txseq stamps).
+    pub(crate) index: usize,
+    /// Packets per second for this thread (0: unlimited).
+    pub(crate) rate_pps: u64,
+    /// Whether several threads run: publish counters, print nothing,
+    /// wait in short slices.
+    pub(crate) threaded: bool,
+}
+
+pub(crate) struct Session<'a> {
     pub(crate) port: Port,
+    /// More pieces of a split port this thread reads, each through its RX
+    /// ring 0 (receivers, when there are fewer threads than rings).
+    pub(crate) extra: Vec<Port>,
     pub(crate) name: String,
     pub(crate) burst: u32,
     pub(crate) len: usize,
     pub(crate) template: Template,
     pub(crate) fields: Fields,
+    pub(crate) src: Endpoint,
+    pub(crate) dst: Endpoint,
     pub(crate) random_src: bool,
     pub(crate) random_dst: bool,
-    /// Packets to handle in all (`u64::MAX`: no limit).
-    pub(crate) count: u64,
+    /// txseq's stream index (the thread index).
+    pub(crate) stream: u16,
     pub(crate) busy: bool,
     pub(crate) rate_pps: u64,
     deadline_ns: u64,
     pub(crate) meter: Meter,
+    shared: &'a Shared,
+    publish: Option<&'a Published>,
+    max_wait: Duration,
+    own_rx: usize,
 }
 
-impl Session {
+impl<'a> Session<'a> {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         port: Port,
+        extra: Vec<Port>,
         name: String,
         plan: &Plan,
         burst: u32,
         template: Template,
-        a: &PktGenArgs,
-    ) -> Session {
+        shared: &'a Shared,
+        role: Role,
+    ) -> Session<'a> {
         let now = monotonic_ns();
+        let own_rx = port.geometry().rx_rings as usize;
         Session {
             port,
+            extra,
             name,
             burst,
             len: plan.len,
             template,
             fields: plan.fields,
-            random_src: a.random_src_port,
-            random_dst: a.random_dst_port,
-            count: plan.count,
-            busy: a.busy,
-            rate_pps: a.rate,
+            src: plan.src,
+            dst: plan.dst,
+            random_src: plan.random_src,
+            random_dst: plan.random_dst,
+            stream: role.index as u16,
+            busy: plan.busy,
+            rate_pps: role.rate_pps,
             deadline_ns: plan.duration_ns.map_or(u64::MAX, |d| now.saturating_add(d)),
-            meter: Meter::new(a.interval_ms, now),
+            // With several threads the interval lines are printed from
+            // the published totals, not by each thread.
+            meter: Meter::new(if role.threaded { 0 } else { plan.interval_ms }, now),
+            shared,
+            publish: role
+                .threaded
+                .then(|| shared.slots.get(role.index))
+                .flatten(),
+            max_wait: if role.threaded {
+                THREAD_WAIT_SLICE
+            } else {
+                WAIT_SLICE
+            },
+            own_rx,
         }
     }
 
-    /// Prints a line to stdout; a closed stdout is not an error worth
-    /// stopping the data path for.
+    /// Prints a line to stdout.
     pub(crate) fn say(&self, line: &str) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        say(line);
     }
 
     /// Prints the interval line if one is due. Returns whether it did.
@@ -82,10 +236,35 @@ impl Session {
         }
     }
 
+    /// One sync moved `pkts` packets of `bytes` bytes; the ring had `space`.
+    #[inline]
+    pub(crate) fn record(&mut self, pkts: u32, bytes: u64, space: u32) {
+        self.meter.record(pkts, bytes, space);
+        if let Some(p) = self.publish {
+            p.pkts.store(self.meter.pkts, Ordering::Relaxed);
+            p.bytes.store(self.meter.bytes, Ordering::Relaxed);
+            p.events.store(self.meter.events, Ordering::Relaxed);
+            p.min_space.fetch_min(space, Ordering::Relaxed);
+        }
+    }
+
+    /// Claims up to `want` packets of the `-n` budget (shared by all
+    /// threads); returns how many.
+    #[inline]
+    pub(crate) fn claim(&self, want: u32) -> u32 {
+        self.shared.claim(want)
+    }
+
+    /// Whether the `-n` budget is spent.
+    #[inline]
+    pub(crate) fn exhausted(&self) -> bool {
+        self.shared.exhausted()
+    }
+
     /// Why the run must end now, apart from the count.
     #[inline]
     pub(crate) fn stop_reason(&self, now: u64) -> Option<End> {
-        if stop_requested() {
+        if stop_requested() || self.shared.aborted() {
             Some(End::Signal)
         } else if now >= self.deadline_ns {
             Some(End::Duration)
@@ -95,13 +274,13 @@ impl Session {
     }
 
     /// How long a wait may last: until the deadline, the next report, or
-    /// at most [`WAIT_SLICE`].
+    /// at most [`WAIT_SLICE`] ([`THREAD_WAIT_SLICE`] with several threads).
     pub(crate) fn wait_slice(&self, now: u64) -> Duration {
         let until = self
             .deadline_ns
             .min(self.meter.next_report_ns())
             .saturating_sub(now);
-        Duration::from_nanos(until).clamp(MIN_WAIT, WAIT_SLICE)
+        Duration::from_nanos(until).clamp(MIN_WAIT, self.max_wait)
     }
 
     /// Waits `ns` for the rate limiter: sleeps (bounded by the wait slice)
@@ -127,10 +306,27 @@ impl Session {
         }
     }
 
-    /// Waits up to `timeout` until any RX ring has packets.
+    /// RX rings this thread reads: its port's, then ring 0 of each extra
+    /// piece.
+    #[inline]
+    pub(crate) fn rx_rings(&self) -> usize {
+        self.own_rx + self.extra.len()
+    }
+
+    /// The `k`-th RX ring this thread reads.
+    #[inline]
+    pub(crate) fn rx(&mut self, k: usize) -> RxRing<'_> {
+        if k < self.own_rx {
+            self.port.rx(k)
+        } else {
+            self.extra[k - self.own_rx].rx(0)
+        }
+    }
+
+    /// Waits up to `timeout` until any RX ring of this thread has packets.
     pub(crate) fn wait_rx_any(&mut self, timeout: Duration) -> Result<bool, PktGenError> {
-        let rings = self.port.geometry().rx_rings as usize;
-        if rings == 1 {
+        let rings = self.rx_rings();
+        if rings == 1 && self.own_rx == 1 {
             return self
                 .port
                 .wait_rx(0, Some(timeout))
@@ -141,8 +337,10 @@ impl Session {
             // Bounded by the timeout.
             loop {
                 for r in 0..rings {
-                    self.port.rxsync(r);
-                    if self.port.rx(r).space() > 0 {
+                    let mut rx = self.rx(r);
+                    let res = rx.sync();
+                    res.map_err(|e| self.wait_err(e))?;
+                    if self.rx(r).space() > 0 {
                         return Ok(true);
                     }
                 }
@@ -152,7 +350,14 @@ impl Session {
                 std::hint::spin_loop();
             }
         }
-        if self.port.prepare_wait(false, true) {
+        // Every piece's rings ask for an interrupt; they all share the
+        // port's eventfd, so sleeping on one descriptor covers them all.
+        let mut ready = self.port.prepare_wait(false, true);
+        for p in &mut self.extra {
+            ready |= p.prepare_wait(false, true);
+        }
+        if ready {
+            self.after_wait();
             return Ok(true);
         }
         let fd = self.port.poll_fd().as_raw_fd();
@@ -162,7 +367,59 @@ impl Session {
                 source: ClientError::Io(e),
             }
         })?;
-        self.port.after_wait();
+        self.after_wait();
         Ok(fired)
+    }
+
+    fn after_wait(&mut self) {
+        self.port.after_wait();
+        for p in &mut self.extra {
+            p.after_wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_claimed_exactly_once_across_threads() {
+        let total = 1_000_003u64;
+        let sh = Shared::new(total, 4);
+        let claimed: Vec<u64> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..4)
+                .map(|i| {
+                    let sh = &sh;
+                    sc.spawn(move || {
+                        let mut mine = 0u64;
+                        while !sh.exhausted() {
+                            mine += u64::from(sh.claim(1 + 97 * i));
+                        }
+                        assert_eq!(sh.claim(5), 0);
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(claimed.iter().sum::<u64>(), total);
+        let unbounded = Shared::new(u64::MAX, 1);
+        assert_eq!(unbounded.claim(512), 512);
+        assert!(!unbounded.exhausted());
+        assert_eq!(Shared::new(3, 1).claim(512), 3);
+    }
+
+    #[test]
+    fn totals_add_up_and_min_space_resets() {
+        let sh = Shared::new(u64::MAX, 2);
+        for (i, s) in sh.slots.iter().enumerate() {
+            s.pkts.store(10 * (i as u64 + 1), Ordering::Relaxed);
+            s.bytes.store(600, Ordering::Relaxed);
+            s.events.store(1, Ordering::Relaxed);
+            s.min_space.fetch_min(100 + i as u32, Ordering::Relaxed);
+        }
+        assert_eq!(sh.take_totals(), (30, 1200, 2, 100));
+        assert_eq!(sh.take_totals(), (30, 1200, 2, u32::MAX));
     }
 }

@@ -230,3 +230,182 @@ fn rx_polls_every_ring_of_a_multi_ring_port() {
         );
     }
 }
+
+#[test]
+fn two_threads_txseq_to_rxseq_over_a_two_ring_pipe_lose_nothing() {
+    let d = daemon();
+    let n = 400_000;
+    let rx = spawn(
+        &d,
+        &format!("-i pipe}}20@conf:rings=2 -f rxseq -p 2 -n {n} --duration 30 -T 200 --json"),
+    );
+    thread::sleep(Duration::from_millis(100));
+    let tx = run(
+        &args(&format!(
+            "-i pipe{{20 -f txseq -p 2 -n {n} --duration 30 -T 200 --json"
+        )),
+        d.socket(),
+    )
+    .unwrap();
+    let rx = rx.join().unwrap();
+    assert_eq!(
+        (tx.packets, tx.queued, tx.end, tx.threads),
+        (n, Some(0), End::Count, 2)
+    );
+    assert_eq!(tx.bytes, n * 60);
+    let per = tx.thread_packets.clone().unwrap();
+    assert_eq!(per.len(), 2);
+    assert_eq!(per.iter().sum::<u64>(), n);
+    assert!(
+        per.iter().all(|&p| p > 0),
+        "both TX rings carried traffic: {per:?}"
+    );
+    assert_eq!((rx.packets, rx.end, rx.threads), (n, End::Count, 2));
+    assert_eq!(
+        (rx.gaps, rx.reordered, rx.drops, rx.malformed),
+        (Some(0), Some(0), Some(0), Some(0)),
+        "{rx:?}"
+    );
+    // Pipe ring i feeds peer ring i: each receiver got one sender's share.
+    assert_eq!(rx.thread_packets, tx.thread_packets);
+    assert!(rx.events > 0 && rx.seconds > 0.0 && rx.pps > 0.0);
+}
+
+#[test]
+fn one_receiver_thread_tracks_the_streams_of_two_senders() {
+    let d = daemon();
+    let n = 100_000;
+    // -p 1 reads both rings in turn: the two senders' frames interleave,
+    // and only the thread index keeps the numbers apart.
+    let rx = spawn(
+        &d,
+        &format!("-i pipe}}21@conf:rings=2,slots=256 -f rxseq -n {n} --duration 30 -T 0"),
+    );
+    thread::sleep(Duration::from_millis(100));
+    let tx = run(
+        &args(&format!(
+            "-i pipe{{21 -f txseq -p 2 -n {n} -b 64 --duration 30 -T 0"
+        )),
+        d.socket(),
+    )
+    .unwrap();
+    let rx = rx.join().unwrap();
+    assert_eq!(tx.packets, n);
+    assert_eq!(
+        (rx.packets, rx.gaps, rx.reordered, rx.malformed),
+        (n, Some(0), Some(0), Some(0)),
+        "{rx:?}"
+    );
+}
+
+#[test]
+fn fewer_receiver_threads_than_rings_read_every_ring() {
+    let d = daemon();
+    let n = 200_000;
+    let rx = spawn(
+        &d,
+        &format!("-i pipe}}22@conf:rings=4,slots=256 -f rxseq -p 2 -n {n} --duration 30 -T 0"),
+    );
+    thread::sleep(Duration::from_millis(100));
+    let tx = run(
+        &args(&format!(
+            "-i pipe{{22 -f txseq -p 4 -n {n} --duration 30 -T 0"
+        )),
+        d.socket(),
+    )
+    .unwrap();
+    let rx = rx.join().unwrap();
+    assert_eq!((tx.packets, tx.threads), (n, 4));
+    assert!(tx.thread_packets.unwrap().iter().all(|&p| p > 0));
+    assert_eq!(
+        (rx.packets, rx.gaps, rx.reordered, rx.end),
+        (n, Some(0), Some(0), End::Count),
+        "{rx:?}"
+    );
+    // Thread i reads rings i and i+2: two senders' worth each.
+    assert!(rx.thread_packets.unwrap().iter().all(|&p| p > 0));
+}
+
+#[test]
+fn threads_beyond_the_rings_are_refused() {
+    let d = daemon();
+    let e = run(
+        &args("-i pipe{23@conf:rings=2 -f txseq -p 3 -T 0"),
+        d.socket(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "-p 3 needs 3 TX rings, but port pipe{23@conf:rings=2 has 2 TX and 2 RX rings; \
+         create it with enough rings, e.g. pipe{23@conf:rings=3"
+    );
+    let e = run(&args("-i vale0:t -f rx -p 2 -T 0"), d.socket()).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("-p 2 needs 2 RX rings, but port vale0:t has 1 TX and 1 RX rings"),
+        "{e}"
+    );
+    assert!(run(&args("-i pipe{24 -f ping -p 2"), d.socket())
+        .unwrap_err()
+        .to_string()
+        .contains("ping runs in one thread"));
+}
+
+#[test]
+fn address_and_port_ranges_are_walked_with_valid_checksums() {
+    use ringswitch_client::Port;
+    use ringswitch_pktgen::frame::{ipv4_checksum_ok, read_seq, udp_checksum_ok};
+    use std::net::Ipv4Addr;
+
+    let d = daemon();
+    let mut peer = Port::open_at(d.socket(), "pipe}25").unwrap();
+    let n = 20u32;
+    let tx = run(
+        &args(&format!(
+            "-i pipe{{25 -f txseq -n {n} -l 64 -s 10.0.0.255-10.0.1.1:65534-65535 -d 192.168.1.7:80-82 -T 0"
+        )),
+        d.socket(),
+    )
+    .unwrap();
+    assert_eq!(tx.packets, u64::from(n));
+    let mut frames = Vec::new();
+    let mut rx = peer.rx(0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while frames.len() < n as usize && Instant::now() < deadline {
+        rx.wait(Some(Duration::from_millis(100))).unwrap();
+        let k = rx.space();
+        for i in 0..k {
+            frames.push(rx.slot(i).unwrap().payload().to_vec());
+        }
+        rx.advance(k);
+        rx.sync().unwrap();
+    }
+    assert_eq!(frames.len(), n as usize);
+    let src_points = [
+        ([10, 0, 0, 255], 65534),
+        ([10, 0, 0, 255], 65535),
+        ([10, 0, 1, 0], 65534),
+        ([10, 0, 1, 0], 65535),
+        ([10, 0, 1, 1], 65534),
+        ([10, 0, 1, 1], 65535),
+    ];
+    for (k, f) in frames.iter().enumerate() {
+        assert_eq!(f.len(), 64);
+        assert_eq!(read_seq(f), Some(k as u32));
+        let (sip, sport) = src_points[k % src_points.len()];
+        assert_eq!(
+            Ipv4Addr::new(f[26], f[27], f[28], f[29]),
+            Ipv4Addr::from(sip),
+            "frame {k}"
+        );
+        assert_eq!(u16::from_be_bytes([f[34], f[35]]), sport, "frame {k}");
+        assert_eq!(&f[30..34], &[192, 168, 1, 7]);
+        assert_eq!(
+            u16::from_be_bytes([f[36], f[37]]),
+            80 + (k % 3) as u16,
+            "frame {k}"
+        );
+        assert!(ipv4_checksum_ok(f), "IPv4 checksum of frame {k}");
+        assert!(udp_checksum_ok(f), "UDP checksum of frame {k}");
+    }
+}

@@ -90,5 +90,9 @@ fn interleaved_flows_in_one_batch_each_reach_their_port() {
         "unicast to a is not flooded"
     );
     let st = a.counters.snapshot("a");
-    assert_eq!((st.tx_packets, st.rx_packets), (7, 3), "two announcements and one reply");
+    assert_eq!(
+        (st.tx_packets, st.rx_packets),
+        (7, 3),
+        "two announcements and one reply"
+    );
 }
