@@ -6,7 +6,6 @@ set -euo pipefail
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
-command -v curl >/dev/null 2>&1 || need_apt+=(curl ca-certificates)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2
     apt-get update -qq
@@ -17,9 +16,8 @@ if ! command -v cargo >/dev/null 2>&1; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then
         export PATH="$HOME/.cargo/bin:$PATH"
     else
-        echo "setup: Rust is missing; installing the stable toolchain with rustup" >&2
-        curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy >/dev/null
-        export PATH="$HOME/.cargo/bin:$PATH"
+        echo "setup: no Rust toolchain found: install a stable Rust (1.87 or newer) with rustup, then run this again" >&2
+        exit 1
     fi
 fi
 for c in rustfmt clippy; do
