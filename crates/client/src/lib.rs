@@ -35,7 +35,7 @@
 pub mod bridge;
 mod pipe;
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,7 +101,11 @@ pub struct Port {
     region: Arc<Region>,
     tx: Vec<AppRing>,
     rx: Vec<AppRing>,
-    irq: EventFd,
+    /// One interrupt eventfd per ring pair.
+    irqs: Vec<EventFd>,
+    /// An epoll set of all of `irqs`, when there is more than one: the one
+    /// descriptor `poll_fd` gives out.
+    poll_set: Option<PollSet>,
     backend: Backend,
     mode: WaitMode,
     stats: ClientStats,
@@ -129,8 +133,16 @@ impl Port {
         let (info, fds): (OpenReply, _) = conn.call_as(&Request::Open {
             name: name.to_string(),
         })?;
-        if fds.len() != 3 {
-            return Err(ClientError::Reply("expected three descriptors"));
+        let g = info.geometry;
+        let pairs = g.tx_rings.max(g.rx_rings) as usize;
+        let expected = match info.kind {
+            PortKind::Vale => 2 + pairs,
+            PortKind::Pipe => 1 + 2 * pairs,
+        };
+        if fds.len() != expected {
+            return Err(ClientError::Reply(
+                "the open reply does not carry one memfd and an eventfd per ring pair",
+            ));
         }
         let mut fds = fds.into_iter();
         let region = Arc::new(Region::open(next_fd(&mut fds)?)?);
@@ -147,26 +159,36 @@ impl Port {
                 "the region does not have the announced geometry",
             ));
         }
-        let g = info.geometry;
         let tx = (0..g.tx_rings)
             .map(|i| AppRing::new(region.clone(), end, Dir::Tx, i))
             .collect();
         let rx = (0..g.rx_rings)
             .map(|i| AppRing::new(region.clone(), end, Dir::Rx, i))
             .collect();
-        let a = EventFd::from_fd(next_fd(&mut fds)?);
-        let b = EventFd::from_fd(next_fd(&mut fds)?);
-        let (irq, backend) = match info.kind {
-            PortKind::Vale => (b, Backend::Switch { kick: a }),
-            PortKind::Pipe => (a, Backend::Pipe(pipe::PipeEnd::new(region.clone(), end, b))),
+        let (irqs, backend) = match info.kind {
+            PortKind::Vale => {
+                let kick = EventFd::from_fd(next_fd(&mut fds)?);
+                let irqs: Vec<EventFd> = fds.map(EventFd::from_fd).collect();
+                (irqs, Backend::Switch { kick })
+            }
+            PortKind::Pipe => {
+                let mut all: Vec<EventFd> = fds.map(EventFd::from_fd).collect();
+                let peer = all.split_off(pairs);
+                (
+                    all,
+                    Backend::Pipe(pipe::PipeEnd::new(region.clone(), end, peer)),
+                )
+            }
         };
+        let poll_set = PollSet::new(&irqs)?;
         Ok(Port {
             _conn: Arc::new(conn),
             info,
             region,
             tx,
             rx,
-            irq,
+            irqs,
+            poll_set,
             backend,
             mode: WaitMode::Blocking,
             stats: ClientStats::default(),
@@ -175,10 +197,9 @@ impl Port {
 
     /// Splits the port into one piece per ring pair, for one thread per
     /// ring (pkt-gen `-p`): piece `i` has TX ring `i` and RX ring `i` of the
-    /// port (where they exist) as its ring 0. The port stays open until every
-    /// piece is dropped. Each piece has its own descriptor of the port's
-    /// interrupt eventfd; a wake-up may reach every piece, which each then
-    /// checks its own ring.
+    /// port (where they exist) as its ring 0, and that ring pair's own
+    /// interrupt eventfd, so pieces never take each other's wake-ups. The
+    /// port stays open until every piece is dropped.
     pub fn split(self) -> Result<Vec<Port>, ClientError> {
         let Port {
             _conn,
@@ -186,11 +207,12 @@ impl Port {
             region,
             tx,
             rx,
-            irq,
+            irqs,
             backend,
             mode,
             ..
         } = self;
+        let mut irqs: Vec<Option<EventFd>> = irqs.into_iter().map(Some).collect();
         let n = tx.len().max(rx.len());
         let mut tx: Vec<Option<AppRing>> = tx.into_iter().map(Some).collect();
         let mut rx: Vec<Option<AppRing>> = rx.into_iter().map(Some).collect();
@@ -216,7 +238,8 @@ impl Port {
                 region: region.clone(),
                 tx: t.into_iter().collect(),
                 rx: r.into_iter().collect(),
-                irq: irq.try_clone()?,
+                irqs: irqs.get_mut(i).and_then(Option::take).into_iter().collect(),
+                poll_set: None,
                 backend,
                 mode,
                 stats: ClientStats::default(),
@@ -274,7 +297,10 @@ impl Port {
     /// the application; put it in your own poll/epoll loop, then call
     /// [`Port::prepare_wait`] before sleeping on it.
     pub fn poll_fd(&self) -> BorrowedFd<'_> {
-        self.irq.as_fd()
+        match &self.poll_set {
+            Some(p) => p.0.as_fd(),
+            None => self.irqs[0].as_fd(),
+        }
     }
 
     /// TX ring `i`. Panics if there is no such ring; see [`Port::geometry`].
@@ -347,8 +373,8 @@ impl Port {
                     self.txsync(i);
                     if self.tx[i].pending() != 0 {
                         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                        self.irq.wait(left.or(Some(Duration::from_millis(100))))?;
-                        self.irq.drain();
+                        self.irqs[i].wait(left.or(Some(Duration::from_millis(100))))?;
+                        self.irqs[i].drain();
                     }
                     self.tx[i].set_need_kick(false);
                 }
@@ -430,8 +456,8 @@ impl Port {
                 None => None,
             };
             self.stats.sleeps += 1;
-            self.irq.wait(left)?;
-            self.irq.drain();
+            self.irqs[i].wait(left)?;
+            self.irqs[i].drain();
             self.ring(dir, i).set_need_kick(false);
         }
     }
@@ -462,7 +488,9 @@ impl Port {
     /// Clears the interrupt requests made by [`Port::prepare_wait`] and
     /// drains the interrupt eventfd.
     pub fn after_wait(&mut self) {
-        self.irq.drain();
+        for irq in &self.irqs {
+            irq.drain();
+        }
         for r in self.tx.iter().chain(&self.rx) {
             r.set_need_kick(false);
         }
@@ -475,6 +503,44 @@ impl Port {
             Dir::Tx => &mut self.tx[i],
             Dir::Rx => &mut self.rx[i],
         }
+    }
+}
+
+/// An epoll descriptor over several eventfds: readable when any of them is.
+struct PollSet(OwnedFd);
+
+impl PollSet {
+    fn new(fds: &[EventFd]) -> Result<Option<PollSet>, ClientError> {
+        if fds.len() < 2 {
+            return Ok(None);
+        }
+        // SAFETY: epoll_create1 with a valid flag returns a new fd or -1.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        // SAFETY: `raw` is a fresh descriptor nothing else owns.
+        let set = PollSet(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
+        for (i, f) in fds.iter().enumerate() {
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: i as u64,
+            };
+            // SAFETY: epoll_ctl on our epoll fd with a valid event and an
+            // open eventfd.
+            let r = unsafe {
+                libc::epoll_ctl(
+                    set.0.as_raw_fd(),
+                    libc::EPOLL_CTL_ADD,
+                    f.as_raw_fd(),
+                    &mut ev,
+                )
+            };
+            if r != 0 {
+                return Err(std::io::Error::last_os_error().into());
+            }
+        }
+        Ok(Some(set))
     }
 }
 

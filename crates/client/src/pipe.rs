@@ -14,7 +14,8 @@ use ringswitch_ring::{AppRing, Dir, EventFd, PortRing, Region};
 pub(crate) struct PipeEnd {
     region: Arc<Region>,
     end: usize,
-    peer_irq: EventFd,
+    /// The peer's interrupt eventfd of each ring pair (local index).
+    peer_irqs: Vec<EventFd>,
     /// Port side of each peer RX ring (the peer's RX ring `i` is fed by our
     /// TX ring `i`).
     peer_rx: Vec<PortRing>,
@@ -29,7 +30,7 @@ pub(crate) struct PipeEnd {
 }
 
 impl PipeEnd {
-    pub(crate) fn new(region: Arc<Region>, end: usize, peer_irq: EventFd) -> PipeEnd {
+    pub(crate) fn new(region: Arc<Region>, end: usize, peer_irqs: Vec<EventFd>) -> PipeEnd {
         let g = region.layout().end_geometry(end);
         let peer = 1 - end;
         let peer_rx = (0..g.tx_rings)
@@ -48,7 +49,7 @@ impl PipeEnd {
         PipeEnd {
             region,
             end,
-            peer_irq,
+            peer_irqs,
             peer_rx,
             tx_hwcur,
             tx_ids: (0..g.tx_rings).collect(),
@@ -64,7 +65,10 @@ impl PipeEnd {
         Ok(PipeEnd {
             region: self.region.clone(),
             end: self.end,
-            peer_irq: self.peer_irq.try_clone()?,
+            peer_irqs: match tx.or(rx) {
+                Some(k) => vec![self.peer_irqs[k as usize].try_clone()?],
+                None => Vec::new(),
+            },
             peer_rx: tx
                 .map(|k| PortRing::new(self.region.clone(), peer, Dir::Rx, k))
                 .into_iter()
@@ -104,7 +108,7 @@ impl PipeEnd {
         }
         let woke = m > 0 && peer.app_wants_kick();
         if woke {
-            self.peer_irq.signal();
+            self.peer_irqs[i].signal();
         }
         // Our TX ring: every slot up to the first still pending is free again.
         let csb = self.region.csb(self.end, Dir::Tx, self.tx_ids[i]);
@@ -127,7 +131,7 @@ impl PipeEnd {
         // rechecks, or we see its flag here.
         fence(Ordering::SeqCst);
         if peer_tx.appl_need_kick().load(Ordering::Relaxed) != 0 {
-            self.peer_irq.signal();
+            self.peer_irqs[i].signal();
             return true;
         }
         false

@@ -11,8 +11,9 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 /// Largest reply a client reads. Replies travel in one datagram, so the
 /// sender's socket buffer also bounds them (about 200 KiB by default).
 pub const MAX_REPLY: usize = 1024 * 1024;
-/// Most descriptors a message may carry.
-pub const MAX_FDS: usize = 4;
+/// Most descriptors a message may carry: a memfd, a kick eventfd and one
+/// interrupt eventfd per ring pair (two sets for a pipe), with room to spare.
+pub const MAX_FDS: usize = 40;
 
 /// A request from a client.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,9 +161,10 @@ pub enum PortKind {
     Pipe,
 }
 
-/// Result of `open`. The message carries descriptors in this order:
-/// the memfd, then for a switch port the kick and interrupt eventfds, for a
-/// pipe end this end's interrupt eventfd and the peer's.
+/// Result of `open`. The message carries descriptors in this order: the
+/// memfd; then for a switch port the kick eventfd and one interrupt eventfd
+/// per ring pair (`max(tx_rings, rx_rings)` of them); for a pipe end one
+/// interrupt eventfd per ring pair of this end, then as many of the peer's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenReply {
     /// Handle for `close`.

@@ -128,8 +128,8 @@ impl SeqPacket {
             iov_base: data.as_ptr() as *mut libc::c_void,
             iov_len: data.len(),
         };
-        let mut cbuf = [0u64; 8]; // 64 bytes, aligned for cmsghdr
-                                  // SAFETY: msghdr is plain data; zeroed is valid.
+        let mut cbuf = [0u64; 24]; // 192 bytes, aligned for cmsghdr: MAX_FDS fds
+                                   // SAFETY: msghdr is plain data; zeroed is valid.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
@@ -174,7 +174,7 @@ impl SeqPacket {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
         };
-        let mut cbuf = [0u64; 8];
+        let mut cbuf = [0u64; 24];
         // SAFETY: msghdr is plain data; zeroed is valid.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &mut iov;

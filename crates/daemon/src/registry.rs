@@ -48,7 +48,8 @@ struct SwitchEntry {
 
 struct PipeEntry {
     region: Arc<Region>,
-    irq: [EventFd; 2],
+    /// Per end, one interrupt eventfd per ring pair.
+    irq: [Vec<EventFd>; 2],
     persistent: bool,
     open_by: [Option<ConnId>; 2],
     base: String,
@@ -303,10 +304,13 @@ impl Registry {
         let n1 = format!("{base}}}{id}");
         let region = Region::create(layout, [&n0, &n1])
             .map_err(|e| internal("creating the pipe's memory", e))?;
-        let irq = [
-            EventFd::new().map_err(|e| internal("creating an eventfd", e))?,
-            EventFd::new().map_err(|e| internal("creating an eventfd", e))?,
-        ];
+        let pairs = g.tx_rings.max(g.rx_rings);
+        let irqs = || -> Result<Vec<EventFd>, ErrorReply> {
+            (0..pairs)
+                .map(|_| EventFd::new().map_err(|e| internal("creating an eventfd", e)))
+                .collect()
+        };
+        let irq = [irqs()?, irqs()?];
         self.pipes.insert(
             Target::pipe_key(base, id),
             PipeEntry {
@@ -521,11 +525,11 @@ impl Registry {
                     }
                 }
                 let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
-                    Ok(vec![
-                        p.port.region().dup_fd()?,
-                        p.port.kick.try_clone()?.into(),
-                        p.port.irq.try_clone()?.into(),
-                    ])
+                    let mut v = vec![p.port.region().dup_fd()?, p.port.kick.try_clone()?.into()];
+                    for irq in p.port.irqs.iter() {
+                        v.push(irq.try_clone()?.into());
+                    }
+                    Ok(v)
                 })()
                 .map_err(|e| internal("duplicating the port's descriptors", e))?;
                 p.open_by = Some(conn);
@@ -565,11 +569,11 @@ impl Registry {
                     ));
                 }
                 let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
-                    Ok(vec![
-                        p.region.dup_fd()?,
-                        p.irq[e].try_clone()?.into(),
-                        p.irq[1 - e].try_clone()?.into(),
-                    ])
+                    let mut v = vec![p.region.dup_fd()?];
+                    for irq in p.irq[e].iter().chain(p.irq[1 - e].iter()) {
+                        v.push(irq.try_clone()?.into());
+                    }
+                    Ok(v)
                 })()
                 .map_err(|e| internal("duplicating the pipe's descriptors", e))?;
                 p.open_by[e] = Some(conn);

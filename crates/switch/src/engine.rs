@@ -399,7 +399,7 @@ impl Switch {
         txr.hwtail = arith::prev(txr.hwcur, n);
         txr.publish();
         if txr.app_wants_kick() {
-            src.irq.signal();
+            src.irq(ring).signal();
         }
         let c = &src.counters;
         Counters::add(&c.tx_packets, tx_pkts);
@@ -568,7 +568,7 @@ fn deliver(
         st.complete(res) && st.ring.app_wants_kick()
     };
     if woke {
-        dport.irq.signal();
+        dport.irq(q).signal();
     }
     let c = &dport.counters;
     Counters::add(&c.rx_packets, pkts);

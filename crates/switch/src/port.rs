@@ -212,8 +212,10 @@ pub struct SwitchPort {
     rx: Box<[Mutex<RxState>]>,
     /// Doorbell the client rings (TX work).
     pub kick: EventFd,
-    /// Doorbell towards the client.
-    pub irq: EventFd,
+    /// Doorbells towards the client, one per ring pair: RX ring `i` and TX
+    /// ring `i` signal `irqs[i]`, so threads serving different rings never
+    /// take each other's wake-ups.
+    pub irqs: Box<[EventFd]>,
     /// Counters.
     pub counters: Counters,
 }
@@ -241,9 +243,17 @@ impl SwitchPort {
             tx,
             rx,
             kick: EventFd::new()?,
-            irq: EventFd::new()?,
+            irqs: (0..g.tx_rings.max(g.rx_rings))
+                .map(|_| EventFd::new())
+                .collect::<std::io::Result<_>>()?,
             counters: Counters::default(),
         })
+    }
+
+    /// The interrupt of ring pair `i`.
+    #[inline(always)]
+    pub fn irq(&self, i: usize) -> &EventFd {
+        &self.irqs[i]
     }
 
     /// The region.

@@ -95,7 +95,7 @@ pub fn walk(
                 return Err(ChainError::BadIndirect);
             }
             let len = desc.len();
-            if len == 0 || len % 16 != 0 || len / 16 > u32::from(u16::MAX) {
+            if len == 0 || !len.is_multiple_of(16) || len / 16 > u32::from(u16::MAX) {
                 return Err(ChainError::BadIndirect);
             }
             if !in_memory(mem, desc.addr(), len) {

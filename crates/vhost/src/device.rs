@@ -131,7 +131,7 @@ impl VhostUserNet {
     /// Queue `index` as (pair, kind), refusing indexes past the configured pairs.
     fn queue(&self, index: u32) -> VuResult<(MutexGuard<'_, VirtioNetPort>, QueueKind)> {
         let pair = self.ports.get((index / 2) as usize).ok_or_else(invalid)?;
-        let kind = if index % 2 == 0 {
+        let kind = if index.is_multiple_of(2) {
             QueueKind::Rx
         } else {
             QueueKind::Tx
