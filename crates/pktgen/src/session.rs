@@ -17,10 +17,9 @@ use crate::{End, PktGenError, Plan};
 
 /// Longest a wait sleeps before the stop conditions are looked at again.
 pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(100);
-/// Longest a blocking wait sleeps with `-p` > 1. The pieces of a split port
-/// share the port's interrupt eventfd, and a thread that wakes drains it:
-/// a wake-up meant for another thread can be eaten, and that thread then
-/// sleeps until its timeout. Short waits bound the stall.
+/// Longest a blocking wait sleeps with `-p` > 1. Each ring pair has its own
+/// interrupt, but a receiver thread that reads several rings sleeps on one
+/// of them at a time: short waits bound how late it sees the others.
 pub(crate) const THREAD_WAIT_SLICE: Duration = Duration::from_millis(2);
 /// Shortest wait handed to a blocking call (poll has millisecond timeouts).
 const MIN_WAIT: Duration = Duration::from_millis(1);
