@@ -148,14 +148,7 @@ impl Registry {
     pub fn switch_add(&mut self, sw: &str) -> Result<(), ErrorReply> {
         name::check_switch_name(sw).map_err(|e| err(ErrorCode::BadName, e.to_string()))?;
         if let Some(s) = self.switches.get_mut(sw) {
-            if s.persistent {
-                return Err(err(
-                    ErrorCode::Exists,
-                    format!("switch {sw} already exists"),
-                ));
-            }
-            s.persistent = true;
-            return Ok(());
+            return make_persistent(&mut s.persistent, || format!("switch {sw}"));
         }
         self.ensure_switch(sw, true).map(|_| ())
     }
@@ -340,11 +333,7 @@ impl Registry {
                     .get_mut(switch)
                     .and_then(|s| s.ports.get_mut(port))
                 {
-                    if p.persistent {
-                        return Err(err(ErrorCode::Exists, format!("port {pn} already exists")));
-                    }
-                    p.persistent = true;
-                    return Ok(());
+                    return make_persistent(&mut p.persistent, || format!("port {pn}"));
                 }
                 self.new_vale_port(switch, port, g, true)
             }
@@ -356,14 +345,7 @@ impl Registry {
                 };
                 let key = Target::pipe_key(base, id);
                 if let Some(p) = self.pipes.get_mut(&key) {
-                    if p.persistent {
-                        return Err(err(
-                            ErrorCode::Exists,
-                            format!("pipe {base}{{{id} already exists"),
-                        ));
-                    }
-                    p.persistent = true;
-                    return Ok(());
+                    return make_persistent(&mut p.persistent, || format!("pipe {base}{{{id}"));
                 }
                 self.new_pipe(base, id, g, true)
             }
@@ -677,6 +659,16 @@ impl Registry {
             let _ = self.close(conn, h);
         }
     }
+}
+
+/// `add` of something that exists: an on-demand object becomes persistent;
+/// a persistent one is an `exists` error naming `what`.
+fn make_persistent(persistent: &mut bool, what: impl FnOnce() -> String) -> Result<(), ErrorReply> {
+    if *persistent {
+        return Err(err(ErrorCode::Exists, format!("{} already exists", what())));
+    }
+    *persistent = true;
+    Ok(())
 }
 
 fn nic_unsupported(ifname: &str) -> ErrorReply {
