@@ -6,7 +6,7 @@ use crate::frame::{read_seq, read_stream};
 use crate::os::monotonic_ns;
 use crate::seq::SeqStreams;
 use crate::session::Session;
-use crate::{End, Outcome, PktGenError};
+use crate::{Outcome, PktGenError};
 
 pub(crate) fn receive(s: &mut Session, with_seq: bool) -> Result<Outcome, PktGenError> {
     let rings = s.rx_rings();
@@ -18,10 +18,7 @@ pub(crate) fn receive(s: &mut Session, with_seq: bool) -> Result<Outcome, PktGen
     let end = loop {
         let now = monotonic_ns();
         s.tick(now);
-        if s.exhausted() {
-            break End::Count;
-        }
-        if let Some(e) = s.stop_reason(now) {
+        if let Some(e) = s.ending(now) {
             break e;
         }
         let mut got = 0u32;

@@ -11,7 +11,7 @@ use crate::latency::{IntervalRtt, RttStats};
 use crate::os::{monotonic_ns, stop_requested};
 use crate::send::Stamper;
 use crate::session::{Session, WAIT_SLICE};
-use crate::{End, Outcome, PktGenError};
+use crate::{Outcome, PktGenError};
 
 /// A ping not answered within this is lost.
 pub(crate) const ROUND_TIMEOUT_NS: u64 = 1_000_000_000;
@@ -32,22 +32,12 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
             s.say(&iv.line());
             iv = IntervalRtt::default();
         }
-        if s.exhausted() {
-            break End::Count;
-        }
-        if let Some(e) = s.stop_reason(now) {
+        if let Some(e) = s.ending(now) {
             break e;
         }
-        let mut want = s.burst;
-        if let Some(b) = &mut bucket {
-            b.refill(now);
-            let avail = b.available();
-            if avail == 0 {
-                s.pause(b.ns_until(1), now);
-                continue;
-            }
-            want = want.min(avail);
-        }
+        let Some(want) = s.rate_budget(&mut bucket, s.burst, now) else {
+            continue;
+        };
 
         // Send a round.
         let slice = s.wait_slice(now);
@@ -152,10 +142,7 @@ pub(crate) fn pong(s: &mut Session) -> Result<Outcome, PktGenError> {
     let end = loop {
         let now = monotonic_ns();
         s.tick(now);
-        if s.exhausted() {
-            break End::Count;
-        }
-        if let Some(e) = s.stop_reason(now) {
+        if let Some(e) = s.ending(now) {
             break e;
         }
         let slice = s.wait_slice(now);

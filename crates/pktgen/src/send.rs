@@ -9,7 +9,7 @@ use ringswitch_ring::Slot;
 use crate::frame::{Fields, RangeCursor, Rng, Stamp, Template};
 use crate::os::monotonic_ns;
 use crate::session::Session;
-use crate::{End, Outcome, PktGenError};
+use crate::{Outcome, PktGenError};
 
 /// How long the closing flush waits for the port to take queued packets.
 const FLUSH_NS: u64 = 1_000_000_000;
@@ -134,22 +134,12 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
     let end = loop {
         let now = monotonic_ns();
         s.tick(now);
-        if s.exhausted() {
-            break End::Count;
-        }
-        if let Some(e) = s.stop_reason(now) {
+        if let Some(e) = s.ending(now) {
             break e;
         }
-        let mut want = s.burst;
-        if let Some(b) = &mut bucket {
-            b.refill(now);
-            let avail = b.available();
-            if avail == 0 {
-                s.pause(b.ns_until(1), now);
-                continue;
-            }
-            want = want.min(avail);
-        }
+        let Some(want) = s.rate_budget(&mut bucket, s.burst, now) else {
+            continue;
+        };
         let slice = s.wait_slice(now);
         let space = s.port.tx(0).space();
         if space == 0 {

@@ -294,6 +294,33 @@ impl<'a> Session<'a> {
         std::thread::sleep(d);
     }
 
+    /// Why a mode's loop must end now, if it must: the `-n` budget is spent,
+    /// or a stop condition holds (see [`Session::stop_reason`]).
+    pub(crate) fn ending(&self, now: u64) -> Option<End> {
+        if self.exhausted() {
+            return Some(End::Count);
+        }
+        self.stop_reason(now)
+    }
+
+    /// Packets the rate limit lets go now, at most `want`. `None`, after a
+    /// short pause, when it lets none go (the caller loops again).
+    pub(crate) fn rate_budget(
+        &self,
+        bucket: &mut Option<TokenBucket>,
+        want: u32,
+        now: u64,
+    ) -> Option<u32> {
+        let Some(b) = bucket else { return Some(want) };
+        b.refill(now);
+        let avail = b.available();
+        if avail == 0 {
+            self.pause(b.ns_until(1), now);
+            return None;
+        }
+        Some(want.min(avail))
+    }
+
     pub(crate) fn rate_limiter(&self) -> Option<TokenBucket> {
         (self.rate_pps > 0).then(|| TokenBucket::new(self.rate_pps, self.burst, monotonic_ns()))
     }
