@@ -3,7 +3,9 @@
 use std::path::Path;
 
 use clap::{Args, Subcommand};
-use ringswitch_control::{Connection, MacEntry, PortInfo, PortStats, Request, SwitchInfo};
+use ringswitch_control::{
+    Connection, MacEntry, PortInfo, PortKind, PortStats, Request, SwitchInfo, VhostUserSpec,
+};
 
 #[derive(Args)]
 pub struct CtlArgs {
@@ -50,12 +52,37 @@ enum SwitchOp {
 
 #[derive(Subcommand)]
 enum PortOp {
-    /// Create a persistent port: vale0:a, vale0:a@conf:rings=2,slots=512, or pipe{1.
-    Add { name: String },
+    /// Create a persistent port: vale0:a, vale0:a@conf:rings=2,slots=512, or
+    /// pipe{1; with --vhost-user, a VM port (a vhost-user virtio-net device).
+    Add {
+        name: String,
+        /// Make it a VM port on this vhost-user socket. By default ringswitch
+        /// listens there and the frontend connects (QEMU: -chardev
+        /// socket,path=PATH,reconnect=1).
+        #[arg(long, value_name = "PATH")]
+        vhost_user: Option<String>,
+        /// Connect to a socket the frontend listens on (QEMU: server=on),
+        /// and keep reconnecting when it goes.
+        #[arg(long, requires = "vhost_user")]
+        client: bool,
+        /// Queue pairs (multiqueue), 1 to 16.
+        #[arg(long, default_value_t = 1, requires = "vhost_user")]
+        queues: u16,
+        /// Offer no checksum or TSO offloads to the guest.
+        #[arg(long, requires = "vhost_user")]
+        no_offloads: bool,
+    },
     /// Delete a persistent port that no client has open.
     Del { name: String },
     /// List ports (of one switch, or all ports and pipes).
     List { switch: Option<String> },
+}
+
+/// The daemon may run in another directory: socket paths go as absolute.
+fn absolute(path: &str) -> String {
+    std::path::absolute(path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_string())
 }
 
 fn call(c: &mut Connection, r: Request) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
@@ -100,8 +127,26 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
         } => call(&mut c, Request::SwitchDel { name: name.clone() })?,
         CtlCmd::Switch { op: SwitchOp::List } => call(&mut c, Request::SwitchList)?,
         CtlCmd::Port {
-            op: PortOp::Add { name },
-        } => call(&mut c, Request::PortAdd { name: name.clone() })?,
+            op:
+                PortOp::Add {
+                    name,
+                    vhost_user,
+                    client,
+                    queues,
+                    no_offloads,
+                },
+        } => call(
+            &mut c,
+            Request::PortAdd {
+                name: name.clone(),
+                vhost_user: vhost_user.as_ref().map(|path| VhostUserSpec {
+                    path: absolute(path),
+                    client: *client,
+                    queues: *queues,
+                    offloads: !*no_offloads,
+                }),
+            },
+        )?,
         CtlCmd::Port {
             op: PortOp::Del { name },
         } => call(&mut c, Request::PortDel { name: name.clone() })?,
@@ -152,19 +197,41 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                     "PERSISTENT",
                     "RINGS",
                     "SLOTS",
-                    "BUF",
+                    "BUF/SOCKET",
                     "WORKER",
                 ],
                 v.into_iter()
                     .map(|p| {
+                        let (rings, slots, buf) = match (&p.geometry, &p.vhost_user) {
+                            (Some(g), _) => (
+                                format!("{}/{}", g.tx_rings, g.rx_rings),
+                                format!("{}/{}", g.tx_slots, g.rx_slots),
+                                g.buf_size.to_string(),
+                            ),
+                            (None, Some(v)) => (
+                                format!("{}/{}", v.spec.queues, v.spec.queues),
+                                "-".into(),
+                                format!(
+                                    "{} {}",
+                                    if v.spec.client { "client" } else { "server" },
+                                    v.spec.path
+                                ),
+                            ),
+                            (None, None) => ("-".into(), "-".into(), "-".into()),
+                        };
                         vec![
                             p.name,
-                            format!("{:?}", p.kind).to_lowercase(),
+                            match p.kind {
+                                PortKind::Vale => "vale",
+                                PortKind::Pipe => "pipe",
+                                PortKind::VhostUser => "vhost-user",
+                            }
+                            .into(),
                             if p.open { "yes" } else { "no" }.into(),
                             if p.persistent { "yes" } else { "no" }.into(),
-                            format!("{}/{}", p.geometry.tx_rings, p.geometry.rx_rings),
-                            format!("{}/{}", p.geometry.tx_slots, p.geometry.rx_slots),
-                            p.geometry.buf_size.to_string(),
+                            rings,
+                            slots,
+                            buf,
                             p.worker
                                 .map(|w| w.to_string())
                                 .unwrap_or_else(|| "-".into()),
@@ -186,6 +253,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                     "DROP_BAD",
                     "DROP_SHORT",
                     "DROP_LONG",
+                    "DROP_DOWN",
                     "REINITS",
                 ],
                 v.into_iter()
@@ -200,6 +268,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                             s.drop_malformed.to_string(),
                             s.drop_short.to_string(),
                             s.drop_long.to_string(),
+                            s.drop_link_down.to_string(),
                             s.ring_reinits.to_string(),
                         ]
                     })

@@ -138,6 +138,11 @@ impl Port {
         let expected = match info.kind {
             PortKind::Vale => 2 + pairs,
             PortKind::Pipe => 1 + 2 * pairs,
+            PortKind::VhostUser => {
+                return Err(ClientError::Reply(
+                    "the daemon opened a vhost-user port as a netmap port",
+                ))
+            }
         };
         if fds.len() != expected {
             return Err(ClientError::Reply(
@@ -171,7 +176,7 @@ impl Port {
                 let irqs: Vec<EventFd> = fds.map(EventFd::from_fd).collect();
                 (irqs, Backend::Switch { kick })
             }
-            PortKind::Pipe => {
+            PortKind::Pipe | PortKind::VhostUser => {
                 let mut all: Vec<EventFd> = fds.map(EventFd::from_fd).collect();
                 let peer = all.split_off(pairs);
                 (

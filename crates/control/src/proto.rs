@@ -36,10 +36,14 @@ pub enum Request {
     },
     /// List switches.
     SwitchList,
-    /// Create a persistent port (a switch port or a pipe).
+    /// Create a persistent port (a switch port or a pipe), or a VM port
+    /// with `vhost_user`.
     PortAdd {
         /// Port name, with optional `@conf:`.
         name: String,
+        /// Make it a vhost-user virtio-net port for a VM (switch ports only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vhost_user: Option<VhostUserSpec>,
     },
     /// Destroy a persistent port (it must not be open).
     PortDel {
@@ -73,6 +77,42 @@ pub enum Request {
         /// Handle from the open reply.
         handle: u64,
     },
+}
+
+/// A vhost-user port: where its socket is and what the device offers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VhostUserSpec {
+    /// Path of the vhost-user unix socket.
+    pub path: String,
+    /// Connect to a socket the frontend (QEMU) listens on, and reconnect
+    /// when it restarts; otherwise listen on `path` for the frontend.
+    #[serde(default)]
+    pub client: bool,
+    /// Queue pairs (multiqueue), 1 to 16.
+    #[serde(default = "one")]
+    pub queues: u16,
+    /// Offer checksum and TSO offloads to the guest.
+    #[serde(default = "yes")]
+    pub offloads: bool,
+}
+
+fn one() -> u16 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// What `port-list` says of a vhost-user port.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VhostUserInfo {
+    /// The port's configuration.
+    #[serde(flatten)]
+    pub spec: VhostUserSpec,
+    /// A frontend is connected and its queues run.
+    pub connected: bool,
 }
 
 /// Error classes, stable for scripts.
@@ -159,6 +199,8 @@ pub enum PortKind {
     Vale,
     /// A pipe end: shared region, zero copy, no daemon in the data path.
     Pipe,
+    /// A switch port that is a vhost-user virtio-net device (a VM).
+    VhostUser,
 }
 
 /// Result of `open`. The message carries descriptors in this order: the
@@ -205,11 +247,15 @@ pub struct PortInfo {
     pub persistent: bool,
     /// Open by a client now.
     pub open: bool,
-    /// Geometry.
-    pub geometry: Geometry,
+    /// Geometry (ring ports and pipes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geometry: Option<Geometry>,
     /// Worker serving its TX rings (switch ports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<u32>,
+    /// Socket and state of a vhost-user port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vhost_user: Option<VhostUserInfo>,
 }
 
 /// Counters of one port. "tx" is what its client sent into the switch, "rx"
@@ -238,6 +284,10 @@ pub struct PortStats {
     pub drop_long: u64,
     /// Times the port's ring pointers were invalid and the ring was reset.
     pub ring_reinits: u64,
+    /// Packets for a VM port dropped because no frontend was connected (or
+    /// its queues were not running).
+    #[serde(default)]
+    pub drop_link_down: u64,
 }
 
 /// One MAC table entry.

@@ -4,6 +4,7 @@
 
 pub mod registry;
 pub mod signals;
+pub mod vhost_user;
 pub mod worker;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -314,7 +315,9 @@ fn handle(
             serde_json::to_value(r.switch_list()).unwrap_or_default(),
             vec![],
         )),
-        Request::PortAdd { name } => r.port_add(&name).map(|_| (serde_json::Value::Null, vec![])),
+        Request::PortAdd { name, vhost_user } => r
+            .port_add(&name, vhost_user.as_ref())
+            .map(|_| (serde_json::Value::Null, vec![])),
         Request::PortDel { name } => r.port_del(&name).map(|_| (serde_json::Value::Null, vec![])),
         Request::PortList { switch } => r
             .port_list(switch.as_deref())

@@ -10,9 +10,12 @@ use ringswitch_control::proto::*;
 use ringswitch_control::{name, PipeEnd, PortName, Target};
 use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout};
 use ringswitch_switch::{LearningBridge, Switch, SwitchPort, MAX_PORTS};
+use ringswitch_vhost::socket::SharedNet;
+use ringswitch_vhost::{NetConfig, VhostUserNet};
 use tracing::{info, warn};
 
-use crate::worker::{Assigned, Worker};
+use crate::vhost_user::VhostUserThread;
+use crate::worker::{Assigned, Source, Worker};
 
 /// Most switches per daemon.
 pub const MAX_SWITCHES: usize = 64;
@@ -33,11 +36,19 @@ pub struct SwitchConfig {
 
 struct PortEntry {
     port: Arc<SwitchPort>,
-    id: u64,
-    worker: usize,
+    /// (assignment id, worker) per source: one for a ring port, one per
+    /// queue pair for a VM port.
+    assigned: Vec<(u64, usize)>,
     persistent: bool,
     open_by: Option<ConnId>,
     geometry: Geometry,
+    /// A VM port's socket and protocol thread.
+    vm: Option<VmEntry>,
+}
+
+struct VmEntry {
+    spec: VhostUserSpec,
+    thread: VhostUserThread,
 }
 
 struct SwitchEntry {
@@ -231,31 +242,156 @@ impl Registry {
             .attach(|idx| SwitchPort::new(full.clone(), idx, region))
             .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
         let switch = entry.switch.clone();
-        let id = self.id();
-        let worker = (0..self.workers.len())
-            .min_by_key(|&w| self.workers[w].load())
-            .unwrap_or(0);
-        if let Some(w) = self.workers.get(worker) {
-            if let Err(e) = w.assign(Assigned {
-                id,
-                switch: switch.clone(),
-                port: sp.clone(),
-            }) {
+        let assigned = match self.assign(&switch, &sp, &[Source::Rings]) {
+            Ok(a) => a,
+            Err(e) => {
                 switch.detach(sp.index);
-                return Err(internal("handing the port to a worker", e));
+                return Err(e);
             }
-        }
-        info!(port = %full, index = sp.index, worker, "port created");
+        };
+        info!(port = %full, index = sp.index, worker = assigned.first().map(|a| a.1), "port created");
         let entry = self.switches.get_mut(sw).expect("exists");
         entry.ports.insert(
             port.to_string(),
             PortEntry {
                 port: sp,
-                id,
-                worker,
+                assigned,
                 persistent,
                 open_by: None,
                 geometry: g,
+                vm: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Hands each source of `sp` to the least loaded worker.
+    fn assign(
+        &self,
+        switch: &Arc<Switch>,
+        sp: &Arc<SwitchPort>,
+        sources: &[Source],
+    ) -> Result<Vec<(u64, usize)>, ErrorReply> {
+        let mut done: Vec<(u64, usize)> = Vec::with_capacity(sources.len());
+        for &source in sources {
+            let id = self.id();
+            let worker = (0..self.workers.len())
+                .min_by_key(|&w| self.workers[w].load())
+                .unwrap_or(0);
+            let Some(w) = self.workers.get(worker) else {
+                continue;
+            };
+            if let Err(e) = w.assign(Assigned {
+                id,
+                switch: switch.clone(),
+                port: sp.clone(),
+                source,
+            }) {
+                for &(id, w) in &done {
+                    self.workers[w].unassign(id);
+                }
+                return Err(internal("handing the port to a worker", e));
+            }
+            done.push((id, worker));
+        }
+        Ok(done)
+    }
+
+    /// `port-add` of a VM port: a vhost-user virtio-net device on a switch.
+    fn new_vm_port(
+        &mut self,
+        sw: &str,
+        port: &str,
+        spec: &VhostUserSpec,
+    ) -> Result<(), ErrorReply> {
+        let res = self.attach_vm_port(sw, port, spec);
+        if res.is_err()
+            && self
+                .switches
+                .get(sw)
+                .is_some_and(|s| s.ports.is_empty() && !s.persistent)
+        {
+            self.switches.remove(sw);
+        }
+        res
+    }
+
+    fn attach_vm_port(
+        &mut self,
+        sw: &str,
+        port: &str,
+        spec: &VhostUserSpec,
+    ) -> Result<(), ErrorReply> {
+        if spec.path.is_empty() {
+            return Err(err(
+                ErrorCode::BadRequest,
+                "a vhost-user port needs a socket path",
+            ));
+        }
+        let config = NetConfig {
+            mac: vm_mac(sw, port),
+            queue_pairs: spec.queues,
+            offloads: spec.offloads,
+        };
+        let dev =
+            VhostUserNet::new(config).map_err(|e| err(ErrorCode::BadRequest, e.to_string()))?;
+        let dev: SharedNet = Arc::new(std::sync::Mutex::new(dev));
+        let entry = self.ensure_switch(sw, false)?;
+        if entry.ports.len() >= MAX_PORTS {
+            return Err(err(
+                ErrorCode::Limit,
+                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
+            ));
+        }
+        let full = format!("{sw}:{port}");
+        let sp = entry
+            .switch
+            .attach(|idx| SwitchPort::new_virtio(full.clone(), idx, dev.clone()))
+            .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
+        let switch = entry.switch.clone();
+        let sources: Vec<Source> = (0..sp.sources()).map(Source::Pair).collect();
+        let assigned = match self.assign(&switch, &sp, &sources) {
+            Ok(a) => a,
+            Err(e) => {
+                switch.detach(sp.index);
+                return Err(e);
+            }
+        };
+        let thread = match VhostUserThread::start(
+            sp.clone(),
+            dev,
+            std::path::Path::new(&spec.path),
+            spec.client,
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                for &(id, w) in &assigned {
+                    self.workers[w].unassign(id);
+                }
+                switch.detach(sp.index);
+                let msg = error_chain(&e);
+                return Err(err(ErrorCode::BadRequest, msg));
+            }
+        };
+        info!(port = %full, index = sp.index, path = %spec.path, client = spec.client, queues = spec.queues, "VM port created");
+        let g = Geometry {
+            tx_rings: u32::from(spec.queues),
+            rx_rings: u32::from(spec.queues),
+            ..Geometry::default()
+        };
+        let entry = self.switches.get_mut(sw).expect("exists");
+        entry.ports.insert(
+            port.to_string(),
+            PortEntry {
+                port: sp,
+                assigned,
+                persistent: true,
+                open_by: None,
+                geometry: g,
+                vm: Some(VmEntry {
+                    spec: spec.clone(),
+                    thread,
+                }),
             },
         );
         Ok(())
@@ -266,9 +402,13 @@ impl Registry {
             return;
         };
         if let Some(p) = s.ports.remove(port) {
-            if let Some(w) = self.workers.get(p.worker) {
-                w.unassign(p.id);
+            for &(id, w) in &p.assigned {
+                if let Some(w) = self.workers.get(w) {
+                    w.unassign(id);
+                }
             }
+            // A VM port's protocol thread stops here (dropping it joins).
+            drop(p.vm);
             s.switch.detach(p.port.index);
             info!(port = %p.port.name, "port removed");
         }
@@ -319,9 +459,31 @@ impl Registry {
         Ok(())
     }
 
-    /// `port-add`: a persistent port.
-    pub fn port_add(&mut self, name: &str) -> Result<(), ErrorReply> {
+    /// `port-add`: a persistent port, or with `vm` a VM port.
+    pub fn port_add(&mut self, name: &str, vm: Option<&VhostUserSpec>) -> Result<(), ErrorReply> {
         let pn = Self::parse(name)?;
+        if let Some(spec) = vm {
+            let Target::Vale { switch, port } = &pn.target else {
+                return Err(err(
+                    ErrorCode::BadName,
+                    format!("{pn} is not a switch port: a vhost-user port is a port of a switch, like vale0:vm1"),
+                ));
+            };
+            if pn.conf.is_some() {
+                return Err(err(
+                    ErrorCode::BadName,
+                    format!("{pn}: @conf: sizes do not apply to a vhost-user port (use --queues)"),
+                ));
+            }
+            if self
+                .switches
+                .get(switch)
+                .is_some_and(|s| s.ports.contains_key(port))
+            {
+                return Err(err(ErrorCode::Exists, format!("port {pn} already exists")));
+            }
+            return self.new_vm_port(switch, port, spec);
+        }
         let g = match pn.target {
             Target::Pipe { .. } => pn.conf.unwrap_or_else(Geometry::pipe_default),
             _ => pn.conf.unwrap_or_default(),
@@ -333,6 +495,12 @@ impl Registry {
                     .get_mut(switch)
                     .and_then(|s| s.ports.get_mut(port))
                 {
+                    if p.vm.is_some() {
+                        return Err(err(
+                            ErrorCode::Exists,
+                            format!("port {pn} already exists, as a vhost-user port"),
+                        ));
+                    }
                     return make_persistent(&mut p.persistent, || format!("port {pn}"));
                 }
                 self.new_vale_port(switch, port, g, true)
@@ -406,13 +574,22 @@ impl Registry {
                 continue;
             }
             for p in s.ports.values() {
+                let vm = p.vm.as_ref().map(|v| VhostUserInfo {
+                    spec: v.spec.clone(),
+                    connected: v.thread.connected(),
+                });
                 out.push(PortInfo {
                     name: p.port.name.clone(),
-                    kind: PortKind::Vale,
+                    kind: if vm.is_some() {
+                        PortKind::VhostUser
+                    } else {
+                        PortKind::Vale
+                    },
                     persistent: p.persistent,
-                    open: p.open_by.is_some(),
-                    geometry: p.geometry,
-                    worker: Some(p.worker as u32),
+                    open: p.open_by.is_some() || vm.as_ref().is_some_and(|v| v.connected),
+                    geometry: if vm.is_some() { None } else { Some(p.geometry) },
+                    worker: p.assigned.first().map(|a| a.1 as u32),
+                    vhost_user: vm,
                 });
             }
         }
@@ -425,8 +602,9 @@ impl Registry {
                         kind: PortKind::Pipe,
                         persistent: p.persistent,
                         open: p.open_by[end].is_some(),
-                        geometry: if end == 0 { g } else { g.mirrored() },
+                        geometry: Some(if end == 0 { g } else { g.mirrored() }),
                         worker: None,
+                        vhost_user: None,
                     });
                 }
             }
@@ -495,6 +673,12 @@ impl Registry {
                     .get_mut(&switch)
                     .and_then(|s| s.ports.get_mut(&port))
                     .expect("exists");
+                if p.vm.is_some() {
+                    return Err(err(
+                        ErrorCode::Unsupported,
+                        format!("port {pn} is a vhost-user port for a VM; it cannot be opened as a netmap port"),
+                    ));
+                }
                 if p.open_by.is_some() {
                     return Err(err(
                         ErrorCode::Busy,
@@ -506,16 +690,19 @@ impl Registry {
                         warn!(port = %pn, "open asked for other sizes than the existing port has; using the existing ones");
                     }
                 }
+                let Some(rp) = p.port.ring() else {
+                    return Err(internal("opening the port", "not a ring port"));
+                };
                 let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
-                    let mut v = vec![p.port.region().dup_fd()?, p.port.kick.try_clone()?.into()];
-                    for irq in p.port.irqs.iter() {
+                    let mut v = vec![rp.region().dup_fd()?, rp.kick.try_clone()?.into()];
+                    for irq in rp.irqs.iter() {
                         v.push(irq.try_clone()?.into());
                     }
                     Ok(v)
                 })()
                 .map_err(|e| internal("duplicating the port's descriptors", e))?;
                 p.open_by = Some(conn);
-                let r = p.port.region();
+                let r = rp.region();
                 let reply = OpenReply {
                     handle,
                     name: pn.to_string(),
@@ -676,4 +863,29 @@ fn nic_unsupported(ifname: &str) -> ErrorReply {
         ErrorCode::Unsupported,
         format!("netmap:{ifname} names a NIC port, which this build does not support yet; use a vale or pipe port"),
     )
+}
+
+/// A locally administered MAC address for a VM port's config space, stable
+/// for a given port name (the frontend usually sets its own anyway).
+fn vm_mac(sw: &str, port: &str) -> [u8; 6] {
+    // FNV-1a over the name.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in sw.bytes().chain([b':']).chain(port.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let b = h.to_le_bytes();
+    [0x02, 0x52, b[0], b[1], b[2], b[3]]
+}
+
+/// An error with its causes, in one sentence.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ringswitch_ring::EventFd;
-use ringswitch_switch::{Scratch, Switch, SwitchPort};
+use ringswitch_switch::{Backend, Scratch, Switch, SwitchPort};
 
 /// epoll data for the worker's own control eventfd.
 const CTL: u64 = u64::MAX;
@@ -56,7 +56,19 @@ impl Epoll {
     }
 }
 
-/// A source port assigned to a worker.
+/// epoll data bit marking a guest's TX kick (the rest is the source id).
+const VM_KICK: u64 = 1 << 62;
+
+/// What of a port a worker serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Every TX ring of a ring port (woken by its kick eventfd).
+    Rings,
+    /// One queue pair of a VM port (woken by the guest's TX kick).
+    Pair(usize),
+}
+
+/// A source assigned to a worker.
 #[derive(Clone)]
 pub struct Assigned {
     /// Unique id (epoll data).
@@ -65,6 +77,132 @@ pub struct Assigned {
     pub switch: Arc<Switch>,
     /// The port.
     pub port: Arc<SwitchPort>,
+    /// Which part of it.
+    pub source: Source,
+}
+
+impl Assigned {
+    /// The eventfd registered for the whole life of the assignment: a ring
+    /// port's kick, or a VM pair's "reconfigured" doorbell.
+    fn wake_fd(&self) -> Option<RawFd> {
+        match (self.source, &self.port.backend) {
+            (Source::Rings, Backend::Ring(r)) => Some(r.kick.as_raw_fd()),
+            (Source::Pair(k), Backend::Virtio(v)) => v.changed.get(k).map(|e| e.as_raw_fd()),
+            _ => None,
+        }
+    }
+
+    /// The worker is awake for this source: no kicks wanted.
+    fn set_awake(&self) {
+        match (self.source, &self.port.backend) {
+            (Source::Rings, Backend::Ring(r)) => r.set_awake(),
+            (Source::Pair(k), Backend::Virtio(v)) => v.pair(k).disable_tx_notifications(),
+            _ => {}
+        }
+    }
+
+    /// Asks for kicks and double-checks; true when the worker may sleep.
+    fn prepare_sleep(&self) -> bool {
+        match (self.source, &self.port.backend) {
+            (Source::Rings, Backend::Ring(r)) => r.prepare_sleep(),
+            (Source::Pair(k), Backend::Virtio(v)) => {
+                let mut q = v.pair(k);
+                if q.enable_tx_notifications() {
+                    // Work arrived meanwhile: stay awake, kicks off again.
+                    q.disable_tx_notifications();
+                    false
+                } else {
+                    true
+                }
+            }
+            _ => true,
+        }
+    }
+
+    /// Work queued (for the idle poll)?
+    fn has_work(&self) -> bool {
+        match (self.source, &self.port.backend) {
+            (Source::Rings, Backend::Ring(r)) => r.has_tx_work(),
+            (Source::Pair(k), Backend::Virtio(v)) => v.pair(k).tx_pending(),
+            _ => false,
+        }
+    }
+
+    /// Forwards one batch from each ring (or the pair); returns (batches
+    /// that moved something, packets).
+    fn forward(&self, scratch: &mut Scratch) -> (u64, u64) {
+        let (mut nb, mut np) = (0u64, 0u64);
+        let mut one = |r: usize| {
+            let res = self.switch.forward(&self.port, r, scratch);
+            if res.slots > 0 {
+                nb += 1;
+                np += res.packets as u64;
+            }
+        };
+        match self.source {
+            Source::Rings => (0..self.port.sources()).for_each(&mut one),
+            Source::Pair(k) => one(k),
+        }
+        (nb, np)
+    }
+}
+
+/// A worker's own view of one assigned source.
+struct Local {
+    a: Assigned,
+    active: bool,
+    /// VM pairs: a duplicate of the guest's TX kick eventfd, registered in
+    /// epoll, and the pair's configuration generation it was taken at.
+    kick: Option<OwnedFd>,
+    generation: u64,
+}
+
+impl Local {
+    /// Registers the VM pair's current kick eventfd if the frontend changed
+    /// it. Returns true when it changed (the pair deserves a look).
+    fn sync_kick(&mut self, epoll: &Epoll) -> bool {
+        let (Source::Pair(k), Backend::Virtio(v)) = (self.a.source, &self.a.port.backend) else {
+            return false;
+        };
+        let q = v.pair(k);
+        if q.generation() == self.generation && self.kick.is_some() == q.tx_kick_fd().is_some() {
+            return false;
+        }
+        self.generation = q.generation();
+        if let Some(old) = self.kick.take() {
+            let _ = epoll.ctl(libc::EPOLL_CTL_DEL, old.as_raw_fd(), 0);
+        }
+        if let Some(fd) = q.tx_kick_fd() {
+            match fd.try_clone_to_owned() {
+                Ok(dup) => {
+                    if let Err(e) =
+                        epoll.ctl(libc::EPOLL_CTL_ADD, dup.as_raw_fd(), self.a.id | VM_KICK)
+                    {
+                        tracing::warn!(port = %self.a.port.name, error = %e, "cannot watch the guest's kick");
+                    } else {
+                        self.kick = Some(dup);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(port = %self.a.port.name, error = %e, "cannot duplicate the guest's kick")
+                }
+            }
+        }
+        true
+    }
+
+    fn forget(&mut self, epoll: &Epoll) {
+        if let Some(old) = self.kick.take() {
+            let _ = epoll.ctl(libc::EPOLL_CTL_DEL, old.as_raw_fd(), 0);
+        }
+    }
+}
+
+fn drain_fd(fd: RawFd) {
+    let mut buf = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into a local buffer from an eventfd the
+    // caller holds open; only called when epoll reported it readable.
+    let _ = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
 }
 
 struct Shared {
@@ -141,11 +279,15 @@ impl Worker {
         })
     }
 
-    /// Gives the worker a source port to serve.
+    /// Gives the worker a source to serve.
     pub fn assign(&self, a: Assigned) -> io::Result<()> {
-        self.shared
-            .epoll
-            .ctl(libc::EPOLL_CTL_ADD, a.port.kick.as_raw_fd(), a.id)?;
+        let fd = a.wake_fd().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "source does not match the port",
+            )
+        })?;
+        self.shared.epoll.ctl(libc::EPOLL_CTL_ADD, fd, a.id)?;
         self.shared
             .ports
             .lock()
@@ -164,10 +306,9 @@ impl Worker {
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(pos) = ports.iter().position(|a| a.id == id) {
             let a = ports.remove(pos);
-            let _ = self
-                .shared
-                .epoll
-                .ctl(libc::EPOLL_CTL_DEL, a.port.kick.as_raw_fd(), 0);
+            if let Some(fd) = a.wake_fd() {
+                let _ = self.shared.epoll.ctl(libc::EPOLL_CTL_DEL, fd, 0);
+            }
         }
         drop(ports);
         self.poke();
@@ -223,14 +364,16 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         }
     }
     let mut scratch = Scratch::default();
-    let mut local: Vec<Assigned> = Vec::new();
-    let mut active: Vec<bool> = Vec::new();
+    let mut local: Vec<Local> = Vec::new();
     let mut n_active = 0usize;
     let mut seen_gen = u64::MAX;
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
     let mut rounds = 0u32;
     loop {
         if s.stop.load(Ordering::Acquire) {
+            for l in &mut local {
+                l.forget(&s.epoll);
+            }
             return;
         }
         // Acquire: pairs with the Release increment in `poke`, so the port
@@ -238,21 +381,36 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         let g = s.generation.load(Ordering::Acquire);
         if g != seen_gen {
             seen_gen = g;
-            local.clear();
-            local.extend(
-                s.ports
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .iter()
-                    .cloned(),
-            );
-            // Look at every port once after a change: a new port may have
+            let assigned: Vec<Assigned> = s
+                .ports
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let mut old = std::mem::take(&mut local);
+            for l in old.iter_mut() {
+                if !assigned.iter().any(|a| a.id == l.a.id) {
+                    l.forget(&s.epoll);
+                }
+            }
+            for a in assigned {
+                let prev = old.iter_mut().find(|l| l.a.id == a.id);
+                let (kick, generation) = match prev {
+                    Some(p) => (p.kick.take(), p.generation),
+                    None => (None, u64::MAX),
+                };
+                local.push(Local {
+                    a,
+                    active: true,
+                    kick,
+                    generation,
+                });
+            }
+            // Look at every source once after a change: a new one may have
             // work queued before it was assigned.
-            active.clear();
-            active.resize(local.len(), true);
             n_active = local.len();
-            for a in &local {
-                a.port.set_awake();
+            for l in local.iter_mut() {
+                l.sync_kick(&s.epoll);
+                l.a.set_awake();
             }
         }
         if n_active == 0 || rounds.is_multiple_of(ROUNDS_PER_POLL) {
@@ -262,18 +420,30 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             }
             let n = s.epoll.wait(&mut events, timeout);
             for ev in &events[..n] {
-                let id = ev.u64;
-                if id == CTL {
+                let data = ev.u64;
+                if data == CTL {
                     s.ctl.drain();
                     continue;
                 }
-                if let Some(i) = local.iter().position(|a| a.id == id) {
-                    local[i].port.kick.drain();
-                    if !active[i] {
-                        active[i] = true;
-                        n_active += 1;
-                        local[i].port.set_awake();
+                let id = data & !VM_KICK;
+                let Some(l) = local.iter_mut().find(|l| l.a.id == id) else {
+                    continue;
+                };
+                if data & VM_KICK != 0 {
+                    if let Some(k) = &l.kick {
+                        drain_fd(k.as_raw_fd());
                     }
+                } else {
+                    if let Some(fd) = l.a.wake_fd() {
+                        drain_fd(fd);
+                    }
+                    // A VM pair's doorbell: the frontend reconfigured it.
+                    l.sync_kick(&s.epoll);
+                }
+                if !l.active {
+                    l.active = true;
+                    n_active += 1;
+                    l.a.set_awake();
                 }
             }
         }
@@ -284,23 +454,16 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         let t0 = Instant::now();
         let mut any = false;
         let (mut nb, mut np) = (0u64, 0u64);
-        for i in 0..local.len() {
-            if !active[i] {
+        for l in local.iter_mut() {
+            if !l.active {
                 continue;
             }
-            let a = &local[i];
-            let mut did = false;
-            for r in 0..a.port.tx_rings() {
-                let res = a.switch.forward(&a.port, r, &mut scratch);
-                if res.slots > 0 {
-                    did = true;
-                    nb += 1;
-                    np += res.packets as u64;
-                }
-            }
-            any |= did;
-            if !did && a.port.prepare_sleep() {
-                active[i] = false;
+            let (b, p) = l.a.forward(&mut scratch);
+            nb += b;
+            np += p;
+            any |= b > 0;
+            if b == 0 && l.a.prepare_sleep() {
+                l.active = false;
                 n_active -= 1;
             }
         }
@@ -316,10 +479,10 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             let until = Instant::now() + cfg.idle_poll;
             let mut spinner = ringswitch_ring::Spinner::default();
             'spin: while Instant::now() < until {
-                for (i, a) in local.iter().enumerate() {
-                    if a.port.has_tx_work() {
-                        a.port.set_awake();
-                        active[i] = true;
+                for l in local.iter_mut() {
+                    if l.a.has_work() {
+                        l.a.set_awake();
+                        l.active = true;
                         n_active += 1;
                         break 'spin;
                     }

@@ -162,13 +162,15 @@ fn busy_unknown_and_persistence() {
     // Ports opened on demand go away with their client; persistent ones stay.
     c.call(&Request::PortAdd {
         name: "vale0:keep".into(),
+        vhost_user: None,
     })
     .unwrap();
     assert_eq!(
         call_err(
             &mut c,
             Request::PortAdd {
-                name: "vale0:keep".into()
+                name: "vale0:keep".into(),
+                vhost_user: None,
             }
         )
         .0,
@@ -201,6 +203,7 @@ fn too_many_ports() {
     for i in 0..ringswitch_switch::MAX_PORTS {
         c.call(&Request::PortAdd {
             name: format!("vale0:p{i}@conf:slots=64,buf-size=128"),
+            vhost_user: None,
         })
         .unwrap();
     }
@@ -208,6 +211,7 @@ fn too_many_ports() {
         &mut c,
         Request::PortAdd {
             name: "vale0:one-more".into(),
+            vhost_user: None,
         },
     );
     assert_eq!(code, ErrorCode::Limit);
@@ -216,6 +220,7 @@ fn too_many_ports() {
     for i in 1..=8 {
         c.call(&Request::PortAdd {
             name: format!("vale{i}:x"),
+            vhost_user: None,
         })
         .unwrap();
     }
@@ -318,6 +323,7 @@ fn a_persistent_port_gets_fresh_memory_for_each_client() {
     let mut c = Connection::connect(&s).unwrap();
     c.call(&Request::PortAdd {
         name: "vale0:p".into(),
+        vhost_user: None,
     })
     .unwrap();
     let first = Port::open_at(&s, "vale0:p").unwrap();

@@ -10,7 +10,7 @@ use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG, NS_NO_LEARN};
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region};
 
 use crate::learning::{Decision, Forwarding, PortIndex};
-use crate::port::{Counters, SwitchPort};
+use crate::port::{Backend, Counters, RingPort, SwitchPort};
 
 /// Most ports on one switch (as VALE).
 pub const MAX_PORTS: usize = 254;
@@ -60,13 +60,13 @@ impl PortTable {
 
 /// A packet of the batch.
 #[derive(Clone, Copy, Default)]
-struct Ft {
-    slot: u32,
-    nfrags: u32,
-    len: u32,
+pub(crate) struct Ft {
+    pub(crate) slot: u32,
+    pub(crate) nfrags: u32,
+    pub(crate) len: u32,
     /// First fragment as validated.
-    buf_idx: u32,
-    first_len: u32,
+    pub(crate) buf_idx: u32,
+    pub(crate) first_len: u32,
 }
 
 /// Per-worker scratch space, allocated once.
@@ -78,7 +78,10 @@ pub struct Scratch {
     dst_tail: Vec<u32>,
     touched: Vec<PortIndex>,
     flood: Vec<u32>,
-    order: Vec<u32>,
+    pub(crate) order: Vec<u32>,
+    /// Frames taken from virtio queues, and the paths that need contiguous
+    /// bytes: allocated on first use by a VM port.
+    pub(crate) vm: crate::virtio::VmScratch,
 }
 
 impl Default for Scratch {
@@ -91,7 +94,90 @@ impl Default for Scratch {
             touched: Vec::with_capacity(MAX_PORTS),
             flood: Vec::with_capacity(MAX_BATCH as usize),
             order: Vec::with_capacity(MAX_BATCH as usize),
+            vm: crate::virtio::VmScratch::default(),
         }
+    }
+}
+
+impl Scratch {
+    /// Starts a batch.
+    pub(crate) fn clear(&mut self) {
+        self.ft.clear();
+        self.next.clear();
+        self.flood.clear();
+        self.touched.clear();
+    }
+
+    /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
+    #[inline(always)]
+    pub(crate) fn push_link(&mut self) -> u32 {
+        let k = self.next.len() as u32;
+        self.next.push(NONE);
+        k
+    }
+
+    /// Files packet `k` under its destination(s).
+    #[inline(always)]
+    pub(crate) fn route(&mut self, table: &PortTable, src: PortIndex, k: u32, decision: Decision) {
+        match decision {
+            Decision::Drop => {}
+            Decision::Port(p) if table.get(p).is_some() && p != src => {
+                let p = p as usize;
+                if self.dst_head[p] == NONE {
+                    self.dst_head[p] = k;
+                    self.touched.push(p as PortIndex);
+                } else {
+                    self.next[self.dst_tail[p] as usize] = k;
+                }
+                self.dst_tail[p] = k;
+            }
+            // A stale entry (port gone) floods, as an unknown address.
+            Decision::Port(_) | Decision::Flood => self.flood.push(k),
+        }
+    }
+
+    /// The destinations of the batch (taken out of the scratch; give the
+    /// vector back with [`Scratch::give_back`]).
+    pub(crate) fn destinations(&mut self, table: &PortTable, src: PortIndex) -> Vec<PortIndex> {
+        let mut dests = std::mem::take(&mut self.touched);
+        if !self.flood.is_empty() {
+            for &p in table.active() {
+                if p != src && self.dst_head[p as usize] == NONE {
+                    dests.push(p);
+                }
+            }
+        }
+        dests
+    }
+
+    /// Returns the destinations vector for reuse.
+    pub(crate) fn give_back(&mut self, mut dests: Vec<PortIndex>) {
+        dests.clear();
+        self.touched = dests;
+    }
+
+    /// Fills `order` with destination `d`'s packets: its unicast list merged
+    /// with the flood list, both in batch order.
+    pub(crate) fn order_for(&mut self, d: PortIndex) {
+        self.order.clear();
+        let mut u = self.dst_head[d as usize];
+        let mut f = 0usize;
+        while u != NONE || f < self.flood.len() {
+            let take_u = match (u != NONE, f < self.flood.len()) {
+                (true, true) => u < self.flood[f],
+                (true, false) => true,
+                _ => false,
+            };
+            if take_u {
+                self.order.push(u);
+                u = self.next[u as usize];
+            } else {
+                self.order.push(self.flood[f]);
+                f += 1;
+            }
+        }
+        self.dst_head[d as usize] = NONE;
+        self.dst_tail[d as usize] = NONE;
     }
 }
 
@@ -204,11 +290,33 @@ impl Switch {
             .collect()
     }
 
-    /// Forwards one batch from TX ring `ring` of `src`. Returns what was
-    /// consumed; zero slots means the ring had no work.
+    pub(crate) fn forwarding(&self) -> &dyn Forwarding {
+        &*self.fwd
+    }
+
+    pub(crate) fn read_table(&self) -> RwLockReadGuard<'_, PortTable> {
+        self.read()
+    }
+
+    /// Forwards one batch from source `ring` of `src`: a TX ring of a ring
+    /// port, or a queue pair of a VM port. Returns what was consumed; zero
+    /// slots means the source had no work.
     pub fn forward(&self, src: &SwitchPort, ring: usize, sc: &mut Scratch) -> BatchResult {
+        match &src.backend {
+            Backend::Ring(r) => self.forward_ring(src, r, ring, sc),
+            Backend::Virtio(v) => crate::virtio::forward_from_vm(self, src, v, ring, sc),
+        }
+    }
+
+    fn forward_ring(
+        &self,
+        src: &SwitchPort,
+        srp: &RingPort,
+        ring: usize,
+        sc: &mut Scratch,
+    ) -> BatchResult {
         let table = self.read();
-        let mut txr = src.tx(ring);
+        let mut txr = srp.tx(ring);
         let head = match txr.app_head() {
             Ok(h) => h,
             Err(_) => {
@@ -228,10 +336,7 @@ impl Switch {
         let sregion: &Region = txr.region();
         let sbuf = sregion.buf_size();
 
-        sc.ft.clear();
-        sc.next.clear();
-        sc.flood.clear();
-        sc.touched.clear();
+        sc.clear();
 
         let (mut tx_pkts, mut tx_bytes, mut malformed, mut short, mut long) =
             (0u64, 0u64, 0u64, 0u64, 0u64);
@@ -321,7 +426,7 @@ impl Switch {
             let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
             tx_pkts += 1;
             tx_bytes += total as u64;
-            let k = sc.ft.len() as u32;
+            let k = sc.push_link();
             sc.ft.push(Ft {
                 slot: first,
                 nfrags: nfr,
@@ -329,7 +434,6 @@ impl Switch {
                 buf_idx: s0.buf_idx,
                 first_len: s0.len as u32,
             });
-            sc.next.push(NONE);
             // Runs of frames with the same addresses (a flow) are decided
             // once: the decision cannot change within a batch but through a
             // racing update by another worker, which a lookup races with too.
@@ -341,65 +445,30 @@ impl Switch {
                     d
                 }
             };
-            match decision {
-                Decision::Drop => {}
-                Decision::Port(p) if table.get(p).is_some() && p != src.index => {
-                    let p = p as usize;
-                    if sc.dst_head[p] == NONE {
-                        sc.dst_head[p] = k;
-                        sc.touched.push(p as PortIndex);
-                    } else {
-                        sc.next[sc.dst_tail[p] as usize] = k;
-                    }
-                    sc.dst_tail[p] = k;
-                }
-                // A stale entry (port gone) floods, as an unknown address.
-                Decision::Port(_) | Decision::Flood => sc.flood.push(k),
-            }
+            sc.route(&table, src.index, k, decision);
         }
 
         // Deliver, destination by destination.
-        let mut dests = std::mem::take(&mut sc.touched);
-        if !sc.flood.is_empty() {
-            for &p in table.active() {
-                if p != src.index && sc.dst_head[p as usize] == NONE {
-                    dests.push(p);
-                }
-            }
-        }
+        let dests = sc.destinations(&table, src.index);
         for &d in &dests {
             let Some(dport) = table.get(d) else { continue };
-            // Merge this destination's unicast list with the flood list,
-            // both in batch order.
-            sc.order.clear();
-            let mut u = sc.dst_head[d as usize];
-            let mut f = 0usize;
-            while u != NONE || f < sc.flood.len() {
-                let take_u = match (u != NONE, f < sc.flood.len()) {
-                    (true, true) => u < sc.flood[f],
-                    (true, false) => true,
-                    _ => false,
-                };
-                if take_u {
-                    sc.order.push(u);
-                    u = sc.next[u as usize];
-                } else {
-                    sc.order.push(sc.flood[f]);
-                    f += 1;
+            sc.order_for(d);
+            match &dport.backend {
+                Backend::Ring(drp) => {
+                    deliver(&sc.ft, &sc.order, srp, &sring, ring, dport, drp, &mut long)
                 }
+                Backend::Virtio(dv) => crate::virtio::deliver_ring_to_vm(
+                    &mut sc.vm, &sc.ft, &sc.order, sregion, &sring, dport, dv, ring,
+                ),
             }
-            sc.dst_head[d as usize] = NONE;
-            sc.dst_tail[d as usize] = NONE;
-            deliver(&sc.ft, &sc.order, src, &sring, ring, dport, &mut long);
         }
-        dests.clear();
-        sc.touched = dests;
+        sc.give_back(dests);
 
         txr.hwcur = arith::add(txr.hwcur, consumed, n);
         txr.hwtail = arith::prev(txr.hwcur, n);
         txr.publish();
         if txr.app_wants_kick() {
-            src.irq(ring).signal();
+            srp.irq(ring).signal();
         }
         let c = &src.counters;
         Counters::add(&c.tx_packets, tx_pkts);
@@ -415,7 +484,7 @@ impl Switch {
 }
 
 #[inline(always)]
-fn slots_for(len: u32, buf: u32) -> u32 {
+pub(crate) fn slots_for(len: u32, buf: u32) -> u32 {
     if len <= buf {
         1
     } else {
@@ -425,24 +494,26 @@ fn slots_for(len: u32, buf: u32) -> u32 {
 
 /// Copies the packets `order` (indexes into `ft`) into `dport`, in order,
 /// as far as its RX ring has room; the rest are dropped and counted.
+#[allow(clippy::too_many_arguments)]
 fn deliver(
     ft: &[Ft],
     order: &[u32],
-    src: &SwitchPort,
+    src: &RingPort,
     sring: &ringswitch_ring::RingRef<'_>,
     src_ring: usize,
     dport: &SwitchPort,
+    drp: &RingPort,
     long: &mut u64,
 ) {
-    let dregion: &Region = dport.region();
+    let dregion: &Region = drp.region();
     let dbuf = dregion.buf_size();
-    let q = src_ring % dport.rx_rings();
+    let q = src_ring % drp.rx_rings();
     let want: u32 = order
         .iter()
         .map(|&k| slots_for(ft[k as usize].len, dbuf))
         .filter(|&s| s <= MAX_FRAGS)
         .sum();
-    let res = dport.rx(q).reserve(want, &dport.counters);
+    let res = drp.rx(q).reserve(want, &dport.counters);
     let place = dregion.ring_place(0, Dir::Rx, q as u32);
     let dring = dregion.ring_at(place);
     let dn = place.num_slots;
@@ -555,7 +626,7 @@ fn deliver(
         bytes += p.len as u64;
     }
     let woke = {
-        let mut st = dport.rx(q);
+        let mut st = drp.rx(q);
         let unused = res.len - (arith::dist(res.start, d, dn));
         if unused > 0 && !st.shrink(res, unused) {
             // A later lease exists: the slots cannot be given back, so they
@@ -568,7 +639,7 @@ fn deliver(
         st.complete(res) && st.ring.app_wants_kick()
     };
     if woke {
-        dport.irq(q).signal();
+        drp.irq(q).signal();
     }
     let c = &dport.counters;
     Counters::add(&c.rx_packets, pkts);

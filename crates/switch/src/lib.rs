@@ -1,12 +1,16 @@
 //! The VALE switch: a learning bridge whose workers copy packets from a
 //! source port's TX ring into destination ports' private RX rings, batched
-//! per destination, dropping and counting when a receiver is full.
+//! per destination, dropping and counting when a receiver is full. Ports are
+//! netmap ring ports or VM ports (vhost-user virtio-net queue pairs); the
+//! same worker copies between any two kinds.
 #![warn(missing_docs)]
 
 pub mod engine;
 pub mod learning;
+mod offload_stub;
 pub mod port;
+mod virtio;
 
 pub use engine::{AttachError, BatchResult, Scratch, Switch, DEFAULT_BATCH, MAX_BATCH, MAX_PORTS};
 pub use learning::{Decision, Forwarding, LearningBridge, PortIndex};
-pub use port::{Counters, SwitchPort};
+pub use port::{Backend, Counters, RingPort, SwitchPort, VirtioPort};

@@ -1,11 +1,14 @@
-//! A switch port as the data path sees it: its region, the port side of its
-//! rings, its doorbells and its counters.
+//! A switch port as the data path sees it: a ring port (its region, the
+//! port side of its rings, its doorbells) or a VM port (its virtio queue
+//! pairs), and its counters.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringswitch_control::PortStats;
 use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region};
+use ringswitch_vhost::socket::SharedNet;
+use ringswitch_vhost::VirtioNetPort;
 
 /// Most workers that can hold leases on one RX ring at once (and so the
 /// most workers a daemon runs).
@@ -32,6 +35,8 @@ pub struct Counters {
     pub drop_long: AtomicU64,
     /// Ring reinitializations.
     pub ring_reinits: AtomicU64,
+    /// Drops: a VM port had no running queues.
+    pub drop_link_down: AtomicU64,
 }
 
 impl Counters {
@@ -56,6 +61,7 @@ impl Counters {
             (&self.drop_short, &other.drop_short),
             (&self.drop_long, &other.drop_long),
             (&self.ring_reinits, &other.ring_reinits),
+            (&self.drop_link_down, &other.drop_link_down),
         ];
         for (a, b) in pairs {
             Counters::add(a, b.load(Ordering::Relaxed));
@@ -76,6 +82,7 @@ impl Counters {
             drop_short: g(&self.drop_short),
             drop_long: g(&self.drop_long),
             ring_reinits: g(&self.ring_reinits),
+            drop_link_down: g(&self.drop_link_down),
         }
     }
 }
@@ -199,12 +206,8 @@ impl RxState {
     }
 }
 
-/// A port attached to a switch.
-pub struct SwitchPort {
-    /// Name (`vale0:a`).
-    pub name: String,
-    /// Index in its switch.
-    pub index: u16,
+/// The rings, doorbells and memory of a netmap port (a ring port).
+pub struct RingPort {
     region: Arc<Region>,
     /// Port side of the TX rings; locked by the one worker serving the port.
     tx: Box<[Mutex<PortRing>]>,
@@ -216,6 +219,60 @@ pub struct SwitchPort {
     /// ring `i` signal `irqs[i]`, so threads serving different rings never
     /// take each other's wake-ups.
     pub irqs: Box<[EventFd]>,
+}
+
+/// The queue pairs of a vhost-user virtio-net port (a VM port).
+pub struct VirtioPort {
+    /// The device, shared with the thread speaking vhost-user to the frontend.
+    pub dev: SharedNet,
+    pairs: Box<[Arc<Mutex<VirtioNetPort>>]>,
+    /// One per queue pair: the protocol thread signals it after the frontend
+    /// reconfigured the pair (new kick eventfd, vrings started or stopped),
+    /// so the worker serving the pair registers the new kick.
+    pub changed: Box<[EventFd]>,
+}
+
+impl VirtioPort {
+    /// Wraps a device; its queue pairs become the port's rings.
+    pub fn new(dev: SharedNet) -> std::io::Result<VirtioPort> {
+        let pairs: Box<[_]> = lock(&dev).ports().to_vec().into_boxed_slice();
+        let changed = (0..pairs.len())
+            .map(|_| EventFd::new())
+            .collect::<std::io::Result<_>>()?;
+        Ok(VirtioPort {
+            dev,
+            pairs,
+            changed,
+        })
+    }
+
+    /// Number of queue pairs.
+    pub fn pairs(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Queue pair `i`, locked (once per batch).
+    pub fn pair(&self, i: usize) -> MutexGuard<'_, VirtioNetPort> {
+        lock(&self.pairs[i])
+    }
+}
+
+/// What kind of port, with what it needs.
+pub enum Backend {
+    /// A netmap port: rings in a shared memory region.
+    Ring(RingPort),
+    /// A vhost-user virtio-net device (a VM, or a userspace virtio driver).
+    Virtio(VirtioPort),
+}
+
+/// A port attached to a switch.
+pub struct SwitchPort {
+    /// Name (`vale0:a`).
+    pub name: String,
+    /// Index in its switch.
+    pub index: u16,
+    /// Its rings or queues.
+    pub backend: Backend,
     /// Counters.
     pub counters: Counters,
 }
@@ -227,8 +284,56 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl SwitchPort {
-    /// Wraps a region (end 0) as switch port `index`.
+    /// Wraps a region (end 0) as ring port `index`.
     pub fn new(name: String, index: u16, region: Arc<Region>) -> std::io::Result<SwitchPort> {
+        Ok(SwitchPort {
+            name,
+            index,
+            backend: Backend::Ring(RingPort::new(region)?),
+            counters: Counters::default(),
+        })
+    }
+
+    /// A VM port `index` on a vhost-user device.
+    pub fn new_virtio(name: String, index: u16, dev: SharedNet) -> std::io::Result<SwitchPort> {
+        Ok(SwitchPort {
+            name,
+            index,
+            backend: Backend::Virtio(VirtioPort::new(dev)?),
+            counters: Counters::default(),
+        })
+    }
+
+    /// The rings, if a ring port.
+    #[inline(always)]
+    pub fn ring(&self) -> Option<&RingPort> {
+        match &self.backend {
+            Backend::Ring(r) => Some(r),
+            Backend::Virtio(_) => None,
+        }
+    }
+
+    /// The queue pairs, if a VM port.
+    #[inline(always)]
+    pub fn virtio(&self) -> Option<&VirtioPort> {
+        match &self.backend {
+            Backend::Virtio(v) => Some(v),
+            Backend::Ring(_) => None,
+        }
+    }
+
+    /// Sources of traffic the port has: TX rings, or queue pairs.
+    pub fn sources(&self) -> usize {
+        match &self.backend {
+            Backend::Ring(r) => r.tx_rings(),
+            Backend::Virtio(v) => v.pairs(),
+        }
+    }
+}
+
+impl RingPort {
+    /// The port side of end 0 of `region`.
+    pub fn new(region: Arc<Region>) -> std::io::Result<RingPort> {
         let g = region.layout().geometry;
         let tx = (0..g.tx_rings)
             .map(|i| Mutex::new(PortRing::new(region.clone(), 0, Dir::Tx, i)))
@@ -236,9 +341,7 @@ impl SwitchPort {
         let rx = (0..g.rx_rings)
             .map(|i| Mutex::new(RxState::new(PortRing::new(region.clone(), 0, Dir::Rx, i))))
             .collect();
-        Ok(SwitchPort {
-            name,
-            index,
+        Ok(RingPort {
             region,
             tx,
             rx,
@@ -246,7 +349,6 @@ impl SwitchPort {
             irqs: (0..g.tx_rings.max(g.rx_rings))
                 .map(|_| EventFd::new())
                 .collect::<std::io::Result<_>>()?,
-            counters: Counters::default(),
         })
     }
 

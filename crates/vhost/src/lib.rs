@@ -29,7 +29,9 @@ pub mod socket;
 
 pub use device::{NetConfig, VhostUserNet};
 pub use hdr::VirtioNetHdr;
-pub use port::{PortStats, QueueKind, RxError, TxFrame, VirtioNetPort};
+pub use port::{PortStats, QueueKind, RxCaps, RxError, TxFrame, VirtioNetPort};
 
-// Re-exported so users name the same memory type this crate maps.
+// Re-exported so users name the same memory type this crate maps, and the
+// protocol errors its connections end with.
+pub use vhost::vhost_user::Error as VhostError;
 pub use vm_memory;

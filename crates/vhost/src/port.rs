@@ -56,6 +56,19 @@ pub enum RxError {
     TooLarge,
 }
 
+/// What a guest accepts on receive (negotiated features).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxCaps {
+    /// Partial checksums (GUEST_CSUM).
+    pub csum: bool,
+    /// TCP segmentation offload over IPv4 (GUEST_TSO4).
+    pub tso4: bool,
+    /// TCP segmentation offload over IPv6 (GUEST_TSO6).
+    pub tso6: bool,
+    /// Frames over several buffers (MRG_RXBUF).
+    pub mrg: bool,
+}
+
 /// Counters of one queue pair. Plain integers: they live under the port
 /// mutex with the rest of the state, and a reader takes a copy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -405,12 +418,14 @@ impl VirtioNetPort {
     /// Drains up to `max` frames from the guest's TX queue (bounded also by
     /// the queue size), calling `f` once per valid frame with the frame and
     /// its virtio-net header, and completes every chain taken (bad ones with
-    /// length 0, counted). The used index is published once, at the end.
-    /// Returns the number of chains taken; 0 when idle or not running.
+    /// length 0, counted). `f` returns false to end the batch after this
+    /// frame (the caller's space ran out). The used index is published once,
+    /// at the end. Returns the number of chains taken; 0 when idle or not
+    /// running.
     pub fn tx_batch(
         &mut self,
         max: usize,
-        mut f: impl FnMut(&TxFrame<'_>, &VirtioNetHdr),
+        mut f: impl FnMut(&TxFrame<'_>, &VirtioNetHdr) -> bool,
     ) -> usize {
         if !self.tx.running() {
             return 0;
@@ -423,7 +438,8 @@ impl VirtioNetPort {
         let hdr_len = self.hdr_len;
         let table = GuestAddress(self.tx.queue.desc_table());
         let mut taken = 0;
-        while taken < max {
+        let mut more = true;
+        while more && taken < max {
             let head = match pop_head(&mut self.tx, mem) {
                 Ok(Some(head)) => head,
                 Ok(None) => break,
@@ -458,7 +474,7 @@ impl VirtioNetPort {
                         len: total as usize - hdr_len,
                         ..frame
                     };
-                    f(&frame, &hdr);
+                    more = f(&frame, &hdr);
                     self.stats.tx_pkts += 1;
                     self.stats.tx_bytes += frame.len as u64;
                 }
@@ -473,6 +489,29 @@ impl VirtioNetPort {
             self.stats.ring_errors += 1;
         }
         taken
+    }
+
+    /// Has the guest queued TX chains the device has not taken yet? One
+    /// read of the available index; false when not running.
+    pub fn tx_pending(&self) -> bool {
+        if !self.tx.running() {
+            return false;
+        }
+        let Some(mem) = self.mem.as_ref() else {
+            return false;
+        };
+        read_avail_idx(&self.tx, mem).is_some_and(|i| i.0 != self.tx.queue.next_avail())
+    }
+
+    /// What the guest accepts on receive, from the negotiated features.
+    pub fn rx_caps(&self) -> RxCaps {
+        let f = self.features;
+        RxCaps {
+            csum: feature::has(f, feature::VIRTIO_NET_F_GUEST_CSUM),
+            tso4: feature::has(f, feature::VIRTIO_NET_F_GUEST_TSO4),
+            tso6: feature::has(f, feature::VIRTIO_NET_F_GUEST_TSO6),
+            mrg: feature::has(f, feature::VIRTIO_NET_F_MRG_RXBUF),
+        }
     }
 
     /// RX chains the guest has posted and the device has not used yet. With

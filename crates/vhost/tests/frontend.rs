@@ -138,6 +138,7 @@ fn handshake_and_one_frame_each_way() {
             let mut b = vec![0u8; f.len()];
             f.copy_to(&mut b);
             seen.push((*h, b));
+            true
         });
         assert_eq!(n, 1);
         p.notify_tx_done();

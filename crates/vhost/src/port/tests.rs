@@ -127,6 +127,7 @@ impl Guest {
             let via_slices: usize = f.slices().map(|s| s.len()).sum();
             assert_eq!(via_slices, f.len());
             frames.push((*h, buf));
+            true
         });
         (n, frames)
     }
@@ -371,10 +372,10 @@ fn tx_batch_is_bounded() {
         g.desc(g.tx.desc, i, BUF_BASE, 74, 0, 0);
         g.offer(&g.tx, i);
     }
-    let n = g.port.tx_batch(4, |_, _| {});
+    let n = g.port.tx_batch(4, |_, _| true);
     assert_eq!(n, 4);
     assert_eq!(g.used_idx(&g.tx), 4);
-    assert_eq!(g.port.tx_batch(100, |_, _| {}), 6);
+    assert_eq!(g.port.tx_batch(100, |_, _| true), 6);
 }
 
 #[test]
