@@ -7,7 +7,6 @@
 
 pub mod engine;
 pub mod learning;
-mod offload_stub;
 pub mod port;
 mod virtio;
 

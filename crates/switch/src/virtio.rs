@@ -11,7 +11,7 @@
 //! port, or a VM without the feature, gets the checksum completed and the
 //! TSO frame cut into MSS-sized frames in software.
 
-use crate::offload_stub::{self as offload, Action, Caps, OffloadHdr, Segmenter};
+use ringswitch_offload::{self as offload, Action, Caps, OffloadHdr, Segmenter};
 use ringswitch_ring::layout::MAX_FRAGS;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region, RingRef};
 use ringswitch_vhost::{RxError, VirtioNetHdr, VirtioNetPort};

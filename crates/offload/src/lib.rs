@@ -1,0 +1,48 @@
+//! Software fallbacks for virtio-net offloads.
+//!
+//! A guest that negotiated checksum offload (`VIRTIO_NET_F_CSUM`) or TCP
+//! segmentation offload (`HOST_TSO4`, `HOST_TSO6`) hands the switch frames
+//! that are not finished: a TCP or UDP checksum that holds only the
+//! pseudo-header sum, or one TCP segment of up to 64 KiB that the wire would
+//! carry as many. A destination that accepts such frames as they are (a VM
+//! that negotiated `GUEST_CSUM`, `GUEST_TSO4`, ...) gets them unchanged. Every
+//! other destination (a netmap ring port, a VM without the feature) needs them
+//! finished in software first, and that is what this crate does:
+//!
+//! - [`plan`] compares what a sender's [`OffloadHdr`] asks for with what a
+//!   destination accepts ([`Caps`]) and says what must be done ([`Action`]).
+//! - [`complete_checksum`] fills in a partial checksum in place.
+//! - [`Segmenter`] cuts a TCP GSO frame into MSS-sized frames with every
+//!   header fixed up and every checksum complete.
+//! - [`checksum`] holds the one's complement sum these are built on.
+//!
+//! What this crate deliberately is not: it knows nothing of virtqueues, rings
+//! or the vhost crate (the switch converts its virtio-net header into an
+//! [`OffloadHdr`]); it does not verify checksums a sender claims are valid;
+//! it does not segment UDP (UFO is deprecated and refused) or IPv6 frames
+//! with extension headers.
+//!
+//! Everything it reads comes from a guest and is untrusted: every offset and
+//! length is checked before use, bad input returns an [`OffloadError`], and no
+//! input makes it panic or index out of bounds. It has no `unsafe` code and
+//! allocates only when a [`Segmenter`] is created.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod checksum;
+mod error;
+mod hdr;
+mod parse;
+mod segment;
+
+pub use checksum::complete_checksum;
+pub use error::{Layer, OffloadError};
+pub use hdr::{
+    plan, Action, Caps, OffloadHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4,
+    GSO_TCPV6, GSO_UDP,
+};
+pub use segment::{segment_count, Segmenter, SCRATCH_LEN};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,252 @@
+//! TCP segmentation in software (TSO fallback).
+
+use std::fmt;
+
+use crate::checksum;
+use crate::error::{Layer, OffloadError};
+use crate::hdr::{Gso, OffloadHdr};
+use crate::parse::{be16, parse_tcp, Ip, TcpFrame};
+
+/// Size of a [`Segmenter`]'s scratch buffer: the longest segment any frame
+/// can produce, an Ethernet header with two VLAN tags, then an IPv6 header
+/// and the largest payload its 16-bit length field can announce (an IPv4
+/// packet, whose 16-bit length counts its header too, is never longer).
+pub const SCRATCH_LEN: usize = 14 + 2 * 4 + 40 + u16::MAX as usize;
+
+const IPPROTO_TCP: u8 = 6;
+const TCP_FIN: u8 = 0x01;
+const TCP_PSH: u8 = 0x08;
+const TCP_CWR: u8 = 0x80;
+
+/// Cuts TCP GSO frames into segments, in a scratch buffer allocated once.
+///
+/// Each segment is the frame's headers followed by up to `gso_size` bytes of
+/// its payload, with:
+/// - the IPv4 total length or IPv6 payload length of the segment;
+/// - the IPv4 identification of the frame plus the segment's index, and a
+///   recomputed IPv4 header checksum;
+/// - the TCP sequence number advanced by the payload before the segment;
+/// - FIN and PSH only on the last segment, CWR only on the first;
+/// - a complete TCP checksum, pseudo header included, computed from scratch
+///   (the frame's own checksum field is ignored).
+///
+/// Other header fields (options, urgent pointer, DF, traffic class, flow
+/// label) are copied unchanged. Bytes after the end of the IP packet
+/// (link-layer padding) are dropped.
+pub struct Segmenter {
+    scratch: Vec<u8>,
+}
+
+impl fmt::Debug for Segmenter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Segmenter")
+            .field("scratch_len", &self.scratch.len())
+            .finish()
+    }
+}
+
+impl Default for Segmenter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Segmenter {
+    /// Creates a segmenter with its [`SCRATCH_LEN`]-byte scratch buffer.
+    pub fn new() -> Self {
+        Self {
+            scratch: vec![0; SCRATCH_LEN],
+        }
+    }
+
+    /// Segments `frame`, sent with `hdr`, and calls `emit` with each segment
+    /// in order. The slice is valid only during the call.
+    ///
+    /// `emit` returns true when it took the segment, false when it could not
+    /// (the destination is full): segmentation then stops. Returns how many
+    /// segments `emit` took.
+    ///
+    /// The header and the whole frame are checked before the first segment is
+    /// built: on error, `emit` was not called. `hdr` must ask for TCPV4 or
+    /// TCPV6 segmentation (with or without ECN) matching the frame's IP
+    /// version, with a nonzero `gso_size`. A frame whose payload fits in one
+    /// segment, or is empty, gives one segment.
+    pub fn segment(
+        &mut self,
+        frame: &[u8],
+        hdr: &OffloadHdr,
+        mut emit: impl FnMut(&[u8]) -> bool,
+    ) -> Result<usize, OffloadError> {
+        let job = Job::new(frame, hdr)?;
+        for index in 0..job.count {
+            let segment = self.build(frame, &job, index)?;
+            if !emit(segment) {
+                return Ok(index);
+            }
+        }
+        Ok(job.count)
+    }
+
+    /// Builds segment `index` of `job` in the scratch buffer.
+    fn build(&mut self, frame: &[u8], job: &Job, index: usize) -> Result<&[u8], OffloadError> {
+        let TcpFrame {
+            ip,
+            l3,
+            l4,
+            payload,
+            end,
+        } = job.tcp;
+        let ip_layer = match ip {
+            Ip::V4 => Layer::Ipv4,
+            Ip::V6 => Layer::Ipv6,
+        };
+        let tcp_truncated = OffloadError::Truncated { layer: Layer::Tcp };
+        let ip_truncated = OffloadError::Truncated { layer: ip_layer };
+
+        // Segment payload bounds; index < count keeps start <= end.
+        let skip = index.checked_mul(job.mss).ok_or(tcp_truncated)?;
+        let start = payload.checked_add(skip).ok_or(tcp_truncated)?;
+        let stop = start.saturating_add(job.mss).min(end);
+        let headers = frame.get(..payload).ok_or(tcp_truncated)?;
+        let chunk = frame.get(start..stop).ok_or(tcp_truncated)?;
+
+        let len = headers.len() + chunk.len();
+        let out = self.scratch.get_mut(..len).ok_or(tcp_truncated)?;
+        let (out_headers, out_chunk) = out
+            .split_at_mut_checked(headers.len())
+            .ok_or(tcp_truncated)?;
+        out_headers.copy_from_slice(headers);
+        out_chunk.copy_from_slice(chunk);
+
+        // The TCP segment length: it fits in 16 bits because the frame's IP
+        // length field counted at least as many bytes.
+        let tcp_len = (payload - l4) + chunk.len();
+        let tcp_len16 = u16::try_from(tcp_len).map_err(|_| tcp_truncated)?;
+
+        let ip_hdr = out_headers.get_mut(l3..l4).ok_or(ip_truncated)?;
+        match ip {
+            Ip::V4 => {
+                let total = u16::try_from((l4 - l3) + tcp_len).map_err(|_| ip_truncated)?;
+                put16(ip_hdr, 2, total).ok_or(ip_truncated)?;
+                // The identification wraps like the 16-bit field it is.
+                let id = job.ipv4_id.wrapping_add(index as u16);
+                put16(ip_hdr, 4, id).ok_or(ip_truncated)?;
+                put16(ip_hdr, 10, 0).ok_or(ip_truncated)?;
+                let csum = !checksum::sum(ip_hdr);
+                put16(ip_hdr, 10, csum).ok_or(ip_truncated)?;
+            }
+            Ip::V6 => put16(ip_hdr, 4, tcp_len16).ok_or(ip_truncated)?,
+        }
+
+        let tcp_hdr = out_headers.get_mut(l4..payload).ok_or(tcp_truncated)?;
+        // Sequence numbers wrap modulo 2^32; skip is below 2^16.
+        let seq = job.seq.wrapping_add(skip as u32);
+        tcp_hdr
+            .get_mut(4..8)
+            .ok_or(tcp_truncated)?
+            .copy_from_slice(&seq.to_be_bytes());
+        let flags = tcp_hdr.get_mut(13).ok_or(tcp_truncated)?;
+        if index + 1 < job.count {
+            *flags &= !(TCP_FIN | TCP_PSH);
+        }
+        if index > 0 {
+            *flags &= !TCP_CWR;
+        }
+        put16(tcp_hdr, 16, 0).ok_or(tcp_truncated)?;
+        let sum = checksum::add(
+            checksum::add(job.pseudo_sum, tcp_len16),
+            checksum::add(checksum::sum(tcp_hdr), checksum::sum(out_chunk)),
+        );
+        put16(tcp_hdr, 16, !sum).ok_or(tcp_truncated)?;
+
+        Ok(out)
+    }
+}
+
+/// Returns how many segments [`Segmenter::segment`] would produce for
+/// `frame` sent with `hdr`, after the same checks, so that a caller can make
+/// room for all of them first.
+pub fn segment_count(frame: &[u8], hdr: &OffloadHdr) -> Result<usize, OffloadError> {
+    Ok(Job::new(frame, hdr)?.count)
+}
+
+/// A frame checked for segmentation, and what every segment shares.
+#[derive(Debug)]
+struct Job {
+    tcp: TcpFrame,
+    /// Payload bytes per segment, nonzero.
+    mss: usize,
+    /// Segments to build, at least 1.
+    count: usize,
+    /// The frame's TCP sequence number.
+    seq: u32,
+    /// The frame's IPv4 identification (0 for IPv6).
+    ipv4_id: u16,
+    /// The pseudo header sum without the length.
+    pseudo_sum: u16,
+}
+
+impl Job {
+    fn new(frame: &[u8], hdr: &OffloadHdr) -> Result<Self, OffloadError> {
+        let expected = match hdr.request()?.gso {
+            Gso::None => return Err(OffloadError::NotGso),
+            Gso::Tcp4 => Ip::V4,
+            Gso::Tcp6 => Ip::V6,
+        };
+        let tcp = parse_tcp(frame)?;
+        if tcp.ip != expected {
+            return Err(OffloadError::GsoIpMismatch {
+                expected: expected.number(),
+                found: tcp.ip.number(),
+            });
+        }
+        // request() refused a GSO size of 0.
+        let mss = usize::from(hdr.gso_size).max(1);
+        let count = (tcp.end - tcp.payload).div_ceil(mss).max(1);
+
+        let ip_truncated = |ip| OffloadError::Truncated {
+            layer: match ip {
+                Ip::V4 => Layer::Ipv4,
+                Ip::V6 => Layer::Ipv6,
+            },
+        };
+        let ip_hdr = frame.get(tcp.l3..tcp.l4).ok_or(ip_truncated(tcp.ip))?;
+        let (ipv4_id, pseudo_sum) = match tcp.ip {
+            Ip::V4 => {
+                let id = be16(ip_hdr, 4).ok_or(ip_truncated(tcp.ip))?;
+                let src = array(ip_hdr, 12).ok_or(ip_truncated(tcp.ip))?;
+                let dst = array(ip_hdr, 16).ok_or(ip_truncated(tcp.ip))?;
+                (id, checksum::pseudo_header_v4(src, dst, IPPROTO_TCP, 0))
+            }
+            Ip::V6 => {
+                let src = array(ip_hdr, 8).ok_or(ip_truncated(tcp.ip))?;
+                let dst = array(ip_hdr, 24).ok_or(ip_truncated(tcp.ip))?;
+                (0, checksum::pseudo_header_v6(src, dst, IPPROTO_TCP, 0))
+            }
+        };
+        let tcp_truncated = OffloadError::Truncated { layer: Layer::Tcp };
+        let tcp_hdr = frame.get(tcp.l4..tcp.payload).ok_or(tcp_truncated)?;
+        let seq = u32::from_be_bytes(array(tcp_hdr, 4).ok_or(tcp_truncated)?);
+        Ok(Self {
+            tcp,
+            mss,
+            count,
+            seq,
+            ipv4_id,
+            pseudo_sum,
+        })
+    }
+}
+
+/// Copies `N` bytes at `at`, if `bytes` holds them.
+fn array<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
+    bytes.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
+/// Writes a big-endian 16-bit value at `at`, if `bytes` holds it.
+fn put16(bytes: &mut [u8], at: usize, value: u16) -> Option<()> {
+    bytes
+        .get_mut(at..at.checked_add(2)?)?
+        .copy_from_slice(&value.to_be_bytes());
+    Some(())
+}
