@@ -47,9 +47,16 @@ pub enum VhostUserError {
     Io(#[from] io::Error),
 }
 
+/// The connection being served, so deleting the port can cut it even while
+/// the thread is blocked inside a message (half a header, or a reply the
+/// frontend does not read). The thread clears it before closing the socket,
+/// under the lock, so the descriptor shut down is never a reused one.
+type Current = Arc<std::sync::Mutex<Option<RawFd>>>;
+
 /// The protocol thread of one VM port.
 pub struct VhostUserThread {
     stop: Arc<EventFd>,
+    current: Current,
     connected: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -76,13 +83,15 @@ impl VhostUserThread {
         };
         let stop = Arc::new(EventFd::new()?);
         let connected = Arc::new(AtomicBool::new(false));
-        let (st, co) = (stop.clone(), connected.clone());
+        let current: Current = Arc::default();
+        let (st, co, cu) = (stop.clone(), connected.clone(), current.clone());
         let thread = std::thread::Builder::new()
             .name(format!("rs-vhost-{}", port.index))
             .stack_size(256 * 1024)
-            .spawn(move || run(port, dev, mode, &st, &co))?;
+            .spawn(move || run(port, dev, mode, &st, &co, &cu))?;
         Ok(VhostUserThread {
             stop,
+            current,
             connected,
             thread: Some(thread),
         })
@@ -97,6 +106,15 @@ impl VhostUserThread {
 impl Drop for VhostUserThread {
     fn drop(&mut self) {
         self.stop.signal();
+        if let Some(fd) = *self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            // SAFETY: `fd` is the open connection socket: the thread clears
+            // `current` under this lock before it closes the socket.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -156,7 +174,14 @@ fn stopped(stop: &EventFd) -> bool {
     unsafe { libc::poll(&mut p, 1, 0) > 0 }
 }
 
-fn run(port: Arc<SwitchPort>, dev: SharedNet, mode: Mode, stop: &EventFd, connected: &AtomicBool) {
+fn run(
+    port: Arc<SwitchPort>,
+    dev: SharedNet,
+    mode: Mode,
+    stop: &EventFd,
+    connected: &AtomicBool,
+    current: &Current,
+) {
     let name = port.name.clone();
     match mode {
         Mode::Server(listener, path) => {
@@ -169,7 +194,7 @@ fn run(port: Arc<SwitchPort>, dev: SharedNet, mode: Mode, stop: &EventFd, connec
                     continue;
                 }
                 match listener.accept() {
-                    Ok((s, _)) => serve(&port, &dev, s, stop, connected),
+                    Ok((s, _)) => serve(&port, &dev, s, stop, connected, current),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => {
                         warn!(port = %name, error = %e, "vhost-user: accept failed");
@@ -189,7 +214,7 @@ fn run(port: Arc<SwitchPort>, dev: SharedNet, mode: Mode, stop: &EventFd, connec
                 match UnixStream::connect(&path) {
                     Ok(s) => {
                         warned = false;
-                        serve(&port, &dev, s, stop, connected);
+                        serve(&port, &dev, s, stop, connected, current);
                     }
                     Err(e) => {
                         if !warned {
@@ -216,19 +241,30 @@ fn serve(
     stream: UnixStream,
     stop: &EventFd,
     connected: &AtomicBool,
+    current: &Current,
 ) {
     let name = &port.name;
+    let Some(v) = port.virtio() else {
+        return;
+    };
     if let Err(e) = stream.set_nonblocking(false) {
         warn!(port = %name, error = %e, "vhost-user: cannot use the connection");
         return;
     }
     let fd = stream.as_raw_fd();
+    let set_current = |v: Option<RawFd>| {
+        *current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = v;
+    };
+    set_current(Some(fd));
+    if stopped(stop) {
+        set_current(None);
+        return;
+    }
     let mut conn: Connection = Connection::from_stream(stream, dev.clone());
     info!(port = %name, "vhost-user: frontend connected");
     connected.store(true, Ordering::Relaxed);
-    let Some(v) = port.virtio() else {
-        return;
-    };
     let mut generations: Vec<u64> = (0..v.pairs()).map(|k| v.pair(k).generation()).collect();
     loop {
         if !wait_readable(fd, stop, None) {
@@ -257,6 +293,7 @@ fn serve(
             break;
         }
     }
+    set_current(None);
     drop(conn);
     dev.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

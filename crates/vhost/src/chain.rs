@@ -7,30 +7,30 @@
 //! instead of being half-used.
 //!
 //! Checks, in order, for each descriptor: index inside the current table,
-//! the chain-length bound (which also ends loops), the descriptor readable,
-//! indirect rules (negotiated, not nested, not combined with NEXT, table
-//! length a nonzero multiple of 16 and inside guest memory), nonzero length,
+//! the chain-length bound (which also ends loops), indirect rules
+//! (negotiated, not nested, not combined with NEXT, table length a nonzero
+//! multiple of 16 and inside one guest memory region), nonzero length,
 //! direction (all device-readable for TX, all device-writable for RX), the
-//! buffer inside one guest memory region, and the chain's byte bound.
+//! buffer inside one guest memory region, and the chain's byte bound. A
+//! lone descriptor (no NEXT, not indirect: the usual frame) takes a short
+//! path with the same checks in the same order.
+//!
+//! Each descriptor is read from guest memory once, into a local, and only
+//! that copy is checked and used: the guest cannot change a field between
+//! its check and its use. The vring's table was checked to lie inside one
+//! memory region when the vring started; an indirect table is checked the
+//! same way when its descriptor is met.
 
-use virtio_queue::desc::split::Descriptor;
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+use virtio_bindings::virtio_ring::{VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+
+pub use crate::guest::Seg;
+use crate::guest::{DescTable, GuestMap};
 
 /// Most buffer descriptors accepted in one chain (Linux sends at most
 /// MAX_SKB_FRAGS + 2 = 19 for one frame).
 pub const CHAIN_DESCS_MAX: usize = 64;
 /// Most bytes accepted in one chain: a 64 KiB TSO frame plus its headers.
 pub const CHAIN_BYTES_MAX: u64 = 65_536 + 1024;
-
-/// One validated buffer: `len` bytes at guest address `addr`, inside one
-/// region of guest memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Seg {
-    /// Guest physical address.
-    pub addr: GuestAddress,
-    /// Length in bytes, nonzero.
-    pub len: u32,
-}
 
 /// Why a chain was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -41,7 +41,10 @@ pub enum ChainError {
     /// More than [`CHAIN_DESCS_MAX`] descriptors, or a loop.
     #[error("chain too long or looping")]
     TooLong,
-    /// The descriptor table entry is not in guest memory.
+    /// The descriptor table entry is not in guest memory. Not produced
+    /// since tables are checked whole (a vring's when it starts, an
+    /// indirect one when met, as [`ChainError::BadIndirect`]); kept for
+    /// callers that match on it.
     #[error("descriptor not readable")]
     Unreadable,
     /// An indirect descriptor that breaks the rules.
@@ -61,82 +64,91 @@ pub enum ChainError {
     TooManyBytes,
 }
 
-/// Walks the chain starting at `head` in the split-ring descriptor table at
-/// `table` (`table_len` entries), appending its buffers to `out` (cleared
-/// first). Returns the chain's total length. `out` never grows past
-/// [`CHAIN_DESCS_MAX`] entries, so a caller that reserved that capacity
-/// never allocates here.
-pub fn walk(
-    mem: &GuestMemoryMmap,
-    table: GuestAddress,
-    table_len: u16,
+/// Walks the chain starting at `head` in the descriptor table `ring` (a
+/// started vring's, already inside one memory region), appending its
+/// buffers to `out` (cleared first). Returns the chain's total length.
+/// `out` never grows past [`CHAIN_DESCS_MAX`] entries, so a caller that
+/// reserved that capacity never allocates here. Inlined into its two
+/// callers (TX drain, RX fill): it runs once per frame.
+#[inline]
+pub(crate) fn walk(
+    mem: &GuestMap,
+    ring: DescTable<'_>,
     head: u16,
     indirect_ok: bool,
     writable: bool,
     out: &mut Vec<Seg>,
 ) -> Result<u64, ChainError> {
     out.clear();
-    let mut table = table;
-    let mut table_len = table_len;
+    // The common case first: one direct descriptor, no NEXT. Same checks,
+    // same order, as the loop below.
+    let first = ring.get(head).ok_or(ChainError::IndexOutOfRange)?;
+    let chained = (VRING_DESC_F_INDIRECT | VRING_DESC_F_NEXT) as u16;
+    if first.flags & chained == 0 {
+        if first.len == 0 {
+            return Err(ChainError::ZeroLength);
+        }
+        if (first.flags & VRING_DESC_F_WRITE as u16 != 0) != writable {
+            return Err(ChainError::WrongDirection);
+        }
+        let seg = mem
+            .seg(first.addr, first.len)
+            .ok_or(ChainError::OutOfBounds)?;
+        if u64::from(first.len) > CHAIN_BYTES_MAX {
+            return Err(ChainError::TooManyBytes);
+        }
+        out.push(seg);
+        return Ok(u64::from(first.len));
+    }
+    let mut table = ring;
     let mut index = head;
     let mut in_indirect = false;
     let mut total: u64 = 0;
     // Bounds both the buffers and the indirect hop; a loop hits it too.
     for _ in 0..=CHAIN_DESCS_MAX {
-        if index >= table_len {
-            return Err(ChainError::IndexOutOfRange);
-        }
-        let addr = table
-            .checked_add(u64::from(index) * 16)
-            .ok_or(ChainError::Unreadable)?;
-        let desc: Descriptor = mem.read_obj(addr).map_err(|_| ChainError::Unreadable)?;
-        if desc.refers_to_indirect_table() {
-            if !indirect_ok || in_indirect || desc.has_next() || !out.is_empty() {
+        // Checks the index against the table, then reads the entry once.
+        let desc = table.get(index).ok_or(ChainError::IndexOutOfRange)?;
+        if desc.flags & VRING_DESC_F_INDIRECT as u16 != 0 {
+            if !indirect_ok
+                || in_indirect
+                || desc.flags & VRING_DESC_F_NEXT as u16 != 0
+                || !out.is_empty()
+            {
                 return Err(ChainError::BadIndirect);
             }
-            let len = desc.len();
+            let len = desc.len;
             if len == 0 || !len.is_multiple_of(16) || len / 16 > u32::from(u16::MAX) {
                 return Err(ChainError::BadIndirect);
             }
-            if !in_memory(mem, desc.addr(), len) {
-                return Err(ChainError::BadIndirect);
-            }
-            table = desc.addr();
             // Fits: checked against u16::MAX just above.
-            table_len = (len / 16) as u16;
+            table = mem
+                .desc_table(desc.addr, (len / 16) as u16)
+                .ok_or(ChainError::BadIndirect)?;
             index = 0;
             in_indirect = true;
             continue;
         }
-        if desc.len() == 0 {
+        if desc.len == 0 {
             return Err(ChainError::ZeroLength);
         }
-        if desc.is_write_only() != writable {
+        if (desc.flags & VRING_DESC_F_WRITE as u16 != 0) != writable {
             return Err(ChainError::WrongDirection);
         }
-        if !in_memory(mem, desc.addr(), desc.len()) {
-            return Err(ChainError::OutOfBounds);
-        }
-        total += u64::from(desc.len());
+        let seg = mem
+            .seg(desc.addr, desc.len)
+            .ok_or(ChainError::OutOfBounds)?;
+        total += u64::from(desc.len);
         if total > CHAIN_BYTES_MAX {
             return Err(ChainError::TooManyBytes);
         }
         if out.len() == CHAIN_DESCS_MAX {
             return Err(ChainError::TooLong);
         }
-        out.push(Seg {
-            addr: desc.addr(),
-            len: desc.len(),
-        });
-        if !desc.has_next() {
+        out.push(seg);
+        if desc.flags & VRING_DESC_F_NEXT as u16 == 0 {
             return Ok(total);
         }
-        index = desc.next();
+        index = desc.next;
     }
     Err(ChainError::TooLong)
-}
-
-/// Is `[addr, addr + len)` inside one region of `mem`?
-fn in_memory(mem: &GuestMemoryMmap, addr: GuestAddress, len: u32) -> bool {
-    mem.get_slice(addr, len as usize).is_ok()
 }

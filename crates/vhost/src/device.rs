@@ -23,7 +23,7 @@ use crate::port::{QueueKind, VirtioNetPort, QUEUE_SIZE_MAX};
 
 /// Most memory regions accepted in SET_MEM_TABLE (QEMU sends at most 8
 /// without CONFIGURE_MEM_SLOTS).
-pub const MEM_REGIONS_MAX: usize = 8;
+pub const MEM_REGIONS_MAX: usize = crate::guest::REGIONS_MAX;
 /// Most queue pairs a device may be configured with.
 pub const QUEUE_PAIRS_MAX: u16 = 16;
 

@@ -23,6 +23,7 @@
 
 pub mod chain;
 pub mod device;
+mod guest;
 pub mod hdr;
 pub mod port;
 pub mod socket;

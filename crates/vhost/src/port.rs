@@ -10,7 +10,11 @@
 //! the available ring and writes them; the device owns the used ring. This
 //! side trusts nothing it reads: the available index may not run more than
 //! the queue size ahead, heads and `next` indexes are range-checked, every
-//! chain is validated by [`crate::chain::walk`] before a byte is touched.
+//! chain is validated by `chain::walk` before a byte is touched.
+//!
+//! Guest memory is reached through host pointers resolved once (module
+//! `guest`): the rings when a vring starts (again whenever the memory, ring
+//! addresses or size change), buffers through a small region table.
 
 use std::fs::File;
 use std::io::Write;
@@ -18,11 +22,12 @@ use std::num::Wrapping;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, Ordering};
 
-use virtio_bindings::virtio_ring::VRING_AVAIL_F_NO_INTERRUPT;
-use virtio_queue::{Queue, QueueT};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
+use tracing::warn;
+use virtio_bindings::virtio_ring::{VRING_AVAIL_F_NO_INTERRUPT, VRING_USED_F_NO_NOTIFY};
+use vm_memory::{GuestMemoryMmap, VolatileSlice};
 
 use crate::chain::{self, Seg, CHAIN_DESCS_MAX};
+use crate::guest::{GuestMap, VringMem};
 use crate::hdr::{feature, VirtioNetHdr};
 
 /// Largest queue this device accepts (the split-ring maximum).
@@ -89,50 +94,113 @@ pub struct PortStats {
     pub rx_full: u64,
     /// Frames refused as larger than the guest can ever take.
     pub rx_too_large: u64,
-    /// Available rings whose index ran more than the queue size ahead, or
-    /// ring memory that could not be read or written.
+    /// Available rings whose index ran more than the queue size ahead.
+    /// (Ring memory is checked when a vring starts, so its reads and
+    /// writes cannot fail.)
     pub ring_errors: u64,
     /// Interrupts sent to the guest (call eventfd writes).
     pub interrupts: u64,
 }
 
-/// One virtqueue: virtio-queue's `Queue` holds the addresses, size, indexes
-/// and the EVENT_IDX flag; the rest is vhost-user state.
+/// Where the device is in one virtqueue. Kept apart from the ring pointers
+/// so the data path can hold both at once.
+#[derive(Debug)]
+struct Cursor {
+    /// Next available-ring entry to take.
+    next_avail: Wrapping<u16>,
+    /// The available index last read from the guest, so a batch reads it once.
+    avail_cached: Wrapping<u16>,
+    /// Next used-ring entry to write.
+    next_used: Wrapping<u16>,
+    /// The used index last stored in guest memory: entries in
+    /// `[used_published, next_used)` are written but not yet visible.
+    used_published: Wrapping<u16>,
+    /// Used entries published since the last interrupt decision.
+    unsignalled: u16,
+}
+
+impl Cursor {
+    fn at(base: u16) -> Cursor {
+        Cursor {
+            next_avail: Wrapping(base),
+            avail_cached: Wrapping(base),
+            next_used: Wrapping(base),
+            used_published: Wrapping(base),
+            unsignalled: 0,
+        }
+    }
+}
+
+/// One virtqueue: its configuration as the frontend set it, the rings
+/// resolved to host pointers while it runs, and the device's indexes.
 #[derive(Debug)]
 struct Vring {
-    queue: Queue,
+    /// SET_VRING_NUM (a power of two up to QUEUE_SIZE_MAX).
+    size: u16,
+    /// SET_VRING_ADDR: guest addresses of the descriptor table, the
+    /// available ring and the used ring.
+    desc: u64,
+    avail: u64,
+    used: u64,
+    /// VIRTIO_RING_F_EVENT_IDX negotiated.
+    event_idx: bool,
     kick: Option<File>,
     call: Option<File>,
     /// SET_VRING_ENABLE (or enabled from the start without PROTOCOL_FEATURES).
     enabled: bool,
-    /// SET_VRING_KICK arrived and the rings lie inside guest memory.
-    started: bool,
-    /// Used entries published since the last interrupt decision.
-    unsignalled: u16,
-    /// The available index last read from the guest, so a batch reads it once.
-    avail_cached: Wrapping<u16>,
+    /// Some once SET_VRING_KICK arrived and the rings lie inside guest
+    /// memory: the rings as host pointers. Resolved again whenever the
+    /// memory, the addresses or the size change; None when stopped.
+    rings: Option<VringMem>,
+    idx: Cursor,
 }
 
 impl Vring {
     fn new() -> Self {
         Vring {
-            // QUEUE_SIZE_MAX is a power of two: `new` cannot fail.
-            queue: Queue::new(QUEUE_SIZE_MAX).expect("QUEUE_SIZE_MAX is a valid queue size"),
+            size: QUEUE_SIZE_MAX,
+            desc: 0,
+            avail: 0,
+            used: 0,
+            event_idx: false,
             kick: None,
             call: None,
             enabled: false,
-            started: false,
-            unsignalled: 0,
-            avail_cached: Wrapping(0),
+            rings: None,
+            idx: Cursor::at(0),
         }
     }
 
     fn running(&self) -> bool {
-        self.enabled && self.started
+        self.enabled && self.rings.is_some()
     }
 
-    fn size(&self) -> u16 {
-        self.queue.size()
+    /// Resolves the rings against `map`; None (stopped) if there is no
+    /// memory or they do not lie inside it. The cached available index
+    /// belonged to the old rings: it is read again.
+    fn resolve(&mut self, map: Option<&GuestMap>, kind: QueueKind) {
+        self.idx.avail_cached = self.idx.next_avail;
+        self.rings = map.and_then(|m| {
+            m.vring(self.size, self.desc, self.avail, self.used)
+                .map_err(|e| {
+                    warn!(
+                        queue = ?kind,
+                        size = self.size,
+                        desc = self.desc,
+                        avail = self.avail,
+                        used = self.used,
+                        "vring refused: {e}"
+                    );
+                })
+                .ok()
+        });
+    }
+
+    /// Publishes used entries written but not yet visible to the guest.
+    fn flush(&mut self) {
+        if let Some(rings) = &self.rings {
+            publish_used(rings, &mut self.idx);
+        }
     }
 }
 
@@ -145,7 +213,11 @@ impl Vring {
 /// bytes are reached through copies ([`TxFrame::copy_to`]) or
 /// [`VolatileSlice`]s ([`TxFrame::slices`]), as rust-vmm does.
 pub struct TxFrame<'a> {
-    mem: &'a GuestMemoryMmap,
+    /// The memory `segs` were validated against, held only for its borrow:
+    /// while the frame lives the memory cannot be replaced, so the
+    /// segments' host addresses stay mapped.
+    _map: &'a GuestMap,
+    /// Made by `chain::walk` against `map`.
     segs: &'a [Seg],
     /// Bytes of the first segments taken by the virtio-net header.
     skip: usize,
@@ -165,8 +237,20 @@ impl<'a> TxFrame<'a> {
 
     /// Copies frame bytes from `offset` into `dst`; returns how many were
     /// copied (`min(dst.len(), len - offset)`).
+    #[inline]
     pub fn copy_range_to(&self, offset: usize, dst: &mut [u8]) -> usize {
         let mut skip = self.skip + offset;
+        if let [seg] = self.segs {
+            // The usual frame: one buffer, header included.
+            let n = (seg.len as usize).saturating_sub(skip).min(dst.len());
+            if n > 0 {
+                // SAFETY: made by chain::walk against the frame's
+                // `_map`, borrowed (so alive and unchanged) for 'a;
+                // skip + n <= seg.len.
+                unsafe { seg.read(skip, &mut dst[..n]) };
+            }
+            return n;
+        }
         let mut done = 0;
         for seg in self.segs {
             if done == dst.len() {
@@ -178,17 +262,10 @@ impl<'a> TxFrame<'a> {
                 continue;
             }
             let n = (seg_len - skip).min(dst.len() - done);
-            // Validated by chain::walk: inside one region, so this cannot fail.
-            if self
-                .mem
-                .read_slice(
-                    &mut dst[done..done + n],
-                    seg.addr.unchecked_add(skip as u64),
-                )
-                .is_err()
-            {
-                break;
-            }
+            // SAFETY: `seg` was made by chain::walk against the frame's
+            // `_map`, which is borrowed (so alive and unchanged) for 'a;
+            // and skip + n <= seg.len.
+            unsafe { seg.read(skip, &mut dst[done..done + n]) };
             done += n;
             skip = 0;
         }
@@ -196,6 +273,7 @@ impl<'a> TxFrame<'a> {
     }
 
     /// Copies the frame's first bytes into `dst`; see [`TxFrame::copy_range_to`].
+    #[inline]
     pub fn copy_to(&self, dst: &mut [u8]) -> usize {
         self.copy_range_to(0, dst)
     }
@@ -210,12 +288,12 @@ impl<'a> TxFrame<'a> {
                 skip -= seg_len;
                 return None;
             }
-            let s = self
-                .mem
-                .get_slice(seg.addr.unchecked_add(skip as u64), seg_len - skip)
-                .ok();
+            // SAFETY: `seg` was made by chain::walk against the frame's
+            // `_map`, borrowed for 'a, so its bytes stay mapped for the
+            // slice's lifetime 'a; skip < seg.len.
+            let s = unsafe { seg.volatile_slice(skip) };
             skip = 0;
-            s
+            Some(s)
         })
     }
 }
@@ -224,7 +302,8 @@ impl<'a> TxFrame<'a> {
 #[derive(Debug)]
 pub struct VirtioNetPort {
     pair: u16,
-    mem: Option<GuestMemoryMmap>,
+    /// Guest memory and its region table (None before SET_MEM_TABLE).
+    mem: Option<GuestMap>,
     rx: Vring,
     tx: Vring,
     features: u64,
@@ -264,16 +343,26 @@ impl VirtioNetPort {
         self.pair
     }
 
-    /// Replaces the guest memory (SET_MEM_TABLE). Running vrings are checked
-    /// again against the new memory and stopped if they no longer fit.
+    /// Replaces the guest memory (SET_MEM_TABLE). Running vrings publish
+    /// what they completed, are resolved again against the new memory and
+    /// stopped if they no longer fit. Memory with more regions than the
+    /// device accepts (8) is refused: nothing runs until the next table.
     pub fn set_memory(&mut self, mem: Option<GuestMemoryMmap>) {
-        self.mem = mem;
+        self.mem = mem.and_then(|m| {
+            GuestMap::new(m)
+                .map_err(|e| warn!(pair = self.pair, "memory table refused: {e}"))
+                .ok()
+        });
         for kind in [QueueKind::Rx, QueueKind::Tx] {
-            let ok = match (&self.mem, self.vring(kind).started) {
-                (Some(mem), true) => self.vring(kind).queue.is_valid(mem),
-                _ => false,
+            let map = self.mem.as_ref();
+            let v = match kind {
+                QueueKind::Rx => &mut self.rx,
+                QueueKind::Tx => &mut self.tx,
             };
-            self.vring_mut(kind).started = ok;
+            if v.rings.is_some() {
+                v.flush();
+                v.resolve(map, kind);
+            }
         }
         self.generation += 1;
     }
@@ -289,8 +378,8 @@ impl VirtioNetPort {
             VirtioNetHdr::LEN_LEGACY
         };
         let event_idx = feature::has(features, feature::VIRTIO_RING_F_EVENT_IDX);
-        self.rx.queue.set_event_idx(event_idx);
-        self.tx.queue.set_event_idx(event_idx);
+        self.rx.event_idx = event_idx;
+        self.tx.event_idx = event_idx;
     }
 
     /// The negotiated feature bits.
@@ -299,33 +388,40 @@ impl VirtioNetPort {
     }
 
     /// SET_VRING_NUM: `size` must be a power of two up to [`QUEUE_SIZE_MAX`].
+    /// A running vring is resolved again (and stopped if it no longer fits).
     pub fn set_vring_size(&mut self, kind: QueueKind, size: u16) -> bool {
         if size == 0 || !size.is_power_of_two() || size > QUEUE_SIZE_MAX {
             return false;
         }
-        self.vring_mut(kind).queue.set_size(size);
+        self.vring_mut(kind).size = size;
+        self.reconfigured(kind);
         true
     }
 
-    /// SET_VRING_ADDR, guest physical addresses.
+    /// SET_VRING_ADDR, guest physical addresses. A running vring is
+    /// resolved again (and stopped if its rings no longer fit).
     pub fn set_vring_addr(&mut self, kind: QueueKind, desc: u64, avail: u64, used: u64) {
-        let q = &mut self.vring_mut(kind).queue;
-        q.set_desc_table_address(Some(desc as u32), Some((desc >> 32) as u32));
-        q.set_avail_ring_address(Some(avail as u32), Some((avail >> 32) as u32));
-        q.set_used_ring_address(Some(used as u32), Some((used >> 32) as u32));
+        let v = self.vring_mut(kind);
+        v.desc = desc;
+        v.avail = avail;
+        v.used = used;
+        self.reconfigured(kind);
     }
 
     /// SET_VRING_BASE: where the device resumes in the available ring.
     pub fn set_vring_base(&mut self, kind: QueueKind, base: u16) {
         let v = self.vring_mut(kind);
-        v.queue.set_next_avail(base);
-        v.queue.set_next_used(base);
-        v.avail_cached = Wrapping(base);
+        v.flush();
+        v.idx = Cursor::at(base);
     }
 
     /// SET_VRING_ENABLE.
     pub fn set_vring_enabled(&mut self, kind: QueueKind, enabled: bool) {
-        self.vring_mut(kind).enabled = enabled;
+        let v = self.vring_mut(kind);
+        if !enabled {
+            v.flush();
+        }
+        v.enabled = enabled;
         self.generation += 1;
     }
 
@@ -334,33 +430,38 @@ impl VirtioNetPort {
         self.vring_mut(kind).call = call;
     }
 
-    /// SET_VRING_KICK: the kick eventfd, which also starts the vring. Returns
-    /// false (and leaves it stopped) if its rings are not inside guest memory.
+    /// SET_VRING_KICK: the kick eventfd, which also starts the vring: its
+    /// descriptor table, available ring and used ring are resolved to host
+    /// pointers, each checked to lie inside one memory region and aligned.
+    /// Returns false (and leaves it stopped) if they do not.
     pub fn start_vring(&mut self, kind: QueueKind, kick: Option<File>) -> bool {
-        let Some(mem) = self.mem.clone() else {
+        let Some(map) = self.mem.as_ref() else {
             return false;
         };
-        let v = self.vring_mut(kind);
+        let v = match kind {
+            QueueKind::Rx => &mut self.rx,
+            QueueKind::Tx => &mut self.tx,
+        };
         v.kick = kick;
-        v.queue.set_ready(true);
-        v.started = v.queue.is_valid(&mem);
-        v.queue.set_ready(v.started);
-        v.unsignalled = 0;
-        v.avail_cached = Wrapping(v.queue.next_avail());
-        let started = v.started;
+        v.flush();
+        v.resolve(Some(map), kind);
+        v.idx.unsignalled = 0;
+        v.idx.used_published = v.idx.next_used;
+        let started = v.rings.is_some();
         self.generation += 1;
         started
     }
 
-    /// GET_VRING_BASE: stops the vring, drops its eventfds, returns the
-    /// next available index for the frontend to resume from.
+    /// GET_VRING_BASE: stops the vring (publishing what it completed),
+    /// drops its eventfds, returns the next available index for the
+    /// frontend to resume from.
     pub fn stop_vring(&mut self, kind: QueueKind) -> u16 {
         let v = self.vring_mut(kind);
-        v.started = false;
-        v.queue.set_ready(false);
+        v.flush();
+        v.rings = None;
         v.kick = None;
         v.call = None;
-        let base = v.queue.next_avail();
+        let base = v.idx.next_avail.0;
         self.generation += 1;
         base
     }
@@ -373,6 +474,23 @@ impl VirtioNetPort {
         *self = VirtioNetPort::new(pair);
         self.generation = generation;
         self.stats = stats;
+    }
+
+    /// The size or addresses of vring `kind` changed: a running one is
+    /// resolved again, and stopped if it no longer fits.
+    fn reconfigured(&mut self, kind: QueueKind) {
+        let map = self.mem.as_ref();
+        let v = match kind {
+            QueueKind::Rx => &mut self.rx,
+            QueueKind::Tx => &mut self.tx,
+        };
+        if v.rings.is_some() {
+            v.flush();
+            v.resolve(map, kind);
+            if v.rings.is_none() {
+                self.generation += 1;
+            }
+        }
     }
 
     // ---- data side (called by the switch worker) ----
@@ -427,80 +545,81 @@ impl VirtioNetPort {
         max: usize,
         mut f: impl FnMut(&TxFrame<'_>, &VirtioNetHdr) -> bool,
     ) -> usize {
-        if !self.tx.running() {
-            return 0;
-        }
-        let Some(mem) = self.mem.as_ref() else {
+        let Some(map) = self.mem.as_ref() else {
             return 0;
         };
-        let max = max.min(usize::from(self.tx.size()));
+        let v = &mut self.tx;
+        if !v.enabled {
+            return 0;
+        }
+        let Some(rings) = v.rings.as_ref() else {
+            return 0;
+        };
+        let idx = &mut v.idx;
+        let stats = &mut self.stats;
+        let segs = &mut self.segs;
+        let max = max.min(usize::from(rings.size()));
         let indirect = feature::has(self.features, feature::VIRTIO_RING_F_INDIRECT_DESC);
         let hdr_len = self.hdr_len;
-        let table = GuestAddress(self.tx.queue.desc_table());
         let mut taken = 0;
         let mut more = true;
         while more && taken < max {
-            let head = match pop_head(&mut self.tx, mem) {
+            let head = match pop_head(rings, idx) {
                 Ok(Some(head)) => head,
                 Ok(None) => break,
                 Err(()) => {
-                    self.stats.ring_errors += 1;
+                    stats.ring_errors += 1;
                     break;
                 }
             };
             taken += 1;
-            let walked = chain::walk(
-                mem,
-                table,
-                self.tx.size(),
-                head,
-                indirect,
-                false,
-                &mut self.segs,
-            );
+            let walked = chain::walk(map, rings.desc_table(), head, indirect, false, segs);
             match walked {
                 Ok(total) if total as usize > hdr_len => {
                     let mut hdr = VirtioNetHdr::default();
                     let frame = TxFrame {
-                        mem,
-                        segs: &self.segs,
+                        _map: map,
+                        segs,
                         skip: 0,
                         len: total as usize,
                     };
                     let hdr_bytes = &mut vm_memory::ByteValued::as_mut_slice(&mut hdr)[..hdr_len];
-                    frame.copy_to(hdr_bytes);
+                    match segs.first() {
+                        // SAFETY: made by chain::walk against `map` just
+                        // above; `map` is borrowed for this whole call; the
+                        // header lies inside this first buffer.
+                        Some(seg) if seg.len as usize >= hdr_len => unsafe {
+                            seg.read(0, hdr_bytes)
+                        },
+                        _ => {
+                            frame.copy_to(hdr_bytes);
+                        }
+                    }
                     let frame = TxFrame {
                         skip: hdr_len,
                         len: total as usize - hdr_len,
                         ..frame
                     };
                     more = f(&frame, &hdr);
-                    self.stats.tx_pkts += 1;
-                    self.stats.tx_bytes += frame.len as u64;
+                    stats.tx_pkts += 1;
+                    stats.tx_bytes += frame.len as u64;
                 }
-                Ok(_) | Err(_) => self.stats.tx_bad_chains += 1,
+                Ok(_) | Err(_) => stats.tx_bad_chains += 1,
             }
             // TX: the device writes nothing, so every used length is 0.
-            if write_used(&mut self.tx, mem, head, 0).is_err() {
-                self.stats.ring_errors += 1;
-            }
+            write_used(rings, idx, head, 0);
         }
-        if taken > 0 && publish_used(&self.tx, mem).is_err() {
-            self.stats.ring_errors += 1;
-        }
+        publish_used(rings, idx);
         taken
     }
 
     /// Has the guest queued TX chains the device has not taken yet? One
     /// read of the available index; false when not running.
     pub fn tx_pending(&self) -> bool {
-        if !self.tx.running() {
-            return false;
+        match running_rings(&self.mem, &self.tx) {
+            Some(rings) => Wrapping(rings.avail_idx()) != self.tx.idx.next_avail,
+            None => false,
         }
-        let Some(mem) = self.mem.as_ref() else {
-            return false;
-        };
-        read_avail_idx(&self.tx, mem).is_some_and(|i| i.0 != self.tx.queue.next_avail())
     }
 
     /// What the guest accepts on receive, from the negotiated features.
@@ -517,22 +636,14 @@ impl VirtioNetPort {
     /// RX chains the guest has posted and the device has not used yet. With
     /// MRG_RXBUF a frame may take several.
     pub fn rx_space(&self) -> usize {
-        if !self.rx.running() {
-            return 0;
-        }
-        let Some(mem) = self.mem.as_ref() else {
+        let Some(rings) = running_rings(&self.mem, &self.rx) else {
             return 0;
         };
-        match read_avail_idx(&self.rx, mem) {
-            Some(idx) => {
-                let n = (idx - Wrapping(self.rx.queue.next_avail())).0;
-                if n > self.rx.size() {
-                    0
-                } else {
-                    usize::from(n)
-                }
-            }
-            None => 0,
+        let n = (Wrapping(rings.avail_idx()) - self.rx.idx.next_avail).0;
+        if n > rings.size() {
+            0
+        } else {
+            usize::from(n)
         }
     }
 
@@ -542,133 +653,165 @@ impl VirtioNetPort {
     /// the guest never sees part of a frame. Bad chains met on the way are
     /// completed with length 0 and counted. The guest is not interrupted:
     /// call [`VirtioNetPort::notify_rx`] once per batch.
+    ///
+    /// A worker pushing a batch can save a used-index store (a cache line
+    /// the guest polls) per frame with [`VirtioNetPort::rx_push_deferred`]
+    /// and one [`VirtioNetPort::rx_flush`] (or `notify_rx`) at the end.
     pub fn rx_push(&mut self, hdr: &VirtioNetHdr, frame: &[u8]) -> Result<(), RxError> {
-        if !self.rx.running() {
-            return Err(RxError::NotReady);
-        }
-        let Some(mem) = self.mem.as_ref() else {
+        let r = self.rx_push_deferred(hdr, frame);
+        self.rx.flush();
+        r
+    }
+
+    /// As [`VirtioNetPort::rx_push`], but the frame (and any bad chain
+    /// completed on the way) is not yet visible to the guest: its used
+    /// elements are written, the used index is not moved. Call
+    /// [`VirtioNetPort::rx_flush`] or [`VirtioNetPort::notify_rx`] (which
+    /// flushes) before the end of the batch, and always before dropping the
+    /// port's lock: the guest sees frames only when the index moves. The
+    /// index only ever moves to the end of a whole frame, so the guest never
+    /// sees part of one (MRG_RXBUF); stopping or reconfiguring the vring
+    /// flushes too.
+    pub fn rx_push_deferred(&mut self, hdr: &VirtioNetHdr, frame: &[u8]) -> Result<(), RxError> {
+        let Some(map) = self.mem.as_ref() else {
             return Err(RxError::NotReady);
         };
+        let v = &mut self.rx;
+        if !v.enabled {
+            return Err(RxError::NotReady);
+        }
+        let Some(rings) = v.rings.as_ref() else {
+            return Err(RxError::NotReady);
+        };
+        let idx = &mut v.idx;
+        let stats = &mut self.stats;
+        let segs = &mut self.segs;
+        let rx_segs = &mut self.rx_segs;
+        let rx_chains = &mut self.rx_chains;
         let mrg = feature::has(self.features, feature::VIRTIO_NET_F_MRG_RXBUF);
         let indirect = feature::has(self.features, feature::VIRTIO_RING_F_INDIRECT_DESC);
         let hdr_len = self.hdr_len;
         let need = (hdr_len + frame.len()) as u64;
         if need > chain::CHAIN_BYTES_MAX * if mrg { RX_CHAINS_MAX as u64 } else { 1 } {
-            self.stats.rx_too_large += 1;
+            stats.rx_too_large += 1;
             return Err(RxError::TooLarge);
         }
-        let table = GuestAddress(self.rx.queue.desc_table());
-        self.rx_chains.clear();
-        self.rx_segs.clear();
+        rx_chains.clear();
+        rx_segs.clear();
         // Where to come back to if the frame does not fit: just after the
         // last chain completed as bad, which must stay completed.
-        let mut rollback = self.rx.queue.next_avail();
-        let mut bad_published = false;
+        let mut rollback = idx.next_avail;
         let mut cap: u64 = 0;
         while cap < need {
-            if !self.rx_chains.is_empty() && (!mrg || self.rx_chains.len() == RX_CHAINS_MAX) {
-                self.rx.queue.set_next_avail(rollback);
-                self.stats.rx_too_large += 1;
-                return self.rx_finish(bad_published, Err(RxError::TooLarge));
+            if !rx_chains.is_empty() && (!mrg || rx_chains.len() == RX_CHAINS_MAX) {
+                idx.next_avail = rollback;
+                stats.rx_too_large += 1;
+                return Err(RxError::TooLarge);
             }
-            let head = match pop_head(&mut self.rx, mem) {
+            let head = match pop_head(rings, idx) {
                 Ok(Some(head)) => head,
                 Ok(None) => {
-                    self.rx.queue.set_next_avail(rollback);
-                    self.stats.rx_full += 1;
-                    return self.rx_finish(bad_published, Err(RxError::Full));
+                    idx.next_avail = rollback;
+                    stats.rx_full += 1;
+                    return Err(RxError::Full);
                 }
                 Err(()) => {
-                    self.rx.queue.set_next_avail(rollback);
-                    self.stats.ring_errors += 1;
-                    return self.rx_finish(bad_published, Err(RxError::Full));
+                    idx.next_avail = rollback;
+                    stats.ring_errors += 1;
+                    return Err(RxError::Full);
                 }
             };
-            let mem = self.mem.as_ref().expect("checked above");
-            match chain::walk(
-                mem,
-                table,
-                self.rx.size(),
-                head,
-                indirect,
-                true,
-                &mut self.segs,
-            ) {
-                // The first chain must hold at least the header.
-                Ok(len) if !(self.rx_chains.is_empty() && len < hdr_len as u64) => {
-                    if self.rx_segs.len() + self.segs.len() > self.rx_segs.capacity() {
-                        self.rx.queue.set_next_avail(rollback);
-                        self.stats.rx_too_large += 1;
-                        return self.rx_finish(bad_published, Err(RxError::TooLarge));
+            match chain::walk(map, rings.desc_table(), head, indirect, true, segs) {
+                // The common case: the frame fits the first chain. Written
+                // from `segs` directly, no gathering.
+                Ok(len) if rx_chains.is_empty() && len >= need => {
+                    let mut h = *hdr;
+                    // One buffer; VIRTIO 1.x wants 1 here even without
+                    // MRG_RXBUF (the legacy 10-byte header has no field).
+                    h.num_buffers = 1u16.to_le();
+                    let hdr_bytes = &vm_memory::ByteValued::as_slice(&h)[..hdr_len];
+                    // SAFETY: every segment in segs was made by chain::walk
+                    // against `map` just above, and `map` is borrowed from
+                    // self.mem until the end of this call, so their host
+                    // addresses are still mapped.
+                    let ok = unsafe { write_frame(segs, hdr_bytes, frame) };
+                    if !ok {
+                        // Cannot happen: the chain holds `need` bytes.
+                        stats.ring_errors += 1;
                     }
-                    self.rx_segs.extend_from_slice(&self.segs);
+                    // need <= len <= CHAIN_BYTES_MAX < u32::MAX.
+                    write_used(rings, idx, head, need as u32);
+                    stats.rx_pkts += 1;
+                    stats.rx_bytes += frame.len() as u64;
+                    return Ok(());
+                }
+                // The first chain must hold at least the header.
+                Ok(len) if !(rx_chains.is_empty() && len < hdr_len as u64) => {
+                    if rx_segs.len() + segs.len() > rx_segs.capacity() {
+                        idx.next_avail = rollback;
+                        stats.rx_too_large += 1;
+                        return Err(RxError::TooLarge);
+                    }
+                    rx_segs.extend_from_slice(segs);
                     // len <= CHAIN_BYTES_MAX < u32::MAX.
-                    self.rx_chains.push((head, len as u32));
+                    rx_chains.push((head, len as u32));
                     cap += len;
                 }
                 _ => {
                     // A bad chain (or a first one too short for the
                     // header): complete it with 0. Chains gathered before it
                     // are given back as 0 too, so the rollback point can move
-                    // past all of them without losing any.
-                    self.stats.rx_bad_chains += 1;
-                    let mut failed = write_used(&mut self.rx, mem, head, 0).is_err();
-                    for &(h, _) in &self.rx_chains {
-                        failed |= write_used(&mut self.rx, mem, h, 0).is_err();
+                    // past all of them without losing any. They become
+                    // visible with the next flush.
+                    stats.rx_bad_chains += 1;
+                    write_used(rings, idx, head, 0);
+                    for &(h, _) in rx_chains.iter() {
+                        write_used(rings, idx, h, 0);
                     }
-                    if failed {
-                        self.stats.ring_errors += 1;
-                    }
-                    self.rx_chains.clear();
-                    self.rx_segs.clear();
+                    rx_chains.clear();
+                    rx_segs.clear();
                     cap = 0;
-                    bad_published = true;
-                    rollback = self.rx.queue.next_avail();
+                    rollback = idx.next_avail;
                 }
             }
         }
-        let mem = self.mem.as_ref().expect("checked above");
         let mut h = *hdr;
-        h.num_buffers = if mrg {
-            // rx_chains.len() <= RX_CHAINS_MAX.
-            (self.rx_chains.len() as u16).to_le()
-        } else {
-            0
-        };
+        // rx_chains.len() <= RX_CHAINS_MAX (1 without MRG_RXBUF).
+        h.num_buffers = (rx_chains.len() as u16).to_le();
         let hdr_bytes = &vm_memory::ByteValued::as_slice(&h)[..hdr_len];
-        let ok = write_segs(mem, &self.rx_segs, 0, hdr_bytes)
-            && write_segs(mem, &self.rx_segs, hdr_len, frame);
+        // SAFETY: every segment in rx_segs was made by chain::walk against
+        // `map` during this call, and `map` is borrowed from self.mem until
+        // the end of it, so their host addresses are still mapped.
+        let ok = unsafe { write_frame(rx_segs, hdr_bytes, frame) };
+        if !ok {
+            // Cannot happen: the chains hold `need` bytes.
+            stats.ring_errors += 1;
+        }
         let mut left = need;
-        let mut failed = !ok;
-        for i in 0..self.rx_chains.len() {
-            let (head, chain_cap) = self.rx_chains[i];
+        for &(head, chain_cap) in rx_chains.iter() {
             let used = left.min(u64::from(chain_cap));
             left -= used;
-            failed |= write_used(&mut self.rx, mem, head, used as u32).is_err();
+            write_used(rings, idx, head, used as u32);
         }
-        if failed || publish_used(&self.rx, mem).is_err() {
-            self.stats.ring_errors += 1;
-        }
-        self.stats.rx_pkts += 1;
-        self.stats.rx_bytes += frame.len() as u64;
+        stats.rx_pkts += 1;
+        stats.rx_bytes += frame.len() as u64;
         Ok(())
     }
 
-    /// Publishes bad chains completed during a failed [`VirtioNetPort::rx_push`].
-    fn rx_finish(&mut self, bad_published: bool, r: Result<(), RxError>) -> Result<(), RxError> {
-        if bad_published {
-            let mem = self.mem.as_ref().expect("rx_push checked memory");
-            if publish_used(&self.rx, mem).is_err() {
-                self.stats.ring_errors += 1;
-            }
-        }
-        r
+    /// Makes every frame written by [`VirtioNetPort::rx_push_deferred`]
+    /// since the last flush visible to the guest: one Release store of the
+    /// used index. Does nothing when there is nothing new. Does not
+    /// interrupt the guest: [`VirtioNetPort::notify_rx`] does both.
+    pub fn rx_flush(&mut self) {
+        self.rx.flush();
     }
 
-    /// Interrupts the guest for RX if it wants one (EVENT_IDX: only when the
+    /// Publishes pending RX frames ([`VirtioNetPort::rx_flush`]), then
+    /// interrupts the guest for RX if it wants one (EVENT_IDX: only when the
     /// used index crossed its `used_event`; otherwise unless it set
     /// NO_INTERRUPT). Call once per batch.
     pub fn notify_rx(&mut self) {
+        self.rx.flush();
         self.notify(QueueKind::Rx);
     }
 
@@ -681,70 +824,62 @@ impl VirtioNetPort {
     /// double-checks: returns true if work arrived meanwhile, in which case
     /// the worker must drain again instead of sleeping.
     pub fn enable_tx_notifications(&mut self) -> bool {
-        let Some(mem) = self.mem.as_ref() else {
+        let Some(rings) = running_rings(&self.mem, &self.tx) else {
             return false;
         };
-        if !self.tx.running() {
-            return false;
+        let next_avail = self.tx.idx.next_avail;
+        // With EVENT_IDX, ask for a kick as soon as the entry after the last
+        // one taken is posted (next_avail, not the current available index,
+        // so entries posted meanwhile are caught by the check below);
+        // without, clear VRING_USED_F_NO_NOTIFY.
+        if self.tx.event_idx {
+            rings.set_avail_event(next_avail.0);
+        } else {
+            rings.set_used_flags(0);
         }
-        // virtio-queue writes avail_event (EVENT_IDX) or clears
-        // VRING_USED_F_NO_NOTIFY, then a SeqCst fence, then re-reads the
-        // available index. The fence pairs with the driver's full barrier
-        // between publishing its available index and reading avail_event /
-        // the used flags: either the driver sees our request and kicks, or
-        // we see its new entries here.
-        match self.tx.queue.enable_notification(mem) {
-            Ok(more) => more,
-            Err(_) => {
-                self.stats.ring_errors += 1;
-                false
-            }
-        }
+        // Pairs with the driver's full barrier between publishing its
+        // available index and reading avail_event / the used flags: either
+        // the driver sees our request and kicks, or we see its new entries
+        // here.
+        fence(Ordering::SeqCst);
+        // An index more than a queue ahead is broken: not work. The worker
+        // sleeps until the guest kicks again, instead of spinning on it.
+        let ahead = (Wrapping(rings.avail_idx()) - next_avail).0;
+        ahead != 0 && ahead <= rings.size()
     }
 
     /// Tells the guest not to kick while the worker is busy. With EVENT_IDX
     /// this writes nothing: `avail_event` stays where the last enable put it,
     /// so the guest kicks at most once after that point.
     pub fn disable_tx_notifications(&mut self) {
-        let Some(mem) = self.mem.as_ref() else {
-            return;
-        };
-        if self.tx.running() && self.tx.queue.disable_notification(mem).is_err() {
-            self.stats.ring_errors += 1;
+        if let Some(rings) = running_rings(&self.mem, &self.tx) {
+            if !self.tx.event_idx {
+                rings.set_used_flags(VRING_USED_F_NO_NOTIFY as u16);
+            }
         }
     }
 
     fn notify(&mut self, kind: QueueKind) {
-        let Some(mem) = self.mem.as_ref() else {
+        if self.mem.is_none() {
             return;
-        };
+        }
         let v = match kind {
             QueueKind::Rx => &mut self.rx,
             QueueKind::Tx => &mut self.tx,
         };
-        if !v.running() || v.unsignalled == 0 {
+        if !v.enabled || v.idx.unsignalled == 0 {
             return;
         }
-        let wants = match guest_wants_interrupt(v, mem) {
-            Some(w) => w,
-            None => {
-                self.stats.ring_errors += 1;
-                true
-            }
+        let Some(rings) = v.rings.as_ref() else {
+            return;
         };
-        v.unsignalled = 0;
+        let wants = guest_wants_interrupt(rings, &v.idx, v.event_idx);
+        v.idx.unsignalled = 0;
         if wants {
             if let Some(call) = &v.call {
                 let _ = (&*call).write(&1u64.to_ne_bytes());
                 self.stats.interrupts += 1;
             }
-        }
-    }
-
-    fn vring(&self, kind: QueueKind) -> &Vring {
-        match kind {
-            QueueKind::Rx => &self.rx,
-            QueueKind::Tx => &self.tx,
         }
     }
 
@@ -756,88 +891,105 @@ impl VirtioNetPort {
     }
 }
 
-/// The available index, read with Acquire: pairs with the driver's write
-/// barrier between filling a ring entry and publishing the index, so the
-/// entries (and the descriptors they name) are visible once the index is.
-fn read_avail_idx(v: &Vring, mem: &GuestMemoryMmap) -> Option<Wrapping<u16>> {
-    let addr = GuestAddress(v.queue.avail_ring()).checked_add(2)?;
-    mem.load::<u16>(addr, Ordering::Acquire)
-        .ok()
-        .map(|i| Wrapping(u16::from_le(i)))
+/// The rings of `v` if it runs with memory present.
+fn running_rings<'a>(mem: &Option<GuestMap>, v: &'a Vring) -> Option<&'a VringMem> {
+    if mem.is_none() || !v.enabled {
+        return None;
+    }
+    v.rings.as_ref()
 }
 
 /// Takes the next head index from the available ring: Ok(None) when empty,
-/// Err if the ring is broken (index more than the queue size ahead, or
-/// unreadable). Reads the guest's index only when the cached one is used up.
-fn pop_head(v: &mut Vring, mem: &GuestMemoryMmap) -> Result<Option<u16>, ()> {
-    let next = Wrapping(v.queue.next_avail());
-    if v.avail_cached == next {
-        v.avail_cached = read_avail_idx(v, mem).ok_or(())?;
-        if (v.avail_cached - next).0 > v.size() {
+/// Err if the ring is broken (index more than the queue size ahead). Reads
+/// the guest's index (Acquire, see `VringMem::avail_idx`) only when the
+/// cached one is used up.
+#[inline]
+fn pop_head(rings: &VringMem, idx: &mut Cursor) -> Result<Option<u16>, ()> {
+    let next = idx.next_avail;
+    if idx.avail_cached == next {
+        idx.avail_cached = Wrapping(rings.avail_idx());
+        if (idx.avail_cached - next).0 > rings.size() {
             // Do not trust it again until the guest rewrites it.
-            v.avail_cached = next;
+            idx.avail_cached = next;
             return Err(());
         }
-        if v.avail_cached == next {
+        if idx.avail_cached == next {
             return Ok(None);
         }
     }
-    let slot = u64::from(next.0 % v.size());
-    let addr = GuestAddress(v.queue.avail_ring())
-        .checked_add(4 + 2 * slot)
-        .ok_or(())?;
-    let head: u16 = mem.read_obj(addr).map_err(|_| ())?;
-    v.queue.set_next_avail((next + Wrapping(1)).0);
-    Ok(Some(u16::from_le(head)))
+    let head = rings.avail_entry(next.0);
+    idx.next_avail = next + Wrapping(1);
+    Ok(Some(head))
 }
 
 /// Writes one used element at `next_used` without publishing it.
-fn write_used(v: &mut Vring, mem: &GuestMemoryMmap, head: u16, len: u32) -> Result<(), ()> {
-    let next = v.queue.next_used();
-    let slot = u64::from(next % v.size());
-    let addr = GuestAddress(v.queue.used_ring())
-        .checked_add(4 + 8 * slot)
-        .ok_or(())?;
-    let elem = (u64::from(len) << 32 | u64::from(head)).to_le();
-    mem.write_obj(elem, addr).map_err(|_| ())?;
-    v.queue.set_next_used(next.wrapping_add(1));
-    v.unsignalled = v.unsignalled.wrapping_add(1);
-    Ok(())
+#[inline]
+fn write_used(rings: &VringMem, idx: &mut Cursor, head: u16, len: u32) {
+    rings.set_used_elem(idx.next_used.0, u32::from(head), len);
+    idx.next_used += Wrapping(1);
+    idx.unsignalled = idx.unsignalled.wrapping_add(1);
 }
 
-/// Publishes every used element written so far: one Release store of the
-/// used index, pairing with the driver's read barrier after it reads the
-/// index, so it sees the elements (and the RX bytes) written before.
-fn publish_used(v: &Vring, mem: &GuestMemoryMmap) -> Result<(), ()> {
-    let addr = GuestAddress(v.queue.used_ring()).checked_add(2).ok_or(())?;
-    mem.store(v.queue.next_used().to_le(), addr, Ordering::Release)
-        .map_err(|_| ())
+/// Publishes every used element written so far, if any: one Release store
+/// of the used index (see `VringMem::publish_used`).
+#[inline]
+fn publish_used(rings: &VringMem, idx: &mut Cursor) {
+    if idx.used_published != idx.next_used {
+        rings.publish_used(idx.next_used.0);
+        idx.used_published = idx.next_used;
+    }
 }
 
 /// Does the guest want an interrupt for the entries published since the
-/// last decision? None if its ring could not be read.
-fn guest_wants_interrupt(v: &Vring, mem: &GuestMemoryMmap) -> Option<bool> {
+/// last decision?
+fn guest_wants_interrupt(rings: &VringMem, idx: &Cursor, event_idx: bool) -> bool {
     // Pairs with the driver's full barrier between writing used_event (or
     // clearing NO_INTERRUPT) and re-reading the used index before it
     // sleeps: either it sees our new used index, or we see its request.
     fence(Ordering::SeqCst);
-    let avail = GuestAddress(v.queue.avail_ring());
-    if v.queue.event_idx_enabled() {
-        let addr = avail.checked_add(4 + 2 * u64::from(v.size()))?;
-        let used_event = Wrapping(u16::from_le(mem.load::<u16>(addr, Ordering::Relaxed).ok()?));
-        let new = Wrapping(v.queue.next_used());
-        let old = new - Wrapping(v.unsignalled);
+    if event_idx {
+        let used_event = Wrapping(rings.used_event());
+        let new = idx.next_used;
+        let old = new - Wrapping(idx.unsignalled);
         // vring_need_event(): did used_event fall in (old, new]?
-        Some((new - used_event - Wrapping(1)) < (new - old))
+        (new - used_event - Wrapping(1)) < (new - old)
     } else {
-        let flags = u16::from_le(mem.load::<u16>(avail, Ordering::Relaxed).ok()?);
-        Some(flags & VRING_AVAIL_F_NO_INTERRUPT as u16 == 0)
+        rings.avail_flags() & VRING_AVAIL_F_NO_INTERRUPT as u16 == 0
+    }
+}
+
+/// Writes the virtio-net header `hdr` and then `frame` into the buffers
+/// `segs`. False if they did not all fit.
+///
+/// # Safety
+///
+/// Every segment was made by `chain::walk` against a `GuestMap` that is
+/// still alive.
+#[inline]
+unsafe fn write_frame(segs: &[Seg], hdr: &[u8], frame: &[u8]) -> bool {
+    // SAFETY: the caller vouches the segments' memory is still mapped; in
+    // the one-buffer case (the usual one) the buffer holds both parts.
+    unsafe {
+        match segs {
+            [seg] if seg.len as usize >= hdr.len() + frame.len() => {
+                seg.write(0, hdr);
+                seg.write(hdr.len(), frame);
+                true
+            }
+            _ => write_segs(segs, 0, hdr) && write_segs(segs, hdr.len(), frame),
+        }
     }
 }
 
 /// Writes `data` into the buffers `segs` starting `offset` bytes in. False
-/// if it did not all fit or memory refused the write.
-fn write_segs(mem: &GuestMemoryMmap, segs: &[Seg], offset: usize, data: &[u8]) -> bool {
+/// if it did not all fit.
+///
+/// # Safety
+///
+/// Every segment was made by `chain::walk` against a `GuestMap` that is
+/// still alive.
+#[inline]
+unsafe fn write_segs(segs: &[Seg], offset: usize, data: &[u8]) -> bool {
     let mut skip = offset;
     let mut done = 0;
     for seg in segs {
@@ -850,12 +1002,9 @@ fn write_segs(mem: &GuestMemoryMmap, segs: &[Seg], offset: usize, data: &[u8]) -
             continue;
         }
         let n = (seg_len - skip).min(data.len() - done);
-        if mem
-            .write_slice(&data[done..done + n], seg.addr.unchecked_add(skip as u64))
-            .is_err()
-        {
-            return false;
-        }
+        // SAFETY: the caller vouches the segment's memory is still mapped;
+        // skip + n <= seg.len.
+        unsafe { seg.write(skip, &data[done..done + n]) };
         done += n;
         skip = 0;
     }

@@ -8,7 +8,7 @@ use std::os::fd::OwnedFd;
 use virtio_bindings::virtio_ring::{VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
 use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
 use virtio_queue::mock::MockSplitQueue;
-use vm_memory::{GuestAddress, GuestMemoryMmap};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryMmap};
 
 use super::*;
 use crate::chain::{CHAIN_BYTES_MAX, CHAIN_DESCS_MAX};
@@ -46,6 +46,11 @@ fn ring(mem: &GuestMemoryMmap, base: u64) -> Ring {
 
 fn guest(features: u64) -> Guest {
     let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), MEM_SIZE)]).unwrap();
+    guest_in(mem, features)
+}
+
+/// A running queue pair over `mem`, rings at RX_BASE and TX_BASE.
+fn guest_in(mem: GuestMemoryMmap, features: u64) -> Guest {
     let rx = ring(&mem, RX_BASE);
     let tx = ring(&mem, TX_BASE);
     let mut port = VirtioNetPort::new(0);
@@ -254,6 +259,11 @@ fn tx_zero_length_descriptor() {
 }
 
 #[test]
+fn tx_lone_zero_length_descriptor() {
+    tx_bad(|g| g.desc(g.tx.desc, 0, BUF_BASE, 0, 0, 0));
+}
+
+#[test]
 fn tx_chain_shorter_than_header() {
     tx_bad(|g| g.desc(g.tx.desc, 0, BUF_BASE, 12, 0, 0));
 }
@@ -421,7 +431,8 @@ fn rx_normal_without_mrg_rxbuf() {
     assert_eq!(g.used(&g.rx, 0), (0, 312));
     let got: VirtioNetHdr = g.mem.read_obj(GuestAddress(BUF_BASE)).unwrap();
     assert_eq!(got.flags, VirtioNetHdr::F_DATA_VALID);
-    assert_eq!(got.num_buffers(), 0);
+    // VERSION_1 without MRG_RXBUF: the spec wants 1.
+    assert_eq!(got.num_buffers(), 1);
     assert_eq!(rx_read(&g, BUF_BASE + 12, 300), data);
     assert_eq!(g.port.rx_space(), 0);
     assert_eq!(g.port.rx_push(&hdr, &data), Err(RxError::Full));
@@ -579,4 +590,211 @@ fn vring_outside_memory_does_not_start() {
     assert!(!p.set_vring_size(QueueKind::Tx, 100));
     p.set_vring_addr(QueueKind::Tx, 0, 0x800, 0x900);
     assert!(!p.start_vring(QueueKind::Tx, None));
+}
+
+/// Where memory splits in [`two_regions`].
+const SPLIT: u64 = 0x1_0000;
+
+/// The same 1 MiB as [`guest`]'s, as two adjacent regions split at SPLIT:
+/// the rings in the first, BUF_BASE in the second.
+fn two_regions() -> GuestMemoryMmap {
+    GuestMemoryMmap::from_ranges(&[
+        (GuestAddress(0), SPLIT as usize),
+        (GuestAddress(SPLIT), MEM_SIZE - SPLIT as usize),
+    ])
+    .unwrap()
+}
+
+/// Does a TX vring of QSIZE entries at `desc`, `avail`, `used` start over `mem`?
+fn starts(mem: &GuestMemoryMmap, desc: u64, avail: u64, used: u64) -> bool {
+    let mut p = VirtioNetPort::new(0);
+    p.set_memory(Some(mem.clone()));
+    assert!(p.set_vring_size(QueueKind::Tx, QSIZE));
+    p.set_vring_addr(QueueKind::Tx, desc, avail, used);
+    p.start_vring(QueueKind::Tx, None)
+}
+
+#[test]
+fn vring_straddling_regions_or_past_memory_does_not_start() {
+    let mem = two_regions();
+    let n = u64::from(QSIZE);
+    let (desc_len, avail_len, used_len) = (16 * n, 6 + 2 * n, 6 + 8 * n);
+    // Valid places in the second region, for the rings not under test.
+    let (d, a, u) = (0x4_0000, 0x4_0800, 0x4_1000);
+    assert!(starts(&mem, d, a, u));
+    // Each ring may end exactly at the region's end, not one field past it:
+    // the descriptor table...
+    assert!(starts(&mem, SPLIT - desc_len, a, u));
+    assert!(!starts(&mem, SPLIT - desc_len + 16, a, u));
+    // ...the available ring, whose last field is used_event...
+    assert!(starts(&mem, d, SPLIT - avail_len, u));
+    assert!(!starts(&mem, d, SPLIT - avail_len + 2, u));
+    // ...and the used ring, whose last field is avail_event (4-aligned, so
+    // the fitting one ends 2 bytes short).
+    assert!(starts(&mem, d, a, SPLIT - used_len - 2));
+    assert!(!starts(&mem, d, a, SPLIT - used_len + 2));
+    // Past the end of memory, or nowhere near it.
+    let end = MEM_SIZE as u64;
+    assert!(!starts(&mem, d, a, end - used_len + 2));
+    assert!(!starts(&mem, end - 16, a, u));
+    assert!(!starts(&mem, d, 0x4000_0000, u));
+    assert!(!starts(&mem, d, a, u64::MAX - 3));
+}
+
+#[test]
+fn misaligned_vring_does_not_start() {
+    let mem = two_regions();
+    let (d, a, u) = (0x4_0000, 0x4_0800, 0x4_1000);
+    assert!(!starts(&mem, d + 8, a, u), "descriptor table: 16");
+    assert!(!starts(&mem, d, a + 1, u), "available ring: 2");
+    assert!(!starts(&mem, d, a, u + 2), "used ring: 4");
+}
+
+#[test]
+fn more_regions_than_the_table_holds_are_refused() {
+    let ranges: Vec<_> = (0..9u64)
+        .map(|i| (GuestAddress(i * 0x1_0000), 0x1_0000))
+        .collect();
+    let mem = GuestMemoryMmap::from_ranges(&ranges).unwrap();
+    assert!(!starts(&mem, 0x0, 0x800, 0x1000));
+    let eight = GuestMemoryMmap::from_ranges(&ranges[..8]).unwrap();
+    assert!(starts(&eight, 0x0, 0x800, 0x1000));
+}
+
+#[test]
+fn frames_pass_with_rings_and_buffers_in_different_regions() {
+    let mut g = guest_in(two_regions(), BASE_FEATURES);
+    // Buffers alternate between the regions, so the last-hit region
+    // changes on every lookup.
+    let low = 0x8000u64;
+    let mut want = Vec::new();
+    for i in 0..6u16 {
+        let addr = if i % 2 == 0 { low } else { BUF_BASE } + 0x200 * u64::from(i);
+        let data = frame(40 + usize::from(i));
+        g.mem.write_slice(&[0u8; 12], GuestAddress(addr)).unwrap();
+        g.mem.write_slice(&data, GuestAddress(addr + 12)).unwrap();
+        g.desc(g.tx.desc, i, addr, 12 + data.len() as u32, 0, 0);
+        g.offer(&g.tx, i);
+        want.push(data);
+    }
+    let (n, frames) = g.drain();
+    assert_eq!(n, 6);
+    let got: Vec<_> = frames.into_iter().map(|(_, f)| f).collect();
+    assert_eq!(got, want);
+    // RX the same way: one buffer in each region.
+    rx_post(&g, 0, low + 0x2000, 2048);
+    rx_post(&g, 1, BUF_BASE + 0x2000, 2048);
+    for addr in [low + 0x2000, BUF_BASE + 0x2000] {
+        let data = frame(90);
+        g.port.rx_push(&VirtioNetHdr::default(), &data).unwrap();
+        assert_eq!(rx_read(&g, addr + 12, 90), data);
+    }
+    assert_eq!(g.used_idx(&g.rx), 2);
+}
+
+#[test]
+fn tx_buffer_spanning_two_regions() {
+    let mut g = guest_in(two_regions(), BASE_FEATURES);
+    g.desc(g.tx.desc, 0, SPLIT - 32, 64, 0, 0);
+    g.offer(&g.tx, 0);
+    g.desc(g.tx.desc, 1, SPLIT - 64, 64, 0, 0);
+    g.offer(&g.tx, 1);
+    let (n, frames) = g.drain();
+    assert_eq!(n, 2);
+    assert_eq!(frames.len(), 1, "only the buffer inside one region passes");
+    assert_eq!(g.port.stats().tx_bad_chains, 1);
+    assert_eq!(g.used(&g.tx, 0), (0, 0));
+}
+
+#[test]
+fn tx_indirect_table_unaligned() {
+    let mut g = guest(BASE_FEATURES);
+    // Nothing requires an indirect table to be aligned: read it bytewise.
+    let table = GuestAddress(0x1_0003);
+    let data = frame(70);
+    g.mem
+        .write_slice(&data, GuestAddress(BUF_BASE + 0x100))
+        .unwrap();
+    g.desc(g.tx.desc, 0, table.0, 32, VRING_DESC_F_INDIRECT as u16, 0);
+    g.desc(table, 0, BUF_BASE, 12, N, 1);
+    g.desc(table, 1, BUF_BASE + 0x100, 70, 0, 0);
+    g.offer(&g.tx, 0);
+    let (_, frames) = g.drain();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].1, data);
+}
+
+#[test]
+fn set_memory_resolves_rings_again() {
+    let mut g = guest(BASE_FEATURES);
+    let gen0 = g.port.generation();
+    // The frontend maps guest memory anew (same layout, new mapping).
+    let mem2 = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), MEM_SIZE)]).unwrap();
+    ring(&mem2, RX_BASE);
+    ring(&mem2, TX_BASE);
+    g.port.set_memory(Some(mem2.clone()));
+    let old = std::mem::replace(&mut g.mem, mem2);
+    assert!(g.port.is_running());
+    assert!(g.port.generation() > gen0);
+    g.desc(g.tx.desc, 0, BUF_BASE, 74, 0, 0);
+    g.offer(&g.tx, 0);
+    assert_eq!(g.drain().0, 1, "the rings are read from the new mapping");
+    assert_eq!(g.used_idx(&g.tx), 1);
+    let old_used: u16 = old.read_obj(g.tx.used.unchecked_add(2)).unwrap();
+    assert_eq!(old_used, 0, "and not written in the old one");
+    // Memory that no longer holds the rings stops them.
+    let small = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x1000)]).unwrap();
+    g.port.set_memory(Some(small));
+    assert!(!g.port.is_running());
+    assert_eq!(g.port.tx_batch(10, |_, _| panic!("stopped")), 0);
+}
+
+#[test]
+fn set_vring_addr_while_running_resolves_again() {
+    let mut g = guest(BASE_FEATURES);
+    let gen0 = g.port.generation();
+    g.port
+        .set_vring_addr(QueueKind::Tx, g.tx.desc.0, g.tx.avail.0, 0x4000_0000);
+    assert!(!g.port.is_running(), "used ring outside memory: stopped");
+    assert!(g.port.generation() > gen0);
+    assert!(!g.port.tx_pending());
+    // Back inside memory, it needs a kick to start again.
+    g.port
+        .set_vring_addr(QueueKind::Tx, g.tx.desc.0, g.tx.avail.0, g.tx.used.0);
+    assert!(!g.port.is_running());
+    assert!(g.port.start_vring(QueueKind::Tx, None));
+    assert!(g.port.is_running());
+}
+
+#[test]
+fn rx_push_deferred_is_visible_only_after_a_flush() {
+    let mut g = guest(BASE_FEATURES | MRG);
+    for i in 0..8u16 {
+        rx_post(&g, i, BUF_BASE + 0x1000 * u64::from(i), 2048);
+    }
+    g.set_used_event(&g.rx, 0);
+    let hdr = VirtioNetHdr::default();
+    g.port.rx_push_deferred(&hdr, &frame(60)).unwrap();
+    g.port.rx_push_deferred(&hdr, &frame(70)).unwrap();
+    assert_eq!(g.used_idx(&g.rx), 0, "nothing visible before the flush");
+    assert_eq!(g.used(&g.rx, 1), (1, 82), "but the elements are written");
+    g.port.rx_flush();
+    assert_eq!(g.used_idx(&g.rx), 2);
+    g.port.rx_flush();
+    assert_eq!(g.used_idx(&g.rx), 2);
+    // notify_rx publishes, then decides on the interrupt.
+    g.port.rx_push_deferred(&hdr, &frame(60)).unwrap();
+    g.port.notify_rx();
+    assert_eq!(g.used_idx(&g.rx), 3);
+    assert_eq!(g.irqs(), 1);
+    // A frame over several buffers (MRG_RXBUF) moves the index once.
+    g.port.rx_push_deferred(&hdr, &frame(3000)).unwrap();
+    assert_eq!(g.used_idx(&g.rx), 3);
+    g.port.rx_flush();
+    assert_eq!(g.used_idx(&g.rx), 5);
+    // Stopping the vring publishes what was written.
+    g.port.rx_push_deferred(&hdr, &frame(60)).unwrap();
+    assert_eq!(g.port.stop_vring(QueueKind::Rx), 6);
+    assert_eq!(g.used_idx(&g.rx), 6);
+    assert_eq!(g.port.stats().rx_pkts, 5);
 }
