@@ -824,19 +824,33 @@ impl VirtioNetPort {
     /// double-checks: returns true if work arrived meanwhile, in which case
     /// the worker must drain again instead of sleeping.
     pub fn enable_tx_notifications(&mut self) -> bool {
+        self.enable_tx_notifications_after(0)
+    }
+
+    /// Like [`VirtioNetPort::enable_tx_notifications`], but with EVENT_IDX
+    /// asks the guest to kick only once `more + 1` entries are pending, so a
+    /// guest streaming small bursts wakes the worker once per larger batch
+    /// (interrupt moderation, for a worker that shares its CPU with the
+    /// sender). The guest may post fewer and stop: the caller must then
+    /// look again after a timeout. Returns true when that many entries are
+    /// already pending (work now). Without EVENT_IDX, `more` is ignored.
+    pub fn enable_tx_notifications_after(&mut self, more: u16) -> bool {
         let Some(rings) = running_rings(&self.mem, &self.tx) else {
             return false;
         };
         let next_avail = self.tx.idx.next_avail;
-        // With EVENT_IDX, ask for a kick as soon as the entry after the last
-        // one taken is posted (next_avail, not the current available index,
-        // so entries posted meanwhile are caught by the check below);
-        // without, clear VRING_USED_F_NO_NOTIFY.
-        if self.tx.event_idx {
-            rings.set_avail_event(next_avail.0);
+        // With EVENT_IDX, ask for a kick when the entry `more` after the
+        // last one taken is posted (counted from next_avail, not from the
+        // current available index, so entries posted meanwhile are caught
+        // by the check below); without, clear VRING_USED_F_NO_NOTIFY.
+        let more = if self.tx.event_idx {
+            let more = more.min(rings.size() / 2);
+            rings.set_avail_event((next_avail + Wrapping(more)).0);
+            more
         } else {
             rings.set_used_flags(0);
-        }
+            0
+        };
         // Pairs with the driver's full barrier between publishing its
         // available index and reading avail_event / the used flags: either
         // the driver sees our request and kicks, or we see its new entries
@@ -845,7 +859,7 @@ impl VirtioNetPort {
         // An index more than a queue ahead is broken: not work. The worker
         // sleeps until the guest kicks again, instead of spinning on it.
         let ahead = (Wrapping(rings.avail_idx()) - next_avail).0;
-        ahead != 0 && ahead <= rings.size()
+        ahead > more && ahead <= rings.size()
     }
 
     /// Tells the guest not to kick while the worker is busy. With EVENT_IDX

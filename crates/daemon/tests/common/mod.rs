@@ -1,6 +1,8 @@
 //! Helpers shared by the daemon's integration tests.
 #![allow(dead_code)]
 
+pub mod guest;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
