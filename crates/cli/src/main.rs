@@ -55,6 +55,12 @@ struct ServeArgs {
     /// Pin worker threads to these CPUs, round robin (e.g. 1 or 0,1).
     #[arg(long, value_delimiter = ',', value_name = "CPUS")]
     worker_cpus: Vec<usize>,
+    /// Run workers under SCHED_FIFO at this priority (1..99, needs
+    /// CAP_SYS_NICE). On a CPU shared with a busy-polling process (a DPDK
+    /// guest or testpmd), a woken worker then runs at once and hands the CPU
+    /// back when it sleeps. Do not combine with --idle-poll-us.
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    worker_rt_priority: Option<u8>,
 }
 
 #[derive(clap::Args)]
@@ -136,6 +142,14 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     cfg.batch = a.batch;
     cfg.mac_age_s = a.mac_age;
     cfg.worker_cpus = a.worker_cpus;
+    cfg.worker_rt_priority = a.worker_rt_priority;
+    if a.worker_rt_priority.is_some() && a.idle_poll_us > 0 {
+        return Err(
+            "--worker-rt-priority with --idle-poll-us would let a spinning worker \
+                    starve its CPU: use one or the other"
+                .into(),
+        );
+    }
     if !(1..=ringswitch_switch::MAX_BATCH).contains(&a.batch) {
         return Err(format!(
             "a batch of {} is out of range: use 1 to {}",

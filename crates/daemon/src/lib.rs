@@ -36,6 +36,10 @@ pub struct Config {
     /// CPUs to pin workers to (worker i on `worker_cpus[i % len]`); empty:
     /// not pinned.
     pub worker_cpus: Vec<usize>,
+    /// Run workers under SCHED_FIFO at this priority (1..99): a woken
+    /// worker then preempts a busy-polling neighbour on its CPU at once,
+    /// and gives the CPU back when it sleeps. Needs CAP_SYS_NICE.
+    pub worker_rt_priority: Option<u8>,
 }
 
 impl Config {
@@ -48,6 +52,7 @@ impl Config {
             batch: ringswitch_switch::DEFAULT_BATCH,
             mac_age_s: ringswitch_switch::learning::DEFAULT_AGE_S,
             worker_cpus: Vec::new(),
+            worker_rt_priority: None,
         }
     }
 }
@@ -106,6 +111,7 @@ impl Daemon {
                 let wcfg = WorkerConfig {
                     idle_poll: Duration::from_micros(cfg.idle_poll_us),
                     cpu,
+                    rt_priority: cfg.worker_rt_priority,
                 };
                 Worker::start(i, wcfg)
             })

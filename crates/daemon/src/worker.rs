@@ -269,6 +269,20 @@ pub struct WorkerConfig {
     pub idle_poll: Duration,
     /// Pin the thread to this CPU.
     pub cpu: Option<usize>,
+    /// SCHED_FIFO priority, if any.
+    pub rt_priority: Option<u8>,
+}
+
+fn set_fifo(priority: u8) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: libc::c_int::from(priority),
+    };
+    // SAFETY: sched_setscheduler(0) targets this thread; `param` is valid
+    // for the call.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn pin_to(cpu: usize) -> io::Result<()> {
@@ -400,6 +414,14 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         match pin_to(cpu) {
             Ok(()) => tracing::info!(cpu, "worker pinned"),
             Err(e) => tracing::warn!(cpu, error = %e, "cannot pin the worker; it runs unpinned"),
+        }
+    }
+    if let Some(p) = cfg.rt_priority {
+        match set_fifo(p) {
+            Ok(()) => tracing::info!(priority = p, "worker runs under SCHED_FIFO"),
+            Err(e) => {
+                tracing::warn!(priority = p, error = %e, "cannot use SCHED_FIFO (needs CAP_SYS_NICE); the worker runs at normal priority")
+            }
         }
     }
     let mut scratch = Scratch::default();
