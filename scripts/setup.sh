@@ -6,6 +6,18 @@ set -euo pipefail
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# The VM tests (crates/cli/tests/vm.rs, tests/vm/): QEMU under TCG, a guest
+# kernel with its virtio modules, busybox for the guest's userland, cpio to
+# pack the initramfs, jq to read `ctl --json`, pgrep to find the daemon.
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)
+compgen -G '/boot/vmlinuz-*-cloud-amd64' >/dev/null || need_apt+=(linux-image-cloud-amd64)
+dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
+command -v cpio >/dev/null 2>&1 || need_apt+=(cpio)
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)
+command -v pgrep >/dev/null 2>&1 || need_apt+=(procps)
+# The testpmd tests (crates/cli/tests/testpmd.rs): DPDK's testpmd with a
+# virtio_user port as a VM's driver; Debian 12 ships dpdk-testpmd in dpdk-dev.
+command -v dpdk-testpmd >/dev/null 2>&1 || need_apt+=(dpdk-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2
     apt-get update -qq

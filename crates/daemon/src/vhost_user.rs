@@ -273,7 +273,11 @@ fn serve(
             }
             continue;
         }
-        let r = conn.handle_request();
+        let r = match early_vring_enable(fd, dev) {
+            Ok(true) => Ok(()),
+            Ok(false) => conn.handle_request(),
+            Err(e) => Err(VhostError::SocketBroken(e)),
+        };
         for (k, g) in generations.iter_mut().enumerate() {
             let now = v.pair(k).generation();
             if now != *g {
@@ -302,4 +306,88 @@ fn serve(
     for c in v.changed.iter() {
         c.signal();
     }
+}
+
+/// vhost-user request code of SET_VRING_ENABLE.
+const SET_VRING_ENABLE: u32 = 18;
+/// Header flags: protocol version 1, a reply, a reply wanted.
+const FLAG_VERSION: u32 = 0x1;
+const FLAG_REPLY: u32 = 0x4;
+const FLAG_NEED_REPLY: u32 = 0x8;
+
+/// QEMU's vhost-user net backend sends SET_VRING_ENABLE (disable every
+/// ring) before SET_FEATURES, but the `vhost` crate refuses the message
+/// until PROTOCOL_FEATURES is acked, which would end every QEMU connection.
+/// So, while no feature is acked yet, this one message is taken off the
+/// socket here and handed to the device (which accepts it at any time).
+/// Returns true when it did that; false leaves the message to the crate.
+fn early_vring_enable(fd: RawFd, dev: &SharedNet) -> io::Result<bool> {
+    let acked = dev
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .acked_features();
+    if acked != 0 {
+        return Ok(false);
+    }
+    let mut msg = [0u8; 20];
+    // SAFETY: peeks at most 20 bytes into a local buffer from the connected
+    // socket the caller owns.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            msg.as_mut_ptr().cast(),
+            msg.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n != msg.len() as isize {
+        return Ok(false);
+    }
+    let word = |i: usize| u32::from_le_bytes([msg[i], msg[i + 1], msg[i + 2], msg[i + 3]]);
+    let (request, flags, size) = (word(0), word(4), word(8));
+    if request != SET_VRING_ENABLE || size != 8 || flags & !(0x3 | FLAG_NEED_REPLY) != 0 {
+        return Ok(false);
+    }
+    let (index, num) = (word(12), word(16));
+    // SAFETY: consumes exactly the 20 bytes peeked above (one whole message,
+    // no descriptors) into a local buffer.
+    let n = unsafe { libc::recv(fd, msg.as_mut_ptr().cast(), msg.len(), libc::MSG_DONTWAIT) };
+    if n != msg.len() as isize {
+        return Err(io::Error::other(
+            "the frontend's message went away while being read",
+        ));
+    }
+    let res = if num > 1 {
+        Err(())
+    } else {
+        use ringswitch_vhost::vhost_user::VhostUserBackendReqHandlerMut;
+        dev.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .set_vring_enable(index, num == 1)
+            .map_err(|_| ())
+    };
+    debug!(
+        index,
+        enable = num,
+        ok = res.is_ok(),
+        "vhost-user: SET_VRING_ENABLE before SET_FEATURES"
+    );
+    if flags & FLAG_NEED_REPLY != 0 {
+        let mut reply = [0u8; 20];
+        reply[0..4].copy_from_slice(&SET_VRING_ENABLE.to_le_bytes());
+        reply[4..8].copy_from_slice(&(FLAG_VERSION | FLAG_REPLY).to_le_bytes());
+        reply[8..12].copy_from_slice(&8u32.to_le_bytes());
+        reply[12..20].copy_from_slice(&u64::from(res.is_err()).to_le_bytes());
+        // SAFETY: writes 20 bytes from a local buffer to the socket.
+        let n = unsafe { libc::send(fd, reply.as_ptr().cast(), reply.len(), libc::MSG_NOSIGNAL) };
+        if n != reply.len() as isize {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    if res.is_err() {
+        return Err(io::Error::other(
+            "SET_VRING_ENABLE names no queue of this device",
+        ));
+    }
+    Ok(true)
 }

@@ -118,6 +118,11 @@ impl VhostUserNet {
         self.offered
     }
 
+    /// The feature bits the frontend acked (SET_FEATURES), 0 before.
+    pub fn acked_features(&self) -> u64 {
+        self.acked
+    }
+
     /// The frontend went away: stop every vring, drop the memory.
     pub fn disconnected(&mut self) {
         self.acked = 0;
@@ -323,11 +328,10 @@ impl VhostUserBackendReqHandlerMut for VhostUserNet {
     }
 
     fn set_vring_enable(&mut self, index: u32, enable: bool) -> VuResult<()> {
-        if self.acked & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() == 0 {
-            return Err(VuError::InvalidOperation(
-                "PROTOCOL_FEATURES not negotiated",
-            ));
-        }
+        // Accepted before SET_FEATURES too: QEMU's vhost-user net backend
+        // disables every ring (SET_VRING_ENABLE 0) right after SET_OWNER,
+        // before it acks any feature. The state is kept; without
+        // PROTOCOL_FEATURES, SET_FEATURES enables the rings anyway.
         let (mut p, kind) = self.queue(index)?;
         p.set_vring_enabled(kind, enable);
         Ok(())

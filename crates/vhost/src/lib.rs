@@ -34,5 +34,7 @@ pub use port::{PortStats, QueueKind, RxCaps, RxError, TxFrame, VirtioNetPort};
 
 // Re-exported so users name the same memory type this crate maps, and the
 // protocol errors its connections end with.
+/// The `vhost` crate's protocol module, for handler traits.
+pub use vhost::vhost_user;
 pub use vhost::vhost_user::Error as VhostError;
 pub use vm_memory;

@@ -1,0 +1,438 @@
+#!/usr/bin/env bash
+# VM tests: Linux guests (QEMU, TCG, a busybox initramfs) on vhost-user ports
+# of a ringswitch daemon.
+#
+#   tests/vm/run.sh SCENARIO
+#
+# Scenarios:
+#   ping                    two guests ping each other
+#   tcp                     4 MiB over TCP from A to B, sha256 compared;
+#                           checksum and TSO offloads on (the default)
+#   tcp-nooffload           the same on --no-offloads ports
+#   tcp-mixed               A's port with offloads, B's without: TCP both ways
+#                           (the switch segments and checksums for B)
+#   pktgen                  a guest and `ringswitch pkt-gen` on vale0:p0
+#                           exchange frames both ways, exact counts
+#   client-mode             ports in --client mode (QEMU listens), ping
+#   daemon-restart-server   the daemon killed (SIGTERM, then SIGKILL) and
+#                           restarted under running guests; QEMU reconnects
+#   daemon-restart-client   the same with --client ports; ringswitch reconnects
+#   guest-restart           three guests; B's QEMU killed and restarted while
+#                           A and C keep pinging; then A and B ping again
+#   multiqueue              --queues 2, two vCPUs per guest: ping and two
+#                           TCP streams at once, one per CPU (so per TX queue)
+#
+# Stand-ins that prove the harness and the guests without ringswitch (the
+# scenarios that need what they lack say SKIP):
+#   RS_VM_BACKEND=socket   QEMU's own -netdev socket (no vhost-user at all)
+#   RS_VM_BACKEND=testpmd  the same vhost-user QEMU lines as with ringswitch,
+#                          on DPDK testpmd forwarding between two net_vhost ports
+# See tests/vm/lib.sh for the other knobs.
+# Logs: target/vm/runs/SCENARIO/ (kept after the run).
+set -euo pipefail
+
+# shellcheck source=tests/vm/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+TCP_BYTES=$((4 * 1024 * 1024))
+
+# ---- building blocks -------------------------------------------------------
+
+# backends NAME...: skip the scenario unless the backend is one of these.
+backends() {
+    case " $* " in *" $BACKEND "*) return 0 ;; esac
+    note "SKIP: $SCENARIO runs on $*, not on the $BACKEND backend"
+    SKIPPED=1
+    exit 0
+}
+
+# guests NAME...: a port per guest (with ringswitch), then boot them all
+# (guest N gets index N: A=1, B=2, C=3) and wait until each is ready.
+guests() {
+    local g i=0
+    step "start ${*}"
+    backend_up "$@"
+    for g in "$@"; do
+        i=$((i + 1))
+        guest_start "$g" "$i"
+    done
+    for g in "$@"; do guest_ready "$g"; done
+    [ "$BACKEND" = socket ] && return 0
+    # A vhost-user device that failed to start makes QEMU fall back to
+    # "userspace virtio": the guest boots, but its frames go nowhere.
+    for g in "$@"; do
+        local q=$RUN/$g.qemu.${G_GEN[$g]}.log errs
+        errs=$(grep -a -v ' info: ' "$q" | grep -a -i -E 'vhost|msg|fail|unable' | head -n 4 || true)
+        [ -z "$errs" ] || fail "guest $g: QEMU reported vhost-user errors while the guest booted:
+$errs"
+    done
+    [ "$BACKEND" = ringswitch ] || return 0
+    local t=$(($(now_ms) + 10000))
+    for g in "$@"; do
+        until ctl port list --json 2>/dev/null |
+            jq -e --arg p "vale0:$g" '.[] | select(.name == $p and .vhost_user.connected)' >/dev/null; do
+            [ "$(now_ms)" -lt "$t" ] || fail "port vale0:$g: not connected (ctl port list) although guest $g booted"
+            sleep 0.1
+        done
+    done
+}
+
+# ping_pairs "A B" "B A" ...: each "X Y" pings Y from X 5 times, all at once;
+# every ping must be answered.
+ping_pairs() {
+    local p ids=() x y
+    step "ping $*"
+    for p in "$@"; do
+        read -r x y <<<"$p"
+        guest_cmd "$x" rs_ping "$(ip_of "$y")" 5
+        ids+=("$x $y $CMD_ID")
+    done
+    local id
+    for p in "${ids[@]}"; do
+        read -r x y id <<<"$p"
+        guest_done "$x" "$id" 40
+        result "$x" PING "$id"
+        [ "$(kv "$MATCH" rx)" = 5 ] || fail "ping from $x to $y ($(ip_of "$y")): expected 5 replies of 5, got $(kv "$MATCH" rx) of $(kv "$MATCH" tx)"
+        note "$x -> $y: 5/5 replies"
+    done
+}
+
+# reach X Y SECONDS: X pings Y once a second until a reply comes; fail
+# after SECONDS.
+reach() {
+    local x=$1 y=$2 secs=$3
+    guest_cmd "$x" rs_reach "$(ip_of "$y")" "$secs"
+    guest_done "$x" "$CMD_ID" $((secs + 30))
+    result "$x" REACH "$CMD_ID"
+    [ "$(kv "$MATCH" ok)" = 1 ] || fail "$x cannot reach $y ($(ip_of "$y")): no ping reply in $secs s"
+    note "$x reaches $y $(kv "$MATCH" seconds) s after the first try"
+}
+
+# tcp A B PORT [CPU]: A sends TCP_BYTES random bytes to B; the sha256 the two
+# guests print must match. Starts both ends and returns; tcp_check ends it.
+TCP_IDS=()
+tcp_start() {
+    local a=$1 b=$2 port=$3 cpu=${4:-}
+    guest_cmd "$b" rs_recv "$port"
+    local idr=$CMD_ID
+    wait_marker "$b" "RECV id=$idr listening" 20
+    if [ -n "$cpu" ]; then
+        # pin the sending subshell (and so nc) to one vCPU: its packets leave
+        # through that CPU's TX queue (XPS)
+        guest_cmd "$a" "read -r me _ < /proc/self/stat; taskset -p $((1 << cpu)) \$me >/dev/null; rs_send $(ip_of "$b") $port $TCP_BYTES"
+    else
+        guest_cmd "$a" rs_send "$(ip_of "$b")" "$port" "$TCP_BYTES"
+    fi
+    TCP_IDS+=("$a $b $port $CMD_ID $idr")
+}
+
+tcp_check() {
+    local p a b port ids idr tx rx
+    for p in "${TCP_IDS[@]}"; do
+        read -r a b port ids idr <<<"$p"
+        guest_done "$a" "$ids" 150
+        result "$a" SENT "$ids"
+        local sent=$MATCH
+        [ "$RC" = 0 ] || fail "TCP $a -> $b port $port: the sender failed: $sent"
+        result "$a" SHA256 "$ids"
+        tx=$MATCH
+        guest_done "$b" "$idr" 30
+        result "$b" SHA256 "$idr"
+        rx=$MATCH
+        if [ "$(kv "$tx" sum)" != "$(kv "$rx" sum)" ] || [ "$(kv "$tx" bytes)" != "$(kv "$rx" bytes)" ]; then
+            fail "TCP $a -> $b port $port: the data differs: sent $(kv "$tx" bytes) bytes sha256 $(kv "$tx" sum), received $(kv "$rx" bytes) bytes sha256 $(kv "$rx" sum)"
+        fi
+        note "TCP $a -> $b port $port: $(kv "$tx" bytes) bytes in $(kv "$sent" seconds) s, sha256 $(kv "$tx" sum) on both sides"
+    done
+    TCP_IDS=()
+}
+
+# offloads NAME on|off: check what the guest's driver negotiated
+# (virtio-net feature bits 0 CSUM, 1 GUEST_CSUM, 11 HOST_TSO4, 7 GUEST_TSO4).
+offloads() {
+    local g=$1 want=$2 csum tso gcsum
+    csum=$(feature "$g" 0)
+    gcsum=$(feature "$g" 1)
+    tso=$(feature "$g" 11)
+    note "guest $g negotiated CSUM=$csum GUEST_CSUM=$gcsum HOST_TSO4=$tso GUEST_TSO4=$(feature "$g" 7)"
+    [ "$BACKEND" = ringswitch ] || return 0
+    if [ "$want" = on ]; then
+        if [ "$csum" != 1 ] || [ "$tso" != 1 ]; then
+            fail "guest $g: expected the device to offer checksum and TSO offloads (VIRTIO_NET_F_CSUM, HOST_TSO4), negotiated CSUM=$csum HOST_TSO4=$tso"
+        fi
+    else
+        if [ "$csum$gcsum$tso" != 000 ]; then
+            fail "guest $g: --no-offloads, yet the driver negotiated CSUM=$csum GUEST_CSUM=$gcsum HOST_TSO4=$tso"
+        fi
+    fi
+}
+
+# no_drops PORT...: every drop counter of each port is 0.
+no_drops() {
+    local p d
+    [ "$BACKEND" = ringswitch ] || return 0
+    for p in "$@"; do
+        d=$(port_drops "vale0:$p")
+        [ -z "$d" ] || fail "switch port vale0:$p dropped frames: $d"
+    done
+}
+
+show_counters() {
+    local p
+    [ "$BACKEND" = ringswitch ] || return 0
+    for p in "$@"; do note "vale0:$p: $(port_counters "vale0:$p")"; done
+}
+
+guest_tx_stats() {
+    local g=$1
+    guest_cmd "$g" rs_stats
+    guest_done "$g" "$CMD_ID" 20
+    result "$g" STATS "$CMD_ID"
+}
+
+# ---- scenarios -------------------------------------------------------------
+
+sc_ping() {
+    guests A B
+    ping_pairs "A B" "B A"
+    no_drops A B
+    show_counters A B
+}
+
+tcp_scenario() {
+    local want=$1
+    guests A B
+    offloads A "$want"
+    offloads B "$want"
+    ping_pairs "A B"
+    step "TCP A -> B, $TCP_BYTES bytes"
+    tcp_start A B 5001
+    tcp_check
+    tso_check A "$want"
+    show_counters A B
+}
+
+# tso_check NAME on|off: after a TCP transfer from NAME, the average size of
+# the frames its eth0 sent says whether the kernel handed the device TSO
+# frames (on: far above 1514 bytes) or MTU-sized ones.
+tso_check() {
+    local g=$1 want=$2 pk by avg
+    guest_tx_stats "$g"
+    pk=$(kv "$MATCH" tx_packets)
+    by=$(kv "$MATCH" tx_bytes)
+    avg=$((by / (pk > 0 ? pk : 1)))
+    note "guest $g sent $pk frames, $by bytes, $avg bytes on average"
+    if [ "$BACKEND" = ringswitch ] && [ "$want" = on ] && [ "$avg" -le 1514 ]; then
+        fail "guest $g: with offloads on, expected TSO frames (average above 1514 bytes), got $pk frames averaging $avg bytes"
+    fi
+}
+
+# tcp-mixed: A's port offers offloads, B's does not: what A sends as TSO and
+# partial-checksum frames must reach B segmented and checksummed (by the
+# switch), and B's plain frames reach A.
+sc_tcp_mixed() {
+    backends ringswitch
+    G_PORT_OPTS[B]=--no-offloads
+    guests A B
+    offloads A on
+    offloads B off
+    ping_pairs "A B" "B A"
+    step "TCP A -> B and B -> A at once, $TCP_BYTES bytes each way"
+    tcp_start A B 5001
+    tcp_start B A 5002
+    tcp_check
+    tso_check A on
+    tso_check B off
+    # no no_drops here: a guest slower than its peer (TCG, a loaded machine)
+    # may fill its RX ring, and the switch then drops and counts (TCP resends)
+    show_counters A B
+}
+
+sc_tcp() { tcp_scenario on; }
+
+sc_tcp_nooffload() {
+    PORT_OPTS=(--no-offloads)
+    tcp_scenario off
+}
+
+sc_client_mode() {
+    backends ringswitch testpmd
+    PORT_MODE=client
+    guests A B
+    ping_pairs "A B" "B A"
+    no_drops A B
+}
+
+# pkt-gen as a process of ours, under timeout like the rest.
+pktgen_bg() {
+    local out=$1
+    shift
+    timeout -k 5 "$MAX_LIFE" "$BIN" --socket "$CTL_SOCK" pkt-gen "$@" </dev/null >"$out" 2>&1 &
+    PKTGEN_WRAP=$!
+    WRAPPERS+=("$!")
+}
+
+sc_pktgen() {
+    backends ringswitch
+    local n_guest=300 n_gen=3000 rate=1000 gen_mac=02:00:00:00:00:99
+    guests A
+    local mac
+    mac=$(mac_of A)
+
+    step "guest A -> pkt-gen -f rx on vale0:p0 ($n_guest frames)"
+    pktgen_bg "$RUN/pktgen-rx.out" -i vale0:p0 -f rx -T 0 --json --duration 120
+    local t=$(($(now_ms) + 10000))
+    until ctl port list --json 2>/dev/null | jq -e '.[] | select(.name == "vale0:p0" and .open)' >/dev/null; do
+        kill -0 "$PKTGEN_WRAP" 2>/dev/null || fail "pkt-gen -f rx exited: $(cat "$RUN/pktgen-rx.out")"
+        [ "$(now_ms)" -lt "$t" ] || fail "pkt-gen -f rx did not open vale0:p0 within 10 s"
+        sleep 0.1
+    done
+    # unicast to a MAC the switch has not learned: flooded to p0
+    guest_cmd A rs_blast "$n_guest"
+    guest_done A "$CMD_ID" 90
+    result A BLAST "$CMD_ID"
+    local sent frames
+    sent=$(kv "$MATCH" tx)
+    frames=$(kv "$MATCH" frames)
+    [ "$sent" = "$n_guest" ] || fail "guest A sent $sent pings instead of $n_guest: $MATCH"
+    # what eth0 sent meanwhile: the pings, and nothing else (static ARP entry)
+    [ "$frames" = "$n_guest" ] || fail "guest A's eth0 sent $frames frames for $n_guest pings: $MATCH"
+    sleep 1
+    kill -INT "$(pgrep -P "$PKTGEN_WRAP" || echo none)" 2>/dev/null || true
+    wait "$PKTGEN_WRAP" || true
+    local rep got drops
+    rep=$(tail -n 1 "$RUN/pktgen-rx.out")
+    got=$(jq -r .packets <<<"$rep" 2>/dev/null) || fail "pkt-gen -f rx printed no JSON report: $(tail -n 5 "$RUN/pktgen-rx.out")"
+    drops=$(jq -r '.drops // 0' <<<"$rep")
+    if [ "$got" != "$n_guest" ] || [ "$drops" != 0 ]; then
+        fail "pkt-gen -f rx on vale0:p0 counted $got frames (drops $drops), the guest sent $n_guest; report: $rep"
+    fi
+    note "pkt-gen -f rx counted $got frames of $n_guest, no drops"
+    no_drops A
+
+    step "pkt-gen -f tx on vale0:p0 -> guest A ($n_gen frames at $rate/s to $mac)"
+    guest_tx_stats A
+    local before
+    before=$(kv "$MATCH" rx_packets)
+    local out
+    out=$(timeout 60 "$BIN" --socket "$CTL_SOCK" pkt-gen -i vale0:p0 -f tx -n "$n_gen" -R "$rate" \
+        -D "$mac" -S "$gen_mac" -T 0 --json 2>&1) || fail "pkt-gen -f tx failed: $out"
+    echo "$out" >"$RUN/pktgen-tx.out"
+    rep=$(tail -n 1 <<<"$out")
+    [ "$(jq -r .packets <<<"$rep")" = "$n_gen" ] || fail "pkt-gen -f tx sent $(jq -r .packets <<<"$rep") frames, not $n_gen: $rep"
+    sleep 1
+    guest_tx_stats A
+    local after delta
+    after=$(kv "$MATCH" rx_packets)
+    delta=$((after - before))
+    local d
+    d=$(port_drops vale0:A)
+    [ "$delta" = "$n_gen" ] ||
+        fail "guest A's rx_packets grew by $delta, pkt-gen sent $n_gen (switch drops on vale0:A: ${d:-none}; guest: $MATCH)"
+    note "guest A received $delta frames of $n_gen ($MATCH)"
+    no_drops A
+    show_counters A
+}
+
+# daemon_restart MODE: two guests on MODE ports; the daemon is killed with
+# SIGTERM, restarted, the ports added again; then the same with SIGKILL.
+# (With the testpmd stand-in, testpmd is killed and restarted.)
+daemon_restart() {
+    backends ringswitch testpmd
+    PORT_MODE=$1
+    guests A B
+    ping_pairs "A B" "B A"
+    local sig
+    for sig in TERM KILL; do
+        step "kill the switch ($BACKEND) with SIG$sig, start a new one, add the ports again"
+        backend_kill "$sig"
+        if ! guest_alive A || ! guest_alive B; then fail "a guest died with the switch"; fi
+        sleep 1
+        backend_up A B
+        step "after SIG$sig: A and B reach each other again"
+        reach A B 30
+        ping_pairs "A B" "B A"
+        show_counters A B
+    done
+}
+
+sc_daemon_restart_server() { daemon_restart server; }
+sc_daemon_restart_client() { daemon_restart client; }
+
+sc_guest_restart() {
+    backends ringswitch socket
+    guests A B C
+    ping_pairs "A B" "B A" "A C" "C A"
+    local sig round=0
+    for sig in TERM KILL; do
+        round=$((round + 1))
+        step "round $round: A <-> C keep pinging while B's QEMU dies (SIG$sig) and comes back"
+        guest_cmd A rs_pingloop_start "$(ip_of C)"
+        local la=$CMD_ID
+        guest_cmd C rs_pingloop_start "$(ip_of A)"
+        local lc=$CMD_ID
+        guest_done A "$la" 10
+        guest_done C "$lc" 10
+        sleep 2
+        guest_kill B "$sig"
+        sleep 2
+        guest_start B 2
+        guest_ready B
+        reach A B 30
+        ping_pairs "A B" "B A"
+        step "round $round: A <-> C pings during B's restart"
+        guest_cmd A rs_pingloop_stop
+        local sa=$CMD_ID
+        guest_cmd C rs_pingloop_stop
+        local sc=$CMD_ID
+        local g id tx rx
+        for g in "A $sa" "C $sc"; do
+            read -r g id <<<"$g"
+            guest_done "$g" "$id" 15
+            result "$g" PINGLOOP "$id"
+            tx=$(kv "$MATCH" tx)
+            rx=$(kv "$MATCH" rx)
+            # the last ping may still be in flight when the loop is stopped
+            if [ "$tx" -lt 20 ] || [ "$rx" -lt $((tx - 1)) ]; then
+                fail "guest $g lost pings while B restarted: $rx replies to $tx pings, longest run of lost replies $(kv "$MATCH" maxgap)"
+            fi
+            note "guest $g: $rx replies to $tx pings while B restarted (longest gap $(kv "$MATCH" maxgap))"
+        done
+    done
+    show_counters A B C
+}
+
+sc_multiqueue() {
+    backends ringswitch testpmd
+    QUEUES=2
+    SMP=2
+    guests A B
+    local g
+    for g in A B; do
+        wait_marker "$g" "READY " 1
+        case "$MATCH" in
+            *"queues=[rx-0 rx-1 tx-0 tx-1 ]"*) ;;
+            *) fail "guest $g: expected 2 RX and 2 TX queues in /sys/class/net/eth0/queues: $MATCH" ;;
+        esac
+        [ "$(feature "$g" 22)" = 1 ] || fail "guest $g did not negotiate VIRTIO_NET_F_MQ"
+    done
+    ping_pairs "A B" "B A"
+    step "two TCP streams A -> B at once, one from each vCPU (so each TX queue)"
+    tcp_start A B 5001 0
+    tcp_start A B 5002 1
+    tcp_check
+    show_counters A B
+}
+
+# ---- main ------------------------------------------------------------------
+
+scenario=${1:-}
+case "$scenario" in
+    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | multiqueue) ;;
+    *)
+        sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
+        exit 2
+        ;;
+esac
+vm_init "$scenario"
+"sc_${scenario//-/_}"
