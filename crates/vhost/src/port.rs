@@ -573,6 +573,7 @@ impl VirtioNetPort {
                 }
             };
             taken += 1;
+            prefetch_ahead(map, rings, idx);
             let walked = chain::walk(map, rings.desc_table(), head, indirect, false, segs);
             match walked {
                 Ok(total) if total as usize > hdr_len => {
@@ -934,6 +935,35 @@ fn pop_head(rings: &VringMem, idx: &mut Cursor) -> Result<Option<u16>, ()> {
     let head = rings.avail_entry(next.0);
     idx.next_avail = next + Wrapping(1);
     Ok(Some(head))
+}
+
+/// How far ahead of the chain being taken the buffers are fetched into the
+/// cache (descriptors twice as far): guest buffers are usually cold (a
+/// driver cycles through megabytes of them), and a miss per descriptor and
+/// per buffer would otherwise be paid one after the other.
+const PREFETCH_AHEAD: u16 = 4;
+
+/// Hints the CPU to fetch the descriptor of the chain `2 * PREFETCH_AHEAD`
+/// entries ahead and the first buffer of the one `PREFETCH_AHEAD` ahead, as
+/// far as the guest has published (the cached available index). Reads only
+/// what is validated anyway: the head index and descriptor go through the
+/// same range checks, and nothing read here is used beyond the hint.
+#[inline(always)]
+fn prefetch_ahead(map: &GuestMap, rings: &VringMem, idx: &Cursor) {
+    let published = (idx.avail_cached - idx.next_avail).0;
+    let table = rings.desc_table();
+    if published > 2 * PREFETCH_AHEAD {
+        let head = rings.avail_entry((idx.next_avail + Wrapping(2 * PREFETCH_AHEAD)).0);
+        table.prefetch(head);
+    }
+    if published > PREFETCH_AHEAD {
+        let head = rings.avail_entry((idx.next_avail + Wrapping(PREFETCH_AHEAD)).0);
+        if let Some(d) = table.get(head) {
+            if let Some(seg) = map.seg(d.addr, d.len.min(128)) {
+                seg.prefetch();
+            }
+        }
+    }
 }
 
 /// Writes one used element at `next_used` without publishing it.
