@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/run.sh - measure ringswitch and report it beside the DPDK memif peer
-# measured in the same run. See bench/README.md.
+# and, for VM ports, the OVS-DPDK peer, measured in the same run. See
+# bench/README.md.
 #
-#   bench/run.sh [--quick] [--out DIR]
+#   bench/run.sh [--quick] [--out DIR] [--no-vhost | --vhost-only]
 #
 # Writes DIR/REPORT.md (also printed on stdout), DIR/batch.csv,
 # DIR/results.tsv, DIR/run.log (progress and every failure's reason) and
@@ -21,26 +22,35 @@ ROOT=$(cd "$BENCH_DIR/.." && pwd)
 . "$BENCH_DIR/lib/report.sh"
 # shellcheck source=lib/measure.sh
 . "$BENCH_DIR/lib/measure.sh"
+# shellcheck source=lib/testpmd.sh
+. "$BENCH_DIR/lib/testpmd.sh"
+# shellcheck source=lib/vhost.sh
+. "$BENCH_DIR/lib/vhost.sh"
 
 usage() {
 	cat <<EOF
-usage: $PROG [--quick] [--out DIR]
+usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only]
 
-  --quick    shorter measurements and a shorter batch sweep (under 3 min)
-  --out DIR  where REPORT.md, batch.csv, results.tsv, run.log and raw/ go
-             (default: bench/results)
+  --quick       shorter measurements and a shorter batch sweep
+  --out DIR     where REPORT.md, batch.csv, results.tsv, run.log and raw/ go
+                (default: bench/results)
+  --no-vhost    leave out section 8 (VM ports beside OVS-DPDK)
+  --vhost-only  only section 8
 
 Builds ringswitch (cargo build --release -p ringswitch-cli), starts its own
-daemon on a temporary socket, measures, runs bench/peers/memif.sh, and
-stops everything it started on exit.
+daemon on a temporary socket, measures, runs bench/peers/memif.sh and
+bench/peers/ovs-dpdk.sh, and stops everything it started on exit.
 EOF
 }
 
 QUICK=0
 OUT=$ROOT/bench/results
+VHOST=1 CORE=1
 while (($# > 0)); do
 	case $1 in
 	--quick) QUICK=1 ;;
+	--no-vhost) VHOST=0 ;;
+	--vhost-only) CORE=0 ;;
 	--out)
 		(($# >= 2)) || {
 			usage >&2
@@ -64,12 +74,17 @@ while (($# > 0)); do
 done
 
 if ((QUICK)); then
-	TPUT_S=2 BATCH_S=1 IDLE_S=5 MEMIF_S=3
+	TPUT_S=2 BATCH_S=1 IDLE_S=5 MEMIF_S=3 VH_S=2 VH_IDLE_S=5
 	BATCHES=(1 8 64 512)
 else
-	TPUT_S=5 BATCH_S=3 IDLE_S=10 MEMIF_S=5
+	TPUT_S=5 BATCH_S=3 IDLE_S=10 MEMIF_S=5 VH_S=5 VH_IDLE_S=10
 	BATCHES=(1 2 4 8 16 32 64 128 256 512)
 fi
+((VHOST || CORE)) || {
+	usage >&2
+	echo "$PROG: --no-vhost and --vhost-only leave nothing to measure" >&2
+	exit 2
+}
 PING_N=20000
 DAEMON_DEFAULT=(--workers 1)
 DAEMON_MAX_S=1800 # no daemon outlives half an hour
@@ -183,7 +198,7 @@ done
 # ------------------------------------------------------------ measurements
 
 CSV=$OUT/batch.csv
-if [[ -n $RS ]]; then
+if ((CORE)) && [[ -n $RS ]]; then
 	measure_pipe "$TPUT_S"
 	measure_switch "$TPUT_S"
 	daemon_stop # nothing of ours runs while memif measures
@@ -192,13 +207,17 @@ if [[ -n $RS ]]; then
 	measure_batch "$BATCH_S" "$CSV" "${BATCHES[@]}"
 	measure_idle_rss "$IDLE_S"
 	daemon_stop
-else
+elif ((CORE)); then
 	failed "$BUILD_ERR" "${ALL_RS_KEYS[@]}"
 	printf 'path,batch,mpps\n' >"$CSV"
 	for p in pipe switch; do
 		for b in "${BATCHES[@]}"; do printf '%s,%s,failed\n' "$p" "$b" >>"$CSV"; done
 	done
 	measure_memif "$MEMIF_S"
+fi
+if ((VHOST)); then
+	vhost_measure "$VH_S" "$VH_IDLE_S" "$([[ -n $RS ]] && echo 1 || echo 0)"
+	daemon_stop
 fi
 
 # ------------------------------------------------------------ report
@@ -222,16 +241,19 @@ dirty_note=
 - rustc: \`$H_RUSTC\`
 - commit: \`$H_COMMIT\`$dirty_note
 - binary: \`${H_VERSION:-not built}\` (cargo build --release -p ringswitch-cli)
-- run: $( ((QUICK)) && echo "\`--quick\`" || echo "full"), ${ELAPSED} s; throughput ${TPUT_S} s per measurement, batch sweep ${BATCH_S} s per point, idle window ${IDLE_S} s, memif ${MEMIF_S} s per size, ping -n $PING_N
+- run: $( ((QUICK)) && echo "\`--quick\`" || echo "full")$( ((CORE)) || echo ", \`--vhost-only\`")$( ((VHOST)) || echo ", \`--no-vhost\`"), ${ELAPSED} s; throughput ${TPUT_S} s per measurement, batch sweep ${BATCH_S} s per point, idle window ${IDLE_S} s, memif ${MEMIF_S} s per size, ping -n $PING_N; VM ports ${VH_S} s per placement, idle ${VH_IDLE_S} s
 - machine load: CPUs ${H_BUSY0}% busy in the second before the run (top: $H_TOP0); load average $H_LOAD0 at the start, $H_LOAD1 at the end
 
 Every number below was measured in this run; targets are the issue's.
 
+EOF
+	if ((CORE)); then
+		cat <<EOF
 ## Results
 
 EOF
-	main_table
-	cat <<EOF
+		main_table
+		cat <<EOF
 
 ## Throughput against batch size (60 B, blocking)
 
@@ -280,6 +302,10 @@ EOF
 - The machine is shared with other jobs (see the load above): figures are
   noisy, single runs.
 
+EOF
+	fi
+	((VHOST)) && vhost_report
+	cat <<EOF
 ## Failures
 
 EOF
@@ -291,6 +317,14 @@ EOF
 } >"$OUT/REPORT.md"
 
 log "done in ${ELAPSED} s: $OUT/REPORT.md"
-main_table
-echo
-batch_table "$CSV"
+if ((CORE)); then
+	main_table
+	echo
+	batch_table "$CSV"
+fi
+if ((VHOST)); then
+	((CORE)) && echo
+	vhost_table
+	echo
+	vhost_placement_table
+fi

@@ -194,6 +194,15 @@ impl Vring {
                 })
                 .ok()
         });
+        if kind == QueueKind::Rx {
+            if let Some(rings) = &self.rings {
+                // The device never waits for RX buffers (a full queue drops),
+                // so it wants no kick when the driver posts some: without
+                // EVENT_IDX that is NO_NOTIFY; with it, avail_event is never
+                // moved, so the driver kicks once per 65536 entries at most.
+                rings.set_used_flags(VRING_USED_F_NO_NOTIFY as u16);
+            }
+        }
     }
 
     /// Publishes used entries written but not yet visible to the guest.

@@ -1,0 +1,511 @@
+#!/usr/bin/env bash
+# bench/peers/ovs-dpdk.sh - measure the OVS-DPDK peer on this machine: the
+# switch a user would put between vhost-user VMs instead of ringswitch.
+#
+# Open vSwitch 3.1 with DPDK (userspace datapath, one PMD thread) with two
+# dpdkvhostuserclient ports; the "VMs" are two DPDK testpmd processes with a
+# virtio_user port each, which own the sockets (vdev server=1): testpmd txonly
+# (64-byte frames) -> OVS -> testpmd rxonly. Same testpmd command lines as
+# ringswitch's vhost benchmark (bench/lib/testpmd.sh). OpenFlow: vm1 -> vm2
+# and vm2 -> vm1 (port to port, the usual OVS-DPDK benchmark set-up);
+# --normal keeps the default NORMAL action (a learning bridge, which floods
+# the never-learned destination to vm2 and to the bridge's internal port).
+#
+# For each CPU placement (receiver CPU, sender CPU, PMD CPU):
+#   - the receiver's Mpps: the median of testpmd's Rx-pps samples after the
+#     first (warm-up) one, covering --seconds s; the sender's likewise;
+#   - over a window of --seconds s during the traffic: packets OVS delivered to
+#     vm2 (ovs-ofctl dump-ports, tx pkts), packets its PMD received
+#     (dpif-netdev/pmd-stats-show after pmd-stats-clear) with its cycles per
+#     packet, and the CPU time of ovs-vswitchd (utime+stime of all its
+#     threads from /proc/PID/stat): ns of CPU per delivered packet.
+# Then, idle: both testpmd started interactive (ports up, no forwarding, no
+# polling), CPU of ovs-vswitchd over --idle-seconds s with the default
+# settings, with other_config:pmd-maxsleep=50 and with =500.
+#
+# stdout (machine-readable): one line per placement, one per idle setting,
+# then one JSON line. Progress and diagnostics go to stderr.
+#
+# Needs root (hugepages: OVS always runs DPDK with --in-memory, which DPDK
+# refuses with --no-huge). Installs dpdk-dev and openvswitch-switch-dpdk if
+# missing. Raises vm.nr_hugepages if fewer than 300 are free and mounts
+# hugetlbfs if nothing is mounted; puts both back on exit, and stops every
+# process it started (also on INT/TERM/HUP).
+
+# shellcheck source-path=SCRIPTDIR
+set -euo pipefail
+
+readonly PROG=${0##*/}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib/testpmd.sh
+. "$HERE/../lib/testpmd.sh"
+
+usage() {
+	cat <<EOF
+usage: $PROG [--seconds N] [--size BYTES] [--placements LIST] [--maxsleep LIST]
+             [--idle-seconds N] [--normal] [--raw DIR]
+
+  --seconds N        measured seconds per placement (default 5)
+  --size BYTES       testpmd --txpkts, 42..2048 (default 64)
+  --placements LIST  space-separated RX,TX,PMD CPU triples: receiver testpmd,
+                     sender testpmd, OVS PMD thread (default "0,1,1 0,1,0 0,0,1")
+  --maxsleep LIST    pmd-maxsleep values (us) to measure each placement with,
+                     0 = not set, OVS's default (default "0 500")
+  --idle-seconds N   idle window per pmd-maxsleep setting, 0 to skip (default 10)
+  --normal           OpenFlow NORMAL action instead of port-to-port flows
+  --raw DIR          keep the logs (testpmd, ovs-vswitchd, pmd-stats) in DIR
+
+environment: OVS_DPDK_TIMEOUT  seconds to wait for start-up and traffic (default 30)
+
+stdout: "ovs-dpdk placement ..." per placement, "ovs-dpdk idle ..." per
+setting, then one JSON line.
+EOF
+}
+
+log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
+is_num() { [[ ${1:-} =~ ^-?[0-9]+([.][0-9]+)?$ ]]; }
+
+SECS=5
+SIZE=64
+PLACEMENTS="0,1,1 0,1,0 0,0,1"
+MAXSLEEPS="0 500"
+IDLE_S=10
+NORMAL=0
+RAWDIR=
+TIMEOUT=${OVS_DPDK_TIMEOUT:-30}
+
+while (($# > 0)); do
+	case $1 in
+	--seconds | --size | --idle-seconds | --placements | --maxsleep | --raw)
+		(($# >= 2)) || die "$1 needs a value (try --help)"
+		opt=$1 val=$2
+		shift 2
+		;;
+	--seconds=* | --size=* | --idle-seconds=* | --placements=* | --maxsleep=* | --raw=*)
+		opt=${1%%=*} val=${1#*=}
+		shift
+		;;
+	--normal)
+		NORMAL=1
+		shift
+		continue
+		;;
+	-h | --help)
+		usage
+		exit 0
+		;;
+	*)
+		usage >&2
+		die "unknown argument: $1"
+		;;
+	esac
+	case $opt in
+	--placements) PLACEMENTS=$val ;;
+	--maxsleep) MAXSLEEPS=$val ;;
+	--raw) RAWDIR=$val ;;
+	*)
+		is_uint "$val" || die "$opt wants a non-negative integer, got '$val'"
+		val=$((10#$val))
+		case $opt in
+		--seconds) SECS=$val ;;
+		--size) SIZE=$val ;;
+		--idle-seconds) IDLE_S=$val ;;
+		esac
+		;;
+	esac
+done
+((SECS >= 1)) || die "--seconds must be at least 1"
+((SIZE >= 42 && SIZE <= 2048)) || die "--size must be within 42..2048, got $SIZE"
+{ is_uint "$TIMEOUT" && ((TIMEOUT >= 1)); } || die "OVS_DPDK_TIMEOUT must be a positive integer"
+NCPU=$(nproc --all 2>/dev/null || getconf _NPROCESSORS_ONLN)
+for p in $PLACEMENTS; do
+	[[ $p =~ ^[0-9]+,[0-9]+,[0-9]+$ ]] || die "bad placement '$p' (want RX,TX,PMD)"
+	IFS=, read -r a b c <<<"$p"
+	((a < NCPU && b < NCPU && c < NCPU)) || die "placement $p: this machine has $NCPU CPUs"
+done
+for m in $MAXSLEEPS; do is_uint "$m" || die "bad --maxsleep value '$m'"; done
+((EUID == 0)) || die "needs root (hugepages, and OVS-DPDK)"
+
+# ---------------------------------------------------------------- install
+
+VSWITCHD=/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk
+install_pkgs() {
+	command -v apt-get >/dev/null 2>&1 || die "$* missing and no apt-get"
+	log "installing $* (apt-get)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -qq "$@" >&2 ||
+		{ apt-get update -qq >&2 && apt-get install -y -qq "$@" >&2; } ||
+		die "apt-get install $* failed"
+}
+need=()
+command -v dpdk-testpmd >/dev/null 2>&1 || need+=(dpdk-dev)
+[[ -x $VSWITCHD ]] || need+=(openvswitch-switch-dpdk)
+((${#need[@]} == 0)) || install_pkgs "${need[@]}"
+command -v dpdk-testpmd >/dev/null 2>&1 || die "dpdk-testpmd still missing"
+[[ -x $VSWITCHD ]] || die "$VSWITCHD still missing"
+OVS_VERSION=$("$VSWITCHD" --version 2>/dev/null | awk 'NR == 1 { print $NF }')
+
+# ---------------------------------------------------------------- cleanup
+
+WORKDIR=
+HP_ORIG=     # vm.nr_hugepages before we raised it
+HP_MOUNT=    # hugetlbfs mount point we created
+OVSDB_PID=
+VSWITCHD_PID=
+IDLE_FDS=()
+declare -a PIDS=()     # testpmd processes still to stop
+declare -a PREFIXES=() # --file-prefix values, runtime dirs removed at exit
+DPDK_RUNDIR=$(testpmd_rundir)
+
+# Stop processes of ours (children, all in our process group, so that a
+# SIGKILL of the group also gets them): SIG to each (testpmd prints its
+# totals on SIGINT and exits), SIGKILL to those left after 3 s.
+#   stop_pids SIG PID...
+stop_pids() {
+	local sig=$1 pid i left
+	shift
+	for pid in "$@"; do kill "-$sig" "$pid" 2>/dev/null || true; done
+	for ((i = 0; i < 30; i++)); do
+		left=0
+		for pid in "$@"; do kill -0 "$pid" 2>/dev/null && left=1; done
+		((left)) || break
+		sleep 0.1
+	done
+	for pid in "$@"; do
+		if kill -0 "$pid" 2>/dev/null; then
+			log "pid $pid ignored SIG$sig, sending SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+		wait "$pid" 2>/dev/null || true
+	done
+}
+
+stop_testpmds() {
+	local fd
+	((${#PIDS[@]} == 0)) || stop_pids INT "${PIDS[@]}"
+	PIDS=()
+	for fd in "${IDLE_FDS[@]}"; do exec {fd}>&-; done
+	IDLE_FDS=()
+}
+
+cleanup() {
+	local rc=$? p
+	trap - EXIT INT TERM HUP
+	stop_testpmds
+	[[ -n $VSWITCHD_PID ]] && stop_pids TERM "$VSWITCHD_PID"
+	[[ -n $OVSDB_PID ]] && stop_pids TERM "$OVSDB_PID"
+	for p in "${PREFIXES[@]}"; do rm -rf -- "${DPDK_RUNDIR:?}/$p"; done
+	if [[ -n $HP_MOUNT ]]; then
+		umount "$HP_MOUNT" 2>/dev/null || log "warning: could not unmount $HP_MOUNT"
+		rmdir "$HP_MOUNT" 2>/dev/null || true
+	fi
+	if [[ -n $HP_ORIG ]]; then
+		echo "$HP_ORIG" >/proc/sys/vm/nr_hugepages 2>/dev/null ||
+			log "warning: could not put vm.nr_hugepages back to $HP_ORIG"
+	fi
+	if [[ -n $RAWDIR && -n $WORKDIR && -d $WORKDIR ]]; then
+		cp "$WORKDIR"/*.log "$WORKDIR"/*.cmd "$WORKDIR"/*.txt "$RAWDIR"/ 2>/dev/null || true
+	fi
+	[[ -n $WORKDIR ]] && rm -rf -- "$WORKDIR"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/ringswitch-ovs.XXXXXX")
+D=$WORKDIR
+[[ -n $RAWDIR ]] && { mkdir -p "$RAWDIR" || die "cannot create $RAWDIR"; }
+
+# ---------------------------------------------------------------- hugepages
+
+free_pages=$(awk '$1 == "HugePages_Free:" { print $2 }' /proc/meminfo)
+if ((${free_pages:-0} < 300)); then
+	HP_ORIG=$(cat /proc/sys/vm/nr_hugepages)
+	want=$((HP_ORIG + 300 - ${free_pages:-0}))
+	log "vm.nr_hugepages $HP_ORIG -> $want (OVS-DPDK: dpdk-socket-mem=512)"
+	echo "$want" >/proc/sys/vm/nr_hugepages
+	free_pages=$(awk '$1 == "HugePages_Free:" { print $2 }' /proc/meminfo)
+	((free_pages >= 256)) || die "only $free_pages free 2 MiB hugepages after raising vm.nr_hugepages"
+fi
+if ! awk '$3 == "hugetlbfs" { f = 1 } END { exit !f }' /proc/mounts; then
+	mkdir -p "$D/huge"
+	mount -t hugetlbfs nodev "$D/huge" || die "cannot mount hugetlbfs"
+	HP_MOUNT=$D/huge
+	log "mounted hugetlbfs on $HP_MOUNT"
+fi
+
+# ---------------------------------------------------------------- OVS
+
+export OVS_RUNDIR=$D OVS_LOGDIR=$D OVS_DBDIR=$D
+V=(ovs-vsctl --timeout=20 "--db=unix:$D/db.sock")
+appctl() { ovs-appctl --timeout=20 -t "$D/ovs-vswitchd-dpdk.$VSWITCHD_PID.ctl" "$@"; }
+ofctl() { ovs-ofctl --timeout=20 "$1" "unix:$D/br0.mgmt" "${@:2}"; }
+
+ovs_fail() {
+	log "error: $*"
+	log "---- ovs-vswitchd log, last 25 lines ----"
+	tail -n 25 "$D/vswitchd.log" 2>/dev/null | cut -c1-220 >&2
+	exit 1
+}
+
+log "starting ovsdb-server and ovs-vswitchd-dpdk $OVS_VERSION in $D"
+ovsdb-tool create "$D/conf.db" /usr/share/openvswitch/vswitch.ovsschema
+# Not --detach: they stay our children, in our process group.
+ovsdb-server "--remote=punix:$D/db.sock" "--pidfile=$D/ovsdb.pid" -vconsole:off \
+	"--log-file=$D/ovsdb.log" "$D/conf.db" </dev/null >/dev/null 2>&1 &
+OVSDB_PID=$!
+# wait_for WHAT SECS COMMAND...: until COMMAND succeeds.
+wait_for() {
+	local what=$1 deadline=$((SECONDS + $2))
+	shift 2
+	until "$@"; do
+		((SECONDS < deadline)) || ovs_fail "$what not ready after ${TIMEOUT}s"
+		sleep 0.1
+	done
+}
+wait_for ovsdb-server "$TIMEOUT" test -S "$D/db.sock"
+"${V[@]}" --no-wait init
+first_pmd=${PLACEMENTS%% *}
+first_pmd=${first_pmd##*,}
+"${V[@]}" --no-wait set Open_vSwitch . other_config:dpdk-init=true \
+	other_config:dpdk-extra="--no-pci" other_config:dpdk-socket-mem=512 \
+	other_config:dpdk-socket-limit=512 \
+	other_config:pmd-cpu-mask="$(printf '0x%x' $((1 << first_pmd)))" \
+	other_config:dpdk-lcore-mask=0x1
+"$VSWITCHD" "unix:$D/db.sock" "--pidfile=$D/vswitchd.pid" -vconsole:off \
+	"--log-file=$D/vswitchd.log" </dev/null >"$D/vswitchd.out" 2>&1 &
+VSWITCHD_PID=$!
+vswitchd_up() {
+	kill -0 "$VSWITCHD_PID" 2>/dev/null || ovs_fail "ovs-vswitchd-dpdk exited during start-up ($(tail -n 3 "$D/vswitchd.out" 2>/dev/null))"
+	grep -q 'DPDK Enabled - initialized' "$D/vswitchd.log" 2>/dev/null && [[ -S $D/ovs-vswitchd-dpdk.$VSWITCHD_PID.ctl ]]
+}
+wait_for "ovs-vswitchd-dpdk (DPDK initialised, control socket)" "$TIMEOUT" vswitchd_up
+"${V[@]}" add-br br0 -- set bridge br0 datapath_type=netdev
+# vm1: the sender's port, vm2: the receiver's.
+for p in vm1 vm2; do
+	"${V[@]}" add-port br0 "$p" -- set Interface "$p" type=dpdkvhostuserclient \
+		"options:vhost-server-path=$D/$p.sock"
+done
+if ((NORMAL)); then
+	FLOWS=normal
+else
+	FLOWS=p2p
+	ofctl del-flows
+	ofctl add-flow in_port=vm1,actions=output:vm2
+	ofctl add-flow in_port=vm2,actions=output:vm1
+fi
+ofctl dump-flows >"$D/flows.txt" 2>&1 || true
+log "bridge br0 (netdev), ports vm1 and vm2 (dpdkvhostuserclient), flows: $FLOWS"
+
+cpu_ticks() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	awk '{ print $12 + $13 }' <<<"$s"
+}
+HZ=$(getconf CLK_TCK)
+now_s() { date +%s.%N; }
+
+# Packets OVS sent to a port (live, from the datapath).
+port_tx() { ofctl dump-ports "$1" 2>/dev/null | awk '$1 == "tx" { sub(/^pkts=/, "", $2); sub(/,$/, "", $2); print $2 }'; }
+
+link_up() { [[ $("${V[@]}" get interface "$1" link_state 2>/dev/null) == up ]]; }
+
+set_pmd_cpu() {
+	local cpu=$1 i
+	"${V[@]}" set Open_vSwitch . other_config:pmd-cpu-mask="$(printf '0x%x' $((1 << cpu)))"
+	for ((i = 0; i < 100; i++)); do
+		appctl dpif-netdev/pmd-rxq-show 2>/dev/null | grep -q "core_id $cpu:" && return 0
+		sleep 0.1
+	done
+	ovs_fail "PMD thread not on CPU $cpu after 10 s"
+}
+
+# start_tp NAME CPU SOCK MODE: testpmd with server=1 on the OVS port's socket.
+# Sets STARTED_PID and STARTED_LOG.
+SEQ=0
+start_tp() {
+	local name=$1 cpu=$2 sock=$3 mode=$4 mac=$TESTPMD_RX_MAC prefix
+	[[ $sock == */vm1.sock ]] && mac=$TESTPMD_TX_MAC
+	SEQ=$((SEQ + 1))
+	prefix=ringswitch-ovs-$$-$SEQ
+	PREFIXES+=("$prefix")
+	testpmd_argv "$cpu" "$prefix" "$sock" 1 "$mac" "$mode" "$SIZE"
+	STARTED_LOG=$D/$(printf '%02d' "$SEQ")-testpmd-$name.log
+	printf '%s\n' "${TESTPMD_ARGV[*]}" >"$STARTED_LOG.cmd"
+	: >"$STARTED_LOG"
+	if [[ $mode == idle ]]; then
+		# Interactive: stdin must stay open (an EOF makes testpmd quit).
+		local fifo=$D/$name.fifo fd
+		mkfifo "$fifo"
+		exec {fd}<>"$fifo"
+		IDLE_FDS+=("$fd")
+		"${TESTPMD_ARGV[@]}" <"$fifo" >"$STARTED_LOG" 2>&1 &
+	else
+		"${TESTPMD_ARGV[@]}" </dev/null >"$STARTED_LOG" 2>&1 &
+	fi
+	STARTED_PID=$!
+	PIDS+=("$STARTED_PID")
+	log "$name: ${TESTPMD_ARGV[*]}"
+}
+
+tp_fail() {
+	local msg=$1 f
+	shift
+	log "error: $msg"
+	for f in "$@"; do
+		log "---- $(basename "$f") ----"
+		testpmd_tail "$f" >&2
+	done
+	log "---- ovs-vswitchd log, last 10 lines ----"
+	tail -n 10 "$D/vswitchd.log" | cut -c1-220 >&2
+	exit 1
+}
+
+# Wait until a testpmd is up and OVS reports its port's link up.
+wait_tp() {
+	local pid=$1 logf=$2 port=$3 deadline=$((SECONDS + TIMEOUT))
+	while :; do
+		kill -0 "$pid" 2>/dev/null || tp_fail "testpmd ($port) exited during start-up" "$logf"
+		testpmd_failed "$logf" && tp_fail "testpmd ($port) failed to start its port" "$logf"
+		testpmd_ready "$logf" && link_up "$port" && return 0
+		((SECONDS < deadline)) || tp_fail "testpmd ($port) not up after ${TIMEOUT}s" "$logf"
+		sleep 0.2
+	done
+}
+
+# ---------------------------------------------------------------- throughput
+
+PL_JSON=()
+BEST=
+BEST_MPPS=0
+set_maxsleep() {
+	if (($1 == 0)); then
+		"${V[@]}" remove Open_vSwitch . other_config pmd-maxsleep
+	else
+		"${V[@]}" set Open_vSwitch . other_config:pmd-maxsleep="$1"
+	fi
+}
+
+for run in $(for pl in $PLACEMENTS; do for m in $MAXSLEEPS; do echo "$pl,$m"; done; done); do
+	IFS=, read -r rxc txc pmdc msl <<<"$run"
+	tag=$rxc$txc$pmdc-ms$msl
+	log "placement rx testpmd CPU $rxc, tx testpmd CPU $txc, PMD CPU $pmdc, pmd-maxsleep=$msl: ${SECS}s"
+	set_pmd_cpu "$pmdc"
+	set_maxsleep "$msl"
+	start_tp "rx-$tag" "$rxc" "$D/vm2.sock" rxonly
+	rxpid=$STARTED_PID rxlog=$STARTED_LOG
+	wait_tp "$rxpid" "$rxlog" vm2
+	start_tp "tx-$tag" "$txc" "$D/vm1.sock" txonly
+	txpid=$STARTED_PID txlog=$STARTED_LOG
+	wait_tp "$txpid" "$txlog" vm1
+	deadline=$((SECONDS + TIMEOUT))
+	until awk '$1 == "Rx-pps:" && $2 + 0 > 0 { f = 1; exit } END { exit !f }' <(testpmd_clean "$rxlog"); do
+		{ kill -0 "$rxpid" 2>/dev/null && kill -0 "$txpid" 2>/dev/null; } || tp_fail "a testpmd died" "$rxlog" "$txlog"
+		((SECONDS < deadline)) || tp_fail "no packets received within ${TIMEOUT}s" "$rxlog" "$txlog"
+		sleep 0.2
+	done
+	sleep 1.5 # past the warm-up sample
+	appctl dpif-netdev/pmd-stats-clear >/dev/null
+	t0=$(now_s) c0=$(cpu_ticks "$VSWITCHD_PID") d0=$(port_tx vm2)
+	sleep "$SECS"
+	t1=$(now_s) c1=$(cpu_ticks "$VSWITCHD_PID") d1=$(port_tx vm2)
+	pmdstats=$(appctl dpif-netdev/pmd-stats-show 2>&1) || true
+	printf '%s\n' "$pmdstats" >"$D/pmd-stats-$tag.txt"
+	"${V[@]}" get interface vm2 statistics >>"$D/pmd-stats-$tag.txt" 2>&1 || true
+	# The samples must cover the window; testpmd prints a block every 1-2 s.
+	deadline=$((SECONDS + 10))
+	while awk -v g="$(testpmd_samples RX "$rxlog" | testpmd_covered)" -v s="$SECS" 'BEGIN { exit !(g < s) }' &&
+		((SECONDS < deadline)); do
+		sleep 0.5
+	done
+	rxs=$(testpmd_samples RX "$rxlog" "$SECS")
+	txs=$(testpmd_samples TX "$txlog" "$SECS")
+	stop_testpmds
+	rx_mpps=$(testpmd_median <<<"$rxs" | awk '{ printf "%.3f", $1 / 1e6 }')
+	tx_mpps=$(testpmd_median <<<"$txs" | awk '{ printf "%.3f", $1 / 1e6 }')
+	log "  rx samples (Mpps, s): $(awk '{ printf "%s%.3f (%.2f)", (NR > 1 ? " " : ""), $1 / 1e6, $2 }' <<<"$rxs")"
+	# The PMD thread's own counters (cleared at the window's start).
+	pmd=$(awk -v c="core_id $pmdc:" 'index($0, c) { on = 1; next } /^[a-z]/ { on = 0 } on' <<<"$pmdstats")
+	pmd_pkts=$(awk '/packets received:/ { print $3 }' <<<"$pmd")
+	pmd_cpp=$(awk '/avg cycles per packet:/ { print $5 }' <<<"$pmd")
+	pmd_proc_cpp=$(awk '/avg processing cycles per packet:/ { print $6 }' <<<"$pmd")
+	pmd_busy=$(awk '/processing cycles:/ { gsub(/[()%]/, "", $4); print $4 }' <<<"$pmd")
+	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	if is_num "$c0" && is_num "$c1" && is_num "$d0" && is_num "$d1" && ((d1 > d0)); then
+		deliv_mpps=$(awk -v n=$((d1 - d0)) -v w="$wall" 'BEGIN { printf "%.3f", n / w / 1e6 }')
+		cpu_pct=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v w="$wall" 'BEGIN { printf "%.1f", 100 * c / hz / w }')
+		ns_pp=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v n=$((d1 - d0)) 'BEGIN { printf "%.1f", c / hz * 1e9 / n }')
+		ns_in=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v n="${pmd_pkts:-0}" 'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e9 / n; else print "null" }')
+	else
+		deliv_mpps=null cpu_pct=null ns_pp=null ns_in=null
+		log "  warning: no counters for the window (vswitchd ticks $c0 -> $c1, vm2 tx $d0 -> $d1)"
+	fi
+	is_num "$rx_mpps" || rx_mpps=null
+	is_num "$tx_mpps" || tx_mpps=null
+	is_num "$pmd_cpp" || pmd_cpp=null
+	is_num "$pmd_proc_cpp" || pmd_proc_cpp=null
+	is_num "$pmd_busy" || pmd_busy=null
+	is_num "$pmd_pkts" || pmd_pkts=null
+	printf 'ovs-dpdk placement rx_cpu=%s tx_cpu=%s pmd_cpu=%s pmd_maxsleep=%s rx_mpps=%s tx_mpps=%s delivered_mpps=%s pmd_in_pkts=%s pmd_cycles_per_pkt=%s pmd_proc_cycles_per_pkt=%s vswitchd_cpu_pct=%s cpu_ns_per_delivered_pkt=%s cpu_ns_per_pmd_pkt=%s\n' \
+		"$rxc" "$txc" "$pmdc" "$msl" "$rx_mpps" "$tx_mpps" "$deliv_mpps" "$pmd_pkts" "$pmd_cpp" "$pmd_proc_cpp" "$cpu_pct" "$ns_pp" "$ns_in"
+	log "  received $rx_mpps Mpps (sender $tx_mpps Mpps; OVS delivered $deliv_mpps Mpps of $pmd_pkts in), PMD $pmd_cpp cycles/pkt ($pmd_proc_cpp processing), vswitchd $cpu_pct% CPU = $ns_pp ns/delivered pkt"
+	j=$(printf '{"rx_cpu":%s,"tx_cpu":%s,"pmd_cpu":%s,"pmd_maxsleep":%s,"rx_mpps":%s,"tx_mpps":%s,"delivered_mpps":%s,"pmd_in_pkts":%s,"pmd_cycles_per_pkt":%s,"pmd_proc_cycles_per_pkt":%s,"pmd_busy_pct":%s,"vswitchd_cpu_pct":%s,"cpu_ns_per_delivered_pkt":%s,"cpu_ns_per_pmd_pkt":%s,"window_s":%s}' \
+		"$rxc" "$txc" "$pmdc" "$msl" "$rx_mpps" "$tx_mpps" "$deliv_mpps" "$pmd_pkts" "$pmd_cpp" "$pmd_proc_cpp" "$pmd_busy" "$cpu_pct" "$ns_pp" "$ns_in" "$wall")
+	PL_JSON+=("$j")
+	if is_num "$rx_mpps" && awk -v a="$rx_mpps" -v b="$BEST_MPPS" 'BEGIN { exit !(a > b) }'; then
+		BEST=$j BEST_MPPS=$rx_mpps
+	fi
+	for p in "${PREFIXES[@]}"; do rm -rf -- "${DPDK_RUNDIR:?}/$p"; done
+done
+
+# ---------------------------------------------------------------- idle
+
+IDLE_JSON=
+if ((IDLE_S > 0)); then
+	IFS=, read -r rxc txc pmdc <<<"${PLACEMENTS%% *}"
+	log "idle: both testpmd interactive (ports up, not forwarding), PMD on CPU $pmdc, ${IDLE_S}s per setting"
+	set_pmd_cpu "$pmdc"
+	start_tp idle-rx "$rxc" "$D/vm2.sock" idle
+	wait_tp "$STARTED_PID" "$STARTED_LOG" vm2
+	start_tp idle-tx "$txc" "$D/vm1.sock" idle
+	wait_tp "$STARTED_PID" "$STARTED_LOG" vm1
+	tp_pids=("${PIDS[@]}")
+	parts=()
+	for ms in default 50 500; do
+		set_maxsleep "${ms/default/0}"
+		sleep 2 # settle
+		t0=$(now_s) c0=$(cpu_ticks "$VSWITCHD_PID")
+		tp0=0
+		for p in "${tp_pids[@]}"; do tp0=$((tp0 + $(cpu_ticks "$p"))); done
+		sleep "$IDLE_S"
+		t1=$(now_s) c1=$(cpu_ticks "$VSWITCHD_PID")
+		tp1=0
+		for p in "${tp_pids[@]}"; do tp1=$((tp1 + $(cpu_ticks "$p"))); done
+		pct=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", 100 * c / hz / (b - a) }')
+		tpct=$(awk -v c=$((tp1 - tp0)) -v hz="$HZ" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", 100 * c / hz / (b - a) }')
+		printf 'ovs-dpdk idle pmd_maxsleep=%s vswitchd_cpu_pct=%s testpmd_cpu_pct=%s\n' "$ms" "$pct" "$tpct"
+		log "  idle, pmd-maxsleep=$ms: ovs-vswitchd $pct% of a core (both testpmd: $tpct%)"
+		parts+=("\"$ms\":$pct")
+	done
+	grep -E 'max sleep|load based sleeps' "$D/vswitchd.log" | tail -n 3 | cut -c1-200 >&2 || true
+	stop_testpmds
+	IDLE_JSON=$(
+		IFS=,
+		printf '{%s}' "${parts[*]}"
+	)
+fi
+
+pl=$(
+	IFS=,
+	printf '%s' "${PL_JSON[*]}"
+)
+printf '{"peer":"ovs-dpdk","version":"%s","flows":"%s","size":%d,"seconds":%d,"idle_seconds":%d,"placements":[%s],"best":%s,"idle_cpu_pct":%s}\n' \
+	"$OVS_VERSION" "$FLOWS" "$SIZE" "$SECS" "$IDLE_S" "$pl" "${BEST:-null}" "${IDLE_JSON:-null}"
