@@ -53,6 +53,9 @@ PORT_OPTS=()        # extra `ctl port add` options, e.g. --no-offloads
 declare -A G_PORT_OPTS=()   # more of them for one guest's port only
 QUEUES=1
 SMP=1
+# QEMU's reboot behaviour: exit (the default), or reset the machine when
+# empty (the guest-reboot scenario).
+REBOOT_OPT=-no-reboot
 T0=$(date +%s%3N)
 KERNEL=
 INITRD=
@@ -221,7 +224,7 @@ guest_start() {
     esac
     timeout -k 5 "$MAX_LIFE" qemu-system-x86_64 \
         -name "rs-vm-$g" -accel tcg -m 256 -smp "$SMP" \
-        -display none -nodefaults -no-reboot -no-user-config \
+        -display none -nodefaults $REBOOT_OPT -no-user-config \
         -serial "file:$log" -serial "pipe:$ctl" -pidfile "$RUN/$g.pid" \
         -kernel "$KERNEL" -initrd "$INITRD" \
         -append "console=ttyS0 quiet panic=-1 ipv6.disable=1 rs_name=$g rs_ip=$(ip_of "$g")/24 rs_timeout=$MAX_LIFE" \

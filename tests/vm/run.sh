@@ -19,6 +19,9 @@
 #   daemon-restart-client   the same with --client ports; ringswitch reconnects
 #   guest-restart           three guests; B's QEMU killed and restarted while
 #                           A and C keep pinging; then A and B ping again
+#   guest-reboot            B reboots inside its running QEMU (the device is
+#                           reset over the same vhost-user connection); A and
+#                           B ping again after it is back
 #   multiqueue              --queues 2, two vCPUs per guest: ping and two
 #                           TCP streams at once, one per CPU (so per TX queue)
 #
@@ -359,6 +362,29 @@ daemon_restart() {
 sc_daemon_restart_server() { daemon_restart server; }
 sc_daemon_restart_client() { daemon_restart client; }
 
+sc_guest_reboot() {
+    REBOOT_OPT=
+    guests A B
+    ping_pairs "A B" "B A"
+    local log boots t
+    log=$(guest_log B)
+    step "B reboots inside its QEMU (reboot -f)"
+    guest_cmd B "reboot -f"
+    t=$(($(now_ms) + 90000))
+    while :; do
+        boots=$(tr -d '\r' <"$log" | grep -a -c '^RS-READY ' || true)
+        [ "$boots" -ge 2 ] && break
+        guest_alive B || fail "guest B's QEMU exited instead of rebooting"
+        daemon_check
+        [ "$(now_ms)" -lt "$t" ] || fail "guest B did not come back from its reboot within 90 s"
+        sleep 0.2
+    done
+    note "guest B booted again: $(tr -d '\r' <"$log" | grep -a '^RS-READY ' | tail -n 1)"
+    reach A B 30
+    ping_pairs "A B" "B A"
+    show_counters A B
+}
+
 sc_guest_restart() {
     backends ringswitch socket
     guests A B C
@@ -428,7 +454,7 @@ sc_multiqueue() {
 
 scenario=${1:-}
 case "$scenario" in
-    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | multiqueue) ;;
+    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | guest-reboot | multiqueue) ;;
     *)
         sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
         exit 2

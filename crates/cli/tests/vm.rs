@@ -151,6 +151,13 @@ fn vm_guest_restart() {
     scenario("guest-restart");
 }
 
+/// B reboots inside its running QEMU: the device is reset and set up again
+/// over the same vhost-user connection; A and B ping again afterwards.
+#[test]
+fn vm_guest_reboot() {
+    scenario("guest-reboot");
+}
+
 /// Two queue pairs, two vCPUs per guest: ping and two TCP streams at once,
 /// one from each vCPU.
 #[test]
