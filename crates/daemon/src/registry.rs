@@ -204,16 +204,20 @@ impl Registry {
         persistent: bool,
     ) -> Result<(), ErrorReply> {
         let res = self.attach_new_port(sw, port, g, persistent);
+        self.drop_failed_switch(sw, &res);
+        res
+    }
+
+    /// Does not leave an on-demand switch behind for a port that failed.
+    fn drop_failed_switch(&mut self, sw: &str, res: &Result<(), ErrorReply>) {
         if res.is_err()
             && self
                 .switches
                 .get(sw)
                 .is_some_and(|s| s.ports.is_empty() && !s.persistent)
         {
-            // Do not leave an on-demand switch behind for a port that failed.
             self.switches.remove(sw);
         }
-        res
     }
 
     fn attach_new_port(
@@ -305,14 +309,7 @@ impl Registry {
         spec: &VhostUserSpec,
     ) -> Result<(), ErrorReply> {
         let res = self.attach_vm_port(sw, port, spec);
-        if res.is_err()
-            && self
-                .switches
-                .get(sw)
-                .is_some_and(|s| s.ports.is_empty() && !s.persistent)
-        {
-            self.switches.remove(sw);
-        }
+        self.drop_failed_switch(sw, &res);
         res
     }
 

@@ -483,6 +483,25 @@ impl Switch {
     }
 }
 
+/// The buffer of RX slot `d`, repaired (set back to the slot's own buffer,
+/// `default_buf + d`) if the application pointed it outside its region.
+#[inline(always)]
+pub(crate) fn valid_buf(
+    dregion: &Region,
+    dring: &ringswitch_ring::RingRef<'_>,
+    default_buf: u32,
+    d: u32,
+) -> u32 {
+    let b = dring.buf_idx(d);
+    if dregion.buf_ofs(b).is_some() {
+        b
+    } else {
+        let b = default_buf + d;
+        dring.set_buf_idx(d, b);
+        b
+    }
+}
+
 #[inline(always)]
 pub(crate) fn slots_for(len: u32, buf: u32) -> u32 {
     if len <= buf {
@@ -541,18 +560,7 @@ fn deliver(
             left = 0;
             continue;
         }
-        // Destination buffer of slot `d`, repaired if the application
-        // pointed it outside its region.
-        let dest_buf = |d: u32| {
-            let b = dring.buf_idx(d);
-            if dregion.buf_ofs(b).is_some() {
-                b
-            } else {
-                let b = default_buf + d;
-                dring.set_buf_idx(d, b);
-                b
-            }
-        };
+        let dest_buf = |d: u32| valid_buf(dregion, &dring, default_buf, d);
         if left > 4 {
             dregion.prefetch_buf(dring.buf_idx(arith::add(d, 4, dn)));
         }
@@ -625,22 +633,7 @@ fn deliver(
         pkts += 1;
         bytes += p.len as u64;
     }
-    let woke = {
-        let mut st = drp.rx(q);
-        let unused = res.len - (arith::dist(res.start, d, dn));
-        if unused > 0 && !st.shrink(res, unused) {
-            // A later lease exists: the slots cannot be given back, so they
-            // go out as empty frames (only with several workers).
-            for _ in 0..unused {
-                dring.set_len_flags(d, 0, 0);
-                d = arith::next(d, dn);
-            }
-        }
-        st.complete(res) && st.ring.app_wants_kick()
-    };
-    if woke {
-        drp.irq(q).signal();
-    }
+    drp.finish_lease(q, res, d, &dring);
     let c = &dport.counters;
     Counters::add(&c.rx_packets, pkts);
     Counters::add(&c.rx_bytes, bytes);

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringswitch_control::PortStats;
-use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region};
+use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region, RingRef};
 use ringswitch_vhost::socket::SharedNet;
 use ringswitch_vhost::VirtioNetPort;
 
@@ -410,6 +410,29 @@ impl RingPort {
     pub fn set_awake(&self) {
         for r in self.tx.iter() {
             lock(r).set_awake();
+        }
+    }
+
+    /// Ends a delivery into RX ring `q` that filled the reservation `res`
+    /// up to (not including) slot `d`: gives back the unused slots (or, if
+    /// a later lease exists, sends them as empty frames: only with several
+    /// workers), completes the lease, and interrupts the application if it
+    /// asked.
+    pub fn finish_lease(&self, q: usize, res: Reservation, mut d: u32, dring: &RingRef<'_>) {
+        let dn = dring.num_slots();
+        let woke = {
+            let mut st = self.rx(q);
+            let unused = res.len - arith::dist(res.start, d, dn);
+            if unused > 0 && !st.shrink(res, unused) {
+                for _ in 0..unused {
+                    dring.set_len_flags(d, 0, 0);
+                    d = arith::next(d, dn);
+                }
+            }
+            st.complete(res) && st.ring.app_wants_kick()
+        };
+        if woke {
+            self.irq(q).signal();
         }
     }
 }

@@ -16,7 +16,7 @@ use ringswitch_ring::layout::MAX_FRAGS;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region, RingRef};
 use ringswitch_vhost::{RxError, VirtioNetHdr, VirtioNetPort};
 
-use crate::engine::{slots_for, BatchResult, Ft, Scratch, Switch, MIN_FRAME};
+use crate::engine::{slots_for, valid_buf, BatchResult, Ft, Scratch, Switch, MIN_FRAME};
 use crate::learning::Decision;
 use crate::port::{Backend, Counters, RingPort, SwitchPort, VirtioPort};
 
@@ -428,16 +428,7 @@ fn ring_put<'a>(
     let dring = dregion.ring_at(place);
     let dn = place.num_slots;
     let default_buf = dregion.layout().first_buf(0, Dir::Rx, q as u32);
-    let dest_buf = |d: u32| {
-        let b = dring.buf_idx(d);
-        if dregion.buf_ofs(b).is_some() {
-            b
-        } else {
-            let b = default_buf + d;
-            dring.set_buf_idx(d, b);
-            b
-        }
-    };
+    let dest_buf = |d: u32| valid_buf(dregion, &dring, default_buf, d);
     let mut left = res.len;
     let mut d = res.start;
     let (mut pkts, mut bytes, mut dropped, mut long) = (0u64, 0u64, 0u64, 0u64);
@@ -472,38 +463,12 @@ fn ring_put<'a>(
         pkts += 1;
         bytes += f.len() as u64;
     }
-    finish_lease(drp, q, res, d, dn, &dring);
+    drp.finish_lease(q, res, d, &dring);
     Counters::add(&c.rx_packets, pkts);
     Counters::add(&c.rx_bytes, bytes);
     Counters::add(&c.drop_rx_full, dropped);
     Counters::add(&c.drop_long, long);
     filled
-}
-
-/// Gives back unused reserved slots, completes the lease and wakes the
-/// application if it asked.
-fn finish_lease(
-    drp: &RingPort,
-    q: usize,
-    res: crate::port::Reservation,
-    mut d: u32,
-    dn: u32,
-    dring: &RingRef<'_>,
-) {
-    let woke = {
-        let mut st = drp.rx(q);
-        let unused = res.len - arith::dist(res.start, d, dn);
-        if unused > 0 && !st.shrink(res, unused) {
-            for _ in 0..unused {
-                dring.set_len_flags(d, 0, 0);
-                d = arith::next(d, dn);
-            }
-        }
-        st.complete(res) && st.ring.app_wants_kick()
-    };
-    if woke {
-        drp.irq(q).signal();
-    }
 }
 
 /// Delivers packets `order` of a ring port's batch into VM `dv`: each frame
