@@ -6,6 +6,14 @@ set -euo pipefail
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# NIC ports (crates/netdev): AF_XDP through libxdp and libbpf, linked at
+# build time; the NIC and host-port tests use ip (iproute2), setpriv
+# (util-linux), ethtool and busybox's ping, nc and sha256sum.
+dpkg -s libxdp-dev >/dev/null 2>&1 || need_apt+=(libxdp-dev)
+dpkg -s libbpf-dev >/dev/null 2>&1 || need_apt+=(libbpf-dev)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 # The VM tests (crates/cli/tests/vm.rs, tests/vm/): QEMU under TCG, a guest
 # kernel with its virtio modules, busybox for the guest's userland, cpio to
 # pack the initramfs, jq to read `ctl --json`, pgrep to find the daemon.

@@ -42,6 +42,8 @@ MATCH=
 # shellcheck disable=SC2034 # the status of the last command guest_done waited for
 RC=0
 WRAPPERS=()         # pids of timeout(1) wrappers, each a process group leader
+NETNS=()            # network namespaces to delete at the end
+HOST_LINKS=()       # interfaces of the root namespace to delete at the end
 GUESTS=()
 declare -A G_IDX=() G_GEN=() G_WRAP=() G_FD=() G_START=()
 DAEMON_WRAP=
@@ -151,6 +153,8 @@ cleanup() {
         kill -0 "$p" 2>/dev/null && kill -KILL -- "-$p" 2>/dev/null
     done
     wait 2>/dev/null
+    for p in "${NETNS[@]}"; do ip netns del "$p" 2>/dev/null; done
+    for p in "${HOST_LINKS[@]}"; do ip link del "$p" 2>/dev/null; done
     [ -n "$SOCKDIR" ] && rm -f "$SOCKDIR"/*.sock
     [ -n "$SOCKDIR" ] && [ "$SOCKDIR" != "$RUN" ] && rmdir "$SOCKDIR" 2>/dev/null
     if [ "$rc" -eq 0 ] && [ -z "$SKIPPED" ]; then

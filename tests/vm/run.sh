@@ -24,6 +24,10 @@
 #                           B ping again after it is back
 #   multiqueue              --queues 2, two vCPUs per guest: ping and two
 #                           TCP streams at once, one per CPU (so per TX queue)
+#   outside                 guest A and the world outside the switch: a
+#                           namespace behind a veth pair attached over
+#                           AF_XDP, and the host stack through a TAP host
+#                           port; ping and TCP (sha256) both ways with each
 #
 # Stand-ins that prove the harness and the guests without ringswitch (the
 # scenarios that need what they lack say SKIP):
@@ -450,11 +454,100 @@ sc_multiqueue() {
     show_counters A B
 }
 
+# ns_tcp_to_guest NS G PORT: TCP_BYTES from namespace NS to guest G.
+ns_tcp_to_guest() {
+    local ns=$1 g=$2 port=$3 f=$RUN/ns-tx.$3 sum
+    guest_cmd "$g" rs_recv "$port"
+    local idr=$CMD_ID
+    wait_marker "$g" "RECV id=$idr listening" 20
+    head -c "$TCP_BYTES" /dev/urandom >"$f"
+    sum=$(sha256sum "$f" | cut -d' ' -f1)
+    local n=0
+    until timeout 60 ip netns exec "$ns" busybox nc -w 5 "$(ip_of "$g")" "$port" <"$f"; do
+        n=$((n + 1))
+        [ "$n" -lt 20 ] || fail "namespace $ns cannot connect to guest $g port $port"
+        sleep 0.5
+    done
+    guest_done "$g" "$idr" 60
+    result "$g" SHA256 "$idr"
+    [ "$(kv "$MATCH" sum)" = "$sum" ] ||
+        fail "TCP $ns -> $g: sent $TCP_BYTES bytes sha256 $sum, the guest received $(kv "$MATCH" bytes) bytes sha256 $(kv "$MATCH" sum)"
+    note "TCP $ns -> $g: $TCP_BYTES bytes, sha256 $sum on both sides"
+}
+
+# guest_tcp_to_ns G NS IP PORT: TCP_BYTES from guest G to a listener in NS.
+guest_tcp_to_ns() {
+    local g=$1 ns=$2 ip=$3 port=$4 f=$RUN/ns-rx.$4
+    rm -f "$f"
+    timeout 120 ip netns exec "$ns" busybox nc -l -p "$port" >"$f" </dev/null &
+    local lpid=$!
+    guest_cmd "$g" rs_send "$ip" "$port" "$TCP_BYTES"
+    local ids=$CMD_ID
+    guest_done "$g" "$ids" 120
+    result "$g" SHA256 "$ids"
+    local tx=$MATCH
+    wait "$lpid" || true
+    local got
+    got=$(sha256sum "$f" | cut -d' ' -f1)
+    [ "$(kv "$tx" sum)" = "$got" ] ||
+        fail "TCP $g -> $ns: guest sent $(kv "$tx" bytes) bytes sha256 $(kv "$tx" sum), $ns received $(wc -c <"$f") bytes sha256 $got"
+    note "TCP $g -> $ns: $(kv "$tx" bytes) bytes, sha256 $got on both sides"
+}
+
+sc_outside() {
+    backends ringswitch
+    command -v ip >/dev/null || fail "no ip command: install iproute2"
+    local k=$(($$ % 10000))
+    local nsw=rsvw$k nst=rsvt$k vin=rvi$k vout=rvo$k tap=rvt$k
+    local ipw=10.0.0.200 ipt=10.0.0.201
+    guests A
+    step "namespace $nsw behind veth $vout (attached over AF_XDP), host port $tap in $nst"
+    NETNS+=("$nsw" "$nst")
+    HOST_LINKS+=("$vout")
+    ip netns add "$nsw"
+    ip netns add "$nst"
+    ip link add "$vout" type veth peer name "$vin" netns "$nsw"
+    ip -n "$nsw" addr add "$ipw/24" dev "$vin"
+    ip -n "$nsw" link set "$vin" up
+    ip -n "$nsw" link set lo up
+    # a wire: whole frames of at most the MTU, checksums finished
+    ip netns exec "$nsw" ethtool -K "$vin" tx off tso off gso off gro off >/dev/null
+    ip link set "$vout" up
+    ctl_ok attach vale0 "$vout" --mode native
+    ctl_ok attach vale0 --host "$tap"
+    # The TAP keeps its queues when it moves to another namespace.
+    ip link set "$tap" netns "$nst"
+    ip -n "$nst" addr add "$ipt/24" dev "$tap"
+    ip -n "$nst" link set "$tap" up
+    ip -n "$nst" link set lo up
+    note "$(ctl port list | grep -E "$vout|$tap" | tr -s ' ')"
+
+    step "ping both ways: A <-> $nsw (AF_XDP), A <-> $nst (TAP)"
+    guest_cmd A rs_ping "$ipw" 5
+    guest_done A "$CMD_ID" 40
+    result A PING "$CMD_ID"
+    [ "$(kv "$MATCH" rx)" = 5 ] || fail "guest A -> $ipw over AF_XDP: $(kv "$MATCH" rx) replies of 5"
+    guest_cmd A rs_ping "$ipt" 5
+    guest_done A "$CMD_ID" 40
+    result A PING "$CMD_ID"
+    [ "$(kv "$MATCH" rx)" = 5 ] || fail "guest A -> $ipt over the TAP: $(kv "$MATCH" rx) replies of 5"
+    ip netns exec "$nsw" busybox ping -c 3 -W 5 "$(ip_of A)" >/dev/null || fail "$nsw cannot ping guest A"
+    ip netns exec "$nst" busybox ping -c 3 -W 5 "$(ip_of A)" >/dev/null || fail "$nst cannot ping guest A"
+    note "pings answered both ways"
+
+    step "TCP both ways with each, $TCP_BYTES bytes"
+    ns_tcp_to_guest "$nsw" A 5001
+    guest_tcp_to_ns A "$nsw" "$ipw" 5002
+    ns_tcp_to_guest "$nst" A 5003
+    guest_tcp_to_ns A "$nst" "$ipt" 5004
+    show_counters A "$vout" "$tap"
+}
+
 # ---- main ------------------------------------------------------------------
 
 scenario=${1:-}
 case "$scenario" in
-    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | guest-reboot | multiqueue) ;;
+    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | guest-reboot | multiqueue | outside) ;;
     *)
         sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
         exit 2

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use clap::{Args, Subcommand};
+use ringswitch_control::proto::{AttachReply, HostSpec, NicMode, NicSpec};
 use ringswitch_control::{
     Connection, MacEntry, PortInfo, PortKind, PortStats, Request, SwitchInfo, VhostUserSpec,
 };
@@ -38,6 +39,83 @@ enum CtlCmd {
         /// Switch name.
         switch: String,
     },
+    /// Attach a NIC (AF_XDP, or AF_PACKET where XDP cannot attach) and/or
+    /// a host-stack port (a TAP interface) to a switch, like vale-ctl -a/-h:
+    /// `attach vale0 eth0`, `attach vale0 --host tap0`, `attach vale0 eth0
+    /// --host` (the TAP is then named eth0^).
+    Attach(AttachArgs),
+    /// Detach an interface port (vale0:eth0): the XDP program is removed,
+    /// a TAP deleted, and the interface is the kernel's again.
+    Detach {
+        /// Port name (vale0:eth0), or a switch followed by the interface.
+        name: String,
+        /// The interface, when the first argument is only the switch.
+        ifname: Option<String>,
+    },
+}
+
+#[derive(Args)]
+struct AttachArgs {
+    /// Switch (created if needed).
+    switch: String,
+    /// NIC to attach (same as --nic).
+    #[arg(value_name = "IFNAME")]
+    ifname: Option<String>,
+    /// NIC to attach.
+    #[arg(long, value_name = "IFNAME", conflicts_with = "ifname")]
+    nic: Option<String>,
+    /// Also (or only) a host-stack port: a TAP interface named NAME, or
+    /// `<nic>^` when a NIC is given and NAME is left out.
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    host: Option<String>,
+    /// How to attach the NIC: auto (native XDP, then generic XDP, then
+    /// AF_PACKET), native, generic or packet.
+    #[arg(long, value_enum, default_value = "auto")]
+    mode: ModeArg,
+    /// NIC queues to attach (default: all its receive queues).
+    #[arg(long)]
+    queues: Option<u32>,
+    /// Queues of the host port's TAP.
+    #[arg(long, default_value_t = 1)]
+    host_queues: u32,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    Auto,
+    Native,
+    Generic,
+    Packet,
+}
+
+impl From<ModeArg> for NicMode {
+    fn from(m: ModeArg) -> NicMode {
+        match m {
+            ModeArg::Auto => NicMode::Auto,
+            ModeArg::Native => NicMode::Native,
+            ModeArg::Generic => NicMode::Generic,
+            ModeArg::Packet => NicMode::Packet,
+        }
+    }
+}
+
+fn attach_request(a: &AttachArgs) -> Result<Request, Box<dyn std::error::Error>> {
+    let nic = a.ifname.clone().or_else(|| a.nic.clone());
+    if nic.is_none() && a.host.is_none() {
+        return Err("attach needs an interface (attach vale0 eth0), --host NAME, or both".into());
+    }
+    Ok(Request::Attach {
+        switch: a.switch.clone(),
+        nic: nic.map(|ifname| NicSpec {
+            ifname,
+            mode: a.mode.into(),
+            queues: a.queues,
+        }),
+        host: a.host.as_ref().map(|n| HostSpec {
+            name: (!n.is_empty()).then(|| n.clone()),
+            queues: a.host_queues,
+        }),
+    })
 }
 
 #[derive(Subcommand)]
@@ -170,6 +248,14 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                 switch: switch.clone(),
             },
         )?,
+        CtlCmd::Attach(a) => call(&mut c, attach_request(a)?)?,
+        CtlCmd::Detach { name, ifname } => {
+            let name = match ifname {
+                Some(i) => format!("{name}:{i}"),
+                None => name.clone(),
+            };
+            call(&mut c, Request::Detach { name })?
+        }
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -197,12 +283,20 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                     "PERSISTENT",
                     "RINGS",
                     "SLOTS",
-                    "BUF/SOCKET",
+                    "BUF/SOCKET/IF",
                     "WORKER",
                 ],
                 v.into_iter()
                     .map(|p| {
                         let (rings, slots, buf) = match (&p.geometry, &p.vhost_user) {
+                            _ if p.iface.is_some() => {
+                                let i = p.iface.as_ref().expect("checked");
+                                (
+                                    format!("{}/{}", i.queues, i.queues),
+                                    "-".into(),
+                                    format!("{} {}", i.ifname, i.driver),
+                                )
+                            }
                             (Some(g), _) => (
                                 format!("{}/{}", g.tx_rings, g.rx_rings),
                                 format!("{}/{}", g.tx_slots, g.rx_slots),
@@ -225,6 +319,8 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                                 PortKind::Vale => "vale",
                                 PortKind::Pipe => "pipe",
                                 PortKind::VhostUser => "vhost-user",
+                                PortKind::Nic => "nic",
+                                PortKind::Host => "host",
                             }
                             .into(),
                             if p.open { "yes" } else { "no" }.into(),
@@ -254,6 +350,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                     "DROP_SHORT",
                     "DROP_LONG",
                     "DROP_DOWN",
+                    "DROP_KERNEL",
                     "REINITS",
                 ],
                 v.into_iter()
@@ -269,6 +366,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                             s.drop_short.to_string(),
                             s.drop_long.to_string(),
                             s.drop_link_down.to_string(),
+                            s.drop_kernel.to_string(),
                             s.ring_reinits.to_string(),
                         ]
                     })
@@ -283,6 +381,24 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                     .map(|m| vec![m.mac, m.port, m.age_s.to_string()])
                     .collect(),
             );
+        }
+        CtlCmd::Attach(_) => {
+            let v: AttachReply = serde_json::from_value(v)?;
+            for p in v.ports {
+                let why = if p.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", p.reason)
+                };
+                println!(
+                    "attached {} as {} ({}, {} queue{}){why}",
+                    p.ifname,
+                    p.port,
+                    p.driver,
+                    p.queues,
+                    if p.queues == 1 { "" } else { "s" }
+                );
+            }
         }
         _ => {}
     }

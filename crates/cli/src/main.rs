@@ -61,6 +61,11 @@ struct ServeArgs {
     /// back when it sleeps. Do not combine with --idle-poll-us.
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
     worker_rt_priority: Option<u8>,
+    /// Keep the configuration (persistent switches and ports, VM ports,
+    /// attached interfaces) in FILE: recreated from it at start, saved to it
+    /// after every change, so a restarted daemon comes back as it was.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -143,6 +148,7 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     cfg.mac_age_s = a.mac_age;
     cfg.worker_cpus = a.worker_cpus;
     cfg.worker_rt_priority = a.worker_rt_priority;
+    cfg.config = a.config.map(|p| std::path::absolute(&p).unwrap_or(p));
     if a.worker_rt_priority.is_some() && a.idle_poll_us > 0 {
         return Err(
             "--worker-rt-priority with --idle-poll-us would let a spinning worker \

@@ -164,3 +164,13 @@ fn vm_guest_reboot() {
 fn vm_multiqueue() {
     scenario("multiqueue");
 }
+
+/// Guest A and the world outside the switch: a namespace behind a veth
+/// pair attached over AF_XDP, and the host stack through a TAP host port
+/// (checksum and TSO offloads passing between the host stack and the
+/// guest); ping and TCP with matching sha256 both ways with each. Needs
+/// root for the namespaces.
+#[test]
+fn vm_outside_world_over_af_xdp_and_a_host_port() {
+    scenario("outside");
+}

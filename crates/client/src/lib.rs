@@ -138,9 +138,9 @@ impl Port {
         let expected = match info.kind {
             PortKind::Vale => 2 + pairs,
             PortKind::Pipe => 1 + 2 * pairs,
-            PortKind::VhostUser => {
+            PortKind::VhostUser | PortKind::Nic | PortKind::Host => {
                 return Err(ClientError::Reply(
-                    "the daemon opened a vhost-user port as a netmap port",
+                    "the daemon opened a VM or interface port as a netmap port",
                 ))
             }
         };
@@ -176,7 +176,7 @@ impl Port {
                 let irqs: Vec<EventFd> = fds.map(EventFd::from_fd).collect();
                 (irqs, Backend::Switch { kick })
             }
-            PortKind::Pipe | PortKind::VhostUser => {
+            PortKind::Pipe | PortKind::VhostUser | PortKind::Nic | PortKind::Host => {
                 let mut all: Vec<EventFd> = fds.map(EventFd::from_fd).collect();
                 let peer = all.split_off(pairs);
                 (

@@ -95,9 +95,12 @@ pub enum NameError {
 }
 
 fn valid_part(s: &str) -> bool {
-    !s.is_empty()
+    // A trailing `^` names a host-stack port (`vale0:eth0^`), as in netmap.
+    let body = s.strip_suffix('^').unwrap_or(s);
+    !body.is_empty()
         && s.len() <= MAX_NAME_LEN
-        && s.bytes()
+        && body
+            .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 

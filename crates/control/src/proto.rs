@@ -77,6 +77,94 @@ pub enum Request {
         /// Handle from the open reply.
         handle: u64,
     },
+    /// Attach a kernel interface to a switch: a NIC (AF_XDP or AF_PACKET),
+    /// a host-stack TAP port, or both (like `vale-ctl -h`). Its ports are
+    /// `<switch>:<ifname>` and `<switch>:<tap name>`.
+    Attach {
+        /// Switch name (created if needed).
+        switch: String,
+        /// The NIC to attach.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nic: Option<NicSpec>,
+        /// The host-stack port to create.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<HostSpec>,
+    },
+    /// Detach an interface port (a NIC or a TAP) and give the interface
+    /// back to the kernel (the XDP program removed, the TAP deleted).
+    Detach {
+        /// Port name (`vale0:eth0`).
+        name: String,
+    },
+}
+
+/// A NIC to attach.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicSpec {
+    /// Interface name.
+    pub ifname: String,
+    /// `auto` (default: native XDP, then generic XDP, then AF_PACKET),
+    /// `native`, `generic` or `packet`.
+    #[serde(default)]
+    pub mode: NicMode,
+    /// Queues to attach (default: all the interface's receive queues).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u32>,
+}
+
+/// How to attach a NIC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NicMode {
+    /// The best that works here, logged.
+    #[default]
+    Auto,
+    /// AF_XDP with the XDP program in the driver.
+    Native,
+    /// AF_XDP over generic (skb) XDP.
+    Generic,
+    /// AF_PACKET (TPACKET_V3).
+    Packet,
+}
+
+/// A host-stack port: a TAP interface the switch creates.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// Name of the TAP interface (with a NIC and no name: `<nic>^`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Queues (multi-queue TAP), 1 to 16.
+    #[serde(default = "one_u32")]
+    pub queues: u32,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+/// What `attach` created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachReply {
+    /// The ports, NIC first.
+    pub ports: Vec<IfaceInfo>,
+}
+
+/// What `port-list` says of an interface port.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IfaceInfo {
+    /// Port name (`vale0:eth0`).
+    pub port: String,
+    /// Interface name.
+    pub ifname: String,
+    /// `xdp-native-zc`, `xdp-native`, `xdp-generic`, `af-packet` or `tap`.
+    pub driver: String,
+    /// Queues attached.
+    pub queues: u32,
+    /// Why this driver (for NICs in auto mode).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
 }
 
 /// A vhost-user port: where its socket is and what the device offers.
@@ -135,6 +223,8 @@ pub enum ErrorCode {
     Geometry,
     /// Not supported by this build.
     Unsupported,
+    /// The daemon lacks a privilege (a capability) the request needs.
+    Permission,
     /// The daemon failed.
     Internal,
 }
@@ -201,6 +291,10 @@ pub enum PortKind {
     Pipe,
     /// A switch port that is a vhost-user virtio-net device (a VM).
     VhostUser,
+    /// A switch port that is a NIC (AF_XDP or AF_PACKET).
+    Nic,
+    /// A switch port that is the host's stack (a TAP interface).
+    Host,
 }
 
 /// Result of `open`. The message carries descriptors in this order: the
@@ -256,6 +350,9 @@ pub struct PortInfo {
     /// Socket and state of a vhost-user port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vhost_user: Option<VhostUserInfo>,
+    /// Interface and driver of a NIC or host port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iface: Option<IfaceInfo>,
 }
 
 /// Counters of one port. "tx" is what its client sent into the switch, "rx"
@@ -288,6 +385,24 @@ pub struct PortStats {
     /// its queues were not running).
     #[serde(default)]
     pub drop_link_down: u64,
+    /// Interface ports: frames the kernel dropped before the switch saw
+    /// them (AF_XDP ring full or no fill buffers, AF_PACKET drops).
+    #[serde(default)]
+    pub drop_kernel: u64,
+    /// Interface ports: frames the kernel refused on transmit.
+    #[serde(default)]
+    pub kernel_tx_invalid: u64,
+    /// VM ports: receive descriptor chains the guest posted that failed
+    /// validation (completed with length 0; the frame went to the next).
+    #[serde(default)]
+    pub vm_rx_bad_chains: u64,
+    /// VM ports: times a guest's available index ran more than a queue's
+    /// size ahead (the queue is ignored until the guest resets it).
+    #[serde(default)]
+    pub vm_ring_errors: u64,
+    /// VM ports: interrupts sent to the guest.
+    #[serde(default)]
+    pub vm_interrupts: u64,
 }
 
 /// One MAC table entry.

@@ -40,6 +40,10 @@ pub struct Config {
     /// worker then preempts a busy-polling neighbour on its CPU at once,
     /// and gives the CPU back when it sleeps. Needs CAP_SYS_NICE.
     pub worker_rt_priority: Option<u8>,
+    /// Keep the persistent configuration (switches, ports, VM ports,
+    /// attached interfaces) in this file: replayed at start, saved after
+    /// every change.
+    pub config: Option<PathBuf>,
 }
 
 impl Config {
@@ -53,8 +57,26 @@ impl Config {
             mac_age_s: ringswitch_switch::learning::DEFAULT_AGE_S,
             worker_cpus: Vec::new(),
             worker_rt_priority: None,
+            config: None,
         }
     }
+}
+
+/// Replays a saved configuration, request by request: what cannot be
+/// recreated (an interface that is gone) is logged and left out, and the
+/// file is rewritten with what was.
+fn restore(registry: &Mutex<Registry>, saved: Vec<Request>, path: &Path) {
+    let n = saved.len();
+    let mut failed = 0;
+    for req in saved {
+        let what = serde_json::to_string(&req).unwrap_or_default();
+        let (reply, _) = handle(0, req, registry);
+        if let Some(e) = reply.error {
+            failed += 1;
+            warn!(request = %what, error = %e.message, "cannot restore part of the saved configuration");
+        }
+    }
+    info!(path = %path.display(), requests = n, failed, "configuration restored");
 }
 
 /// Errors starting the daemon.
@@ -117,13 +139,30 @@ impl Daemon {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(DaemonError::Worker)?;
-        let registry = Arc::new(Mutex::new(Registry::new(
+        let mut registry = Registry::new(
             SwitchConfig {
                 batch: cfg.batch,
                 mac_age_s: cfg.mac_age_s,
             },
             workers,
-        )));
+        );
+        // Beside the socket: the same daemon instance owns both.
+        let state = cfg.socket.with_extension("attached");
+        registry::clean_stale_attachments(&state);
+        registry.set_state_file(state);
+        let saved = match &cfg.config {
+            Some(path) => registry::load_config(path).map_err(DaemonError::Config)?,
+            None => Vec::new(),
+        };
+        let registry = Arc::new(Mutex::new(registry));
+        if let Some(path) = &cfg.config {
+            // Replayed before the file is set: a crash while restoring
+            // leaves the file as it was.
+            restore(&registry, saved, path);
+            let mut r = lock(&registry);
+            r.set_config_file(path.clone());
+            r.save_config();
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let (r, s) = (registry.clone(), stop.clone());
         let thread = std::thread::Builder::new()
@@ -297,6 +336,15 @@ fn handle(
     registry: &Mutex<Registry>,
 ) -> (Reply, Vec<std::os::fd::OwnedFd>) {
     let mut r = lock(registry);
+    let changes_config = matches!(
+        req,
+        Request::SwitchAdd { .. }
+            | Request::SwitchDel { .. }
+            | Request::PortAdd { .. }
+            | Request::PortDel { .. }
+            | Request::Attach { .. }
+            | Request::Detach { .. }
+    );
     let res: Result<(serde_json::Value, Vec<std::os::fd::OwnedFd>), ErrorReply> = match req {
         Request::Hello { version } => {
             if version != PROTOCOL_VERSION {
@@ -340,7 +388,14 @@ fn handle(
         Request::Close { handle } => r
             .close(conn, handle)
             .map(|_| (serde_json::Value::Null, vec![])),
+        Request::Attach { switch, nic, host } => r
+            .attach(&switch, nic.as_ref(), host.as_ref())
+            .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
+        Request::Detach { name } => r.detach(&name).map(|_| (serde_json::Value::Null, vec![])),
     };
+    if changes_config && res.is_ok() {
+        r.save_config();
+    }
     match res {
         Ok((v, fds)) => (
             Reply {

@@ -15,7 +15,14 @@ use ringswitch_vhost::{NetConfig, VhostUserNet};
 use tracing::{info, warn};
 
 use crate::vhost_user::VhostUserThread;
+
+mod config;
+mod iface;
 use crate::worker::{Assigned, Source, Worker};
+pub use config::load_config;
+use config::IfaceRequest;
+pub use iface::clean_stale_attachments;
+use iface::DIRECT_APP;
 
 /// Most switches per daemon.
 pub const MAX_SWITCHES: usize = 64;
@@ -44,6 +51,15 @@ struct PortEntry {
     geometry: Geometry,
     /// A VM port's socket and protocol thread.
     vm: Option<VmEntry>,
+    /// A NIC or host port's interface.
+    iface: Option<IfaceEntry>,
+}
+
+struct IfaceEntry {
+    info: IfaceInfo,
+    kind: PortKind,
+    /// What it was attached with.
+    request: IfaceRequest,
 }
 
 struct VmEntry {
@@ -55,6 +71,9 @@ struct SwitchEntry {
     switch: Arc<Switch>,
     ports: BTreeMap<String, PortEntry>,
     persistent: bool,
+    /// The hidden two-port switch behind an application's `netmap:IF`: a
+    /// ring port (`iface::DIRECT_APP`) wired to the NIC.
+    direct: bool,
 }
 
 struct PipeEntry {
@@ -82,6 +101,11 @@ pub struct Registry {
     handles: BTreeMap<u64, (ConnId, Handle)>,
     next_id: AtomicU64,
     workers: Vec<Worker>,
+    /// Where interfaces with an XDP program attached are recorded, so a
+    /// restarted daemon can remove a crashed one's programs.
+    state: Option<std::path::PathBuf>,
+    /// Where the configuration is saved (`serve --config`).
+    config: Option<std::path::PathBuf>,
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorReply {
@@ -105,7 +129,15 @@ impl Registry {
             handles: BTreeMap::new(),
             next_id: AtomicU64::new(1),
             workers,
+            state: None,
+            config: None,
         }
+    }
+
+    /// Records attached interfaces in `path` (see
+    /// [`clean_stale_attachments`]).
+    pub fn set_state_file(&mut self, path: std::path::PathBuf) {
+        self.state = Some(path);
     }
 
     fn id(&self) -> u64 {
@@ -148,6 +180,7 @@ impl Registry {
                     switch: Arc::new(Switch::new(sw, fwd, self.cfg.batch)),
                     ports: BTreeMap::new(),
                     persistent,
+                    direct: false,
                 },
             );
             info!(switch = sw, "switch created");
@@ -234,7 +267,11 @@ impl Registry {
                 format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
             ));
         }
-        let full = format!("{sw}:{port}");
+        let full = if port == DIRECT_APP {
+            sw.to_string()
+        } else {
+            format!("{sw}:{port}")
+        };
         let layout =
             RegionLayout::new(g, 1).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
         let region = Arc::new(
@@ -264,6 +301,7 @@ impl Registry {
                 open_by: None,
                 geometry: g,
                 vm: None,
+                iface: None,
             },
         );
         Ok(())
@@ -389,6 +427,7 @@ impl Registry {
                     spec: spec.clone(),
                     thread,
                 }),
+                iface: None,
             },
         );
         Ok(())
@@ -398,6 +437,7 @@ impl Registry {
         let Some(s) = self.switches.get_mut(sw) else {
             return;
         };
+        let mut released = None;
         if let Some(p) = s.ports.remove(port) {
             for &(id, w) in &p.assigned {
                 if let Some(w) = self.workers.get(w) {
@@ -408,10 +448,18 @@ impl Registry {
             drop(p.vm);
             s.switch.detach(p.port.index);
             info!(port = %p.port.name, "port removed");
+            released = p.iface.map(|i| (p.port, i));
         }
         if s.ports.is_empty() && !s.persistent {
             self.switches.remove(sw);
             info!(switch = sw, "switch removed with its last port");
+        }
+        if let Some((port, i)) = released {
+            // The interface goes back to the kernel when the last reference
+            // to its queues goes: the workers drop theirs on their next
+            // look at the assignment list.
+            iface::release(port, &i.info);
+            self.forget_attachment(&i.info.ifname);
         }
     }
 
@@ -498,6 +546,15 @@ impl Registry {
                             format!("port {pn} already exists, as a vhost-user port"),
                         ));
                     }
+                    if let Some(i) = &p.iface {
+                        return Err(err(
+                            ErrorCode::Exists,
+                            format!(
+                                "port {pn} already exists, as interface {} attached",
+                                i.info.ifname
+                            ),
+                        ));
+                    }
                     return make_persistent(&mut p.persistent, || format!("port {pn}"));
                 }
                 self.new_vale_port(switch, port, g, true)
@@ -575,18 +632,22 @@ impl Registry {
                     spec: v.spec.clone(),
                     connected: v.thread.connected(),
                 });
+                let kind = match (&vm, &p.iface) {
+                    (Some(_), _) => PortKind::VhostUser,
+                    (None, Some(i)) => i.kind,
+                    (None, None) => PortKind::Vale,
+                };
                 out.push(PortInfo {
                     name: p.port.name.clone(),
-                    kind: if vm.is_some() {
-                        PortKind::VhostUser
-                    } else {
-                        PortKind::Vale
-                    },
+                    kind,
                     persistent: p.persistent,
-                    open: p.open_by.is_some() || vm.as_ref().is_some_and(|v| v.connected),
-                    geometry: if vm.is_some() { None } else { Some(p.geometry) },
+                    open: p.open_by.is_some()
+                        || p.iface.is_some()
+                        || vm.as_ref().is_some_and(|v| v.connected),
+                    geometry: (kind == PortKind::Vale).then_some(p.geometry),
                     worker: p.assigned.first().map(|a| a.1 as u32),
                     vhost_user: vm,
+                    iface: p.iface.as_ref().map(|i| i.info.clone()),
                 });
             }
         }
@@ -602,6 +663,7 @@ impl Registry {
                         geometry: Some(if end == 0 { g } else { g.mirrored() }),
                         worker: None,
                         vhost_user: None,
+                        iface: None,
                     });
                 }
             }
@@ -620,11 +682,7 @@ impl Registry {
             .switches
             .iter()
             .filter(|(n, _)| switch.is_none_or(|w| w == n.as_str()))
-            .flat_map(|(_, s)| {
-                s.ports
-                    .values()
-                    .map(|p| p.port.counters.snapshot(&p.port.name))
-            })
+            .flat_map(|(_, s)| s.ports.values().map(|p| p.port.stats()))
             .collect())
     }
 
@@ -655,7 +713,14 @@ impl Registry {
     /// `conn`, and returns the reply with its descriptors.
     pub fn open(&mut self, conn: ConnId, name: &str) -> Result<Opened, ErrorReply> {
         let pn = Self::parse(name)?;
-        match pn.target.clone() {
+        let target = match pn.target.clone() {
+            Target::Nic { ifname } => {
+                let (switch, port) = self.prepare_direct(&ifname, pn.conf)?;
+                Target::Vale { switch, port }
+            }
+            t => t,
+        };
+        match target {
             Target::Vale { switch, port } => {
                 let exists = self
                     .switches
@@ -674,6 +739,15 @@ impl Registry {
                     return Err(err(
                         ErrorCode::Unsupported,
                         format!("port {pn} is a vhost-user port for a VM; it cannot be opened as a netmap port"),
+                    ));
+                }
+                if let Some(i) = &p.iface {
+                    return Err(err(
+                        ErrorCode::Unsupported,
+                        format!(
+                            "port {pn} is interface {} attached to the switch; it cannot be opened as a netmap port (open netmap:{} for the interface's own rings)",
+                            i.info.ifname, i.info.ifname
+                        ),
                     ));
                 }
                 if p.open_by.is_some() {
@@ -757,7 +831,7 @@ impl Registry {
                     .insert(handle, (conn, Handle::Pipe { key, end: e }));
                 Ok((reply, fds))
             }
-            Target::Nic { ifname } => Err(nic_unsupported(&ifname)),
+            Target::Nic { .. } => unreachable!("mapped to its direct switch above"),
         }
     }
 
@@ -785,6 +859,11 @@ impl Registry {
                 p.open_by = None;
                 let (persistent, g, old) = (p.persistent, p.geometry, p.port.clone());
                 self.remove_vale_port(&switch, &port);
+                if self.switches.get(&switch).is_some_and(|s| s.direct) {
+                    // netmap:IF closed: the NIC goes back to the kernel.
+                    self.remove_direct(&switch);
+                    return Ok(());
+                }
                 if persistent {
                     // A persistent port outlives its clients, but its memory
                     // does not: the next client gets a fresh region, so one
@@ -857,8 +936,8 @@ fn make_persistent(persistent: &mut bool, what: impl FnOnce() -> String) -> Resu
 
 fn nic_unsupported(ifname: &str) -> ErrorReply {
     err(
-        ErrorCode::Unsupported,
-        format!("netmap:{ifname} names a NIC port, which this build does not support yet; use a vale or pipe port"),
+        ErrorCode::BadRequest,
+        format!("netmap:{ifname} is the NIC itself, opened by an application (like netmap's native mode); to put {ifname} on a switch, attach it: ringswitch ctl attach vale0 {ifname}"),
     )
 }
 

@@ -98,6 +98,10 @@ pub enum Source {
     Rings,
     /// One queue pair of a VM port (woken by the guest's TX kick).
     Pair(usize),
+    /// One queue of an interface port (woken while its socket or TAP fd
+    /// polls readable: level triggered, so the kernel does the double
+    /// check and the fd is never read here).
+    Queue(usize),
 }
 
 /// A source assigned to a worker.
@@ -120,8 +124,15 @@ impl Assigned {
         match (self.source, &self.port.backend) {
             (Source::Rings, Backend::Ring(r)) => Some(r.kick.as_raw_fd()),
             (Source::Pair(k), Backend::Virtio(v)) => v.changed.get(k).map(|e| e.as_raw_fd()),
+            (Source::Queue(k), Backend::Dev(d)) => d.rx_fd(k),
             _ => None,
         }
+    }
+
+    /// Whether the wake fd is an eventfd to drain (not a socket or TAP,
+    /// whose readiness is the queue's own and must not be read here).
+    fn wake_is_doorbell(&self) -> bool {
+        !matches!(self.source, Source::Queue(_))
     }
 
     /// The worker is awake for this source: no kicks wanted.
@@ -158,6 +169,7 @@ impl Assigned {
         match (self.source, &self.port.backend) {
             (Source::Rings, Backend::Ring(r)) => r.has_tx_work(),
             (Source::Pair(k), Backend::Virtio(v)) => v.pair(k).tx_pending(),
+            (Source::Queue(k), Backend::Dev(d)) => d.queue(k).rx_ready(),
             _ => false,
         }
     }
@@ -175,7 +187,7 @@ impl Assigned {
         };
         match self.source {
             Source::Rings => (0..self.port.sources()).for_each(&mut one),
-            Source::Pair(k) => one(k),
+            Source::Pair(k) | Source::Queue(k) => one(k),
         }
         (nb, np)
     }
@@ -517,7 +529,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                         drain_fd(k.as_raw_fd());
                     }
                 } else {
-                    if let Some(fd) = l.a.wake_fd() {
+                    if let Some(fd) = l.a.wake_fd().filter(|_| l.a.wake_is_doorbell()) {
                         drain_fd(fd);
                     }
                     // A VM pair's doorbell: the frontend reconfigured it.
@@ -549,7 +561,9 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             if b > 0 {
                 l.recent = p;
             } else {
-                let more = if l.recent >= MODERATE_MIN {
+                // Only guests' kicks are moderated: an interface queue's
+                // readiness is the kernel's.
+                let more = if l.recent >= MODERATE_MIN && matches!(l.a.source, Source::Pair(_)) {
                     MODERATE_MORE
                 } else {
                     0

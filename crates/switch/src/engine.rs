@@ -79,9 +79,9 @@ pub struct Scratch {
     touched: Vec<PortIndex>,
     flood: Vec<u32>,
     pub(crate) order: Vec<u32>,
-    /// Frames taken from virtio queues, and the paths that need contiguous
-    /// bytes: allocated on first use by a VM port.
-    pub(crate) vm: crate::virtio::VmScratch,
+    /// Frames taken from VM and interface queues, and the paths that need
+    /// contiguous bytes: allocated on first use by such a port.
+    pub(crate) stage: crate::staged::StageScratch,
 }
 
 impl Default for Scratch {
@@ -94,7 +94,7 @@ impl Default for Scratch {
             touched: Vec::with_capacity(MAX_PORTS),
             flood: Vec::with_capacity(MAX_BATCH as usize),
             order: Vec::with_capacity(MAX_BATCH as usize),
-            vm: crate::virtio::VmScratch::default(),
+            stage: crate::staged::StageScratch::default(),
         }
     }
 }
@@ -299,12 +299,13 @@ impl Switch {
     }
 
     /// Forwards one batch from source `ring` of `src`: a TX ring of a ring
-    /// port, or a queue pair of a VM port. Returns what was consumed; zero
+    /// port, a queue pair of a VM port, or a queue of an interface port. Returns what was consumed; zero
     /// slots means the source had no work.
     pub fn forward(&self, src: &SwitchPort, ring: usize, sc: &mut Scratch) -> BatchResult {
         match &src.backend {
             Backend::Ring(r) => self.forward_ring(src, r, ring, sc),
             Backend::Virtio(v) => crate::virtio::forward_from_vm(self, src, v, ring, sc),
+            Backend::Dev(d) => crate::dev::forward_from_dev(self, src, d, ring, sc),
         }
     }
 
@@ -458,7 +459,24 @@ impl Switch {
                     deliver(&sc.ft, &sc.order, srp, &sring, ring, dport, drp, &mut long)
                 }
                 Backend::Virtio(dv) => crate::virtio::deliver_ring_to_vm(
-                    &mut sc.vm, &sc.ft, &sc.order, sregion, &sring, dport, dv, ring,
+                    &mut sc.stage,
+                    &sc.ft,
+                    &sc.order,
+                    sregion,
+                    &sring,
+                    dport,
+                    dv,
+                    ring,
+                ),
+                Backend::Dev(dd) => crate::dev::deliver_ring_to_dev(
+                    &mut sc.stage,
+                    &sc.ft,
+                    &sc.order,
+                    sregion,
+                    &sring,
+                    dport,
+                    dd,
+                    ring,
                 ),
             }
         }

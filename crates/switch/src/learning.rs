@@ -264,3 +264,22 @@ mod tests {
         assert_eq!(br.entries(0).len(), 1, "B on port 2 remains");
     }
 }
+
+/// A hub: every frame goes to every other port. With two ports it is a
+/// wire, which is what an application opening a NIC directly
+/// (`netmap:eth0`) gets: every frame of the interface, whatever its
+/// addresses, and every frame it sends goes out.
+#[derive(Debug, Default)]
+pub struct Hub;
+
+impl Forwarding for Hub {
+    fn decide(&self, _: [u8; 6], _: [u8; 6], _: PortIndex, _: bool, _: u32) -> Decision {
+        Decision::Flood
+    }
+
+    fn forget_port(&self, _: PortIndex) {}
+
+    fn entries(&self, _: u32) -> Vec<([u8; 6], PortIndex, u32)> {
+        Vec::new()
+    }
+}

@@ -1,15 +1,18 @@
 //! The VALE switch: a learning bridge whose workers copy packets from a
 //! source port's TX ring into destination ports' private RX rings, batched
 //! per destination, dropping and counting when a receiver is full. Ports are
-//! netmap ring ports or VM ports (vhost-user virtio-net queue pairs); the
-//! same worker copies between any two kinds.
+//! netmap ring ports, VM ports (vhost-user virtio-net queue pairs) or
+//! interface ports (NIC or TAP queues); the same worker copies between any
+//! two kinds.
 #![warn(missing_docs)]
 
+mod dev;
 pub mod engine;
 pub mod learning;
 pub mod port;
+mod staged;
 mod virtio;
 
 pub use engine::{AttachError, BatchResult, Scratch, Switch, DEFAULT_BATCH, MAX_BATCH, MAX_PORTS};
-pub use learning::{Decision, Forwarding, LearningBridge, PortIndex};
-pub use port::{Backend, Counters, RingPort, SwitchPort, VirtioPort};
+pub use learning::{Decision, Forwarding, Hub, LearningBridge, PortIndex};
+pub use port::{Backend, Counters, DevPort, RingPort, SwitchPort, VirtioPort};

@@ -1,11 +1,13 @@
 //! A switch port as the data path sees it: a ring port (its region, the
-//! port side of its rings, its doorbells) or a VM port (its virtio queue
-//! pairs), and its counters.
+//! port side of its rings, its doorbells), a VM port (its virtio queue
+//! pairs) or an interface port (the queues of a NIC or a TAP), and its
+//! counters.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringswitch_control::PortStats;
+use ringswitch_netdev::{Caps, DevQueue, DevStats, Driver};
 use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region, RingRef};
 use ringswitch_vhost::socket::SharedNet;
 use ringswitch_vhost::VirtioNetPort;
@@ -83,6 +85,11 @@ impl Counters {
             drop_long: g(&self.drop_long),
             ring_reinits: g(&self.ring_reinits),
             drop_link_down: g(&self.drop_link_down),
+            drop_kernel: 0,
+            kernel_tx_invalid: 0,
+            vm_rx_bad_chains: 0,
+            vm_ring_errors: 0,
+            vm_interrupts: 0,
         }
     }
 }
@@ -257,12 +264,80 @@ impl VirtioPort {
     }
 }
 
+/// The queues of a kernel network interface (a NIC over AF_XDP or
+/// AF_PACKET, or a TAP): an interface port.
+pub struct DevPort {
+    /// Interface name.
+    pub ifname: String,
+    /// How its queues are driven.
+    pub driver: Driver,
+    queues: Box<[Mutex<Box<dyn DevQueue>>]>,
+    /// Each queue's receive fd (for epoll; never read by the worker).
+    rx_fds: Box<[std::os::fd::RawFd]>,
+    caps: Caps,
+}
+
+impl DevPort {
+    /// Wraps opened queues (at least one).
+    pub fn new(ifname: String, queues: Vec<Box<dyn DevQueue>>) -> std::io::Result<DevPort> {
+        let Some(q0) = queues.first() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "an interface port needs at least one queue",
+            ));
+        };
+        let (driver, caps) = (q0.driver(), q0.tx_caps());
+        let rx_fds = queues.iter().map(|q| q.rx_fd()).collect();
+        Ok(DevPort {
+            ifname,
+            driver,
+            caps,
+            rx_fds,
+            queues: queues.into_iter().map(Mutex::new).collect(),
+        })
+    }
+
+    /// Number of queues.
+    pub fn queues(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Queue `i`, locked (once per batch).
+    pub fn queue(&self, i: usize) -> MutexGuard<'_, Box<dyn DevQueue>> {
+        lock(&self.queues[i])
+    }
+
+    /// Queue `i`'s receive fd.
+    pub fn rx_fd(&self, i: usize) -> Option<std::os::fd::RawFd> {
+        self.rx_fds.get(i).copied()
+    }
+
+    /// Offloads the interface takes on transmit.
+    pub fn tx_caps(&self) -> Caps {
+        self.caps
+    }
+
+    /// Kernel-side counters summed over the queues.
+    pub fn stats(&self) -> DevStats {
+        let mut t = DevStats::default();
+        for q in self.queues.iter() {
+            let s = lock(q).stats();
+            t.kernel_rx_dropped += s.kernel_rx_dropped;
+            t.kernel_tx_invalid += s.kernel_tx_invalid;
+            t.rx_bad_hdr += s.rx_bad_hdr;
+        }
+        t
+    }
+}
+
 /// What kind of port, with what it needs.
 pub enum Backend {
     /// A netmap port: rings in a shared memory region.
     Ring(RingPort),
     /// A vhost-user virtio-net device (a VM, or a userspace virtio driver).
     Virtio(VirtioPort),
+    /// A kernel network interface: a NIC or the host stack (TAP).
+    Dev(DevPort),
 }
 
 /// A port attached to a switch.
@@ -304,12 +379,22 @@ impl SwitchPort {
         })
     }
 
+    /// An interface port `index` on opened queues.
+    pub fn new_dev(name: String, index: u16, dev: DevPort) -> SwitchPort {
+        SwitchPort {
+            name,
+            index,
+            backend: Backend::Dev(dev),
+            counters: Counters::default(),
+        }
+    }
+
     /// The rings, if a ring port.
     #[inline(always)]
     pub fn ring(&self) -> Option<&RingPort> {
         match &self.backend {
             Backend::Ring(r) => Some(r),
-            Backend::Virtio(_) => None,
+            _ => None,
         }
     }
 
@@ -318,16 +403,51 @@ impl SwitchPort {
     pub fn virtio(&self) -> Option<&VirtioPort> {
         match &self.backend {
             Backend::Virtio(v) => Some(v),
-            Backend::Ring(_) => None,
+            _ => None,
         }
     }
 
-    /// Sources of traffic the port has: TX rings, or queue pairs.
+    /// The queues, if an interface port.
+    #[inline(always)]
+    pub fn dev(&self) -> Option<&DevPort> {
+        match &self.backend {
+            Backend::Dev(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Sources of traffic the port has: TX rings, queue pairs, or interface
+    /// queues.
     pub fn sources(&self) -> usize {
         match &self.backend {
             Backend::Ring(r) => r.tx_rings(),
             Backend::Virtio(v) => v.pairs(),
+            Backend::Dev(d) => d.queues(),
         }
+    }
+
+    /// Counters for `stats`, with the kernel's for an interface port and
+    /// the device's for a VM port.
+    pub fn stats(&self) -> PortStats {
+        let mut s = self.counters.snapshot(&self.name);
+        match &self.backend {
+            Backend::Dev(d) => {
+                let k = d.stats();
+                s.drop_kernel = k.kernel_rx_dropped;
+                s.kernel_tx_invalid = k.kernel_tx_invalid;
+                s.drop_malformed += k.rx_bad_hdr;
+            }
+            Backend::Virtio(v) => {
+                for i in 0..v.pairs() {
+                    let q = v.pair(i).stats();
+                    s.vm_rx_bad_chains += q.rx_bad_chains;
+                    s.vm_ring_errors += q.ring_errors;
+                    s.vm_interrupts += q.interrupts;
+                }
+            }
+            Backend::Ring(_) => {}
+        }
+        s
     }
 }
 

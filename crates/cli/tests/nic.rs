@@ -1,0 +1,567 @@
+//! Interface ports end to end, with real kernel stacks in network
+//! namespaces: a namespace `a` holds one end of a veth pair with an IP
+//! address (the "outside world"); namespace `b` holds the daemon, the other
+//! veth end attached to switch vale0 (AF_XDP generic or native, or
+//! AF_PACKET), and a host-stack port (a TAP the daemon creates) with an
+//! address of its own. Pings and a TCP transfer between the two kernels
+//! then cross the switch both ways: veth -> AF_XDP -> switch -> TAP -> the
+//! host stack of `b`, and back.
+//!
+//! Needs root (namespaces, XDP); without it the tests say so and pass,
+//! unless RINGSWITCH_TEST_REQUIRE_NETNS is set. Uses `ip` (iproute2),
+//! ethtool, setpriv and busybox (ping, nc, sha256sum), which
+//! scripts/setup.sh installs.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
+const WAIT: Duration = Duration::from_secs(20);
+
+/// One test at a time: each moves traffic and they share two CPUs.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn can_run() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || std::env::var_os("RINGSWITCH_SKIP_NETNS").is_some() {
+        assert!(
+            std::env::var_os("RINGSWITCH_TEST_REQUIRE_NETNS").is_none(),
+            "namespace tests required but not root"
+        );
+        eprintln!("skipped: needs root for network namespaces");
+        return false;
+    }
+    true
+}
+
+fn busybox() -> &'static str {
+    if Path::new("/bin/busybox").exists() {
+        "/bin/busybox"
+    } else {
+        "busybox"
+    }
+}
+
+fn sh(cmd: &str) -> Output {
+    Command::new("sh")
+        .args(["-c", cmd])
+        .stdin(Stdio::null())
+        .output()
+        .expect("sh runs")
+}
+
+fn must(cmd: &str) -> String {
+    let o = sh(cmd);
+    assert!(
+        o.status.success(),
+        "`{cmd}` failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < WAIT, "timed out after {WAIT:?}: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let s = std::fs::read(path).unwrap_or_default();
+    let s = String::from_utf8_lossy(&s);
+    let v: Vec<&str> = s.lines().collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Two namespaces joined by a veth pair, a scratch directory, and the
+/// daemon running in namespace `b`.
+struct Net {
+    /// Short unique tag (names must fit IFNAMSIZ).
+    tag: String,
+    dir: PathBuf,
+    daemon: Option<Child>,
+    socket: PathBuf,
+    /// 10.<n>.0.0/24
+    net: u8,
+}
+
+impl Net {
+    fn new(name: &str, net: u8) -> Net {
+        let tag = format!("{name}{}", std::process::id() % 10000);
+        let dir = std::env::temp_dir().join(format!("rs-nic-{tag}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let n = Net {
+            socket: dir.join("ctl.sock"),
+            tag,
+            dir,
+            daemon: None,
+            net,
+        };
+        let (a, b) = (n.ns_a(), n.ns_b());
+        let (va, vb) = (n.veth_a(), n.veth_b());
+        must(&format!("ip netns add {a} && ip netns add {b}"));
+        must(&format!(
+            "ip link add {va} netns {a} type veth peer name {vb} netns {b}"
+        ));
+        must(&format!(
+            "ip -n {a} link set lo up && ip -n {b} link set lo up && \
+             ip -n {a} addr add 10.{net}.0.1/24 dev {va} && ip -n {a} link set {va} up && \
+             ip -n {b} link set {vb} up"
+        ));
+        // A wire carries whole frames of at most the MTU with finished
+        // checksums: a veth would hand an XDP program TSO frames and
+        // partial checksums (and an AF_XDP frame holds 2 KiB).
+        must(&format!(
+            "ip netns exec {a} ethtool -K {va} tx off tso off gso off gro off >/dev/null"
+        ));
+        n
+    }
+
+    fn ns_a(&self) -> String {
+        format!("rsa{}", self.tag)
+    }
+    fn ns_b(&self) -> String {
+        format!("rsb{}", self.tag)
+    }
+    fn veth_a(&self) -> String {
+        format!("va{}", self.tag)
+    }
+    fn veth_b(&self) -> String {
+        format!("vb{}", self.tag)
+    }
+    fn tap(&self) -> String {
+        format!("tp{}", self.tag)
+    }
+    fn ip_tap(&self) -> String {
+        format!("10.{}.0.2", self.net)
+    }
+
+    /// Starts (or restarts) the daemon in namespace `b`, optionally as
+    /// another user (`setpriv` arguments).
+    fn start_daemon(&mut self, as_user: Option<&str>) {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("daemon.log"))
+            .unwrap();
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns_b()]);
+        if let Some(u) = as_user {
+            cmd.args([
+                "setpriv",
+                &format!("--reuid={u}"),
+                "--regid=nogroup",
+                "--clear-groups",
+                "--inh-caps=-all",
+            ]);
+        }
+        let child = cmd
+            .arg(BIN)
+            .args(["serve", "--workers", "1", "--socket"])
+            .arg(&self.socket)
+            .env(
+                "RINGSWITCH_LOG",
+                std::env::var("RINGSWITCH_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("daemon starts");
+        self.daemon = Some(child);
+        let sock = self.socket.clone();
+        wait_until("the daemon's control socket", || {
+            Command::new(BIN)
+                .arg("--socket")
+                .arg(&sock)
+                .args(["ctl", "switch", "list"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+    }
+
+    fn kill_daemon(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            // SIGKILL: nothing of the daemon's own clean-up runs.
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+
+    fn ctl_out(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("ctl")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn ctl(&self, args: &[&str]) -> String {
+        let out = self.ctl_out(args);
+        assert!(
+            out.status.success(),
+            "ctl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `ctl ARGS` must fail; returns its message.
+    fn ctl_err(&self, args: &[&str]) -> String {
+        let out = self.ctl_out(args);
+        assert!(!out.status.success(), "ctl {args:?} should have failed");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// Attaches the veth end in `b` with `mode` and a host port with the
+    /// address 10.n.0.2; returns the NIC port's driver.
+    fn attach(&self, mode: &str) -> String {
+        let vb = self.veth_b();
+        let tap = self.tap();
+        let out = self.ctl(&["attach", "vale0", &vb, "--mode", mode]);
+        assert!(out.contains(&format!("vale0:{vb}")), "{out}");
+        if !self.has_link(&self.ns_b(), &tap) {
+            self.ctl(&["attach", "vale0", "--host", &tap]);
+            must(&format!(
+                "ip -n {b} addr add {ip}/24 dev {tap} && ip -n {b} link set {tap} up",
+                b = self.ns_b(),
+                ip = self.ip_tap()
+            ));
+        }
+        self.driver(&format!("vale0:{vb}"))
+    }
+
+    fn has_link(&self, ns: &str, dev: &str) -> bool {
+        sh(&format!("ip -n {ns} link show {dev}")).status.success()
+    }
+
+    fn driver(&self, port: &str) -> String {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.ctl(&["port", "list", "--json"])).unwrap();
+        let p = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == port)
+            .unwrap_or_else(|| panic!("no {port} in {v}"));
+        p["iface"]["driver"].as_str().unwrap().to_string()
+    }
+
+    fn stat(&self, port: &str, key: &str) -> u64 {
+        let v: serde_json::Value = serde_json::from_str(&self.ctl(&["stats", "--json"])).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == port)
+            .and_then(|p| p[key].as_u64())
+            .unwrap_or_else(|| panic!("no {key} of {port} in {v}"))
+    }
+
+    /// Pings the TAP's address from namespace `a` (through the switch).
+    fn ping(&self, count: u32) -> bool {
+        sh(&format!(
+            "ip netns exec {a} {bb} ping -c {count} -W 2 -w 10 {ip}",
+            a = self.ns_a(),
+            bb = busybox(),
+            ip = self.ip_tap()
+        ))
+        .status
+        .success()
+    }
+
+    /// Sends `bytes` random bytes over TCP from namespace `a` to a listener
+    /// on the host port's address in `b`; asserts both ends' sha256 match.
+    fn tcp(&self, bytes: usize, port: u16) {
+        let bb = busybox();
+        let src = self.dir.join("tx.bin");
+        let dst = self.dir.join("rx.bin");
+        must(&format!("head -c {bytes} /dev/urandom > {}", src.display()));
+        let _ = std::fs::remove_file(&dst);
+        let mut rx = Command::new("sh")
+            .args([
+                "-c",
+                &format!(
+                    "exec ip netns exec {b} {bb} nc -l -p {port} > {}",
+                    dst.display(),
+                    b = self.ns_b()
+                ),
+            ])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Until the listener is up, connecting is refused: retry.
+        let t0 = Instant::now();
+        loop {
+            let ok = sh(&format!(
+                "ip netns exec {a} {bb} nc -w 5 {ip} {port} < {}",
+                src.display(),
+                a = self.ns_a(),
+                ip = self.ip_tap()
+            ))
+            .status
+            .success();
+            if ok {
+                break;
+            }
+            assert!(t0.elapsed() < WAIT, "cannot connect to the listener");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let t0 = Instant::now();
+        loop {
+            if let Some(s) = rx.try_wait().unwrap() {
+                assert!(s.success(), "nc -l failed");
+                break;
+            }
+            assert!(t0.elapsed() < WAIT, "the transfer does not end");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let sum = |p: &Path| must(&format!("sha256sum {}", p.display()))[..64].to_string();
+        assert_eq!(
+            std::fs::metadata(&dst).unwrap().len(),
+            bytes as u64,
+            "bytes received"
+        );
+        assert_eq!(sum(&src), sum(&dst), "sha256 of what was sent and received");
+    }
+
+    /// The XDP program attached to the veth end in `b`, if any.
+    fn xdp_attached(&self) -> bool {
+        let out = must(&format!(
+            "ip -d -n {} link show {}",
+            self.ns_b(),
+            self.veth_b()
+        ));
+        out.contains("xdp") || out.contains("prog/xdp")
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.kill_daemon();
+        let _ = sh(&format!(
+            "ip netns del {} ; ip netns del {}",
+            self.ns_a(),
+            self.ns_b()
+        ));
+        if std::thread::panicking() {
+            eprintln!("---- daemon log ----");
+            eprintln!("{}", tail(&self.dir.join("daemon.log"), 40));
+            eprintln!("---- kept in {} ----", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Ping and a 4 MB TCP transfer between a kernel stack behind a veth and the
+/// host stack behind a TAP, through the switch, with the NIC in `mode`.
+fn ping_and_tcp(name: &str, net: u8, mode: &str, driver: &str) {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut n = Net::new(name, net);
+    n.start_daemon(None);
+    let got = n.attach(mode);
+    assert_eq!(got, driver, "driver for --mode {mode}");
+    assert!(n.ping(3), "ping through the switch");
+    n.tcp(4 << 20, 5001);
+    let vb = format!("vale0:{}", n.veth_b());
+    assert!(n.stat(&vb, "tx_packets") > 1000, "frames from the NIC");
+    assert!(n.stat(&vb, "rx_packets") > 500, "frames to the NIC");
+    // Detach gives the interface back: no program left on it.
+    n.ctl(&["detach", &vb]);
+    assert!(!n.xdp_attached(), "XDP program left after detach");
+    assert!(!n.ping(1), "ping must fail with the NIC detached");
+}
+
+#[test]
+fn xdp_generic_ping_and_tcp_to_the_host_port() {
+    ping_and_tcp("g", 71, "generic", "xdp-generic");
+}
+
+#[test]
+fn xdp_native_ping_and_tcp_to_the_host_port() {
+    ping_and_tcp("n", 72, "native", "xdp-native");
+}
+
+#[test]
+fn af_packet_ping_and_tcp_to_the_host_port() {
+    ping_and_tcp("p", 73, "packet", "af-packet");
+}
+
+#[test]
+fn auto_mode_picks_xdp_on_veth() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut n = Net::new("u", 74);
+    n.start_daemon(None);
+    let d = n.attach("auto");
+    assert!(d.starts_with("xdp-native"), "auto picked {d}");
+    assert!(n.ping(2));
+}
+
+/// pkt-gen on a ring port of the switch sends frames out of the NIC: they
+/// arrive at the other veth end, every one of them.
+#[test]
+fn pktgen_frames_leave_through_the_nic() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut n = Net::new("k", 75);
+    n.start_daemon(None);
+    n.attach("native");
+    let (a, va) = (n.ns_a(), n.veth_a());
+    let mac = must(&format!("ip -n {a} -br link show {va}"))
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .to_string();
+    let rx = |n: &Net| -> u64 {
+        must(&format!(
+            "ip netns exec {} cat /sys/class/net/{}/statistics/rx_packets",
+            n.ns_a(),
+            n.veth_a()
+        ))
+        .trim()
+        .parse()
+        .unwrap()
+    };
+    let before = rx(&n);
+    const N: u64 = 20_000;
+    let out = Command::new(BIN)
+        .arg("--socket")
+        .arg(&n.socket)
+        .args([
+            "pkt-gen",
+            "-f",
+            "tx",
+            "-i",
+            "vale0:gen",
+            "-n",
+            &N.to_string(),
+            "-D",
+            &mac,
+            "-R",
+            "200000",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let vb = format!("vale0:{}", n.veth_b());
+    wait_until("every frame out of the NIC", || {
+        n.stat(&vb, "rx_packets") + n.stat(&vb, "drop_rx_full") >= N
+    });
+    let sent = n.stat(&vb, "rx_packets");
+    wait_until("every frame at the peer", || rx(&n) >= before + sent);
+    assert!(
+        sent >= N * 99 / 100,
+        "only {sent} of {N} frames left through the NIC"
+    );
+}
+
+/// Detach and re-attach while a ping runs; kill -9 of the daemon: the
+/// restarted daemon takes the dead one's XDP program off, and the interface
+/// attaches and carries traffic again.
+#[test]
+fn reattach_under_traffic_and_recover_from_kill_9() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut n = Net::new("r", 76);
+    n.start_daemon(None);
+    n.attach("native");
+    assert!(n.ping(1));
+    let vb = n.veth_b();
+    let port = format!("vale0:{vb}");
+    // Traffic while detaching and re-attaching.
+    let mut pinger = Command::new("ip")
+        .args(["netns", "exec", &n.ns_a(), busybox(), "ping", "-i", "0.05"])
+        .arg(n.ip_tap())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(300));
+        n.ctl(&["detach", &port]);
+        assert!(!n.xdp_attached());
+        n.ctl(&["attach", "vale0", &vb, "--mode", "native"]);
+    }
+    let _ = pinger.kill();
+    let _ = pinger.wait();
+    assert!(n.ping(2), "ping after re-attaching");
+
+    // kill -9: the TAP goes with the process; the XDP program stays.
+    n.kill_daemon();
+    assert!(!n.has_link(&n.ns_b(), &n.tap()), "TAP outlived the daemon");
+    n.start_daemon(None);
+    assert!(
+        !n.xdp_attached(),
+        "the restarted daemon must remove the dead one's XDP program"
+    );
+    n.attach("native");
+    assert!(n.ping(2), "ping after the daemon restart");
+}
+
+#[test]
+fn bad_attach_requests_are_clear_errors() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut n = Net::new("e", 77);
+    n.start_daemon(None);
+    let e = n.ctl_err(&["attach", "vale0", "nosuchif0"]);
+    assert!(e.contains("no network interface named"), "{e}");
+    let vb = n.veth_b();
+    n.ctl(&["attach", "vale0", &vb, "--mode", "generic"]);
+    let e = n.ctl_err(&["attach", "vale1", &vb]);
+    assert!(e.contains("already attached"), "{e}");
+    let e = n.ctl_err(&["attach", "vale0"]);
+    assert!(e.contains("needs an interface"), "{e}");
+    let e = n.ctl_err(&["attach", "vale0", "bad/name"]);
+    assert!(e.contains("not a valid interface name"), "{e}");
+    let e = n.ctl_err(&["detach", "vale0:nothere"]);
+    assert!(e.contains("no port"), "{e}");
+    // A ring port is not an interface.
+    n.ctl(&["port", "add", "vale0:ring"]);
+    let e = n.ctl_err(&["detach", "vale0:ring"]);
+    assert!(e.contains("not an attached interface"), "{e}");
+    n.kill_daemon();
+
+    // An unprivileged daemon: a clear error naming what is missing.
+    std::fs::set_permissions(&n.dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let _ = std::fs::remove_file(&n.socket);
+    n.start_daemon(Some("nobody"));
+    let e = n.ctl_err(&["attach", "vale0", &vb]);
+    assert!(e.contains("CAP_NET_ADMIN"), "{e}");
+    let e = n.ctl_err(&["attach", "vale0", "--host", "tpx0"]);
+    assert!(e.contains("CAP_NET_ADMIN"), "{e}");
+}

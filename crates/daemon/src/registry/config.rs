@@ -1,0 +1,141 @@
+//! The daemon's persistent configuration (`serve --config FILE`): what
+//! `switch-add`, `port-add` and `attach` created, kept as the requests that
+//! recreate it, saved after every change and replayed at start. Ports opened
+//! on demand by clients are not configuration and are not saved.
+
+use std::path::{Path, PathBuf};
+
+use ringswitch_control::proto::*;
+use ringswitch_ring::Geometry;
+use serde::{Deserialize, Serialize};
+use tracing::warn;
+
+use super::{Registry, DIRECT_APP};
+
+/// Format version of the file.
+const VERSION: u32 = 1;
+
+/// The file: the requests, in an order that replays (switches first).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Saved {
+    version: u32,
+    requests: Vec<Request>,
+}
+
+/// What an interface port was attached with, to attach it again.
+#[derive(Clone, Debug)]
+pub(super) enum IfaceRequest {
+    Nic(NicSpec),
+    Host(HostSpec),
+}
+
+/// `@conf:` spelling all of a geometry.
+fn conf(g: &Geometry) -> String {
+    format!(
+        "@conf:tx-rings={},rx-rings={},tx-slots={},rx-slots={},buf-size={}",
+        g.tx_rings, g.rx_rings, g.tx_slots, g.rx_slots, g.buf_size
+    )
+}
+
+/// Reads the requests saved in `path`; none if it does not exist yet.
+pub fn load_config(path: &Path) -> Result<Vec<Request>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let saved: Saved = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a ringswitch configuration: {e}", path.display()))?;
+    if saved.version != VERSION {
+        return Err(format!(
+            "{} has configuration version {}, this daemon reads version {VERSION}",
+            path.display(),
+            saved.version
+        ));
+    }
+    Ok(saved.requests)
+}
+
+impl Registry {
+    /// Saves the configuration to `path` after every change.
+    pub fn set_config_file(&mut self, path: PathBuf) {
+        self.config = Some(path);
+    }
+
+    /// The requests that recreate the current configuration.
+    pub fn saved_requests(&self) -> Vec<Request> {
+        let mut out = Vec::new();
+        for (name, s) in &self.switches {
+            if s.persistent && !s.direct {
+                out.push(Request::SwitchAdd { name: name.clone() });
+            }
+        }
+        for (sname, s) in &self.switches {
+            if s.direct {
+                continue;
+            }
+            for (pname, p) in &s.ports {
+                if pname == DIRECT_APP {
+                    continue;
+                }
+                if let Some(vm) = &p.vm {
+                    out.push(Request::PortAdd {
+                        name: format!("{sname}:{pname}"),
+                        vhost_user: Some(vm.spec.clone()),
+                    });
+                } else if let Some(i) = &p.iface {
+                    let (nic, host) = match &i.request {
+                        IfaceRequest::Nic(n) => (Some(n.clone()), None),
+                        IfaceRequest::Host(h) => (None, Some(h.clone())),
+                    };
+                    out.push(Request::Attach {
+                        switch: sname.clone(),
+                        nic,
+                        host,
+                    });
+                } else if p.persistent {
+                    out.push(Request::PortAdd {
+                        name: format!("{sname}:{pname}{}", conf(&p.geometry)),
+                        vhost_user: None,
+                    });
+                }
+            }
+        }
+        for p in self.pipes.values() {
+            if p.persistent {
+                out.push(Request::PortAdd {
+                    name: format!(
+                        "{}{{{}{}",
+                        p.base,
+                        p.id,
+                        conf(&p.region.layout().end_geometry(0))
+                    ),
+                    vhost_user: None,
+                });
+            }
+        }
+        out
+    }
+
+    /// Writes the configuration file, if there is one (whole, to a
+    /// temporary file then renamed, so a crash leaves the old or the new).
+    pub fn save_config(&self) {
+        let Some(path) = &self.config else { return };
+        let saved = Saved {
+            version: VERSION,
+            requests: self.saved_requests(),
+        };
+        let text = match serde_json::to_string_pretty(&saved) {
+            Ok(t) => t + "\n",
+            Err(e) => {
+                warn!(error = %e, "cannot serialize the configuration");
+                return;
+            }
+        };
+        let tmp = path.with_extension("tmp");
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
+            warn!(path = %path.display(), error = %e, "cannot save the configuration");
+        }
+    }
+}

@@ -1,0 +1,465 @@
+//! Interface ports: NICs (AF_XDP, or AF_PACKET where XDP cannot attach) and
+//! host-stack TAPs attached to switches, and the state file that lets a
+//! restarted daemon take a crashed one's XDP programs off its interfaces.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringswitch_control::proto::*;
+use ringswitch_control::{name, PortName, Target};
+use ringswitch_netdev::{self as netdev, DevError, NicConfig};
+use ringswitch_ring::Geometry;
+use ringswitch_switch::{DevPort, Hub, Switch, SwitchPort, MAX_PORTS};
+use tracing::{info, warn};
+
+use super::{err, internal, IfaceEntry, IfaceRequest, PortEntry, Registry, SwitchEntry};
+use crate::worker::Source;
+
+/// The application's ring port in the switch behind `netmap:IF`.
+pub(super) const DIRECT_APP: &str = "app";
+
+/// Descriptors per AF_XDP ring.
+const XDP_RING: u32 = 2048;
+/// Most queues of one interface port.
+const MAX_QUEUES: u32 = 16;
+/// How long a detach waits for the workers to let go of the queues.
+const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// The protocol's answer to an interface error.
+fn dev_err(e: DevError) -> ErrorReply {
+    let code = match &e {
+        DevError::NoSuchInterface { .. } => ErrorCode::NotFound,
+        DevError::BadName { .. } => ErrorCode::BadName,
+        DevError::Permission { .. } => ErrorCode::Permission,
+        DevError::Busy { .. } => ErrorCode::Busy,
+        DevError::Unsupported { .. } => ErrorCode::Unsupported,
+        DevError::Io { .. } => ErrorCode::Internal,
+    };
+    err(code, super::error_chain(&e))
+}
+
+fn mode(m: NicMode) -> netdev::NicMode {
+    match m {
+        NicMode::Auto => netdev::NicMode::Auto,
+        NicMode::Native => netdev::NicMode::Native,
+        NicMode::Generic => netdev::NicMode::Generic,
+        NicMode::Packet => netdev::NicMode::Packet,
+    }
+}
+
+/// Drops the last references to an interface port's queues, waiting (a
+/// bounded time) for the workers to drop theirs, so the interface is back
+/// with the kernel when the detach is answered.
+pub(super) fn release(port: Arc<SwitchPort>, info: &IfaceInfo) {
+    let until = Instant::now() + RELEASE_WAIT;
+    while Arc::strong_count(&port) > 1 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if Arc::strong_count(&port) > 1 {
+        warn!(port = %info.port, "a worker still holds the interface's queues; it is released when the worker lets go");
+    }
+    drop(port);
+    info!(port = %info.port, ifname = %info.ifname, "interface given back to the kernel");
+}
+
+/// Removes XDP programs a crashed daemon left on the interfaces recorded in
+/// `path`, then empties it. Called once at start, after the socket is bound
+/// (so no other daemon owns the same state).
+pub fn clean_stale_attachments(path: &std::path::Path) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    for ifname in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match netdev::xdp::detach_stale(ifname) {
+            Ok(true) => {
+                info!(
+                    ifname,
+                    "removed the XDP program a previous daemon left attached"
+                )
+            }
+            Ok(false) => {}
+            Err(e) => warn!(ifname, error = %e, "cannot clean up after a previous daemon"),
+        }
+    }
+    if let Err(e) = std::fs::write(path, "") {
+        warn!(path = %path.display(), error = %e, "cannot reset the state file");
+    }
+}
+
+impl Registry {
+    /// `attach`: a NIC, a host port, or both, on switch `sw`.
+    pub fn attach(
+        &mut self,
+        sw: &str,
+        nic: Option<&NicSpec>,
+        host: Option<&HostSpec>,
+    ) -> Result<AttachReply, ErrorReply> {
+        name::check_switch_name(sw).map_err(|e| err(ErrorCode::BadName, e.to_string()))?;
+        if nic.is_none() && host.is_none() {
+            return Err(err(
+                ErrorCode::BadRequest,
+                "attach needs an interface, a host port, or both",
+            ));
+        }
+        let host_name = match (nic, host) {
+            (_, Some(HostSpec { name: Some(n), .. })) => Some(n.clone()),
+            (Some(n), Some(HostSpec { name: None, .. })) => Some(format!("{}^", n.ifname)),
+            (None, Some(HostSpec { name: None, .. })) => {
+                return Err(err(
+                    ErrorCode::BadRequest,
+                    "a host port needs a name for its TAP interface (or a NIC to take it from)",
+                ))
+            }
+            (_, None) => None,
+        };
+        // Check everything before touching any interface.
+        let mut wanted = Vec::new();
+        if let Some(n) = nic {
+            wanted.push(n.ifname.as_str());
+            if n.queues.is_some_and(|q| q == 0 || q > MAX_QUEUES) {
+                return Err(err(
+                    ErrorCode::BadRequest,
+                    format!("queues must be 1 to {MAX_QUEUES}"),
+                ));
+            }
+        }
+        if let Some(h) = host {
+            if h.queues == 0 || h.queues > MAX_QUEUES {
+                return Err(err(
+                    ErrorCode::BadRequest,
+                    format!("queues must be 1 to {MAX_QUEUES}"),
+                ));
+            }
+        }
+        if let Some(h) = &host_name {
+            wanted.push(h.as_str());
+        }
+        for ifname in &wanted {
+            netdev::iface::validate_name(ifname).map_err(dev_err)?;
+            let pn: PortName = format!("{sw}:{ifname}").parse().map_err(|_| {
+                err(
+                    ErrorCode::BadName,
+                    format!("{ifname:?} cannot name a switch port: use letters, digits, '-', '_' and '.'"),
+                )
+            })?;
+            debug_assert!(matches!(pn.target, Target::Vale { .. }));
+            if let Some(at) = self.attached_as(ifname) {
+                return Err(err(
+                    ErrorCode::Busy,
+                    format!("{ifname} is already attached, as port {at}"),
+                ));
+            }
+            if self
+                .switches
+                .get(sw)
+                .is_some_and(|s| s.ports.contains_key(*ifname))
+            {
+                return Err(err(
+                    ErrorCode::Exists,
+                    format!("switch {sw} already has a port named {ifname}"),
+                ));
+            }
+        }
+        if let (Some(n), Some(h)) = (nic, &host_name) {
+            if &n.ifname == h {
+                return Err(err(
+                    ErrorCode::BadRequest,
+                    "the host port needs a name of its own",
+                ));
+            }
+        }
+        let free = MAX_PORTS - self.switches.get(sw).map_or(0, |s| s.ports.len());
+        if free < wanted.len() {
+            return Err(err(
+                ErrorCode::Limit,
+                format!("switch {sw} has no room for {} more ports", wanted.len()),
+            ));
+        }
+
+        let mut ports = Vec::new();
+        if let Some(n) = nic {
+            let res = self.attach_nic(sw, n);
+            self.drop_failed_switch(sw, &res.as_ref().map(|_| ()).map_err(Clone::clone));
+            ports.push(res?);
+        }
+        if let Some(h) = host_name {
+            let queues = host.map_or(1, |h| h.queues);
+            let res = self.attach_host(sw, &h, queues);
+            if res.is_err() {
+                // All or nothing: take the NIC back off.
+                if let Some(n) = nic {
+                    self.remove_vale_port(sw, &n.ifname);
+                }
+            }
+            self.drop_failed_switch(sw, &res.as_ref().map(|_| ()).map_err(Clone::clone));
+            ports.push(res?);
+        }
+        Ok(AttachReply { ports })
+    }
+
+    /// The port an interface is attached as, if any.
+    fn attached_as(&self, ifname: &str) -> Option<String> {
+        self.switches.values().find_map(|s| {
+            s.ports.values().find_map(|p| {
+                p.iface
+                    .as_ref()
+                    .filter(|i| i.info.ifname == ifname)
+                    .map(|i| i.info.port.clone())
+            })
+        })
+    }
+
+    fn attach_nic(&mut self, sw: &str, spec: &NicSpec) -> Result<IfaceInfo, ErrorReply> {
+        let cfg = NicConfig {
+            ifname: spec.ifname.clone(),
+            mode: mode(spec.mode),
+            queues: spec.queues,
+            ring_size: XDP_RING,
+        };
+        // Recorded before the program goes on, so a crash at any point
+        // after leaves a trace for the next daemon.
+        let xdp = spec.mode != NicMode::Packet;
+        if xdp {
+            self.record_attachment(&spec.ifname);
+        }
+        let nic = match netdev::open_nic(&cfg) {
+            Ok(n) => n,
+            Err(e) => {
+                if xdp {
+                    self.forget_attachment(&spec.ifname);
+                }
+                return Err(dev_err(e));
+            }
+        };
+        if !nic.driver.as_str().starts_with("xdp") && xdp {
+            self.forget_attachment(&spec.ifname);
+        }
+        info!(ifname = %nic.ifname, driver = nic.driver.as_str(), queues = nic.queues.len(), reason = %nic.reason, "NIC opened");
+        let info = IfaceInfo {
+            port: format!("{sw}:{}", spec.ifname),
+            ifname: spec.ifname.clone(),
+            driver: nic.driver.as_str().to_string(),
+            queues: nic.queues.len() as u32,
+            reason: nic.reason.clone(),
+        };
+        let res = self.add_dev_port(
+            sw,
+            &info,
+            PortKind::Nic,
+            IfaceRequest::Nic(spec.clone()),
+            nic.queues,
+        );
+        if res.is_err() {
+            self.forget_attachment(&spec.ifname);
+        }
+        res.map(|_| info)
+    }
+
+    fn attach_host(&mut self, sw: &str, name: &str, queues: u32) -> Result<IfaceInfo, ErrorReply> {
+        let tap = netdev::tap::open_tap(name, queues).map_err(dev_err)?;
+        info!(ifname = %tap.ifname, queues, "host port (TAP) created");
+        let info = IfaceInfo {
+            port: format!("{sw}:{name}"),
+            ifname: tap.ifname.clone(),
+            driver: netdev::Driver::Tap.as_str().to_string(),
+            queues: tap.queues.len() as u32,
+            reason: String::new(),
+        };
+        let req = IfaceRequest::Host(HostSpec {
+            name: Some(name.to_string()),
+            queues,
+        });
+        self.add_dev_port(sw, &info, PortKind::Host, req, tap.queues)
+            .map(|_| info)
+    }
+
+    fn add_dev_port(
+        &mut self,
+        sw: &str,
+        info: &IfaceInfo,
+        kind: PortKind,
+        request: IfaceRequest,
+        queues: Vec<Box<dyn netdev::DevQueue>>,
+    ) -> Result<(), ErrorReply> {
+        let nq = queues.len();
+        let dev = DevPort::new(info.ifname.clone(), queues)
+            .map_err(|e| internal("setting up the interface's queues", e))?;
+        let entry = self.ensure_switch(sw, false)?;
+        let switch: Arc<Switch> = entry.switch.clone();
+        let sp = switch
+            .attach(|idx| Ok(SwitchPort::new_dev(info.port.clone(), idx, dev)))
+            .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
+        let sources: Vec<Source> = (0..nq).map(Source::Queue).collect();
+        let assigned = match self.assign(&switch, &sp, &sources) {
+            Ok(a) => a,
+            Err(e) => {
+                switch.detach(sp.index);
+                return Err(e);
+            }
+        };
+        let g = Geometry {
+            tx_rings: nq as u32,
+            rx_rings: nq as u32,
+            ..Geometry::default()
+        };
+        let port = info
+            .port
+            .split_once(':')
+            .map_or(info.port.as_str(), |(_, p)| p)
+            .to_string();
+        info!(port = %info.port, index = sp.index, driver = %info.driver, "interface port created");
+        let entry = self.switches.get_mut(sw).expect("exists");
+        entry.ports.insert(
+            port,
+            PortEntry {
+                port: sp,
+                assigned,
+                persistent: true,
+                open_by: None,
+                geometry: g,
+                vm: None,
+                iface: Some(IfaceEntry {
+                    info: info.clone(),
+                    kind,
+                    request,
+                }),
+            },
+        );
+        Ok(())
+    }
+
+    /// Sets up what an application's `netmap:IF` opens: a hidden two-port
+    /// switch that floods (a wire) between the NIC and a ring port with one
+    /// ring pair per NIC queue (or the `@conf:` sizes). Returns the switch
+    /// and port to open.
+    pub(super) fn prepare_direct(
+        &mut self,
+        ifname: &str,
+        conf: Option<Geometry>,
+    ) -> Result<(String, String), ErrorReply> {
+        netdev::iface::validate_name(ifname).map_err(dev_err)?;
+        let sw = format!("netmap:{ifname}");
+        if self.switches.contains_key(&sw) {
+            return Err(err(
+                ErrorCode::Busy,
+                format!("{sw} is already open by another client"),
+            ));
+        }
+        if let Some(at) = self.attached_as(ifname) {
+            return Err(err(
+                ErrorCode::Busy,
+                format!("{ifname} is attached to a switch as port {at}: detach it first"),
+            ));
+        }
+        self.switches.insert(
+            sw.clone(),
+            SwitchEntry {
+                switch: Arc::new(Switch::new(&sw, Box::new(Hub), self.cfg.batch)),
+                ports: Default::default(),
+                persistent: false,
+                direct: true,
+            },
+        );
+        let spec = NicSpec {
+            ifname: ifname.to_string(),
+            mode: NicMode::Auto,
+            queues: conf.map(|g| g.tx_rings.max(g.rx_rings)),
+        };
+        let info = match self.attach_nic(&sw, &spec) {
+            Ok(i) => i,
+            Err(e) => {
+                self.switches.remove(&sw);
+                return Err(e);
+            }
+        };
+        let g = conf.unwrap_or(Geometry {
+            tx_rings: info.queues,
+            rx_rings: info.queues,
+            ..Geometry::default()
+        });
+        if let Err(e) = self.new_vale_port(&sw, DIRECT_APP, g, false) {
+            self.remove_direct(&sw);
+            return Err(e);
+        }
+        Ok((sw, DIRECT_APP.to_string()))
+    }
+
+    /// Takes down a `netmap:IF` switch: its NIC goes back to the kernel.
+    pub(super) fn remove_direct(&mut self, sw: &str) {
+        let names: Vec<String> = self
+            .switches
+            .get(sw)
+            .map(|s| s.ports.keys().cloned().collect())
+            .unwrap_or_default();
+        for port in names {
+            self.remove_vale_port(sw, &port);
+        }
+        self.switches.remove(sw);
+    }
+
+    /// `detach`: removes an interface port.
+    pub fn detach(&mut self, name: &str) -> Result<(), ErrorReply> {
+        let pn = Self::parse(name)?;
+        let Target::Vale { switch, port } = &pn.target else {
+            return Err(err(
+                ErrorCode::BadName,
+                format!("{pn} is not a switch port: name the attached interface's port, like vale0:eth0"),
+            ));
+        };
+        let p = self
+            .switches
+            .get(switch)
+            .and_then(|s| s.ports.get(port))
+            .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no port {pn}")))?;
+        if p.iface.is_none() {
+            return Err(err(
+                ErrorCode::BadRequest,
+                format!("port {pn} is not an attached interface: use port-del"),
+            ));
+        }
+        self.remove_vale_port(&switch.clone(), &port.clone());
+        Ok(())
+    }
+
+    fn record_attachment(&self, ifname: &str) {
+        let Some(path) = &self.state else { return };
+        let mut names = read_names(path);
+        if !names.iter().any(|n| n == ifname) {
+            names.push(ifname.to_string());
+            write_names(path, &names);
+        }
+    }
+
+    pub(super) fn forget_attachment(&self, ifname: &str) {
+        let Some(path) = &self.state else { return };
+        let mut names = read_names(path);
+        let before = names.len();
+        names.retain(|n| n != ifname);
+        if names.len() != before {
+            write_names(path, &names);
+        }
+    }
+}
+
+fn read_names(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|t| {
+            t.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn write_names(path: &std::path::Path, names: &[String]) {
+    let mut text = names.join("\n");
+    text.push('\n');
+    // Written whole to a temporary file and renamed, so a crash leaves
+    // either list.
+    let tmp = path.with_extension("tmp");
+    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
+        warn!(path = %path.display(), error = %e, "cannot record attached interfaces; a crash would leave their XDP programs behind");
+    }
+}

@@ -1,0 +1,188 @@
+//! Interface helpers shared by the drivers: names, indexes, queues, flags.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::DevError;
+
+/// `IFNAMSIZ`: names are at most 15 bytes.
+pub const IFNAMSIZ: usize = libc::IFNAMSIZ;
+
+/// Checks a name as the kernel would (`dev_valid_name`).
+pub fn validate_name(name: &str) -> Result<(), DevError> {
+    let bad = |why| {
+        Err(DevError::BadName {
+            name: name.to_string(),
+            why,
+        })
+    };
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name.len() >= IFNAMSIZ {
+        return bad("interface names are at most 15 bytes");
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are not interface names");
+    }
+    if name
+        .bytes()
+        .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0)
+    {
+        return bad("it contains '/', ':' or a space");
+    }
+    Ok(())
+}
+
+fn cname(name: &str) -> Result<CString, DevError> {
+    validate_name(name)?;
+    CString::new(name).map_err(|_| DevError::BadName {
+        name: name.to_string(),
+        why: "it contains a NUL byte",
+    })
+}
+
+/// The interface's index.
+pub fn ifindex(name: &str) -> Result<u32, DevError> {
+    let c = cname(name)?;
+    // SAFETY: `c` is a valid NUL-terminated string for the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(DevError::NoSuchInterface {
+            name: name.to_string(),
+        });
+    }
+    Ok(i)
+}
+
+/// Receive queues the interface has (`/sys/class/net/NAME/queues/rx-*`);
+/// at least 1.
+pub fn rx_queue_count(name: &str) -> Result<u32, DevError> {
+    validate_name(name)?;
+    let dir = format!("/sys/class/net/{name}/queues");
+    let rd = std::fs::read_dir(&dir).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => DevError::NoSuchInterface {
+            name: name.to_string(),
+        },
+        _ => DevError::Io {
+            what: format!("reading {dir}"),
+            source: e,
+        },
+    })?;
+    let n = rd
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count() as u32;
+    Ok(n.max(1))
+}
+
+/// A datagram socket for interface ioctls.
+fn ctl_socket() -> Result<OwnedFd, DevError> {
+    // SAFETY: socket() with constant arguments returns a new fd or -1.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(DevError::Io {
+            what: "opening a socket for interface requests".into(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: a fresh fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn ifreq(name: &str) -> Result<libc::ifreq, DevError> {
+    let c = cname(name)?;
+    // SAFETY: ifreq is plain data; all zeroes is a valid value.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in r.ifr_name.iter_mut().zip(c.as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    Ok(r)
+}
+
+fn flags(name: &str) -> Result<(OwnedFd, libc::ifreq), DevError> {
+    let s = ctl_socket()?;
+    let mut r = ifreq(name)?;
+    // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of `r`,
+    // which lives across the call.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut r) } < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::ENODEV) => DevError::NoSuchInterface {
+                name: name.to_string(),
+            },
+            _ => DevError::Io {
+                what: format!("reading the flags of {name}"),
+                source: e,
+            },
+        });
+    }
+    Ok((s, r))
+}
+
+/// Whether the interface is administratively up.
+pub fn is_up(name: &str) -> Result<bool, DevError> {
+    let (_, r) = flags(name)?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    let f = unsafe { r.ifr_ifru.ifru_flags };
+    Ok(f & libc::IFF_UP as libc::c_short != 0)
+}
+
+/// Sets the interface up.
+pub fn set_up(name: &str) -> Result<(), DevError> {
+    let (s, mut r) = flags(name)?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union; we set a
+    // bit in it and hand the same struct back.
+    unsafe {
+        r.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &r) < 0 {
+            return Err(DevError::io(
+                format!("setting {name} up"),
+                "CAP_NET_ADMIN",
+                io::Error::last_os_error(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The interface's MTU.
+pub fn mtu(name: &str) -> Result<u32, DevError> {
+    let s = ctl_socket()?;
+    let mut r = ifreq(name)?;
+    // SAFETY: SIOCGIFMTU reads the name and writes the MTU of `r`.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut r) } < 0 {
+        return Err(DevError::Io {
+            what: format!("reading the MTU of {name}"),
+            source: io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: SIOCGIFMTU filled the mtu member of the union.
+    Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(validate_name("eth0").is_ok());
+        assert!(validate_name("eth0^").is_ok());
+        for bad in ["", "a/b", "a:b", "a b", ".", "..", "sixteen-chars-xx"] {
+            assert!(
+                matches!(validate_name(bad), Err(DevError::BadName { .. })),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            ifindex("rs-no-such0"),
+            Err(DevError::NoSuchInterface { .. })
+        ));
+        assert_eq!(ifindex("lo").unwrap(), 1);
+        assert!(is_up("lo").unwrap());
+        assert!(mtu("lo").unwrap() >= 1500);
+        assert!(rx_queue_count("lo").unwrap() >= 1);
+    }
+}

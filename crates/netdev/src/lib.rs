@@ -1,0 +1,246 @@
+//! Kernel network interfaces as switch ports.
+//!
+//! A switch port backed by a kernel interface is a set of [`DevQueue`]s: one
+//! per NIC queue (an AF_XDP socket, or an AF_PACKET socket where XDP cannot
+//! attach) or one per TAP queue (the host's own stack). The switch worker
+//! serving a queue waits for its [`DevQueue::rx_fd`] in epoll (level
+//! triggered: the kernel does the double check), takes frames in batches
+//! with [`DevQueue::rx_batch`], and other workers hand it frames with
+//! [`DevQueue::tx_push`] and one [`DevQueue::tx_flush`] per batch.
+//!
+//! - [`xdp`]: AF_XDP sockets through libxdp (its default redirect program,
+//!   one socket per queue, need_wakeup), native or generic mode.
+//! - [`packet`]: the AF_PACKET fallback (TPACKET_V3, mmap'ed rings).
+//! - [`tap`]: a multi-queue TAP interface with virtio-net headers.
+//! - [`open_nic`] picks the best of the first two and says why.
+//!
+//! Frames carry an [`OffloadHdr`] (the virtio-net header's offload fields):
+//! a TAP queue takes and gives partial checksums and TSO frames as they are;
+//! a NIC queue carries plain frames ([`DevQueue::tx_caps`] says which).
+
+#![warn(missing_docs)]
+
+pub mod iface;
+pub mod packet;
+pub mod tap;
+pub mod xdp;
+
+mod error;
+
+use std::os::fd::RawFd;
+
+pub use error::DevError;
+pub use ringswitch_offload::{Caps, OffloadHdr};
+
+/// Why a frame could not be queued for transmission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TxError {
+    /// The queue is full (the kernel has not taken earlier frames yet): the
+    /// caller drops and counts the frame.
+    #[error("the transmit queue is full")]
+    Full,
+    /// The frame is longer than the queue's frames can be.
+    #[error("the frame is too long for this interface")]
+    TooLong,
+    /// The interface is down or gone.
+    #[error("the interface is down")]
+    Down,
+}
+
+/// Kernel-side counters of one queue, cumulative since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DevStats {
+    /// Frames the kernel dropped on receive: AF_XDP's `rx_dropped`,
+    /// `rx_ring_full` and `rx_fill_ring_empty_descs`, AF_PACKET's
+    /// `tp_drops`.
+    pub kernel_rx_dropped: u64,
+    /// Frames the kernel refused on transmit: AF_XDP's `tx_invalid_descs`,
+    /// AF_PACKET's TP_STATUS_WRONG_FORMAT, a TAP write error.
+    pub kernel_tx_invalid: u64,
+    /// Frames received with a bad or unsupported virtio-net header (TAP),
+    /// dropped here.
+    pub rx_bad_hdr: u64,
+}
+
+/// How a queue is driven, for `port-list` and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// AF_XDP, XDP program in the driver, frames in our memory (zero copy).
+    XdpNativeZeroCopy,
+    /// AF_XDP, XDP program in the driver, frames copied into our memory.
+    XdpNative,
+    /// AF_XDP over generic (skb) XDP.
+    XdpGeneric,
+    /// AF_PACKET with TPACKET_V3 rings.
+    Packet,
+    /// A TAP queue.
+    Tap,
+}
+
+impl Driver {
+    /// Short name: `xdp-native-zc`, `xdp-native`, `xdp-generic`, `af-packet`,
+    /// `tap`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Driver::XdpNativeZeroCopy => "xdp-native-zc",
+            Driver::XdpNative => "xdp-native",
+            Driver::XdpGeneric => "xdp-generic",
+            Driver::Packet => "af-packet",
+            Driver::Tap => "tap",
+        }
+    }
+}
+
+/// One queue of a kernel network interface, as a switch port drives it.
+///
+/// A queue is used by one thread at a time (the port keeps it behind a
+/// lock taken once per batch). Nothing it reads from the kernel's rings is
+/// trusted: descriptors are checked against the queue's own memory before
+/// use, and a bad one is dropped and counted, never followed.
+pub trait DevQueue: Send {
+    /// Takes up to `max` received frames, calling `f` with each frame and its
+    /// offload header (all zero for a NIC). `f` returns false to stop after
+    /// the frame it was given. Returns how many frames were taken. The
+    /// frames' memory is given back to the kernel before returning.
+    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize;
+
+    /// Whether received frames are waiting (cheap: no system call where the
+    /// queue has shared rings).
+    fn rx_ready(&self) -> bool;
+
+    /// Queues one frame for transmission (copied). `hdr` may ask only for
+    /// the offloads [`DevQueue::tx_caps`] allows; the caller completes the
+    /// rest in software.
+    fn tx_push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), TxError>;
+
+    /// Hands queued frames to the kernel (at most one system call, and none
+    /// when the kernel does not need a wake-up).
+    fn tx_flush(&mut self);
+
+    /// A file descriptor that polls readable while received frames wait, for
+    /// a level-triggered epoll. It must never be read by the caller.
+    fn rx_fd(&self) -> RawFd;
+
+    /// Offloads frames given to [`DevQueue::tx_push`] may carry.
+    fn tx_caps(&self) -> Caps;
+
+    /// Kernel-side counters.
+    fn stats(&self) -> DevStats;
+
+    /// How the queue is driven.
+    fn driver(&self) -> Driver;
+}
+
+/// How to attach a NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NicMode {
+    /// The best that works: native XDP (zero copy if the driver can), then
+    /// generic XDP, then AF_PACKET.
+    #[default]
+    Auto,
+    /// AF_XDP with the XDP program in the driver; fails if unsupported.
+    Native,
+    /// AF_XDP over generic XDP.
+    Generic,
+    /// AF_PACKET only.
+    Packet,
+}
+
+/// What to open on a NIC.
+#[derive(Debug, Clone)]
+pub struct NicConfig {
+    /// Interface name.
+    pub ifname: String,
+    /// How to attach.
+    pub mode: NicMode,
+    /// Queues to open (`None`: every combined/RX queue the interface has).
+    pub queues: Option<u32>,
+    /// Descriptors per ring (fill, RX, TX, completion), a power of two.
+    pub ring_size: u32,
+}
+
+impl NicConfig {
+    /// Defaults for `ifname`: auto mode, every queue, 2048 descriptors.
+    pub fn new(ifname: &str) -> NicConfig {
+        NicConfig {
+            ifname: ifname.to_string(),
+            mode: NicMode::Auto,
+            queues: None,
+            ring_size: 2048,
+        }
+    }
+}
+
+/// An opened NIC: its queues, and how they are driven.
+pub struct Nic {
+    /// Interface name.
+    pub ifname: String,
+    /// Interface index.
+    pub ifindex: u32,
+    /// One per queue, queue 0 first.
+    pub queues: Vec<Box<dyn DevQueue>>,
+    /// How the queues are driven.
+    pub driver: Driver,
+    /// Why this driver: one sentence for the log ("native XDP is not
+    /// supported by veth's driver here: ..., using generic XDP").
+    pub reason: String,
+}
+
+/// Opens `cfg.ifname`: AF_XDP where it attaches, else AF_PACKET (in
+/// [`NicMode::Auto`]), logging which was chosen and why.
+pub fn open_nic(cfg: &NicConfig) -> Result<Nic, DevError> {
+    iface::validate_name(&cfg.ifname)?;
+    iface::ifindex(&cfg.ifname)?;
+    let nic = match cfg.mode {
+        NicMode::Native => xdp::open(cfg, xdp::XdpMode::Native)?,
+        NicMode::Generic => xdp::open(cfg, xdp::XdpMode::Generic)?,
+        NicMode::Packet => {
+            let mut n = packet::open(cfg)?;
+            n.reason = "AF_PACKET, as asked".into();
+            n
+        }
+        NicMode::Auto => auto(cfg)?,
+    };
+    tracing::info!(ifname = %nic.ifname, driver = nic.driver.as_str(), reason = %nic.reason, "NIC attached");
+    Ok(nic)
+}
+
+/// Errors that no other way of attaching can get around.
+fn decisive(e: &DevError) -> bool {
+    matches!(
+        e,
+        DevError::NoSuchInterface { .. } | DevError::BadName { .. } | DevError::Busy { .. }
+    )
+}
+
+fn auto(cfg: &NicConfig) -> Result<Nic, DevError> {
+    let native = match xdp::open(cfg, xdp::XdpMode::Native) {
+        Ok(n) => return Ok(n),
+        Err(e) if decisive(&e) => return Err(e),
+        Err(e) => e,
+    };
+    tracing::debug!(ifname = %cfg.ifname, error = %native, "native XDP does not attach");
+    let generic = match xdp::open(cfg, xdp::XdpMode::Generic) {
+        Ok(mut n) => {
+            n.reason = format!("native XDP does not attach ({native}); using generic XDP");
+            return Ok(n);
+        }
+        Err(e) if decisive(&e) => return Err(e),
+        Err(e) => e,
+    };
+    match packet::open(cfg) {
+        Ok(mut n) => {
+            n.reason = format!(
+                "AF_XDP does not attach (native: {native}; generic: {generic}); using AF_PACKET"
+            );
+            tracing::warn!(ifname = %cfg.ifname, reason = %n.reason, "falling back to AF_PACKET");
+            Ok(n)
+        }
+        // Without the privileges for XDP, say what XDP needs: it is the
+        // better way once they are granted.
+        Err(DevError::Permission { .. }) if matches!(native, DevError::Permission { .. }) => {
+            Err(native)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,250 @@
+//! The host-stack port: a TAP interface whose other side is the host's own
+//! TCP/IP stack (netmap's `eth0^`, done with today's kernel interfaces).
+//!
+//! Every frame crosses with a 12-byte virtio-net header (IFF_VNET_HDR), and
+//! the TAP is told it may hand us partial checksums and TSO frames
+//! (TUNSETOFFLOAD), so the host stack sends 64 KiB TCP segments that pass
+//! whole to a guest that takes them, and takes the same from guests.
+//! Non-persistent: the interface disappears with the last of its queues,
+//! including when the daemon is killed.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use ringswitch_offload::{Caps, OffloadHdr};
+
+use crate::{iface, DevError, DevQueue, DevStats, Driver, TxError};
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
+const IFF_TAP: libc::c_short = 0x0002;
+const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
+
+/// The virtio-net header with `num_buffers` (VIRTIO 1.x), as set with
+/// TUNSETVNETHDRSZ.
+const HDR: usize = 12;
+/// Largest frame a TAP hands over: a 64 KiB GSO frame and its Ethernet
+/// header, with room to spare.
+const FRAME: usize = 65_550;
+/// Most queues of one TAP.
+pub const MAX_QUEUES: u32 = 16;
+
+/// A created TAP interface and its queues.
+pub struct Tap {
+    /// Interface name.
+    pub ifname: String,
+    /// One per queue.
+    pub queues: Vec<Box<dyn DevQueue>>,
+}
+
+/// One queue of a TAP.
+pub struct TapQueue {
+    fd: OwnedFd,
+    buf: Box<[u8]>,
+    stats: DevStats,
+}
+
+const NEEDS: &str = "creating a TAP interface needs CAP_NET_ADMIN";
+
+fn open_queue(name: &str, multi: bool) -> Result<OwnedFd, DevError> {
+    let path = CString::new("/dev/net/tun").expect("no NUL");
+    // SAFETY: a valid path string; open returns a new fd or -1.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(DevError::io(
+            "opening /dev/net/tun",
+            NEEDS,
+            io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: a fresh fd nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain data; zeroes are a valid value.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in r.ifr_name.iter_mut().zip(name.as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    r.ifr_ifru.ifru_flags =
+        IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | if multi { IFF_MULTI_QUEUE } else { 0 };
+    // SAFETY: TUNSETIFF reads (and may write back the name of) `r`, which
+    // lives across the call.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut r) } < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EBUSY) => DevError::Busy {
+                name: name.to_string(),
+                why: "a TAP of that name is in use".into(),
+            },
+            Some(libc::EINVAL) => DevError::Busy {
+                name: name.to_string(),
+                why: "an interface of that name exists and is not a TAP we can join".into(),
+            },
+            _ => DevError::io(format!("creating TAP {name}"), NEEDS, e),
+        });
+    }
+    let hdr: libc::c_int = HDR as libc::c_int;
+    // SAFETY: TUNSETVNETHDRSZ reads an int through the pointer.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETVNETHDRSZ, &hdr) } < 0 {
+        return Err(DevError::io(
+            format!("setting the virtio-net header size of {name}"),
+            NEEDS,
+            io::Error::last_os_error(),
+        ));
+    }
+    let off: libc::c_uint = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+    // SAFETY: TUNSETOFFLOAD takes the flags as the argument value.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, off as libc::c_ulong) } < 0 {
+        return Err(DevError::io(
+            format!("enabling offloads on {name}"),
+            NEEDS,
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(fd)
+}
+
+/// Creates TAP interface `name` with `queues` queues (1 to 16), up, with
+/// virtio-net headers and checksum/TSO offloads. An existing interface of
+/// that name is refused.
+pub fn open_tap(name: &str, queues: u32) -> Result<Tap, DevError> {
+    iface::validate_name(name)?;
+    if !(1..=MAX_QUEUES).contains(&queues) {
+        return Err(DevError::Unsupported {
+            name: name.to_string(),
+            what: "that many TAP queues",
+            why: format!("use 1 to {MAX_QUEUES}"),
+        });
+    }
+    if iface::ifindex(name).is_ok() {
+        return Err(DevError::Busy {
+            name: name.to_string(),
+            why: format!("an interface named {name} already exists"),
+        });
+    }
+    let multi = queues > 1;
+    let mut qs: Vec<Box<dyn DevQueue>> = Vec::with_capacity(queues as usize);
+    for _ in 0..queues {
+        let fd = open_queue(name, multi)?;
+        qs.push(Box::new(TapQueue {
+            fd,
+            buf: vec![0u8; HDR + FRAME].into_boxed_slice(),
+            stats: DevStats::default(),
+        }));
+    }
+    iface::set_up(name)?;
+    tracing::debug!(ifname = name, queues, "TAP created");
+    Ok(Tap {
+        ifname: name.to_string(),
+        queues: qs,
+    })
+}
+
+impl DevQueue for TapQueue {
+    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize {
+        let mut n = 0;
+        while n < max {
+            // SAFETY: reads at most buf.len() bytes into our own buffer.
+            let r = unsafe {
+                libc::read(
+                    self.fd.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                )
+            };
+            if r < 0 {
+                // EAGAIN: nothing more; anything else (EIO while down):
+                // nothing to take either.
+                break;
+            }
+            let len = r as usize;
+            n += 1;
+            let hdr = match OffloadHdr::from_le_bytes(&self.buf[..len.min(HDR)]) {
+                Ok(h) if len > HDR => h,
+                _ => {
+                    self.stats.rx_bad_hdr += 1;
+                    continue;
+                }
+            };
+            if !f(&self.buf[HDR..len], &hdr) {
+                break;
+            }
+        }
+        n
+    }
+
+    fn rx_ready(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
+    }
+
+    fn tx_push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), TxError> {
+        if frame.len() > FRAME {
+            return Err(TxError::TooLong);
+        }
+        let mut h = [0u8; HDR];
+        h[..OffloadHdr::LEN].copy_from_slice(&hdr.to_le_bytes());
+        let iov = [
+            libc::iovec {
+                iov_base: h.as_ptr() as *mut libc::c_void,
+                iov_len: HDR,
+            },
+            libc::iovec {
+                iov_base: frame.as_ptr() as *mut libc::c_void,
+                iov_len: frame.len(),
+            },
+        ];
+        // SAFETY: two iovecs over live buffers the kernel only reads.
+        let r = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
+        if r >= 0 {
+            return Ok(());
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN) => Err(TxError::Full),
+            Some(libc::EIO) => Err(TxError::Down),
+            _ => {
+                self.stats.kernel_tx_invalid += 1;
+                Ok(())
+            }
+        }
+    }
+
+    fn tx_flush(&mut self) {}
+
+    fn rx_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    fn tx_caps(&self) -> Caps {
+        Caps {
+            csum: true,
+            tso4: true,
+            tso6: true,
+            ecn: false,
+        }
+    }
+
+    fn stats(&self) -> DevStats {
+        self.stats
+    }
+
+    fn driver(&self) -> Driver {
+        Driver::Tap
+    }
+}

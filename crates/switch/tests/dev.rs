@@ -1,0 +1,273 @@
+//! Interface ports driven directly, with an in-memory `DevQueue`: frames
+//! between ring ports and interfaces, order, counters, a full transmit
+//! queue, and offloads kept for an interface that takes them (a TAP) and
+//! done in software for one that does not (a NIC).
+
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex};
+
+use ringswitch_netdev::{Caps, DevQueue, DevStats, Driver, OffloadHdr, TxError};
+use ringswitch_offload::{F_NEEDS_CSUM, GSO_TCPV4};
+use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
+use ringswitch_switch::{DevPort, Hub, LearningBridge, Scratch, Switch, SwitchPort};
+
+#[derive(Default)]
+struct Wire {
+    /// Frames the "kernel" has for us.
+    rx: VecDeque<(OffloadHdr, Vec<u8>)>,
+    /// Frames queued for transmission, not yet flushed.
+    pending: Vec<(OffloadHdr, Vec<u8>)>,
+    /// Frames flushed to the "kernel".
+    sent: Vec<(OffloadHdr, Vec<u8>)>,
+    flushes: u32,
+}
+
+struct MockQueue {
+    wire: Arc<Mutex<Wire>>,
+    caps: Caps,
+    /// Most frames pending at once.
+    room: usize,
+}
+
+impl DevQueue for MockQueue {
+    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize {
+        let mut w = self.wire.lock().unwrap();
+        let mut n = 0;
+        while n < max {
+            let Some((h, frame)) = w.rx.pop_front() else {
+                break;
+            };
+            n += 1;
+            if !f(&frame, &h) {
+                break;
+            }
+        }
+        n
+    }
+    fn rx_ready(&self) -> bool {
+        !self.wire.lock().unwrap().rx.is_empty()
+    }
+    fn tx_push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), TxError> {
+        let mut w = self.wire.lock().unwrap();
+        if w.pending.len() >= self.room {
+            return Err(TxError::Full);
+        }
+        w.pending.push((*hdr, frame.to_vec()));
+        Ok(())
+    }
+    fn tx_flush(&mut self) {
+        let mut w = self.wire.lock().unwrap();
+        let p = std::mem::take(&mut w.pending);
+        w.sent.extend(p);
+        w.flushes += 1;
+    }
+    fn rx_fd(&self) -> RawFd {
+        -1
+    }
+    fn tx_caps(&self) -> Caps {
+        self.caps
+    }
+    fn stats(&self) -> DevStats {
+        DevStats {
+            kernel_rx_dropped: 7,
+            ..DevStats::default()
+        }
+    }
+    fn driver(&self) -> Driver {
+        Driver::XdpGeneric
+    }
+}
+
+fn dev(sw: &Switch, name: &str, caps: Caps, room: usize) -> (Arc<SwitchPort>, Arc<Mutex<Wire>>) {
+    let wire = Arc::new(Mutex::new(Wire::default()));
+    let q = MockQueue {
+        wire: wire.clone(),
+        caps,
+        room,
+    };
+    let d = DevPort::new(name.into(), vec![Box::new(q)]).unwrap();
+    let p = sw
+        .attach(|i| Ok(SwitchPort::new_dev(name.into(), i, d)))
+        .unwrap();
+    (p, wire)
+}
+
+fn ring(sw: &Switch, name: &str) -> (Arc<SwitchPort>, AppRing, AppRing) {
+    let r = Arc::new(
+        Region::create(
+            RegionLayout::new(Geometry::default(), 1).unwrap(),
+            [name, ""],
+        )
+        .unwrap(),
+    );
+    let p = sw
+        .attach(|i| SwitchPort::new(name.into(), i, r.clone()))
+        .unwrap();
+    (
+        p,
+        AppRing::new(r.clone(), 0, Dir::Tx, 0),
+        AppRing::new(r, 0, Dir::Rx, 0),
+    )
+}
+
+fn frame(dst: u8, src: u8, tag: u8, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, dst]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, src]);
+    f[14] = tag;
+    f
+}
+
+fn queue(tx: &mut AppRing, frames: &[Vec<u8>]) {
+    for (k, f) in frames.iter().enumerate() {
+        let mut s = tx.slot_mut(k as u32).unwrap();
+        assert!(s.write_at(0, f));
+        s.set_len(f.len() as u16);
+    }
+    tx.advance(frames.len() as u32);
+    tx.publish();
+}
+
+fn drain(rx: &mut AppRing) -> Vec<Vec<u8>> {
+    rx.refresh_tail();
+    let n = rx.space();
+    let v = (0..n)
+        .map(|k| {
+            let s = rx.slot_mut(k).unwrap();
+            s.payload().to_vec()
+        })
+        .collect();
+    rx.advance(n);
+    rx.publish();
+    v
+}
+
+#[test]
+fn ring_to_interface_and_back_in_order_with_one_flush_per_batch() {
+    let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
+    let mut sc = Scratch::default();
+    let (a, mut atx, mut arx) = ring(&sw, "a");
+    let (nic, wire) = dev(&sw, "eth0", Caps::default(), 4096);
+    let frames: Vec<Vec<u8>> = (0..100)
+        .map(|k| frame(0xee, 0xa, k, 60 + k as usize))
+        .collect();
+    queue(&mut atx, &frames);
+    let r = sw.forward(&a, 0, &mut sc);
+    assert_eq!(r.packets, 100);
+    {
+        let w = wire.lock().unwrap();
+        assert_eq!(w.flushes, 1, "one flush for the batch");
+        let sent: Vec<Vec<u8>> = w.sent.iter().map(|(_, f)| f.clone()).collect();
+        assert_eq!(sent, frames, "every frame, whole and in order");
+    }
+    // From the wire: a reply to a (learned), a runt, and a frame for nobody.
+    {
+        let mut w = wire.lock().unwrap();
+        w.rx.push_back((OffloadHdr::default(), frame(0xa, 0xee, 1, 64)));
+        w.rx.push_back((OffloadHdr::default(), vec![0u8; 10]));
+        w.rx.push_back((OffloadHdr::default(), frame(0x77, 0xee, 2, 1514)));
+    }
+    let r = sw.forward(&nic, 0, &mut sc);
+    assert_eq!(r.packets, 3);
+    let got = drain(&mut arx);
+    assert_eq!(got.len(), 2);
+    assert_eq!((got[0][14], got[0].len()), (1, 64));
+    assert_eq!((got[1][14], got[1].len()), (2, 1514));
+    let s = nic.stats();
+    assert_eq!((s.tx_packets, s.drop_short, s.rx_packets), (2, 1, 100));
+    assert_eq!(
+        s.drop_kernel, 7,
+        "the kernel's drops are in the port's stats"
+    );
+    // Nothing left: the source reports no work.
+    assert_eq!(sw.forward(&nic, 0, &mut sc).slots, 0);
+}
+
+#[test]
+fn full_transmit_queue_drops_the_rest_and_counts() {
+    let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
+    let mut sc = Scratch::default();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (nic, wire) = dev(&sw, "eth0", Caps::default(), 30);
+    let frames: Vec<Vec<u8>> = (0..50).map(|k| frame(0xee, 0xa, k, 60)).collect();
+    queue(&mut atx, &frames);
+    sw.forward(&a, 0, &mut sc);
+    let w = wire.lock().unwrap();
+    assert_eq!(w.sent.len(), 30);
+    assert!(
+        w.sent
+            .iter()
+            .enumerate()
+            .all(|(k, (_, f))| f[14] == k as u8),
+        "a prefix arrives"
+    );
+    let s = nic.stats();
+    assert_eq!((s.rx_packets, s.drop_rx_full), (30, 20));
+}
+
+/// A TCPv4 frame with a 3000-byte payload asking for TSO (MSS 1000) and a
+/// partial checksum, as a host stack hands it to a TAP.
+fn tso_frame() -> (OffloadHdr, Vec<u8>) {
+    let payload = 3000usize;
+    let mut f = vec![0u8; 14 + 20 + 20 + payload];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xb]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + 20 + payload) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let tcp = &mut f[34..54];
+    tcp[0..2].copy_from_slice(&1234u16.to_be_bytes());
+    tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x18;
+    for (k, b) in f[54..].iter_mut().enumerate() {
+        *b = k as u8;
+    }
+    let h = OffloadHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_TCPV4,
+        hdr_len: 54,
+        gso_size: 1000,
+        csum_start: 34,
+        csum_offset: 16,
+    };
+    (h, f)
+}
+
+#[test]
+fn offloads_pass_to_an_interface_that_takes_them_and_are_done_for_one_that_does_not() {
+    // A hub: the TAP's frame reaches both the other TAP and the NIC.
+    let sw = Switch::new("vale0", Box::new(Hub), 512);
+    let mut sc = Scratch::default();
+    let all = Caps {
+        csum: true,
+        tso4: true,
+        tso6: true,
+        ecn: false,
+    };
+    let (tap, twire) = dev(&sw, "tap0", all, 4096);
+    let (_tap2, t2wire) = dev(&sw, "tap1", all, 4096);
+    let (_nic, nwire) = dev(&sw, "eth0", Caps::default(), 4096);
+    let (h, f) = tso_frame();
+    twire.lock().unwrap().rx.push_back((h, f.clone()));
+    sw.forward(&tap, 0, &mut sc);
+    let t2 = t2wire.lock().unwrap();
+    assert_eq!(t2.sent.len(), 1, "passed through whole");
+    assert_eq!(t2.sent[0].0, h, "with its offload header");
+    assert_eq!(t2.sent[0].1, f);
+    let n = nwire.lock().unwrap();
+    assert_eq!(n.sent.len(), 3, "segmented for the NIC");
+    let mut payload = Vec::new();
+    for (sh, seg) in &n.sent {
+        assert_eq!(sh.gso_type, 0, "plain frames");
+        assert!(seg.len() <= 14 + 20 + 20 + 1000);
+        payload.extend_from_slice(&seg[54..]);
+    }
+    assert_eq!(payload, f[54..], "the payload, in order");
+}
