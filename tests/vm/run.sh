@@ -478,8 +478,10 @@ ns_tcp_to_guest() {
 # guest_tcp_to_ns G NS IP PORT: TCP_BYTES from guest G to a listener in NS.
 guest_tcp_to_ns() {
     local g=$1 ns=$2 ip=$3 port=$4 f=$RUN/ns-rx.$4
-    rm -f "$f"
-    timeout 120 ip netns exec "$ns" busybox nc -l -p "$port" >"$f" </dev/null &
+    rm -f "$f" "$f.hold"
+    # stdin: a FIFO nobody writes to, so nc never ends its side early
+    mkfifo "$f.hold"
+    timeout 120 ip netns exec "$ns" busybox nc -l -p "$port" >"$f" 0<>"$f.hold" &
     local lpid=$!
     guest_cmd "$g" rs_send "$ip" "$port" "$TCP_BYTES"
     local ids=$CMD_ID

@@ -15,10 +15,13 @@ use crate::engine::{BatchResult, Ft, Scratch, Switch, MIN_FRAME};
 use crate::port::{Counters, SwitchPort, VirtioPort};
 use crate::staged::{forward_staged, staged_to_queue, Outcome, StageScratch, Tally, FRAME_MAX};
 
-/// The offload fields of a guest's header, in host order.
+/// The offload fields of a guest's header, in host order. DATA_VALID is
+/// the device's word on receive, not the guest's on transmit: a guest
+/// claiming it must not make another guest or the host stack skip checking
+/// its checksums, so it is dropped here.
 fn offload_hdr(h: &VirtioNetHdr) -> OffloadHdr {
     OffloadHdr {
-        flags: h.flags,
+        flags: h.flags & !ringswitch_offload::F_DATA_VALID,
         gso_type: h.gso_type,
         hdr_len: h.hdr_len(),
         gso_size: h.gso_size(),
