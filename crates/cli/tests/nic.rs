@@ -385,7 +385,7 @@ fn ping_and_tcp(name: &str, net: u8, mode: &str, driver: &str) {
     n.tcp(4 << 20, 5001);
     let vb = format!("vale0:{}", n.veth_b());
     assert!(n.stat(&vb, "tx_packets") > 1000, "frames from the NIC");
-    assert!(n.stat(&vb, "rx_packets") > 500, "frames to the NIC");
+    assert!(n.stat(&vb, "rx_packets") > 100, "frames to the NIC (the ACKs)");
     // Detach gives the interface back: no program left on it.
     n.ctl(&["detach", &vb]);
     assert!(!n.xdp_attached(), "XDP program left after detach");
