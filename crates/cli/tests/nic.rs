@@ -385,7 +385,10 @@ fn ping_and_tcp(name: &str, net: u8, mode: &str, driver: &str) {
     n.tcp(4 << 20, 5001);
     let vb = format!("vale0:{}", n.veth_b());
     assert!(n.stat(&vb, "tx_packets") > 1000, "frames from the NIC");
-    assert!(n.stat(&vb, "rx_packets") > 100, "frames to the NIC (the ACKs)");
+    assert!(
+        n.stat(&vb, "rx_packets") > 100,
+        "frames to the NIC (the ACKs)"
+    );
     // Detach gives the interface back: no program left on it.
     n.ctl(&["detach", &vb]);
     assert!(!n.xdp_attached(), "XDP program left after detach");
@@ -564,4 +567,84 @@ fn bad_attach_requests_are_clear_errors() {
     assert!(e.contains("CAP_NET_ADMIN"), "{e}");
     let e = n.ctl_err(&["attach", "vale0", "--host", "tpx0"]);
     assert!(e.contains("CAP_NET_ADMIN"), "{e}");
+}
+
+/// An application on the NIC's own rings (`netmap:IF`, like netmap's native
+/// mode): pkt-gen sends through them and every frame reaches the peer;
+/// frames from the peer reach pkt-gen -f rx; when it exits, the interface
+/// is the kernel's again.
+#[test]
+fn an_application_opens_the_nic_itself() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut n = Net::new("m", 78);
+    n.start_daemon(None);
+    let (a, va, vb) = (n.ns_a(), n.veth_a(), n.veth_b());
+    let rx = |n: &Net| -> u64 {
+        must(&format!(
+            "ip netns exec {} cat /sys/class/net/{}/statistics/rx_packets",
+            n.ns_a(),
+            n.veth_a()
+        ))
+        .trim()
+        .parse()
+        .unwrap()
+    };
+    let before = rx(&n);
+    const N: u64 = 20_000;
+    let port = format!("netmap:{vb}");
+    let out = Command::new(BIN)
+        .arg("--socket")
+        .arg(&n.socket)
+        .args(["pkt-gen", "-f", "tx", "-i", &port, "-n", &N.to_string()])
+        .args(["-R", "200000", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until("the frames at the peer", || rx(&n) >= before + N * 99 / 100);
+    assert!(
+        !n.xdp_attached(),
+        "the NIC is given back when pkt-gen exits"
+    );
+
+    // The other way: pkt-gen -f rx on the NIC's rings counts what the
+    // peer sends (pings to a neighbour that never answers).
+    let mut sink = Command::new(BIN)
+        .arg("--socket")
+        .arg(&n.socket)
+        .args(["pkt-gen", "-f", "rx", "-i", &port, "--json", "-T", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("netmap:IF open", || n.xdp_attached());
+    must(&format!(
+        "ip -n {a} neigh replace 10.78.0.9 lladdr 02:00:00:00:00:09 dev {va}"
+    ));
+    let _ = sh(&format!(
+        "ip netns exec {a} {bb} ping -c 20 -i 0.05 -w 3 10.78.0.9",
+        bb = busybox()
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(sink.id() as i32, libc::SIGINT) };
+    let out = sink.wait_with_output().unwrap();
+    let last = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    let v: serde_json::Value =
+        serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {last}"));
+    assert!(
+        v["packets"].as_u64().unwrap() >= 20,
+        "pkt-gen -f rx on {port} saw {v}"
+    );
+    wait_until("the NIC given back", || !n.xdp_attached());
 }
