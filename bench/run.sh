@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# bench/run.sh - measure ringswitch and report it beside the DPDK memif peer
-# and, for VM ports, the OVS-DPDK peer, measured in the same run. See
+# bench/run.sh - measure ringswitch and report it beside the DPDK memif peer,
+# for VM ports the OVS-DPDK peer, and for NIC ports DPDK net_af_xdp,
+# net_af_packet and a Linux bridge, measured in the same run. See
 # bench/README.md.
 #
-#   bench/run.sh [--quick] [--out DIR] [--no-vhost | --vhost-only]
+#   bench/run.sh [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
 #
 # Writes DIR/REPORT.md (also printed on stdout), DIR/batch.csv,
 # DIR/results.tsv, DIR/run.log (progress and every failure's reason) and
@@ -26,31 +27,38 @@ ROOT=$(cd "$BENCH_DIR/.." && pwd)
 . "$BENCH_DIR/lib/testpmd.sh"
 # shellcheck source=lib/vhost.sh
 . "$BENCH_DIR/lib/vhost.sh"
+# shellcheck source=lib/nic.sh
+. "$BENCH_DIR/lib/nic.sh"
 
 usage() {
 	cat <<EOF
-usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only]
+usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
 
   --quick       shorter measurements and a shorter batch sweep
   --out DIR     where REPORT.md, batch.csv, results.tsv, run.log and raw/ go
                 (default: bench/results)
   --no-vhost    leave out section 8 (VM ports beside OVS-DPDK)
   --vhost-only  only section 8
+  --nic-only    only section 9 (NIC ports: veth + AF_XDP into the switch,
+                beside DPDK net_af_xdp, net_af_packet and a Linux bridge;
+                needs root)
 
 Builds ringswitch (cargo build --release -p ringswitch-cli), starts its own
 daemon on a temporary socket, measures, runs bench/peers/memif.sh and
-bench/peers/ovs-dpdk.sh, and stops everything it started on exit.
+bench/peers/ovs-dpdk.sh, and stops everything it started on exit
+(section 9: also deletes its network namespaces rsbn-PID-*).
 EOF
 }
 
 QUICK=0
 OUT=$ROOT/bench/results
-VHOST=1 CORE=1
+VHOST=1 CORE=1 NIC=1
 while (($# > 0)); do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--no-vhost) VHOST=0 ;;
-	--vhost-only) CORE=0 ;;
+	--vhost-only) CORE=0 NIC=0 ;;
+	--nic-only) CORE=0 VHOST=0 ;;
 	--out)
 		(($# >= 2)) || {
 			usage >&2
@@ -74,15 +82,15 @@ while (($# > 0)); do
 done
 
 if ((QUICK)); then
-	TPUT_S=2 BATCH_S=1 IDLE_S=5 MEMIF_S=3 VH_S=2 VH_IDLE_S=5
+	TPUT_S=2 BATCH_S=1 IDLE_S=5 MEMIF_S=3 VH_S=2 VH_IDLE_S=5 NIC_S=3 NIC_GEN_S=3
 	BATCHES=(1 8 64 512)
 else
-	TPUT_S=5 BATCH_S=3 IDLE_S=10 MEMIF_S=5 VH_S=5 VH_IDLE_S=10
+	TPUT_S=5 BATCH_S=3 IDLE_S=10 MEMIF_S=5 VH_S=5 VH_IDLE_S=10 NIC_S=10 NIC_GEN_S=5
 	BATCHES=(1 2 4 8 16 32 64 128 256 512)
 fi
-((VHOST || CORE)) || {
+((VHOST || CORE || NIC)) || {
 	usage >&2
-	echo "$PROG: --no-vhost and --vhost-only leave nothing to measure" >&2
+	echo "$PROG: these options leave nothing to measure" >&2
 	exit 2
 }
 PING_N=20000
@@ -107,6 +115,7 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM HUP
 	cleanup_all
+	nic_cleanup
 	[[ -n $WORK ]] && rm -rf -- "$WORK"
 	exit "$rc"
 }
@@ -219,6 +228,10 @@ if ((VHOST)); then
 	vhost_measure "$VH_S" "$VH_IDLE_S" "$([[ -n $RS ]] && echo 1 || echo 0)"
 	daemon_stop
 fi
+if ((NIC)); then
+	daemon_stop # nothing of ours runs while the NIC section measures
+	nic_measure "$NIC_S" "$NIC_GEN_S" "$([[ -n $RS ]] && echo 1 || echo 0)"
+fi
 
 # ------------------------------------------------------------ report
 
@@ -228,6 +241,14 @@ write_tsv >"$OUT/results.tsv"
 
 tick_note=
 ok idle_tick_pct && tick_note=" One clock tick over the window is $(val idle_tick_pct)% of a core, the resolution of these figures."
+run_flags=
+if ((!CORE && VHOST && !NIC)); then
+	run_flags=", \`--vhost-only\`"
+elif ((!CORE && !VHOST)); then
+	run_flags=", \`--nic-only\`"
+elif ((!VHOST)); then
+	run_flags=", \`--no-vhost\`"
+fi
 dirty_note=
 ((H_DIRTY > 0)) && dirty_note=" (working tree differs from it in $H_DIRTY tracked files)"
 
@@ -241,7 +262,7 @@ dirty_note=
 - rustc: \`$H_RUSTC\`
 - commit: \`$H_COMMIT\`$dirty_note
 - binary: \`${H_VERSION:-not built}\` (cargo build --release -p ringswitch-cli)
-- run: $( ((QUICK)) && echo "\`--quick\`" || echo "full")$( ((CORE)) || echo ", \`--vhost-only\`")$( ((VHOST)) || echo ", \`--no-vhost\`"), ${ELAPSED} s; throughput ${TPUT_S} s per measurement, batch sweep ${BATCH_S} s per point, idle window ${IDLE_S} s, memif ${MEMIF_S} s per size, ping -n $PING_N; VM ports ${VH_S} s per placement, idle ${VH_IDLE_S} s
+- run: $( ((QUICK)) && echo "\`--quick\`" || echo "full")$run_flags, ${ELAPSED} s; throughput ${TPUT_S} s per measurement, batch sweep ${BATCH_S} s per point, idle window ${IDLE_S} s, memif ${MEMIF_S} s per size, ping -n $PING_N; VM ports ${VH_S} s per placement, idle ${VH_IDLE_S} s; NIC ports ${NIC_S} s per receiver
 - machine load: CPUs ${H_BUSY0}% busy in the second before the run (top: $H_TOP0); load average $H_LOAD0 at the start, $H_LOAD1 at the end
 
 Every number below was measured in this run; targets are the issue's.
@@ -305,6 +326,7 @@ EOF
 EOF
 	fi
 	((VHOST)) && vhost_report
+	((NIC)) && nic_report
 	cat <<EOF
 ## Failures
 
@@ -327,4 +349,8 @@ if ((VHOST)); then
 	vhost_table
 	echo
 	vhost_placement_table
+fi
+if ((NIC)); then
+	((CORE || VHOST)) && echo
+	nic_tables
 fi

@@ -615,7 +615,7 @@ fn an_application_opens_the_nic_itself() {
 
     // The other way: pkt-gen -f rx on the NIC's rings counts what the
     // peer sends (pings to a neighbour that never answers).
-    let mut sink = Command::new(BIN)
+    let sink = Command::new(BIN)
         .arg("--socket")
         .arg(&n.socket)
         .args(["pkt-gen", "-f", "rx", "-i", &port, "--json", "-T", "0"])

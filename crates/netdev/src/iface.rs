@@ -26,9 +26,13 @@ pub fn validate_name(name: &str) -> Result<(), DevError> {
     if name == "." || name == ".." {
         return bad("'.' and '..' are not interface names");
     }
+    if name.bytes().any(|b| b == 0) {
+        return bad("it contains a NUL byte");
+    }
+    // The kernel's isspace() also takes the vertical tab.
     if name
         .bytes()
-        .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0)
+        .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0x0b)
     {
         return bad("it contains '/', ':' or a space");
     }
@@ -37,10 +41,7 @@ pub fn validate_name(name: &str) -> Result<(), DevError> {
 
 fn cname(name: &str) -> Result<CString, DevError> {
     validate_name(name)?;
-    CString::new(name).map_err(|_| DevError::BadName {
-        name: name.to_string(),
-        why: "it contains a NUL byte",
-    })
+    Ok(CString::new(name).expect("validate_name refuses NUL bytes"))
 }
 
 /// The interface's index.
@@ -56,20 +57,72 @@ pub fn ifindex(name: &str) -> Result<u32, DevError> {
     Ok(i)
 }
 
-/// Receive queues the interface has (`/sys/class/net/NAME/queues/rx-*`);
-/// at least 1.
+/// `struct ethtool_channels`.
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+
+/// Receive queues the interface has (RX plus combined channels); at least 1.
+///
+/// Asks the driver (the ethtool channels request, answered in the calling
+/// thread's network namespace); for a driver without channels, counts
+/// `/sys/class/net/NAME/queues/rx-*`, which shows the namespace sysfs was
+/// mounted in: an interface only found elsewhere counts as one queue.
 pub fn rx_queue_count(name: &str) -> Result<u32, DevError> {
-    validate_name(name)?;
+    let s = ctl_socket()?;
+    let mut r = ifreq(name)?;
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    r.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    // SAFETY: SIOCETHTOOL reads the name and the command, and writes the
+    // channels struct `r` points to; both live across the call.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut r) } == 0 {
+        return Ok((ch.rx_count + ch.combined_count).max(1));
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENODEV) => {
+            return Err(DevError::NoSuchInterface {
+                name: name.to_string(),
+            })
+        }
+        Some(libc::EOPNOTSUPP) => {}
+        _ => {
+            return Err(DevError::io(
+                format!("reading the channels of {name}"),
+                "CAP_NET_ADMIN",
+                e,
+            ))
+        }
+    }
     let dir = format!("/sys/class/net/{name}/queues");
-    let rd = std::fs::read_dir(&dir).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => DevError::NoSuchInterface {
-            name: name.to_string(),
-        },
-        _ => DevError::Io {
-            what: format!("reading {dir}"),
-            source: e,
-        },
-    })?;
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            ifindex(name)?;
+            return Ok(1);
+        }
+        Err(e) => {
+            return Err(DevError::Io {
+                what: format!("reading {dir}"),
+                source: e,
+            })
+        }
+    };
     let n = rd
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
@@ -101,22 +154,30 @@ fn ifreq(name: &str) -> Result<libc::ifreq, DevError> {
     Ok(r)
 }
 
+/// ENODEV as [`DevError::NoSuchInterface`], anything else as `Io`.
+fn no_such_or(name: &str, doing: &str, e: io::Error) -> DevError {
+    match e.raw_os_error() {
+        Some(libc::ENODEV) => DevError::NoSuchInterface {
+            name: name.to_string(),
+        },
+        _ => DevError::Io {
+            what: format!("{doing} {name}"),
+            source: e,
+        },
+    }
+}
+
 fn flags(name: &str) -> Result<(OwnedFd, libc::ifreq), DevError> {
     let s = ctl_socket()?;
     let mut r = ifreq(name)?;
     // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of `r`,
     // which lives across the call.
     if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut r) } < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::ENODEV) => DevError::NoSuchInterface {
-                name: name.to_string(),
-            },
-            _ => DevError::Io {
-                what: format!("reading the flags of {name}"),
-                source: e,
-            },
-        });
+        return Err(no_such_or(
+            name,
+            "reading the flags of",
+            io::Error::last_os_error(),
+        ));
     }
     Ok((s, r))
 }
@@ -147,16 +208,46 @@ pub fn set_up(name: &str) -> Result<(), DevError> {
     Ok(())
 }
 
+/// Sets the interface's MAC address (it must be down for most drivers).
+pub fn set_mac(name: &str, mac: [u8; 6]) -> Result<(), DevError> {
+    let s = ctl_socket()?;
+    let mut r = ifreq(name)?;
+    // SAFETY: sockaddr is plain data; all zeroes is a valid value.
+    let mut sa: libc::sockaddr = unsafe { std::mem::zeroed() };
+    sa.sa_family = libc::ARPHRD_ETHER;
+    for (d, s) in sa.sa_data.iter_mut().zip(mac) {
+        *d = s as libc::c_char;
+    }
+    r.ifr_ifru.ifru_hwaddr = sa;
+    // SAFETY: SIOCSIFHWADDR reads the name and the address of `r`, which
+    // lives across the call.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFHWADDR, &r) } < 0 {
+        return Err(match io::Error::last_os_error() {
+            e if e.raw_os_error() == Some(libc::ENODEV) => DevError::NoSuchInterface {
+                name: name.to_string(),
+            },
+            e => DevError::io(
+                format!("setting the MAC address of {name}"),
+                "CAP_NET_ADMIN",
+                e,
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// The interface's MTU.
 pub fn mtu(name: &str) -> Result<u32, DevError> {
     let s = ctl_socket()?;
     let mut r = ifreq(name)?;
-    // SAFETY: SIOCGIFMTU reads the name and writes the MTU of `r`.
+    // SAFETY: SIOCGIFMTU reads the name and writes the MTU of `r`, which
+    // lives across the call.
     if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut r) } < 0 {
-        return Err(DevError::Io {
-            what: format!("reading the MTU of {name}"),
-            source: io::Error::last_os_error(),
-        });
+        return Err(no_such_or(
+            name,
+            "reading the MTU of",
+            io::Error::last_os_error(),
+        ));
     }
     // SAFETY: SIOCGIFMTU filled the mtu member of the union.
     Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
@@ -170,7 +261,18 @@ mod tests {
     fn names() {
         assert!(validate_name("eth0").is_ok());
         assert!(validate_name("eth0^").is_ok());
-        for bad in ["", "a/b", "a:b", "a b", ".", "..", "sixteen-chars-xx"] {
+        for bad in [
+            "",
+            "a/b",
+            "a:b",
+            "a b",
+            "a\tb",
+            "a\x0bb",
+            "a\0b",
+            ".",
+            "..",
+            "sixteen-chars-xx",
+        ] {
             assert!(
                 matches!(validate_name(bad), Err(DevError::BadName { .. })),
                 "{bad:?}"
@@ -184,5 +286,14 @@ mod tests {
         assert!(is_up("lo").unwrap());
         assert!(mtu("lo").unwrap() >= 1500);
         assert!(rx_queue_count("lo").unwrap() >= 1);
+        for r in [
+            rx_queue_count("rs-no-such0").map(|_| ()),
+            mtu("rs-no-such0").map(|_| ()),
+            is_up("rs-no-such0").map(|_| ()),
+            set_up("rs-no-such0"),
+        ] {
+            assert!(matches!(r, Err(DevError::NoSuchInterface { .. })), "{r:?}");
+        }
+        assert!(matches!(mtu("a/b"), Err(DevError::BadName { .. })));
     }
 }

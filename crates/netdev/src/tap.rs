@@ -23,6 +23,8 @@ const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_VNET_HDR: libc::c_short = 0x4000;
 const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
+/// Fail with EBUSY if an interface of that name exists.
+const IFF_TUN_EXCL: libc::c_short = 0x8000u16 as libc::c_short;
 const TUN_F_CSUM: libc::c_uint = 0x01;
 const TUN_F_TSO4: libc::c_uint = 0x02;
 const TUN_F_TSO6: libc::c_uint = 0x04;
@@ -30,8 +32,8 @@ const TUN_F_TSO6: libc::c_uint = 0x04;
 /// The virtio-net header with `num_buffers` (VIRTIO 1.x), as set with
 /// TUNSETVNETHDRSZ.
 const HDR: usize = 12;
-/// Largest frame a TAP hands over: a 64 KiB GSO frame and its Ethernet
-/// header, with room to spare.
+/// Largest frame a TAP hands over or takes: a 64 KiB GSO frame and its
+/// Ethernet header.
 const FRAME: usize = 65_550;
 /// Most queues of one TAP.
 pub const MAX_QUEUES: u32 = 16;
@@ -47,13 +49,20 @@ pub struct Tap {
 /// One queue of a TAP.
 pub struct TapQueue {
     fd: OwnedFd,
+    /// One read: the header, the frame, and one byte more, so that a frame
+    /// too long for it shows as a read that fills it.
     buf: Box<[u8]>,
     stats: DevStats,
+    /// Reads that failed for another reason than "nothing to read".
+    read_errors: u64,
 }
 
-const NEEDS: &str = "creating a TAP interface needs CAP_NET_ADMIN";
+const NEEDS: &str = "CAP_NET_ADMIN";
 
-fn open_queue(name: &str, multi: bool) -> Result<OwnedFd, DevError> {
+/// Opens one queue of TAP `name`: the first creates the interface (and
+/// fails if any interface of that name exists, IFF_TUN_EXCL), the others
+/// attach to it.
+fn open_queue(name: &str, multi: bool, first: bool) -> Result<OwnedFd, DevError> {
     let path = CString::new("/dev/net/tun").expect("no NUL");
     // SAFETY: a valid path string; open returns a new fd or -1.
     let fd = unsafe {
@@ -76,20 +85,24 @@ fn open_queue(name: &str, multi: bool) -> Result<OwnedFd, DevError> {
     for (d, s) in r.ifr_name.iter_mut().zip(name.as_bytes()) {
         *d = *s as libc::c_char;
     }
-    r.ifr_ifru.ifru_flags =
-        IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | if multi { IFF_MULTI_QUEUE } else { 0 };
+    r.ifr_ifru.ifru_flags = IFF_TAP
+        | IFF_NO_PI
+        | IFF_VNET_HDR
+        | if multi { IFF_MULTI_QUEUE } else { 0 }
+        | if first { IFF_TUN_EXCL } else { 0 };
     // SAFETY: TUNSETIFF reads (and may write back the name of) `r`, which
     // lives across the call.
     if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut r) } < 0 {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
-            Some(libc::EBUSY) => DevError::Busy {
+            Some(libc::EBUSY) if first => DevError::Busy {
                 name: name.to_string(),
-                why: "a TAP of that name is in use".into(),
+                why: format!("an interface named {name} already exists"),
             },
-            Some(libc::EINVAL) => DevError::Busy {
+            // Another queue found the TAP replaced under it.
+            Some(libc::EBUSY) | Some(libc::EINVAL) => DevError::Busy {
                 name: name.to_string(),
-                why: "an interface of that name exists and is not a TAP we can join".into(),
+                why: "the TAP changed while its queues were being opened".into(),
             },
             _ => DevError::io(format!("creating TAP {name}"), NEEDS, e),
         });
@@ -117,7 +130,7 @@ fn open_queue(name: &str, multi: bool) -> Result<OwnedFd, DevError> {
 
 /// Creates TAP interface `name` with `queues` queues (1 to 16), up, with
 /// virtio-net headers and checksum/TSO offloads. An existing interface of
-/// that name is refused.
+/// that name, a TAP or not, is refused ([`DevError::Busy`]).
 pub fn open_tap(name: &str, queues: u32) -> Result<Tap, DevError> {
     iface::validate_name(name)?;
     if !(1..=MAX_QUEUES).contains(&queues) {
@@ -127,28 +140,70 @@ pub fn open_tap(name: &str, queues: u32) -> Result<Tap, DevError> {
             why: format!("use 1 to {MAX_QUEUES}"),
         });
     }
-    if iface::ifindex(name).is_ok() {
-        return Err(DevError::Busy {
-            name: name.to_string(),
-            why: format!("an interface named {name} already exists"),
-        });
-    }
     let multi = queues > 1;
     let mut qs: Vec<Box<dyn DevQueue>> = Vec::with_capacity(queues as usize);
-    for _ in 0..queues {
-        let fd = open_queue(name, multi)?;
+    // On error the queues opened so far close with `qs`, and the interface
+    // goes with them.
+    for i in 0..queues {
+        let fd = open_queue(name, multi, i == 0)?;
         qs.push(Box::new(TapQueue {
             fd,
-            buf: vec![0u8; HDR + FRAME].into_boxed_slice(),
+            buf: vec![0u8; HDR + FRAME + 1].into_boxed_slice(),
             stats: DevStats::default(),
+            read_errors: 0,
         }));
     }
+    let mac = stable_mac(name);
+    iface::set_mac(name, mac)?;
     iface::set_up(name)?;
-    tracing::debug!(ifname = name, queues, "TAP created");
+    tracing::debug!(ifname = name, queues, mac = ?mac, "TAP created");
     Ok(Tap {
         ifname: name.to_string(),
         queues: qs,
     })
+}
+
+/// The TAP's MAC address: locally administered, unicast, and the same
+/// each time a TAP of this name is created in this network namespace on
+/// this machine. A daemon that restarts (or is restarted after a crash)
+/// brings its host port back with the address its neighbours have cached,
+/// instead of a random one they keep sending to until their cache expires.
+fn stable_mac(name: &str) -> [u8; 6] {
+    // FNV-1a, 64 bits: not for secrecy, only to spread the inputs.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h = (h ^ 0xff).wrapping_mul(0x0000_0100_0000_01b3);
+    };
+    eat(std::fs::read("/etc/machine-id")
+        .unwrap_or_default()
+        .trim_ascii());
+    // The calling thread's network namespace, where the TAP is created.
+    let ns = std::fs::read_link("/proc/thread-self/ns/net").unwrap_or_default();
+    eat(ns.as_os_str().as_encoded_bytes());
+    eat(name.as_bytes());
+    let b = h.to_be_bytes();
+    [0x02, b[0], b[1], b[2], b[3], b[4]]
+}
+
+/// The TAP's virtio-net header is in the host's order unless told
+/// otherwise (TUNSETVNETLE, which needs a kernel built with cross-endian
+/// support): little-endian on the hosts this runs on. On a big-endian host,
+/// swaps the fields the little-endian conversion got backwards.
+fn vnet_order(mut h: OffloadHdr) -> OffloadHdr {
+    if cfg!(target_endian = "big") {
+        for v in [
+            &mut h.hdr_len,
+            &mut h.gso_size,
+            &mut h.csum_start,
+            &mut h.csum_offset,
+        ] {
+            *v = v.swap_bytes();
+        }
+    }
+    h
 }
 
 impl DevQueue for TapQueue {
@@ -164,14 +219,24 @@ impl DevQueue for TapQueue {
                 )
             };
             if r < 0 {
-                // EAGAIN: nothing more; anything else (EIO while down):
-                // nothing to take either.
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EAGAIN) {
+                    self.read_errors += 1;
+                    if self.read_errors == 1 {
+                        tracing::warn!(fd = self.fd.as_raw_fd(), error = %e, "TAP read failed (logged once)");
+                    }
+                }
                 break;
             }
             let len = r as usize;
             n += 1;
+            if len >= self.buf.len() {
+                // Longer than any frame a TAP should give: cut short.
+                self.stats.kernel_rx_dropped += 1;
+                continue;
+            }
             let hdr = match OffloadHdr::from_le_bytes(&self.buf[..len.min(HDR)]) {
-                Ok(h) if len > HDR => h,
+                Ok(h) if len > HDR => vnet_order(h),
                 _ => {
                     self.stats.rx_bad_hdr += 1;
                     continue;
@@ -199,7 +264,7 @@ impl DevQueue for TapQueue {
             return Err(TxError::TooLong);
         }
         let mut h = [0u8; HDR];
-        h[..OffloadHdr::LEN].copy_from_slice(&hdr.to_le_bytes());
+        h[..OffloadHdr::LEN].copy_from_slice(&vnet_order(*hdr).to_le_bytes());
         let iov = [
             libc::iovec {
                 iov_base: h.as_ptr() as *mut libc::c_void,
