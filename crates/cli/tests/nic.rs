@@ -384,7 +384,7 @@ fn ping_and_tcp(name: &str, net: u8, mode: &str, driver: &str) {
     assert!(n.ping(3), "ping through the switch");
     n.tcp(4 << 20, 5001);
     let vb = format!("vale0:{}", n.veth_b());
-    assert!(n.stat(&vb, "tx_packets") > 1000, "frames from the NIC");
+    assert!(n.stat(&vb, "tx_packets") > 100, "frames from the NIC");
     assert!(
         n.stat(&vb, "rx_packets") > 100,
         "frames to the NIC (the ACKs)"

@@ -16,7 +16,9 @@
 //!
 //! Frames carry an [`OffloadHdr`] (the virtio-net header's offload fields):
 //! a TAP queue takes and gives partial checksums and TSO frames as they are;
-//! a NIC queue carries plain frames ([`DevQueue::tx_caps`] says which).
+//! an AF_PACKET queue may give them (GRO, a veth's unfinished checksums)
+//! but takes plain frames, as an AF_XDP queue does ([`DevQueue::tx_caps`]
+//! says which).
 
 #![warn(missing_docs)]
 
@@ -99,9 +101,12 @@ impl Driver {
 /// use, and a bad one is dropped and counted, never followed.
 pub trait DevQueue: Send {
     /// Takes up to `max` received frames, calling `f` with each frame and its
-    /// offload header (all zero for a NIC). `f` returns false to stop after
-    /// the frame it was given. Returns how many frames were taken. The
-    /// frames' memory is given back to the kernel before returning.
+    /// offload header (a TAP's, or an AF_PACKET socket's when the kernel
+    /// hands over GRO frames or unfinished checksums; all zero from AF_XDP).
+    /// `f` returns false to stop after the frame it was given. Returns how
+    /// many frames were taken. Each frame is only valid during its call:
+    /// the memory goes back to the kernel (at the latest, for AF_PACKET, with
+    /// the rest of its block on a later call).
     fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize;
 
     /// Whether received frames are waiting (cheap: no system call where the
