@@ -648,3 +648,26 @@ fn an_application_opens_the_nic_itself() {
     );
     wait_until("the NIC given back", || !n.xdp_attached());
 }
+
+/// `attach vale0 IF --host`, like `vale-ctl -h`: the NIC and a host port
+/// named `IF^` in one request; both detach, and the TAP goes.
+#[test]
+fn nic_and_its_host_port_in_one_attach() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut n = Net::new("h", 79);
+    n.start_daemon(None);
+    let vb = n.veth_b();
+    let host = format!("{vb}^");
+    let out = n.ctl(&["attach", "vale0", &vb, "--host"]);
+    assert!(out.contains(&format!("vale0:{vb}")), "{out}");
+    assert!(out.contains(&format!("vale0:{host}")), "{out}");
+    assert!(n.has_link(&n.ns_b(), &host), "TAP {host} exists");
+    assert_eq!(n.driver(&format!("vale0:{host}")), "tap");
+    n.ctl(&["detach", &format!("vale0:{host}")]);
+    n.ctl(&["detach", &format!("vale0:{vb}")]);
+    wait_until("the TAP gone", || !n.has_link(&n.ns_b(), &host));
+    assert!(!n.xdp_attached());
+}
