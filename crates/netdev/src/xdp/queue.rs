@@ -713,12 +713,11 @@ impl DevQueue for XdpQueue {
         if getsockopt(self.fd, ffi::XDP_STATISTICS, &mut s).is_err() {
             s = ffi::XdpStatistics::default();
         }
+        // A frame dropped for want of a fill buffer counts in both
+        // rx_dropped and rx_fill_ring_empty_descs (copy mode): only the
+        // first is a count of frames.
         DevStats {
-            kernel_rx_dropped: s.rx_dropped
-                + s.rx_ring_full
-                + s.rx_fill_ring_empty_descs
-                + s.rx_invalid_descs
-                + self.bad_rx,
+            kernel_rx_dropped: s.rx_dropped + s.rx_ring_full + s.rx_invalid_descs + self.bad_rx,
             kernel_tx_invalid: s.tx_invalid_descs + self.bad_completions,
             rx_bad_hdr: 0,
         }
