@@ -1,0 +1,1 @@
+//! libringswitch: the C ABI over the client library.
