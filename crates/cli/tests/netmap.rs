@@ -1,0 +1,381 @@
+//! netmap programs on ringswitch: C programs written against netmap's API
+//! (crates/netmap-compat/tests/c), built against include/netmap and run
+//! linked with libringswitch_netmap or, as plain binaries, under
+//! LD_PRELOAD, exchanging traffic with `ringswitch pkt-gen`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Where cargo put libringswitch_netmap.so (a dev-dependency of this crate).
+fn lib_dir() -> PathBuf {
+    let deps = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    for d in [deps.clone(), deps.parent().unwrap().to_path_buf()] {
+        if d.join("libringswitch_netmap.so").exists() {
+            return d;
+        }
+    }
+    panic!(
+        "libringswitch_netmap.so is not next to the test binary in {}: build with `cargo test -p ringswitch-cli`",
+        deps.display()
+    );
+}
+
+fn preload() -> PathBuf {
+    lib_dir().join("libringswitch_netmap.so")
+}
+
+struct Programs {
+    dir: PathBuf,
+}
+
+impl Programs {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// Builds the C programs once: `*_linked` against the library, `*_plain`
+/// with no link to it at all.
+fn programs() -> &'static Programs {
+    static P: OnceLock<Programs> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("rs-netmap-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = repo().join("crates/netmap-compat/tests/c");
+        let inc = repo().join("include/netmap");
+        let lib = lib_dir();
+        let build = |out: &str, file: &str, linked: bool, defs: &[&str]| {
+            let mut c = Command::new("cc");
+            c.args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+                .arg(dir.join(out))
+                .arg("-I")
+                .arg(&inc)
+                .args(defs)
+                .arg(src.join(file));
+            if linked {
+                c.arg("-L")
+                    .arg(&lib)
+                    .arg("-lringswitch_netmap")
+                    .arg(format!("-Wl,-rpath,{}", lib.display()));
+            }
+            let o = c.output().expect("cc runs (install gcc)");
+            assert!(
+                o.status.success(),
+                "building {file} failed:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        build("nm_raw_linked", "nm_raw.c", true, &[]);
+        build("nm_raw_plain", "nm_raw.c", false, &[]);
+        build("nm_port", "nm_port.c", true, &[]);
+        build("nm_misuse_linked", "nm_misuse.c", true, &["-DWITH_NMPORT"]);
+        build("nm_misuse_plain", "nm_misuse.c", false, &[]);
+        Programs { dir }
+    })
+}
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(tag: &str) -> Daemon {
+        let socket = std::env::temp_dir().join(format!("rs-nm-{}-{tag}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        let child = Command::new(BIN)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .env("RINGSWITCH_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("daemon starts");
+        let t0 = Instant::now();
+        while !socket.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "daemon did not create its socket"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Daemon { child, socket }
+    }
+
+    /// A C program on this daemon; `preload` runs it under LD_PRELOAD.
+    fn c(&self, prog: &str, preload_lib: bool, args: &[&str]) -> Command {
+        let mut c = Command::new(programs().path(prog));
+        c.args(args)
+            .env("RINGSWITCH_SOCKET", &self.socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if preload_lib {
+            c.env("LD_PRELOAD", preload());
+        }
+        c
+    }
+
+    fn pktgen(&self, args: &[&str]) -> Child {
+        Command::new(BIN)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("pkt-gen")
+            .args(args)
+            .args(["--json", "-T", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        let out = Command::new(BIN)
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(["ctl", "stats", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn run_ok(mut c: Command) -> String {
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A count printed as `<word> N`.
+fn count(out: &str, word: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.strip_prefix(word)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no '{word}' line in:\n{out}"))
+}
+
+/// Packets in pkt-gen's final JSON report.
+fn pktgen_packets(child: Child) -> u64 {
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "pkt-gen: {}", text(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value = serde_json::from_str(s.lines().last().unwrap_or("")).unwrap();
+    v["packets"].as_u64().unwrap()
+}
+
+fn settle() {
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+#[test]
+fn recompiled_program_sends_through_a_pipe_to_pktgen() {
+    let d = Daemon::start("pipe-tx");
+    let rx = d.pktgen(&["-f", "rx", "-i", "p{1", "-n", "1000000", "--duration", "20"]);
+    settle();
+    let out = run_ok(d.c(
+        "nm_raw_linked",
+        false,
+        &["tx", "p}1", "1000000", "60", "poll"],
+    ));
+    assert_eq!(count(&out, "sent"), 1_000_000);
+    assert_eq!(pktgen_packets(rx), 1_000_000, "a pipe never drops");
+}
+
+#[test]
+fn plain_binary_under_preload_receives_with_poll_select_epoll_and_ioctl() {
+    let d = Daemon::start("preload-rx");
+    // Without the library the binary is an ordinary netmap program.
+    let o = d
+        .c("nm_raw_plain", false, &["rx", "x}0", "1"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("open /dev/netmap"),
+        "{}",
+        text(&o)
+    );
+    for (k, wait) in ["poll", "select", "epoll", "ioctl"].iter().enumerate() {
+        let rx_name = format!("q}}{k}");
+        let tx_name = format!("q{{{k}");
+        let rx = d
+            .c(
+                "nm_raw_plain",
+                true,
+                &["rx", &rx_name, "300000", "60", wait],
+            )
+            .spawn()
+            .unwrap();
+        settle();
+        let tx = d.pktgen(&["-f", "tx", "-i", &tx_name, "-n", "300000"]);
+        assert_eq!(pktgen_packets(tx), 300_000);
+        let o = rx.wait_with_output().unwrap();
+        assert!(o.status.success(), "{wait}: {}", text(&o));
+        assert_eq!(
+            count(&String::from_utf8_lossy(&o.stdout), "received"),
+            300_000,
+            "{wait}"
+        );
+    }
+}
+
+#[test]
+fn through_the_switch_every_frame_is_delivered_or_counted() {
+    let d = Daemon::start("switch");
+    // netmap program (preloaded) -> switch -> pkt-gen.
+    let rx = d.pktgen(&["-f", "rx", "-i", "vale0:r", "--duration", "4"]);
+    settle();
+    let out = run_ok(d.c(
+        "nm_raw_plain",
+        true,
+        &["tx", "vale0:t", "200000", "60", "poll"],
+    ));
+    assert_eq!(count(&out, "sent"), 200_000);
+    // The sender waited until the switch took every frame; read the
+    // receiver's counters while its port is still open.
+    settle();
+    let st = d.stats();
+    let got = pktgen_packets(rx);
+    let drops: u64 = st
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == "vale0:r")
+        .map(|p| p["drop_rx_full"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(got > 0, "nothing arrived");
+    assert_eq!(got + drops, 200_000, "received {got} + dropped {drops}");
+
+    // pkt-gen -> switch -> netmap program, paced so nothing is dropped.
+    let rx = d
+        .c(
+            "nm_raw_plain",
+            true,
+            &["rx", "vale0:r2", "100000", "60", "poll"],
+        )
+        .spawn()
+        .unwrap();
+    settle();
+    let tx = d.pktgen(&["-f", "tx", "-i", "vale0:t2", "-n", "100000", "-R", "200000"]);
+    assert_eq!(pktgen_packets(tx), 100_000);
+    let o = rx.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        count(&String::from_utf8_lossy(&o.stdout), "received"),
+        100_000
+    );
+}
+
+#[test]
+fn libnetmap_port_api_with_ring_suffixes() {
+    let d = Daemon::start("nmport");
+    // Ring 1 of a two-ring pipe, TX only on one end and RX only on the other.
+    let rx = d
+        .c("nm_port", false, &["rx", "y}1-1/R@conf:rings=2", "300000"])
+        .spawn()
+        .unwrap();
+    settle();
+    let out = run_ok(d.c("nm_port", false, &["tx", "y{1-1/T", "300000"]));
+    assert_eq!(count(&out, "sent"), 300_000);
+    let o = rx.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        count(&String::from_utf8_lossy(&o.stdout), "received"),
+        300_000
+    );
+    // And with pkt-gen on the other end of a switch.
+    let rx = d.pktgen(&["-f", "rx", "-i", "vale3:r", "--duration", "3"]);
+    settle();
+    let out = run_ok(d.c("nm_port", false, &["tx", "vale3:t", "1000"]));
+    assert_eq!(count(&out, "sent"), 1000);
+    assert_eq!(pktgen_packets(rx), 1000);
+}
+
+#[test]
+fn misuse_fails_with_netmaps_errnos_and_never_crashes() {
+    let d = Daemon::start("misuse");
+    for (prog, preload_lib) in [("nm_misuse_linked", false), ("nm_misuse_plain", true)] {
+        let o = d
+            .c(prog, preload_lib, &["vale0:misuse"])
+            .env("RINGSWITCH_NETMAP_QUIET", "1")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && out.contains("0 failures"),
+            "{prog}: {}",
+            text(&o)
+        );
+        assert!(!out.contains("FAIL"), "{prog}: {out}");
+    }
+}
+
+#[test]
+fn without_a_daemon_open_fails_with_enoent_and_says_why() {
+    let o = Command::new(programs().path("nm_raw_plain"))
+        .args(["rx", "vale0:a", "1"])
+        .env("LD_PRELOAD", preload())
+        .env("RINGSWITCH_SOCKET", "/nonexistent/ringswitch.sock")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no ringswitch daemon is listening on /nonexistent/ringswitch.sock"),
+        "{err}"
+    );
+    assert!(
+        err.contains("open /dev/netmap: No such file or directory"),
+        "{err}"
+    );
+}
+
+#[test]
+fn ordinary_programs_run_unchanged_under_the_preload() {
+    let dir = std::env::temp_dir().join(format!("rs-nm-plain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("echo hello > f && cat f && ls f && sleep 0.1 && head -c 4 /dev/zero | wc -c")
+        .current_dir(&dir)
+        .env("LD_PRELOAD", preload())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.split_whitespace().collect::<Vec<_>>(),
+        ["hello", "f", "4"],
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,630 @@
+//! libnetmap's port API (`nmport_*`) over the `/dev/netmap` emulation.
+//!
+//! `struct nmport_d` is defined in `include/netmap/libnetmap.h`; [`NmportD`]
+//! is the same layout. Port specs follow netmap: `vale0:a`, `pipe{1`,
+//! `pipe}1`, then optionally `-N` (ring N only), `*` or `^` (host rings,
+//! refused here), `/T` or `/R` (TX or RX rings only), `/x` (exclusive, the
+//! only kind there is here), and `@conf:rings=N,slots=M,...` sizes.
+
+use std::ptr;
+
+use libc::{c_char, c_int, c_void, size_t};
+
+use crate::abi::{self, flags, mode, NmreqHeader, NmreqRegister};
+use crate::{dev, guard, set_errno, table, Errno};
+
+/// `struct nmport_d`.
+#[repr(C)]
+pub struct NmportD {
+    /// The request header (name, version, body pointer).
+    pub hdr: NmreqHeader,
+    /// The register request and, after registration, its answer.
+    pub reg: NmreqRegister,
+    /// nmport_register succeeded.
+    pub register_done: c_int,
+    /// nmport_mmap succeeded.
+    pub mmap_done: c_int,
+    /// The emulated `/dev/netmap` descriptor, -1 if none.
+    pub fd: c_int,
+    _pad: c_int,
+    /// The mapping.
+    pub mem: *mut c_void,
+    /// Its length.
+    pub memsize: u64,
+    /// The `netmap_if` inside it.
+    pub nifp: *mut c_void,
+    /// First bound TX ring.
+    pub first_tx_ring: u16,
+    /// Last bound TX ring (inclusive).
+    pub last_tx_ring: u16,
+    /// First bound RX ring.
+    pub first_rx_ring: u16,
+    /// Last bound RX ring (inclusive).
+    pub last_rx_ring: u16,
+    /// Where nmport_inject starts looking.
+    pub cur_tx_ring: u16,
+    /// Where a receive helper would start looking.
+    pub cur_rx_ring: u16,
+    _reserved: [u32; 5],
+}
+
+const _: () = assert!(std::mem::size_of::<NmportD>() == 216);
+
+/// A port spec, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// What goes into `nr_name`: the port name and any `@conf:` options.
+    pub name: String,
+    /// `mode::*`.
+    pub mode: u32,
+    /// Ring for `ONE_NIC`.
+    pub ringid: u16,
+    /// `flags::*`.
+    pub flags: u64,
+}
+
+/// Parses a netmap port spec.
+pub fn parse_spec(spec: &str) -> Result<Spec, Errno> {
+    let bad = |why: &str| {
+        Errno::with(
+            libc::EINVAL,
+            format!("'{spec}' is not a netmap port spec: {why}"),
+        )
+    };
+    let (body, conf) = match spec.split_once('@') {
+        Some((b, c)) => {
+            if !c.starts_with("conf:") {
+                return Err(Errno::with(
+                    libc::EOPNOTSUPP,
+                    format!("'{spec}': only @conf: options are supported"),
+                ));
+            }
+            (b, Some(c))
+        }
+        None => (spec, None),
+    };
+    let (body, fl) = match body.split_once('/') {
+        Some((b, f)) => (b, Some(f)),
+        None => (body, None),
+    };
+    let mut out = Spec {
+        name: String::new(),
+        mode: mode::ALL_NIC,
+        ringid: 0,
+        flags: 0,
+    };
+    let mut name = body;
+    if let Some(n) = name.strip_suffix('*') {
+        out.mode = mode::NIC_SW;
+        name = n;
+    } else if let Some(n) = name.strip_suffix('^') {
+        out.mode = mode::SW;
+        name = n;
+    } else if let Some((n, ring)) = name.rsplit_once('-') {
+        if !ring.is_empty()
+            && ring.bytes().all(|b| b.is_ascii_digit())
+            && !n.ends_with([':', '{', '}'])
+        {
+            let r: u16 = ring
+                .parse()
+                .ok()
+                .filter(|&r: &u16| r < 1024)
+                .ok_or_else(|| bad("the ring number is too large"))?;
+            out.mode = mode::ONE_NIC;
+            out.ringid = r;
+            name = n;
+        }
+    }
+    if name.is_empty() || !name.contains([':', '{', '}']) {
+        return Err(bad("use vale<N>:<port>, <name>{<id> or <name>}<id>"));
+    }
+    for c in fl.unwrap_or("").chars() {
+        match c {
+            'T' => out.flags |= flags::TX_RINGS_ONLY,
+            'R' => out.flags |= flags::RX_RINGS_ONLY,
+            'x' => {}
+            't' => out.flags |= flags::MONITOR_TX,
+            'r' => out.flags |= flags::MONITOR_RX,
+            _ => return Err(bad(&format!("unknown flag '/{c}'"))),
+        }
+    }
+    out.name = match conf {
+        Some(c) => format!("{name}@{c}"),
+        None => name.to_string(),
+    };
+    if out.name.len() >= 64 {
+        return Err(bad("the name is longer than 63 bytes"));
+    }
+    Ok(out)
+}
+
+/// Allocates an empty descriptor.
+///
+/// # Safety
+/// None; free the result with nmport_delete.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_new() -> *mut NmportD {
+    guard(ptr::null_mut(), || {
+        Box::into_raw(Box::new(NmportD {
+            hdr: NmreqHeader {
+                nr_version: abi::NETMAP_API,
+                nr_reqtype: abi::req::REGISTER,
+                nr_reserved: 0,
+                nr_name: [0; 64],
+                nr_options: 0,
+                nr_body: 0,
+            },
+            reg: NmreqRegister::default(),
+            register_done: 0,
+            mmap_done: 0,
+            fd: -1,
+            _pad: 0,
+            mem: ptr::null_mut(),
+            memsize: 0,
+            nifp: ptr::null_mut(),
+            first_tx_ring: 0,
+            last_tx_ring: 0,
+            first_rx_ring: 0,
+            last_rx_ring: 0,
+            cur_tx_ring: 0,
+            cur_rx_ring: 0,
+            _reserved: [0; 5],
+        }))
+    })
+}
+
+/// Frees a descriptor (after undoing whatever is still open).
+///
+/// # Safety
+/// `d` is NULL or came from nmport_new/nmport_prepare and is not used again.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_delete(d: *mut NmportD) {
+    if d.is_null() {
+        return;
+    }
+    // SAFETY: a live descriptor per the contract.
+    unsafe { nmport_undo_open_desc(d) };
+    // SAFETY: allocated by Box in nmport_new, not used again.
+    guard((), || drop(unsafe { Box::from_raw(d) }));
+}
+
+fn einval(what: &str) -> c_int {
+    Errno::with(libc::EINVAL, format!("{what} is a NULL pointer")).fail()
+}
+
+/// Parses `spec` into `d`.
+///
+/// # Safety
+/// `d` is NULL or a live descriptor; `spec` NULL or a C string.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_parse(d: *mut NmportD, spec: *const c_char) -> c_int {
+    if d.is_null() {
+        return einval("the port descriptor");
+    }
+    if spec.is_null() {
+        return einval("the port spec");
+    }
+    guard(-1, || {
+        // SAFETY: a C string per the contract.
+        let s = unsafe { std::ffi::CStr::from_ptr(spec) };
+        let Ok(s) = s.to_str() else {
+            return Errno::with(libc::EINVAL, "the port spec is not UTF-8".into()).fail();
+        };
+        match parse_spec(s) {
+            Err(e) => e.fail(),
+            Ok(p) => {
+                // SAFETY: a live descriptor per the contract.
+                let d = unsafe { &mut *d };
+                d.hdr.nr_version = abi::NETMAP_API;
+                d.hdr.nr_reqtype = abi::req::REGISTER;
+                d.hdr.nr_name = [0; 64];
+                d.hdr.nr_name[..p.name.len()].copy_from_slice(p.name.as_bytes());
+                d.reg.nr_mode = p.mode;
+                d.reg.nr_ringid = p.ringid;
+                d.reg.nr_flags = p.flags;
+                0
+            }
+        }
+    })
+}
+
+/// nmport_new + nmport_parse.
+///
+/// # Safety
+/// `spec` NULL or a C string.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_prepare(spec: *const c_char) -> *mut NmportD {
+    // SAFETY: no preconditions.
+    let d = unsafe { nmport_new() };
+    if d.is_null() {
+        return d;
+    }
+    // SAFETY: fresh descriptor; the caller's spec.
+    if unsafe { nmport_parse(d, spec) } != 0 {
+        let e = errno();
+        // SAFETY: ours, not used again.
+        unsafe { nmport_delete(d) };
+        set_errno(e);
+        return ptr::null_mut();
+    }
+    d
+}
+
+fn errno() -> c_int {
+    // SAFETY: this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Opens `/dev/netmap` and registers the parsed port.
+///
+/// # Safety
+/// `d` is NULL or a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_register(d: *mut NmportD) -> c_int {
+    if d.is_null() {
+        return einval("the port descriptor");
+    }
+    guard(-1, || {
+        // SAFETY: a live descriptor per the contract.
+        let d = unsafe { &mut *d };
+        if d.register_done != 0 {
+            return Errno::with(libc::EBUSY, "the port is already registered".into()).fail();
+        }
+        let fd = dev::open(libc::O_RDWR | libc::O_CLOEXEC);
+        if fd < 0 {
+            return -1;
+        }
+        d.hdr.nr_body = &mut d.reg as *mut NmreqRegister as u64;
+        d.hdr.nr_options = 0;
+        let r = match table::get(fd) {
+            // SAFETY: our own header and body.
+            Some(f) => unsafe {
+                dev::ioctl(&f, abi::NIOCCTRL as _, &mut d.hdr as *mut _ as *mut c_void)
+            },
+            None => -1,
+        };
+        if r != 0 {
+            let e = errno();
+            dev::close(fd);
+            set_errno(e);
+            return -1;
+        }
+        d.fd = fd;
+        d.register_done = 1;
+        0
+    })
+}
+
+/// Maps the registered port and fills `nifp` and the ring range.
+///
+/// # Safety
+/// `d` is NULL or a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_mmap(d: *mut NmportD) -> c_int {
+    if d.is_null() {
+        return einval("the port descriptor");
+    }
+    guard(-1, || {
+        // SAFETY: a live descriptor per the contract.
+        let d = unsafe { &mut *d };
+        if d.register_done == 0 {
+            return Errno::with(libc::EINVAL, "nmport_mmap before nmport_register".into()).fail();
+        }
+        if d.mmap_done != 0 {
+            return 0;
+        }
+        let Some(f) = table::get(d.fd) else {
+            return Errno::with(libc::EBADF, "the port's descriptor was closed".into()).fail();
+        };
+        let len = d.reg.nr_memsize as usize;
+        // SAFETY: a fresh shared mapping of the port's memory.
+        let mem = unsafe {
+            dev::mmap(
+                &f,
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return -1;
+        }
+        d.mem = mem;
+        d.memsize = len as u64;
+        // SAFETY: nr_offset lies inside the mapping (the daemon's layout,
+        // checked by the client library when it opened the region).
+        d.nifp = unsafe { (mem as *mut u8).add(d.reg.nr_offset as usize) } as *mut c_void;
+        let (ntx, nrx) = (d.reg.nr_tx_rings, d.reg.nr_rx_rings);
+        let (mut ft, mut lt, mut fr, mut lr) = match d.reg.nr_mode {
+            mode::ONE_NIC => {
+                let r = d.reg.nr_ringid;
+                (r, r, r, r)
+            }
+            mode::NULL => (1, 0, 1, 0),
+            _ => (0, ntx.saturating_sub(1), 0, nrx.saturating_sub(1)),
+        };
+        if d.reg.nr_ringid >= ntx && d.reg.nr_mode == mode::ONE_NIC {
+            (ft, lt) = (1, 0);
+        }
+        if d.reg.nr_ringid >= nrx && d.reg.nr_mode == mode::ONE_NIC {
+            (fr, lr) = (1, 0);
+        }
+        if d.reg.nr_flags & flags::RX_RINGS_ONLY != 0 {
+            (ft, lt) = (1, 0);
+        }
+        if d.reg.nr_flags & flags::TX_RINGS_ONLY != 0 {
+            (fr, lr) = (1, 0);
+        }
+        (
+            d.first_tx_ring,
+            d.last_tx_ring,
+            d.first_rx_ring,
+            d.last_rx_ring,
+        ) = (ft, lt, fr, lr);
+        d.cur_tx_ring = ft;
+        d.cur_rx_ring = fr;
+        d.mmap_done = 1;
+        0
+    })
+}
+
+/// nmport_register + nmport_mmap.
+///
+/// # Safety
+/// `d` is NULL or a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_open_desc(d: *mut NmportD) -> c_int {
+    // SAFETY: forwarded contract.
+    if unsafe { nmport_register(d) } != 0 {
+        return -1;
+    }
+    // SAFETY: forwarded contract.
+    if unsafe { nmport_mmap(d) } != 0 {
+        let e = errno();
+        // SAFETY: forwarded contract.
+        unsafe { nmport_undo_register(d) };
+        set_errno(e);
+        return -1;
+    }
+    0
+}
+
+/// nmport_prepare + nmport_open_desc.
+///
+/// # Safety
+/// `spec` NULL or a C string.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_open(spec: *const c_char) -> *mut NmportD {
+    // SAFETY: forwarded contract.
+    let d = unsafe { nmport_prepare(spec) };
+    if d.is_null() {
+        return d;
+    }
+    // SAFETY: a fresh descriptor.
+    if unsafe { nmport_open_desc(d) } != 0 {
+        let e = errno();
+        // SAFETY: ours, not used again.
+        unsafe { nmport_delete(d) };
+        set_errno(e);
+        return ptr::null_mut();
+    }
+    d
+}
+
+/// Unmaps, closes and frees.
+///
+/// # Safety
+/// `d` is NULL or a live descriptor, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_close(d: *mut NmportD) {
+    // SAFETY: forwarded contract.
+    unsafe { nmport_delete(d) }
+}
+
+/// Reverses nmport_mmap.
+///
+/// # Safety
+/// `d` is NULL or a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_undo_mmap(d: *mut NmportD) {
+    if d.is_null() {
+        return;
+    }
+    // SAFETY: a live descriptor per the contract.
+    let d = unsafe { &mut *d };
+    if d.mmap_done != 0 && !d.mem.is_null() {
+        // SAFETY: the mapping nmport_mmap made, of that length.
+        unsafe { libc::munmap(d.mem, d.memsize as usize) };
+    }
+    d.mem = ptr::null_mut();
+    d.nifp = ptr::null_mut();
+    d.memsize = 0;
+    d.mmap_done = 0;
+}
+
+/// Reverses nmport_register (closes the descriptor).
+///
+/// # Safety
+/// `d` is NULL or a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_undo_register(d: *mut NmportD) {
+    if d.is_null() {
+        return;
+    }
+    // SAFETY: a live descriptor per the contract.
+    let d = unsafe { &mut *d };
+    if d.register_done != 0 && d.fd >= 0 {
+        guard((), || {
+            dev::close(d.fd);
+        });
+    }
+    d.fd = -1;
+    d.register_done = 0;
+}
+
+/// Reverses nmport_open_desc.
+///
+/// # Safety
+/// `d` is NULL or a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_undo_open_desc(d: *mut NmportD) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        nmport_undo_mmap(d);
+        nmport_undo_register(d);
+    }
+}
+
+/// Reverses nmport_prepare's parse (the descriptor stays allocated).
+///
+/// # Safety
+/// `d` is NULL or a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_undo_prepare(d: *mut NmportD) {
+    if d.is_null() {
+        return;
+    }
+    // SAFETY: a live descriptor per the contract.
+    let d = unsafe { &mut *d };
+    d.hdr.nr_name = [0; 64];
+    d.reg = NmreqRegister::default();
+}
+
+/// Copies one frame into the first bound TX ring with room, starting at
+/// `cur_tx_ring`. Returns `size`, or 0 when no ring has room or the frame
+/// does not fit a buffer. Does not sync.
+///
+/// # Safety
+/// `d` is NULL or a live, mapped descriptor; `buf` NULL or `size` readable
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nmport_inject(d: *mut NmportD, buf: *const c_void, size: size_t) -> c_int {
+    if d.is_null() || buf.is_null() {
+        einval("the port descriptor or the frame");
+        return 0;
+    }
+    guard(0, || {
+        // SAFETY: a live descriptor per the contract.
+        let d = unsafe { &mut *d };
+        if d.mmap_done == 0 || d.first_tx_ring > d.last_tx_ring {
+            set_errno(libc::EINVAL);
+            return 0;
+        }
+        let (first, last) = (d.first_tx_ring, d.last_tx_ring);
+        let mut ri = d.cur_tx_ring.clamp(first, last);
+        for _ in first..=last {
+            // SAFETY: the mapping is live and `ri` a bound ring; every
+            // value read from it is checked before use.
+            if let Some(n) = unsafe { inject_one(d, ri, buf as *const u8, size) } {
+                d.cur_tx_ring = ri;
+                return n;
+            }
+            ri = if ri == last { first } else { ri + 1 };
+        }
+        0
+    })
+}
+
+/// Tries TX ring `ri`; None when it has no room (or is unusable).
+///
+/// # Safety
+/// `d` is mapped; `buf` has `size` readable bytes.
+unsafe fn inject_one(d: &NmportD, ri: u16, buf: *const u8, size: usize) -> Option<c_int> {
+    let base = d.mem as *mut u8;
+    let memsize = d.memsize as usize;
+    let nifp = d.reg.nr_offset as usize;
+    let ofs_at = nifp + abi_ring_ofs_offset() + 8 * ri as usize;
+    if ofs_at + 8 > memsize {
+        return None;
+    }
+    // SAFETY: inside the mapping (checked); unaligned-tolerant read.
+    let ring_rel = unsafe { ptr::read_volatile(base.add(ofs_at) as *const i64) };
+    let ring = usize::try_from(nifp as i64 + ring_rel).ok()?;
+    if ring == nifp || ring + 256 > memsize {
+        return None;
+    }
+    // SAFETY: the ring header lies inside the mapping (checked above).
+    let rd = |off: usize| unsafe { ptr::read_volatile(base.add(ring + off) as *const u32) };
+    // SAFETY: as above.
+    let buf_ofs = unsafe { ptr::read_volatile(base.add(ring) as *const i64) };
+    let (num, bsize, cur, tail) = (rd(8), rd(12), rd(24), rd(28));
+    if num == 0 || cur >= num || tail >= num || ring + 256 + 16 * num as usize > memsize {
+        return None;
+    }
+    let space = if tail >= cur {
+        tail - cur
+    } else {
+        tail + num - cur
+    };
+    if space == 0 || size > bsize as usize || size > u16::MAX as usize {
+        return None;
+    }
+    let slot = ring + 256 + 16 * cur as usize;
+    // SAFETY: the slot lies inside the ring (checked num against memsize).
+    let idx = unsafe { ptr::read_volatile(base.add(slot) as *const u32) };
+    let at = (ring as i64)
+        .checked_add(buf_ofs)?
+        .checked_add(idx as i64 * bsize as i64)?;
+    let at = usize::try_from(at).ok()?;
+    if at.checked_add(bsize as usize)? > memsize {
+        return None;
+    }
+    // SAFETY: destination checked inside the mapping; source per contract.
+    unsafe { ptr::copy_nonoverlapping(buf, base.add(at), size) };
+    // SAFETY: slot and header fields inside the mapping, as checked.
+    unsafe {
+        ptr::write_volatile(base.add(slot + 4) as *mut u16, size as u16);
+        ptr::write_volatile(base.add(slot + 6) as *mut u16, 0);
+        let next = if cur + 1 == num { 0 } else { cur + 1 };
+        ptr::write_volatile(base.add(ring + 20) as *mut u32, next);
+        ptr::write_volatile(base.add(ring + 24) as *mut u32, next);
+    }
+    Some(size as c_int)
+}
+
+fn abi_ring_ofs_offset() -> usize {
+    ringswitch_ring::layout::NIFP_RING_OFS_OFFSET
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        let p = parse_spec("vale0:a").unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.mode, p.flags),
+            ("vale0:a", mode::ALL_NIC, 0)
+        );
+        let p = parse_spec("vale0:a-3").unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.mode, p.ringid),
+            ("vale0:a", mode::ONE_NIC, 3)
+        );
+        let p = parse_spec("pipe{1/T").unwrap();
+        assert_eq!((p.name.as_str(), p.flags), ("pipe{1", flags::TX_RINGS_ONLY));
+        let p = parse_spec("vale0:vm-x@conf:rings=2").unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.mode),
+            ("vale0:vm-x@conf:rings=2", mode::ALL_NIC)
+        );
+        let p = parse_spec("pipe}7-0/R@conf:slots=256").unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.mode, p.ringid, p.flags),
+            (
+                "pipe}7@conf:slots=256",
+                mode::ONE_NIC,
+                0,
+                flags::RX_RINGS_ONLY
+            )
+        );
+        assert_eq!(parse_spec("netmap:eth0^").unwrap().mode, mode::SW);
+        assert_eq!(parse_spec("pipe{12").unwrap().mode, mode::ALL_NIC);
+        for bad in ["", "eth0", "vale0:a/Q", "vale0:a-99999", "vale0:a@extmem:x"] {
+            assert!(parse_spec(bad).is_err(), "{bad}");
+        }
+    }
+}
