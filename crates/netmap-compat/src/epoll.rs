@@ -60,20 +60,55 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
         // SAFETY: forwarded as given.
         return unsafe { real::poll(fds, n, timeout_ms) };
     }
+    let others = all.len() - nm.len();
     let deadline = deadline_of(timeout_ms);
+    let mut ready: [i16; MAX_NM_PER_CALL] = [0; MAX_NM_PER_CALL];
     loop {
-        // Arm every emulated entry; note those already ready.
-        let mut any_ready = false;
-        for &(i, ev) in nm {
-            if let Some(f) = table::get(all[i].fd) {
-                any_ready |= f.arm(ev) != 0;
+        // Sync and look; if nothing is there, ask for interrupts and look
+        // once more. Under load this returns here without a system call.
+        let mut any = false;
+        for (j, &(i, ev)) in nm.iter().enumerate() {
+            ready[j] = table::get(all[i].fd).map_or(libc::POLLNVAL, |f| f.poll_events(ev));
+            any |= ready[j] != 0;
+        }
+        if !any {
+            for (j, &(i, ev)) in nm.iter().enumerate() {
+                if let Some(f) = table::get(all[i].fd) {
+                    ready[j] = f.arm(ev, false);
+                    any |= ready[j] != 0;
+                }
             }
-            // The epoll set is readable when the port signals.
+        }
+        if any {
+            let mut count = 0;
+            if others > 0 {
+                // The other descriptors' state, without sleeping; a
+                // negative fd makes the kernel skip our entries.
+                for &(i, _) in nm {
+                    all[i].fd = !all[i].fd;
+                }
+                // SAFETY: the caller's array, our entries masked.
+                let r = unsafe { real::poll(fds, n, 0) };
+                for &(i, _) in nm {
+                    all[i].fd = !all[i].fd;
+                }
+                if r < 0 {
+                    return r;
+                }
+                count = r;
+            }
+            for (j, &(i, _)) in nm.iter().enumerate() {
+                all[i].revents = ready[j];
+                count += (ready[j] != 0) as c_int;
+            }
+            return count;
+        }
+        // Sleep: the epoll set is readable when the port signals.
+        for &(i, _) in nm {
             all[i].events = libc::POLLIN;
         }
-        let t = if any_ready { 0 } else { left_ms(deadline) };
         // SAFETY: the caller's array, with our entries' events adjusted.
-        let r = unsafe { real::poll(fds, n, t) };
+        let r = unsafe { real::poll(fds, n, left_ms(deadline)) };
         let mut count = 0;
         if r >= 0 {
             count = all.iter().filter(|p| p.revents != 0).count() as c_int;
@@ -315,7 +350,7 @@ pub unsafe fn epoll_wait(
         let mine = &mine[..k];
         for w in mine {
             if let Some(f) = table::get(w.fd) {
-                f.arm(w.events as i16);
+                f.arm(w.events as i16, true);
             }
         }
         // SAFETY: the caller's buffer of `max` events.

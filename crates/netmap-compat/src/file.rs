@@ -311,20 +311,26 @@ impl NmFile {
 
     /// Before sleeping on the descriptor: asks the port for an interrupt on
     /// the rings that `events` waits for, then looks once more (the
-    /// double check). When something is ready already, the wake eventfd is
-    /// signalled so the sleep returns at once. Returns what is ready.
-    pub fn arm(&self, events: i16) -> i16 {
+    /// double check). Returns what is ready; when something is, the request
+    /// is withdrawn and, with `signal`, the wake eventfd is signalled so a
+    /// sleep the caller cannot skip (an application's epoll_wait) returns
+    /// at once.
+    pub fn arm(&self, events: i16, signal: bool) -> i16 {
         let mut inner = self.lock();
         let Some(b) = inner.bound.as_mut() else {
             // Unregistered: poll reports POLLERR at once.
-            self.wake.signal();
+            if signal {
+                self.wake.signal();
+            }
             return libc::POLLERR;
         };
         b.set_need_kick(events, true);
         let ready = b.poll_events(events);
         if ready != 0 {
             b.set_need_kick(events, false);
-            self.wake.signal();
+            if signal {
+                self.wake.signal();
+            }
         }
         ready
     }
