@@ -312,6 +312,29 @@ fn libnetmap_port_api_with_ring_suffixes() {
         count(&String::from_utf8_lossy(&o.stdout), "received"),
         300_000
     );
+    // One descriptor per ring of a four-ring pipe on each side, as the
+    // threads of pkt-gen -p use a port.
+    let rx = d
+        .c(
+            "nm_port",
+            false,
+            &["rx", "w}1-0@conf:rings=4+w}1-1+w}1-2+w}1-3", "400000"],
+        )
+        .spawn()
+        .unwrap();
+    settle();
+    let out = run_ok(d.c(
+        "nm_port",
+        false,
+        &["tx", "w{1-0+w{1-1+w{1-2+w{1-3", "400000"],
+    ));
+    assert_eq!(count(&out, "sent"), 400_000);
+    let o = rx.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        count(&String::from_utf8_lossy(&o.stdout), "received"),
+        400_000
+    );
     // And with pkt-gen on the other end of a switch.
     let rx = d.pktgen(&["-f", "rx", "-i", "vale3:r", "--duration", "3"]);
     settle();

@@ -9,7 +9,7 @@
 use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use ringswitch_client::{ClientError, Port};
 use ringswitch_control::{CallError, Connection, ErrorCode};
@@ -53,7 +53,10 @@ pub struct RegInfo {
 
 /// An open port and the rings bound to this descriptor.
 struct Bound {
+    /// The whole port, or for `ONE_NIC` the piece holding that ring pair.
     port: Port,
+    /// For a piece: where it goes back on close, and its ring.
+    shared: Option<(Arc<Shared>, usize)>,
     tx: Range<usize>,
     rx: Range<usize>,
     no_tx_poll: bool,
@@ -195,44 +198,43 @@ impl NmFile {
                 format!("{name}: monitor ports are not supported by ringswitch"),
             ));
         }
-        let conn = match inner.conn.take() {
-            Some(c) => c,
-            None => Connection::connect(&self.socket).map_err(|e| {
-                Errno::with(
-                    errno_of(&ClientError::Call(e)),
-                    describe_no_daemon(&self.socket),
-                )
-            })?,
-        };
-        let port = Port::open_on(conn, name)
-            .map_err(|e| Errno::with(errno_of(&e), format!("{name}: {}", error_chain(&e))))?;
-        let g = port.geometry();
-        let (ntx, nrx) = (g.tx_rings as usize, g.rx_rings as usize);
-        let (mut tx, mut rx, mode_used) = match req.mode {
-            mode::DEFAULT | mode::ALL_NIC => (0..ntx, 0..nrx, mode::ALL_NIC),
-            mode::ONE_NIC => {
-                let i = req.ringid as usize;
-                if i >= ntx.max(nrx) {
-                    return Err(Errno::with(
-                        libc::EINVAL,
-                        format!("{name}: ring {i} does not exist (the port has {} rings)", ntx.max(nrx)),
-                    ));
-                }
-                (i.min(ntx)..(i + 1).min(ntx), i.min(nrx)..(i + 1).min(nrx), mode::ONE_NIC)
-            }
-            mode::NULL => (0..0, 0..0, mode::NULL),
-            mode::SW | mode::NIC_SW | mode::ONE_SW => {
-                return Err(Errno::with(
-                    libc::EINVAL,
-                    format!("{name}: ringswitch ports have no host-stack rings (attach the host stack as its own port: ringswitch ctl attach SWITCH --host)"),
-                ))
-            }
-            m => {
-                return Err(Errno::with(
-                    libc::EINVAL,
-                    format!("{name}: registration mode {m} is not supported"),
-                ))
-            }
+        if matches!(req.mode, mode::SW | mode::NIC_SW | mode::ONE_SW) {
+            return Err(Errno::with(
+                libc::EINVAL,
+                format!("{name}: ringswitch ports have no host-stack rings (attach the host stack as its own port: ringswitch ctl attach SWITCH --host)"),
+            ));
+        }
+        if !matches!(
+            req.mode,
+            mode::DEFAULT | mode::ALL_NIC | mode::ONE_NIC | mode::NULL
+        ) {
+            return Err(Errno::with(
+                libc::EINVAL,
+                format!("{name}: registration mode {} is not supported", req.mode),
+            ));
+        }
+        let conn = inner.conn.take();
+        let (port, info, shared, mut tx, mut rx) = if req.mode == mode::ONE_NIC {
+            // One ring per descriptor, as threads of one program use a
+            // port (pkt-gen -p): the port is opened once per process and
+            // split into per-ring pieces that descriptors take in turn.
+            let (shared, piece) = Shared::take(conn, &self.socket, name, req.ringid as usize)?;
+            let g = piece.geometry();
+            let mut info = shared.info;
+            info.mode = mode::ONE_NIC;
+            let (tx, rx) = (0..g.tx_rings as usize, 0..g.rx_rings as usize);
+            (piece, info, Some((shared, req.ringid as usize)), tx, rx)
+        } else {
+            let port = open_port(conn, &self.socket, name)?;
+            let mut info = RegInfo::of(&port);
+            let g = port.geometry();
+            let (tx, rx) = if req.mode == mode::NULL {
+                info.mode = mode::NULL;
+                (0..0, 0..0)
+            } else {
+                (0..g.tx_rings as usize, 0..g.rx_rings as usize)
+            };
+            (port, info, None, tx, rx)
         };
         if req.flags & flags::TX_RINGS_ONLY != 0 {
             rx = 0..0;
@@ -240,19 +242,15 @@ impl NmFile {
         if req.flags & flags::RX_RINGS_ONLY != 0 {
             tx = 0..0;
         }
-        self.watch(port.poll_fd().as_raw_fd())?;
-        let info = RegInfo {
-            nifp_offset: port.info().nifp_offset,
-            memsize: port.region().len() as u64,
-            tx_rings: g.tx_rings as u16,
-            rx_rings: g.rx_rings as u16,
-            tx_slots: g.tx_slots,
-            rx_slots: g.rx_slots,
-            mem_id: mem_id(&port),
-            mode: mode_used,
-        };
+        if let Err(e) = self.watch(port.poll_fd().as_raw_fd()) {
+            if let Some((s, i)) = shared {
+                s.put_back(i, port);
+            }
+            return Err(e);
+        }
         let mut b = Bound {
             port,
+            shared,
             tx,
             rx,
             no_tx_poll: req.flags & flags::NO_TX_POLL != 0,
@@ -353,13 +351,124 @@ impl Drop for NmFile {
     fn drop(&mut self) {
         // The port (and with it the daemon connection) closes with `inner`;
         // the application's descriptor is closed by the caller of `remove`.
-        if let Some(b) = self.inner.get_mut().ok().and_then(|i| i.bound.as_ref()) {
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = inner.bound.take() {
             if b.reinits > 0 {
                 tracing::warn!(
                     reinits = b.reinits,
                     "the application wrote invalid ring pointers"
                 );
             }
+            if let Some((s, i)) = b.shared {
+                s.put_back(i, b.port);
+            }
+        }
+    }
+}
+
+/// A port opened once for the whole process and split into per-ring
+/// pieces, for descriptors that each register one ring.
+pub struct Shared {
+    key: String,
+    info: RegInfo,
+    pieces: Mutex<Vec<Option<Port>>>,
+}
+
+/// Ports of this process registered ring by ring, by name. Entries die
+/// with their last piece's descriptor.
+static SHARED: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+impl Shared {
+    /// Takes ring pair `ring` of `name`, opening and splitting the port if
+    /// no descriptor of this process holds any of its rings.
+    fn take(
+        conn: Option<Connection>,
+        socket: &std::path::Path,
+        name: &str,
+        ring: usize,
+    ) -> Result<(Arc<Shared>, Port), Errno> {
+        let key = name.split('@').next().unwrap_or(name);
+        let mut all = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|w| w.strong_count() > 0);
+        let found = all.iter().filter_map(Weak::upgrade).find(|s| s.key == key);
+        let shared = match found {
+            Some(s) => s,
+            None => {
+                let port = open_port(conn, socket, name)?;
+                let info = RegInfo::of(&port);
+                let pieces = port.split().map_err(|e| {
+                    Errno::with(errno_of(&e), format!("{name}: {}", error_chain(&e)))
+                })?;
+                let s = Arc::new(Shared {
+                    key: key.to_string(),
+                    info,
+                    pieces: Mutex::new(pieces.into_iter().map(Some).collect()),
+                });
+                all.push(Arc::downgrade(&s));
+                s
+            }
+        };
+        drop(all);
+        let piece = {
+            let mut pieces = shared.pieces.lock().unwrap_or_else(|p| p.into_inner());
+            let n = pieces.len();
+            match pieces.get_mut(ring) {
+                None => {
+                    return Err(Errno::with(
+                        libc::EINVAL,
+                        format!("{name}: ring {ring} does not exist (the port has {n} rings)"),
+                    ))
+                }
+                Some(slot) => slot.take().ok_or_else(|| {
+                    Errno::with(
+                        libc::EBUSY,
+                        format!("{name}: ring {ring} is registered on another descriptor"),
+                    )
+                })?,
+            }
+        };
+        Ok((shared, piece))
+    }
+
+    fn put_back(&self, ring: usize, piece: Port) {
+        if let Some(slot) = self
+            .pieces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(ring)
+        {
+            *slot = Some(piece);
+        }
+    }
+}
+
+fn open_port(
+    conn: Option<Connection>,
+    socket: &std::path::Path,
+    name: &str,
+) -> Result<Port, Errno> {
+    let conn = match conn {
+        Some(c) => c,
+        None => Connection::connect(socket).map_err(|e| {
+            Errno::with(errno_of(&ClientError::Call(e)), describe_no_daemon(socket))
+        })?,
+    };
+    Port::open_on(conn, name)
+        .map_err(|e| Errno::with(errno_of(&e), format!("{name}: {}", error_chain(&e))))
+}
+
+impl RegInfo {
+    fn of(port: &Port) -> RegInfo {
+        let g = port.geometry();
+        RegInfo {
+            nifp_offset: port.info().nifp_offset,
+            memsize: port.region().len() as u64,
+            tx_rings: g.tx_rings as u16,
+            rx_rings: g.rx_rings as u16,
+            tx_slots: g.tx_slots,
+            rx_slots: g.rx_slots,
+            mem_id: mem_id(port),
+            mode: mode::ALL_NIC,
         }
     }
 }

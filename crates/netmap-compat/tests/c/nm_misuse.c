@@ -152,6 +152,23 @@ int main(int argc, char **argv)
 		       nmport_register(d) == -1 && errno == EBUSY);
 		nmport_close(d);
 	}
+	/* One ring per descriptor, as pkt-gen -p threads do. */
+	struct nmport_d *r0 = nmport_open("vale0:rings-0@conf:rings=2");
+	struct nmport_d *r1 = nmport_open("vale0:rings-1");
+	EXPECT("rings 0 and 1 of one port register on two descriptors",
+	       r0 && r1 && r0->first_tx_ring == 0 && r1->first_tx_ring == 1 &&
+		       r1->last_tx_ring == 1 && r0->nifp != NULL && r1->nifp != NULL);
+	errno = 0;
+	EXPECT("ring 0 again on a third descriptor fails with EBUSY",
+	       nmport_open("vale0:rings-0") == NULL && errno == EBUSY);
+	errno = 0;
+	EXPECT("ring 2 of a two-ring port fails with EINVAL",
+	       nmport_open("vale0:rings-2") == NULL && errno == EINVAL);
+	nmport_close(r0);
+	r0 = nmport_open("vale0:rings-0");
+	EXPECT("ring 0 registers again once its descriptor is closed", r0 != NULL);
+	nmport_close(r0);
+	nmport_close(r1);
 #endif
 	printf("%d failures\n", failures);
 	return failures != 0;
