@@ -80,6 +80,7 @@ fn programs() -> &'static Programs {
         build("nm_raw_linked", "nm_raw.c", true, &[]);
         build("nm_raw_plain", "nm_raw.c", false, &[]);
         build("nm_port", "nm_port.c", true, &[]);
+        build("nm_legacy", "nm_legacy.c", true, &[]);
         build("nm_misuse_linked", "nm_misuse.c", true, &["-DWITH_NMPORT"]);
         build("nm_misuse_plain", "nm_misuse.c", false, &[]);
         Programs { dir }
@@ -339,6 +340,34 @@ fn libnetmap_port_api_with_ring_suffixes() {
     let rx = d.pktgen(&["-f", "rx", "-i", "vale3:r", "--duration", "3"]);
     settle();
     let out = run_ok(d.c("nm_port", false, &["tx", "vale3:t", "1000"]));
+    assert_eq!(count(&out, "sent"), 1000);
+    assert_eq!(pktgen_packets(rx), 1000);
+}
+
+#[test]
+fn legacy_nm_open_helpers() {
+    let d = Daemon::start("legacy");
+    for (k, rx_mode) in ["rx", "rxnext"].iter().enumerate() {
+        let rx_name = format!("l}}{k}");
+        let tx_name = format!("l{{{k}");
+        let rx = d
+            .c("nm_legacy", false, &[rx_mode, &rx_name, "200000"])
+            .spawn()
+            .unwrap();
+        settle();
+        let out = run_ok(d.c("nm_legacy", false, &["tx", &tx_name, "200000"]));
+        assert_eq!(count(&out, "sent"), 200_000);
+        let o = rx.wait_with_output().unwrap();
+        assert!(o.status.success(), "{rx_mode}: {}", text(&o));
+        assert_eq!(
+            count(&String::from_utf8_lossy(&o.stdout), "received"),
+            200_000
+        );
+    }
+    // nm_open's sender into pkt-gen through a switch.
+    let rx = d.pktgen(&["-f", "rx", "-i", "vale4:r", "--duration", "3"]);
+    settle();
+    let out = run_ok(d.c("nm_legacy", false, &["tx", "vale4:t", "1000"]));
     assert_eq!(count(&out, "sent"), 1000);
     assert_eq!(pktgen_packets(rx), 1000);
 }

@@ -35,6 +35,8 @@ mod dev;
 mod epoll;
 pub mod file;
 mod interpose;
+pub mod legacy;
+mod mapped;
 pub mod nmport;
 mod real;
 mod table;

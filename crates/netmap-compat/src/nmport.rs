@@ -11,6 +11,7 @@ use std::ptr;
 use libc::{c_char, c_int, c_void, size_t};
 
 use crate::abi::{self, flags, mode, NmreqHeader, NmreqRegister};
+use crate::mapped::{MappedRing, Side};
 use crate::{dev, guard, set_errno, table, Errno};
 
 /// `struct nmport_d`.
@@ -532,60 +533,33 @@ pub unsafe extern "C" fn nmport_inject(d: *mut NmportD, buf: *const c_void, size
 /// # Safety
 /// `d` is mapped; `buf` has `size` readable bytes.
 unsafe fn inject_one(d: &NmportD, ri: u16, buf: *const u8, size: usize) -> Option<c_int> {
-    let base = d.mem as *mut u8;
-    let memsize = d.memsize as usize;
-    let nifp = d.reg.nr_offset as usize;
-    let ofs_at = nifp + abi_ring_ofs_offset() + 8 * ri as usize;
-    if ofs_at + 8 > memsize {
-        return None;
-    }
-    // SAFETY: inside the mapping (checked); unaligned-tolerant read.
-    let ring_rel = unsafe { ptr::read_volatile(base.add(ofs_at) as *const i64) };
-    let ring = usize::try_from(nifp as i64 + ring_rel).ok()?;
-    if ring == nifp || ring + 256 > memsize {
-        return None;
-    }
-    // SAFETY: the ring header lies inside the mapping (checked above).
-    let rd = |off: usize| unsafe { ptr::read_volatile(base.add(ring + off) as *const u32) };
-    // SAFETY: as above.
-    let buf_ofs = unsafe { ptr::read_volatile(base.add(ring) as *const i64) };
-    let (num, bsize, cur, tail) = (rd(8), rd(12), rd(24), rd(28));
-    if num == 0 || cur >= num || tail >= num || ring + 256 + 16 * num as usize > memsize {
-        return None;
-    }
-    let space = if tail >= cur {
-        tail - cur
-    } else {
-        tail + num - cur
-    };
-    if space == 0 || size > bsize as usize || size > u16::MAX as usize {
-        return None;
-    }
-    let slot = ring + 256 + 16 * cur as usize;
-    // SAFETY: the slot lies inside the ring (checked num against memsize).
-    let idx = unsafe { ptr::read_volatile(base.add(slot) as *const u32) };
-    let at = (ring as i64)
-        .checked_add(buf_ofs)?
-        .checked_add(idx as i64 * bsize as i64)?;
-    let at = usize::try_from(at).ok()?;
-    if at.checked_add(bsize as usize)? > memsize {
-        return None;
-    }
-    // SAFETY: destination checked inside the mapping; source per contract.
-    unsafe { ptr::copy_nonoverlapping(buf, base.add(at), size) };
-    // SAFETY: slot and header fields inside the mapping, as checked.
-    unsafe {
-        ptr::write_volatile(base.add(slot + 4) as *mut u16, size as u16);
-        ptr::write_volatile(base.add(slot + 6) as *mut u16, 0);
-        let next = if cur + 1 == num { 0 } else { cur + 1 };
-        ptr::write_volatile(base.add(ring + 20) as *mut u32, next);
-        ptr::write_volatile(base.add(ring + 24) as *mut u32, next);
-    }
-    Some(size as c_int)
+    // SAFETY: the descriptor's live mapping.
+    let ring = unsafe {
+        MappedRing::new(
+            d.mem as *mut u8,
+            d.memsize as usize,
+            d.reg.nr_offset as usize,
+            Side::Tx,
+            ri,
+        )
+    }?;
+    inject_into(&ring, buf, size)
 }
 
-fn abi_ring_ofs_offset() -> usize {
-    ringswitch_ring::layout::NIFP_RING_OFS_OFFSET
+/// Copies one frame into the slot at `cur` of `ring` and moves head and
+/// cur past it; None when the ring has no room or the frame does not fit.
+pub(crate) fn inject_into(ring: &MappedRing, buf: *const u8, size: usize) -> Option<c_int> {
+    if ring.space() == 0 || size > ring.buf_size() as usize || size > u16::MAX as usize {
+        return None;
+    }
+    let cur = ring.cur()?;
+    let (slot, dst) = ring.slot(cur)?;
+    // SAFETY: `dst` has buf_size bytes inside the mapping (checked by
+    // `slot`); the caller's `buf` has `size` readable bytes.
+    unsafe { ptr::copy_nonoverlapping(buf, dst, size) };
+    ring.set_len(slot, size as u16);
+    ring.release_to(ring.next(cur));
+    Some(size as c_int)
 }
 
 #[cfg(test)]

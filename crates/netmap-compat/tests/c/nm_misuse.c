@@ -3,6 +3,9 @@
  * crash. Prints one line per check; exits non-zero on the first failure.
  * Built with -DWITH_NMPORT it also checks libnetmap's nmport_* functions.
  */
+#ifdef WITH_NMPORT
+#define NETMAP_WITH_LIBS /* the nm_open helpers too */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -152,6 +155,14 @@ int main(int argc, char **argv)
 		       nmport_register(d) == -1 && errno == EBUSY);
 		nmport_close(d);
 	}
+	errno = 0;
+	EXPECT("nm_open(NULL) fails with EINVAL",
+	       nm_open(NULL, NULL, 0, NULL) == NULL && errno == EINVAL);
+	errno = 0;
+	EXPECT("nm_close(NULL) fails with EINVAL", nm_close(NULL) == -1 && errno == EINVAL);
+	struct nm_pkthdr ph;
+	EXPECT("nm_nextpkt(NULL) returns NULL", nm_nextpkt(NULL, &ph) == NULL);
+	EXPECT("nm_dispatch(NULL) returns -1", nm_dispatch(NULL, 1, NULL, NULL) == -1);
 	/* One ring per descriptor, as pkt-gen -p threads do. */
 	struct nmport_d *r0 = nmport_open("vale0:rings-0@conf:rings=2");
 	struct nmport_d *r1 = nmport_open("vale0:rings-1");
