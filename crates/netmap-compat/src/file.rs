@@ -1,10 +1,10 @@
 //! One emulated `/dev/netmap` file: before registration a connection to the
 //! daemon, after it an open port with the rings this descriptor is bound to.
 //!
-//! The descriptor handed to the application is an epoll set. It holds the
-//! port's interrupt eventfds and a wake eventfd of its own, so it becomes
-//! readable exactly when the port signals the application, and the
-//! application's own poll, select or epoll can sleep on it.
+//! The descriptor handed to the application is an epoll set. The port's
+//! interrupt eventfds join it at registration, so it becomes readable
+//! exactly when the port signals the application, and the application's
+//! own poll, select or epoll can sleep on it.
 
 use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use ringswitch_client::{ClientError, Port};
 use ringswitch_control::{CallError, Connection, ErrorCode};
-use ringswitch_ring::{Dir, EventFd};
+use ringswitch_ring::Dir;
 
 use crate::abi::{flags, mode};
 use crate::real;
@@ -77,7 +77,6 @@ pub struct NmFile {
     /// The descriptor the application holds: an epoll set.
     fd: RawFd,
     socket: PathBuf,
-    wake: EventFd,
     inner: Mutex<Inner>,
 }
 
@@ -134,28 +133,14 @@ impl NmFile {
         if fd < 0 {
             return Err(Errno::last("creating the /dev/netmap descriptor"));
         }
-        let wake = match EventFd::new() {
-            Ok(w) => w,
-            Err(e) => {
-                // SAFETY: closing the epoll fd made just above.
-                unsafe { real::close(fd) };
-                return Err(Errno::io(e, "creating the /dev/netmap wake eventfd"));
-            }
-        };
         let file = Box::new(NmFile {
             fd,
             socket,
-            wake,
             inner: Mutex::new(Inner {
                 conn: Some(conn),
                 bound: None,
             }),
         });
-        if let Err(e) = file.watch(file.wake.as_raw_fd()) {
-            // SAFETY: as above.
-            unsafe { real::close(fd) };
-            return Err(e);
-        }
         Ok(file)
     }
 
@@ -309,33 +294,24 @@ impl NmFile {
 
     /// Before sleeping on the descriptor: asks the port for an interrupt on
     /// the rings that `events` waits for, then looks once more (the
-    /// double check). Returns what is ready; when something is, the request
-    /// is withdrawn and, with `signal`, the wake eventfd is signalled so a
-    /// sleep the caller cannot skip (an application's epoll_wait) returns
-    /// at once.
-    pub fn arm(&self, events: i16, signal: bool) -> i16 {
+    /// double check). Returns what is ready; when something is, the caller
+    /// does not sleep and the request is withdrawn.
+    pub fn arm(&self, events: i16) -> i16 {
         let mut inner = self.lock();
         let Some(b) = inner.bound.as_mut() else {
             // Unregistered: poll reports POLLERR at once.
-            if signal {
-                self.wake.signal();
-            }
             return libc::POLLERR;
         };
         b.set_need_kick(events, true);
         let ready = b.poll_events(events);
         if ready != 0 {
             b.set_need_kick(events, false);
-            if signal {
-                self.wake.signal();
-            }
         }
         ready
     }
 
     /// After a sleep: drains the interrupts and withdraws the requests.
     pub fn after_wait(&self) {
-        self.wake.drain();
         if let Some(b) = self.lock().bound.as_mut() {
             b.port.after_wait();
         }
