@@ -131,9 +131,16 @@ enum SwitchOp {
 #[derive(Subcommand)]
 enum PortOp {
     /// Create a persistent port: vale0:a, vale0:a@conf:rings=2,slots=512, or
-    /// pipe{1; with --vhost-user, a VM port (a vhost-user virtio-net device).
+    /// pipe{1; with --vhost-user, a VM port (a vhost-user virtio-net device);
+    /// with --passthrough, a port (or pipe end) whose rings a VM gets.
     Add {
         name: String,
+        /// Pass the port's rings through to a VM: ringswitch serves QEMU's
+        /// ivshmem-doorbell device on this socket (QEMU: -chardev
+        /// socket,id=X,path=PATH -device ivshmem-doorbell,chardev=X,vectors=N,
+        /// N = the port's ring pairs).
+        #[arg(long, value_name = "PATH", conflicts_with = "vhost_user")]
+        passthrough: Option<String>,
         /// Make it a VM port on this vhost-user socket. By default ringswitch
         /// listens there and the frontend connects (QEMU: -chardev
         /// socket,path=PATH,reconnect=1).
@@ -208,6 +215,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
             op:
                 PortOp::Add {
                     name,
+                    passthrough,
                     vhost_user,
                     client,
                     queues,
@@ -223,6 +231,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                     queues: *queues,
                     offloads: !*no_offloads,
                 }),
+                passthrough: passthrough.as_deref().map(absolute),
             },
         )?,
         CtlCmd::Port {
@@ -289,6 +298,14 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                 v.into_iter()
                     .map(|p| {
                         let (rings, slots, buf) = match (&p.geometry, &p.vhost_user) {
+                            (Some(g), _) if p.passthrough.is_some() => {
+                                let t = p.passthrough.as_ref().expect("checked");
+                                (
+                                    format!("{}/{}", g.tx_rings, g.rx_rings),
+                                    format!("{}/{}", g.tx_slots, g.rx_slots),
+                                    format!("passthrough {}", t.path),
+                                )
+                            }
                             _ if p.iface.is_some() => {
                                 let i = p.iface.as_ref().expect("checked");
                                 (

@@ -44,6 +44,11 @@ pub enum Request {
         /// Make it a vhost-user virtio-net port for a VM (switch ports only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         vhost_user: Option<VhostUserSpec>,
+        /// Hand the port's rings to a VM (passthrough): the daemon serves
+        /// QEMU's `ivshmem-doorbell` device on this socket path. Switch
+        /// ports and pipe ends.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        passthrough: Option<String>,
     },
     /// Destroy a persistent port (it must not be open).
     PortDel {
@@ -319,6 +324,15 @@ pub struct OpenReply {
     pub nifp_offset: u64,
 }
 
+/// A passthrough port in `port-list`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PassthroughInfo {
+    /// The ivshmem server socket QEMU connects to.
+    pub path: String,
+    /// A QEMU is attached.
+    pub connected: bool,
+}
+
 /// One switch in `switch-list`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SwitchInfo {
@@ -353,6 +367,9 @@ pub struct PortInfo {
     /// Interface and driver of a NIC or host port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iface: Option<IfaceInfo>,
+    /// A passthrough port's ivshmem socket, and whether a guest is attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<PassthroughInfo>,
 }
 
 /// Counters of one port. "tx" is what its client sent into the switch, "rx"

@@ -2,6 +2,7 @@
 //! ports and pipes, and the worker threads that run the switches.
 #![warn(missing_docs)]
 
+pub mod passthrough;
 pub mod registry;
 pub mod signals;
 pub mod vhost_user;
@@ -369,8 +370,12 @@ fn handle(
             serde_json::to_value(r.switch_list()).unwrap_or_default(),
             vec![],
         )),
-        Request::PortAdd { name, vhost_user } => r
-            .port_add(&name, vhost_user.as_ref())
+        Request::PortAdd {
+            name,
+            vhost_user,
+            passthrough,
+        } => r
+            .port_add(&name, vhost_user.as_ref(), passthrough.as_deref())
             .map(|_| (serde_json::Value::Null, vec![])),
         Request::PortDel { name } => r.port_del(&name).map(|_| (serde_json::Value::Null, vec![])),
         Request::PortList { switch } => r

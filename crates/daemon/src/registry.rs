@@ -14,6 +14,7 @@ use ringswitch_vhost::socket::SharedNet;
 use ringswitch_vhost::{NetConfig, VhostUserNet};
 use tracing::{info, warn};
 
+use crate::passthrough::{PassthroughServer, Peers};
 use crate::vhost_user::VhostUserThread;
 
 mod config;
@@ -31,6 +32,10 @@ pub const MAX_PIPES: usize = 1024;
 
 /// Identifies a client connection.
 pub type ConnId = u64;
+
+/// The "connection" that holds a passthrough port open: the guest behind
+/// its ivshmem server.
+pub const PASSTHROUGH: ConnId = u64::MAX;
 
 /// Daemon-wide tuning.
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +58,9 @@ struct PortEntry {
     vm: Option<VmEntry>,
     /// A NIC or host port's interface.
     iface: Option<IfaceEntry>,
+    /// A passthrough port's ivshmem server (the port is then open by
+    /// [`PASSTHROUGH`]).
+    pt: Option<PassthroughServer>,
 }
 
 struct IfaceEntry {
@@ -84,6 +92,8 @@ struct PipeEntry {
     open_by: [Option<ConnId>; 2],
     base: String,
     id: String,
+    /// Per end, the ivshmem server of a passthrough end.
+    pt: [Option<PassthroughServer>; 2],
 }
 
 /// What an open handle refers to.
@@ -302,6 +312,7 @@ impl Registry {
                 geometry: g,
                 vm: None,
                 iface: None,
+                pt: None,
             },
         );
         Ok(())
@@ -428,6 +439,7 @@ impl Registry {
                     thread,
                 }),
                 iface: None,
+                pt: None,
             },
         );
         Ok(())
@@ -498,15 +510,33 @@ impl Registry {
                 open_by: [None, None],
                 base: base.to_string(),
                 id: id.to_string(),
+                pt: [None, None],
             },
         );
         info!(pipe = %n0, "pipe created");
         Ok(())
     }
 
-    /// `port-add`: a persistent port, or with `vm` a VM port.
-    pub fn port_add(&mut self, name: &str, vm: Option<&VhostUserSpec>) -> Result<(), ErrorReply> {
+    /// `port-add`: a persistent port, with `vm` a VM port, with `pt` a
+    /// passthrough port.
+    pub fn port_add(
+        &mut self,
+        name: &str,
+        vm: Option<&VhostUserSpec>,
+        pt: Option<&str>,
+    ) -> Result<(), ErrorReply> {
         let pn = Self::parse(name)?;
+        if let Some(path) = pt {
+            if vm.is_some() {
+                return Err(err(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "{pn}: a port is either a vhost-user port or a passthrough port, not both"
+                    ),
+                ));
+            }
+            return self.passthrough_add(&pn, std::path::Path::new(path));
+        }
         if let Some(spec) = vm {
             let Target::Vale { switch, port } = &pn.target else {
                 return Err(err(
@@ -585,7 +615,7 @@ impl Registry {
                     .get(switch)
                     .and_then(|s| s.ports.get(port))
                     .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no port {pn}")))?;
-                if p.open_by.is_some() {
+                if p.open_by.is_some_and(|c| c != PASSTHROUGH) {
                     return Err(err(
                         ErrorCode::Busy,
                         format!("port {pn} is open by a client: close it first"),
@@ -602,12 +632,16 @@ impl Registry {
                         format!("there is no pipe {base}{{{id}"),
                     )
                 })?;
-                if p.open_by.iter().any(Option::is_some) {
+                if p.open_by
+                    .iter()
+                    .any(|c| c.is_some_and(|c| c != PASSTHROUGH))
+                {
                     return Err(err(
                         ErrorCode::Busy,
                         format!("pipe {base}{{{id} is open by a client: close it first"),
                     ));
                 }
+                // Dropping the entry stops its passthrough servers.
                 self.pipes.remove(&key);
                 Ok(())
             }
@@ -641,13 +675,15 @@ impl Registry {
                     name: p.port.name.clone(),
                     kind,
                     persistent: p.persistent,
-                    open: p.open_by.is_some()
+                    open: p.open_by.is_some_and(|c| c != PASSTHROUGH)
+                        || p.pt.as_ref().is_some_and(|t| t.connected())
                         || p.iface.is_some()
                         || vm.as_ref().is_some_and(|v| v.connected),
                     geometry: (kind == PortKind::Vale).then_some(p.geometry),
                     worker: p.assigned.first().map(|a| a.1 as u32),
                     vhost_user: vm,
                     iface: p.iface.as_ref().map(|i| i.info.clone()),
+                    passthrough: p.pt.as_ref().map(pt_info),
                 });
             }
         }
@@ -659,11 +695,13 @@ impl Registry {
                         name: format!("{}{}{}", p.base, if end == 0 { '{' } else { '}' }, p.id),
                         kind: PortKind::Pipe,
                         persistent: p.persistent,
-                        open: p.open_by[end].is_some(),
+                        open: p.open_by[end].is_some_and(|c| c != PASSTHROUGH)
+                            || p.pt[end].as_ref().is_some_and(|t| t.connected()),
                         geometry: Some(if end == 0 { g } else { g.mirrored() }),
                         worker: None,
                         vhost_user: None,
                         iface: None,
+                        passthrough: p.pt[end].as_ref().map(pt_info),
                     });
                 }
             }
@@ -750,6 +788,15 @@ impl Registry {
                         ),
                     ));
                 }
+                if let Some(t) = &p.pt {
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!(
+                            "port {pn} is passed through to a VM (ivshmem socket {}); open it from the guest",
+                            t.path().display()
+                        ),
+                    ));
+                }
                 if p.open_by.is_some() {
                     return Err(err(
                         ErrorCode::Busy,
@@ -802,6 +849,15 @@ impl Registry {
                 let handle = self.id();
                 let p = self.pipes.get_mut(&key).expect("exists");
                 let e = end.index();
+                if let Some(t) = &p.pt[e] {
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!(
+                            "pipe end {pn} is passed through to a VM (ivshmem socket {}); open it from the guest",
+                            t.path().display()
+                        ),
+                    ));
+                }
                 if p.open_by[e].is_some() {
                     return Err(err(
                         ErrorCode::Busy,
@@ -920,6 +976,134 @@ impl Registry {
         }
         for h in mine {
             let _ = self.close(conn, h);
+        }
+    }
+}
+
+fn pt_info(t: &PassthroughServer) -> PassthroughInfo {
+    PassthroughInfo {
+        path: t.path().display().to_string(),
+        connected: t.connected(),
+    }
+}
+
+impl Registry {
+    /// `port-add NAME --passthrough PATH`: a persistent switch port or pipe
+    /// end whose region a guest gets through QEMU's ivshmem-doorbell.
+    fn passthrough_add(&mut self, pn: &PortName, path: &std::path::Path) -> Result<(), ErrorReply> {
+        let start = |what: &str, peers: Peers| {
+            PassthroughServer::start(what, path, peers).map_err(|e| {
+                err(
+                    ErrorCode::BadRequest,
+                    format!("{what}: {}", error_chain(&e)),
+                )
+            })
+        };
+        let dup = |e: &EventFd| {
+            e.try_clone()
+                .map_err(|e| internal("duplicating an eventfd", e))
+        };
+        match &pn.target {
+            Target::Vale { switch, port } => {
+                let exists = self
+                    .switches
+                    .get(switch)
+                    .is_some_and(|s| s.ports.contains_key(port));
+                if exists {
+                    return Err(err(
+                        ErrorCode::Exists,
+                        format!("port {pn} already exists; a passthrough port is created by this command (delete the port first)"),
+                    ));
+                }
+                self.new_vale_port(switch, port, pn.conf.unwrap_or_default(), true)?;
+                let p = self
+                    .switches
+                    .get_mut(switch)
+                    .and_then(|s| s.ports.get_mut(port))
+                    .expect("just created");
+                let peers = (|| -> Result<Peers, ErrorReply> {
+                    let rp = p.port.ring().ok_or_else(|| {
+                        internal("creating a passthrough port", "not a ring port")
+                    })?;
+                    let irqs = rp.irqs.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
+                    let kicks = (0..irqs.len())
+                        .map(|_| dup(&rp.kick))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(Peers {
+                        memfd: rp
+                            .region()
+                            .dup_fd()
+                            .map_err(|e| internal("duplicating the region", e))?,
+                        guest_id: 1,
+                        guest_irqs: irqs,
+                        host_id: 0,
+                        host_kicks: kicks,
+                    })
+                })();
+                match peers.and_then(|peers| start(&pn.to_string(), peers)) {
+                    Ok(server) => {
+                        p.pt = Some(server);
+                        p.open_by = Some(PASSTHROUGH);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let (sw, po) = (switch.clone(), port.clone());
+                        self.remove_vale_port(&sw, &po);
+                        Err(e)
+                    }
+                }
+            }
+            Target::Pipe { base, id, end } => {
+                let key = Target::pipe_key(base, id);
+                let created = !self.pipes.contains_key(&key);
+                if created {
+                    let g = pn.conf.unwrap_or_else(Geometry::pipe_default);
+                    let g = if *end == PipeEnd::Slave {
+                        g.mirrored()
+                    } else {
+                        g
+                    };
+                    self.new_pipe(base, id, g, true)?;
+                }
+                let e = end.index();
+                let p = self.pipes.get_mut(&key).expect("exists");
+                if p.open_by[e].is_some() {
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!("pipe end {pn} is open already; close it first"),
+                    ));
+                }
+                let peers = (|| -> Result<Peers, ErrorReply> {
+                    Ok(Peers {
+                        memfd: p
+                            .region
+                            .dup_fd()
+                            .map_err(|e| internal("duplicating the region", e))?,
+                        guest_id: 1 + e as u16,
+                        guest_irqs: p.irq[e].iter().map(dup).collect::<Result<Vec<_>, _>>()?,
+                        host_id: 2 - e as u16,
+                        host_kicks: p.irq[1 - e]
+                            .iter()
+                            .map(dup)
+                            .collect::<Result<Vec<_>, _>>()?,
+                    })
+                })();
+                match peers.and_then(|peers| start(&pn.to_string(), peers)) {
+                    Ok(server) => {
+                        p.pt[e] = Some(server);
+                        p.open_by[e] = Some(PASSTHROUGH);
+                        p.persistent = true;
+                        Ok(())
+                    }
+                    Err(er) => {
+                        if created {
+                            self.pipes.remove(&key);
+                        }
+                        Err(er)
+                    }
+                }
+            }
+            Target::Nic { ifname } => Err(nic_unsupported(ifname)),
         }
     }
 }

@@ -164,6 +164,7 @@ fn busy_unknown_and_persistence() {
     c.call(&Request::PortAdd {
         name: "vale0:keep".into(),
         vhost_user: None,
+        passthrough: None,
     })
     .unwrap();
     assert_eq!(
@@ -172,6 +173,7 @@ fn busy_unknown_and_persistence() {
             Request::PortAdd {
                 name: "vale0:keep".into(),
                 vhost_user: None,
+                passthrough: None,
             }
         )
         .0,
@@ -205,6 +207,7 @@ fn too_many_ports() {
         c.call(&Request::PortAdd {
             name: format!("vale0:p{i}@conf:slots=64,buf-size=128"),
             vhost_user: None,
+            passthrough: None,
         })
         .unwrap();
     }
@@ -213,6 +216,7 @@ fn too_many_ports() {
         Request::PortAdd {
             name: "vale0:one-more".into(),
             vhost_user: None,
+            passthrough: None,
         },
     );
     assert_eq!(code, ErrorCode::Limit);
@@ -222,6 +226,7 @@ fn too_many_ports() {
         c.call(&Request::PortAdd {
             name: format!("vale{i}:x"),
             vhost_user: None,
+            passthrough: None,
         })
         .unwrap();
     }
@@ -325,6 +330,7 @@ fn a_persistent_port_gets_fresh_memory_for_each_client() {
     c.call(&Request::PortAdd {
         name: "vale0:p".into(),
         vhost_user: None,
+        passthrough: None,
     })
     .unwrap();
     let first = Port::open_at(&s, "vale0:p").unwrap();
@@ -378,6 +384,7 @@ fn configuration_survives_a_restart() {
             c.call(&Request::PortAdd {
                 name: name.into(),
                 vhost_user: None,
+                passthrough: None,
             })
             .unwrap();
         }
@@ -389,6 +396,7 @@ fn configuration_survives_a_restart() {
                 queues: 2,
                 offloads: false,
             }),
+            passthrough: None,
         })
         .unwrap();
         // On demand: not configuration.

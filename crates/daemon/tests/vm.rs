@@ -144,6 +144,7 @@ impl Env {
         match self.c.call(&Request::PortAdd {
             name: name.into(),
             vhost_user: Some(spec),
+            passthrough: None,
         }) {
             Ok(_) => Ok(()),
             Err(CallError::Daemon(e)) => Err(e),
@@ -1514,6 +1515,7 @@ fn control_errors_for_vm_ports() {
     let err = daemon_err(e.c.call(&Request::PortAdd {
         name: "vale0:vm1".into(),
         vhost_user: None,
+        passthrough: None,
     }));
     assert_eq!(err.code, ErrorCode::Exists, "{err:?}");
     // A ring port's name too.

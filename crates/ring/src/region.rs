@@ -89,8 +89,12 @@ impl Region {
         }
         // SAFETY: `raw` is a fresh fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // The file is a power of two long (the tail is never touched, so
+        // never allocated): that is what a PCI BAR needs when the region is
+        // handed to a guest through ivshmem (passthrough ports).
+        let file_size = layout.size.next_power_of_two();
         // SAFETY: ftruncate on our own fd.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), layout.size as libc::off_t) } != 0 {
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), file_size as libc::off_t) } != 0 {
             return Err(sys("ftruncate"));
         }
         // SAFETY: fcntl on our own fd; sealing only restricts future resizes.
@@ -104,7 +108,8 @@ impl Region {
 
     /// Maps a region received from someone else. Checks that it is sealed
     /// against shrinking (so it cannot vanish under us), that its size is the
-    /// one its header describes, and that the header is one we would write.
+    /// one its header describes (or that rounded up to a power of two, as
+    /// `create` makes it), and that the header is one we would write.
     pub fn open(fd: OwnedFd) -> Result<Region, RegionError> {
         // SAFETY: fcntl F_GET_SEALS on an fd we own.
         let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
@@ -141,7 +146,7 @@ impl Region {
         }
         let layout = RegionLayout::from_header(&hdr)
             .ok_or(RegionError::Invalid("the header is malformed"))?;
-        if layout.size != size {
+        if size != layout.size && size != layout.size.next_power_of_two() {
             return Err(RegionError::Invalid(
                 "the memfd size differs from the header",
             ));

@@ -83,6 +83,7 @@ impl Registry {
                     out.push(Request::PortAdd {
                         name: format!("{sname}:{pname}"),
                         vhost_user: Some(vm.spec.clone()),
+                        passthrough: None,
                     });
                 } else if let Some(i) = &p.iface {
                     let (nic, host) = match &i.request {
@@ -98,6 +99,7 @@ impl Registry {
                     out.push(Request::PortAdd {
                         name: format!("{sname}:{pname}{}", conf(&p.geometry)),
                         vhost_user: None,
+                        passthrough: p.pt.as_ref().map(|t| t.path().display().to_string()),
                     });
                 }
             }
@@ -112,7 +114,18 @@ impl Registry {
                         conf(&p.region.layout().end_geometry(0))
                     ),
                     vhost_user: None,
+                    passthrough: None,
                 });
+                // Passthrough ends after the pipe exists, with its sizes.
+                for (end, t) in p.pt.iter().enumerate() {
+                    if let Some(t) = t {
+                        out.push(Request::PortAdd {
+                            name: format!("{}{}{}", p.base, if end == 0 { '{' } else { '}' }, p.id),
+                            vhost_user: None,
+                            passthrough: Some(t.path().display().to_string()),
+                        });
+                    }
+                }
             }
         }
         out

@@ -323,6 +323,7 @@ impl Registry {
                     kind,
                     request,
                 }),
+                pt: None,
             },
         );
         Ok(())

@@ -1,0 +1,281 @@
+//! Passthrough ports (ptnetmap over ivshmem): the daemon is the ivshmem
+//! server of QEMU's `ivshmem-doorbell` device, so a guest gets a port's
+//! whole region (rings, buffers, CSB, and the region header describing the
+//! geometry) as the device's BAR2, and drives the rings exactly as a host
+//! application does.
+//!
+//! One thread per passthrough port listens on the port's socket and serves
+//! one QEMU at a time with the protocol of QEMU's
+//! `docs/specs/ivshmem-spec.rst`: the protocol version (0), the id it gives
+//! the guest, the shared memory descriptor (sent with id -1), then, for each
+//! peer, one eventfd per vector (each sent with the peer's id). Every value
+//! is a little-endian int64 message; descriptors travel with SCM_RIGHTS.
+//!
+//! Peers and vectors (vector `i` is ring pair `i` of the port):
+//! - the guest is peer `1 + end` (1 on a switch port; 1 or 2 on a pipe end).
+//!   Its eventfds are the port's interrupt eventfds: whoever has something
+//!   for ring pair `i` writes eventfd `i`, and QEMU raises MSI-X vector `i`.
+//! - the other side is the peer the guest's doorbell rings: on a switch port
+//!   the daemon (peer 0), every vector being the port's kick eventfd that
+//!   wakes the switch worker; on a pipe end, the other end (peer `1 + other
+//!   end`), whose vectors are that end's interrupt eventfds.
+//!
+//! Nothing the guest does reaches this thread: it only hands descriptors
+//! out. The guest's ring values are validated by the switch worker or by
+//! the pipe's other end exactly as any client's.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use ringswitch_ring::EventFd;
+use tracing::{info, warn};
+
+/// The ivshmem protocol version this server speaks.
+pub const IVSHMEM_PROTOCOL_VERSION: i64 = 0;
+
+/// Errors starting a passthrough port.
+#[derive(Debug, thiserror::Error)]
+pub enum PassthroughError {
+    /// Something other than a socket is at the path.
+    #[error("{0} exists and is not a socket; choose another path or remove it")]
+    NotASocket(PathBuf),
+    /// Binding the listening socket failed.
+    #[error("cannot listen on {path}")]
+    Listen {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Other system call failures.
+    #[error("cannot start the passthrough thread")]
+    Io(#[from] io::Error),
+}
+
+/// What a guest gets.
+pub struct Peers {
+    /// The region's memfd.
+    pub memfd: OwnedFd,
+    /// The guest's peer id.
+    pub guest_id: u16,
+    /// The guest's vectors: written to interrupt it.
+    pub guest_irqs: Vec<EventFd>,
+    /// The peer the guest's doorbell rings.
+    pub host_id: u16,
+    /// That peer's vectors.
+    pub host_kicks: Vec<EventFd>,
+}
+
+/// The ivshmem server thread of one passthrough port.
+pub struct PassthroughServer {
+    stop: Arc<EventFd>,
+    connected: Arc<AtomicBool>,
+    path: PathBuf,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PassthroughServer {
+    /// Listens on `path` for the QEMU of `port`'s guest.
+    pub fn start(
+        port: &str,
+        path: &Path,
+        peers: Peers,
+    ) -> Result<PassthroughServer, PassthroughError> {
+        let listener = bind(path)?;
+        let vectors = peers.guest_irqs.len();
+        let stop = Arc::new(EventFd::new()?);
+        let connected = Arc::new(AtomicBool::new(false));
+        let (st, co) = (stop.clone(), connected.clone());
+        let name = port.to_string();
+        let thread = std::thread::Builder::new()
+            .name(format!(
+                "rs-pt-{}",
+                port.chars().take(8).collect::<String>()
+            ))
+            .stack_size(128 * 1024)
+            .spawn(move || run(&name, listener, &peers, &st, &co))?;
+        info!(port, path = %path.display(), vectors, "passthrough port listening for QEMU's ivshmem-doorbell (start it with vectors={vectors})");
+        Ok(PassthroughServer {
+            stop,
+            connected,
+            path: path.to_path_buf(),
+            thread: Some(thread),
+        })
+    }
+
+    /// Whether a QEMU is attached.
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PassthroughServer {
+    fn drop(&mut self) {
+        self.stop.signal();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Binds `path`, replacing a stale socket but nothing else.
+fn bind(path: &Path) -> Result<UnixListener, PassthroughError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(_) => return Err(PassthroughError::NotASocket(path.to_path_buf())),
+        Err(_) => {}
+    }
+    let l = UnixListener::bind(path).map_err(|source| PassthroughError::Listen {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Polls `fds` for input; returns their revents, or None when `stop` fired.
+fn wait(fds: &[RawFd], stop: &EventFd) -> Option<[i16; 2]> {
+    let mut p = [libc::pollfd {
+        fd: stop.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }; 3];
+    for (i, &fd) in fds.iter().take(2).enumerate() {
+        p[i + 1].fd = fd;
+    }
+    let n = 1 + fds.len().min(2);
+    // SAFETY: `p` holds `n` valid pollfds for the call's duration.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, -1) };
+    if r < 0 || p[0].revents != 0 {
+        return (r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted)
+            .then_some([0, 0]);
+    }
+    Some([p[1].revents, p[2].revents])
+}
+
+fn run(port: &str, listener: UnixListener, peers: &Peers, stop: &EventFd, connected: &AtomicBool) {
+    let lfd = listener.as_raw_fd();
+    while let Some(ev) = wait(&[lfd], stop) {
+        if ev[0] == 0 {
+            continue;
+        }
+        let conn = match listener.accept() {
+            Ok((c, _)) => c,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => {
+                warn!(port, error = %e, "accepting a QEMU connection failed");
+                continue;
+            }
+        };
+        if let Err(e) = hand_over(&conn, peers) {
+            warn!(port, error = %e, "the ivshmem handshake with QEMU failed");
+            continue;
+        }
+        connected.store(true, Ordering::Relaxed);
+        info!(
+            port,
+            guest = peers.guest_id,
+            "a guest attached over ivshmem"
+        );
+        // Hold the connection until QEMU goes; refuse a second QEMU
+        // meanwhile (the guest side of the port is taken).
+        let cfd = conn.as_raw_fd();
+        loop {
+            let Some(ev) = wait(&[cfd, lfd], stop) else {
+                connected.store(false, Ordering::Relaxed);
+                return;
+            };
+            if ev[0] != 0 {
+                let mut buf = [0u8; 64];
+                match io::Read::read(&mut &conn, &mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {} // QEMU sends nothing; ignore whatever comes.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            if ev[1] != 0 {
+                if let Ok((other, _)) = listener.accept() {
+                    warn!(port, "a second QEMU tried to attach to a passthrough port already in use; refused");
+                    drop(other);
+                }
+            }
+        }
+        connected.store(false, Ordering::Relaxed);
+        info!(
+            port,
+            "the guest's QEMU went away; the port waits for the next one"
+        );
+    }
+}
+
+/// The handshake: everything QEMU needs, then the connection stays open.
+fn hand_over(conn: &UnixStream, p: &Peers) -> io::Result<()> {
+    conn.set_nonblocking(false)?;
+    send(conn, IVSHMEM_PROTOCOL_VERSION, None)?;
+    send(conn, p.guest_id as i64, None)?;
+    send(conn, -1, Some(p.memfd.as_raw_fd()))?;
+    for k in &p.host_kicks {
+        send(conn, p.host_id as i64, Some(k.as_raw_fd()))?;
+    }
+    for irq in &p.guest_irqs {
+        send(conn, p.guest_id as i64, Some(irq.as_raw_fd()))?;
+    }
+    conn.set_nonblocking(true)?;
+    Ok(())
+}
+
+/// One protocol message: a little-endian int64, with a descriptor or not.
+fn send(conn: &UnixStream, value: i64, fd: Option<RawFd>) -> io::Result<()> {
+    let bytes = value.to_le_bytes();
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // Room for one descriptor's control message, 8-byte aligned.
+    let mut cbuf = [0u64; 4];
+    // SAFETY: a zeroed msghdr is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if let Some(fd) = fd {
+        // SAFETY: CMSG_SPACE is arithmetic.
+        let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        // SAFETY: msg_control points to `space` <= 32 bytes we own; the
+        // first header fits in it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, fd);
+        }
+    }
+    // SAFETY: sendmsg on a connected socket with a valid message.
+    let n = unsafe { libc::sendmsg(conn.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if n != bytes.len() as isize {
+        return Err(if n < 0 {
+            io::Error::last_os_error()
+        } else {
+            io::Error::new(io::ErrorKind::WriteZero, "short ivshmem message")
+        });
+    }
+    Ok(())
+}

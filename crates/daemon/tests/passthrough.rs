@@ -1,0 +1,352 @@
+//! Passthrough ports: the daemon as QEMU's ivshmem server. A fake QEMU
+//! speaks the ivshmem protocol to the daemon and then plays the guest on the
+//! memory it got, exactly as a guest application would through BAR2: it
+//! drives the CSB itself and rings the doorbell eventfds.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ringswitch_client::Port;
+use ringswitch_control::{CallError, Connection, ErrorCode, PortInfo, Request};
+use ringswitch_ring::{AppRing, Dir, EventFd, Region};
+
+/// What QEMU learns from the server.
+struct Handshake {
+    /// Held open: the daemon treats its closing as QEMU going away.
+    _conn: UnixStream,
+    own_id: i64,
+    region: Arc<Region>,
+    /// Per peer id, its eventfds in vector order.
+    peers: BTreeMap<i64, Vec<EventFd>>,
+}
+
+fn recv_msg(s: &UnixStream) -> Option<(i64, Option<OwnedFd>)> {
+    let mut buf = [0u8; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: 8,
+    };
+    let mut cbuf = [0u64; 8];
+    // SAFETY: zeroed msghdr is valid; buffers outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cbuf);
+    // SAFETY: recvmsg into our buffers.
+    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, 0) };
+    if n != 8 {
+        return None;
+    }
+    let mut fd = None;
+    // SAFETY: walking the control messages the kernel wrote.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if !c.is_null() && (*c).cmsg_type == libc::SCM_RIGHTS {
+            let raw: RawFd = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const RawFd);
+            fd = Some(OwnedFd::from_raw_fd(raw));
+        }
+    }
+    Some((i64::from_le_bytes(buf), fd))
+}
+
+/// Connects like QEMU's ivshmem-doorbell and reads the whole handshake.
+fn attach(path: &Path) -> Handshake {
+    let conn = UnixStream::connect(path).expect("the passthrough socket accepts");
+    conn.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let (version, _) = recv_msg(&conn).expect("version");
+    assert_eq!(version, 0, "ivshmem protocol version");
+    let (own_id, _) = recv_msg(&conn).expect("own id");
+    let (minus_one, shm) = recv_msg(&conn).expect("shared memory");
+    assert_eq!(minus_one, -1);
+    let region =
+        Arc::new(Region::open(shm.expect("the memory descriptor")).expect("a valid region"));
+    let mut peers: BTreeMap<i64, Vec<EventFd>> = BTreeMap::new();
+    while let Some((id, fd)) = recv_msg(&conn) {
+        peers
+            .entry(id)
+            .or_default()
+            .push(EventFd::from_fd(fd.expect("an eventfd per vector")));
+    }
+    Handshake {
+        _conn: conn,
+        own_id,
+        region,
+        peers,
+    }
+}
+
+fn add_pt(c: &mut Connection, name: &str, path: &Path) -> Result<(), CallError> {
+    c.call(&Request::PortAdd {
+        name: name.into(),
+        vhost_user: None,
+        passthrough: Some(path.display().to_string()),
+    })
+    .map(|_| ())
+}
+
+fn pt_path(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("rs-pt-{}-{tag}.sock", std::process::id()))
+}
+
+/// The guest's TX: frames into its ring, kick the peer's vector 0 when the
+/// port side asks for it.
+fn guest_send(tx: &mut AppRing, kick: &EventFd, frames: &[Vec<u8>]) -> usize {
+    let mut sent = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sent < frames.len() && Instant::now() < deadline {
+        tx.refresh_tail();
+        let n = tx.space().min((frames.len() - sent) as u32);
+        if n == 0 {
+            tx.set_need_kick(true);
+            tx.refresh_tail();
+            if tx.space() == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            tx.set_need_kick(false);
+            continue;
+        }
+        for k in 0..n {
+            let mut s = tx.slot_mut(k).unwrap();
+            assert!(s.write_at(0, &frames[sent + k as usize]));
+            s.set_len(frames[sent + k as usize].len() as u16);
+        }
+        tx.advance(n);
+        if tx.publish() && tx.port_wants_kick() {
+            kick.signal();
+        }
+        sent += n as usize;
+    }
+    sent
+}
+
+/// On a pipe, what the guest's rxsync does after releasing slots: wake the
+/// other end if it waits for room (its doorbell vector), as the client
+/// library's pipe end does.
+struct PipePeer {
+    region: Arc<Region>,
+    other_end: usize,
+    doorbell: EventFd,
+}
+
+/// The guest's RX: sleeps on its own vector 0 with the double check.
+fn guest_recv(
+    rx: &mut AppRing,
+    irq: &EventFd,
+    want: usize,
+    wait: Duration,
+    pipe: Option<&PipePeer>,
+) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while out.len() < want {
+        rx.refresh_tail();
+        if rx.space() == 0 {
+            rx.set_need_kick(true);
+            rx.refresh_tail();
+            if rx.space() == 0 && !irq.wait(Some(wait)).unwrap() {
+                rx.set_need_kick(false);
+                break;
+            }
+            irq.drain();
+            rx.set_need_kick(false);
+            continue;
+        }
+        let n = rx.space();
+        for k in 0..n {
+            out.push(rx.slot_mut(k).unwrap().payload().to_vec());
+        }
+        rx.advance(n);
+        if rx.publish() {
+            if let Some(p) = pipe {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                let want_kick = p
+                    .region
+                    .csb(p.other_end, Dir::Tx, 0)
+                    .appl_need_kick()
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                if want_kick != 0 {
+                    p.doorbell.signal();
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_guest_on_a_switch_port_sends_and_receives_through_the_switch() {
+    let d = daemon("pt-switch");
+    let mut c = Connection::connect(d.socket()).unwrap();
+    let path = pt_path("switch");
+    add_pt(&mut c, "vale0:g1@conf:rings=2", &path).unwrap();
+
+    // The port is the guest's: a client cannot open it.
+    let e = Port::open_at(d.socket(), "vale0:g1")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("passed through to a VM"), "{e}");
+
+    let hs = attach(&path);
+    assert_eq!(hs.own_id, 1, "a switch port's guest is peer 1");
+    assert_eq!(hs.peers[&1].len(), 2, "one guest vector per ring pair");
+    assert_eq!(
+        hs.peers[&0].len(),
+        2,
+        "one doorbell vector per ring pair, to the daemon"
+    );
+    let l = hs.region.layout();
+    assert_eq!((l.ends, l.geometry.tx_rings), (1, 2));
+    assert!(hs.region.fd().as_raw_fd() >= 0);
+
+    // Listed as open once QEMU is attached.
+    let list: Vec<PortInfo> = c
+        .call_as(&Request::PortList {
+            switch: Some("vale0".into()),
+        })
+        .unwrap()
+        .0;
+    let me = list.iter().find(|p| p.name == "vale0:g1").unwrap();
+    assert!(me.open);
+    assert_eq!(
+        me.passthrough.as_ref().unwrap().path,
+        path.display().to_string()
+    );
+    assert!(me.passthrough.as_ref().unwrap().connected);
+
+    // guest -> switch -> host client
+    let mut host = Port::open_at(d.socket(), "vale0:h").unwrap();
+    let mut tx = AppRing::new(hs.region.clone(), 0, Dir::Tx, 0);
+    let frames: Vec<Vec<u8>> = (0..3000).map(|i| frame([0xff; 6], mac(1), 60, i)).collect();
+    // In batches the host's RX ring holds: a full receiver drops, as any
+    // switch port does.
+    let mut got = Vec::new();
+    for chunk in frames.chunks(500) {
+        assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], chunk), chunk.len());
+        got.extend(recv(&mut host, Duration::from_millis(300)));
+    }
+    assert_eq!(got.len(), 3000, "every guest frame reaches the host port");
+    assert_eq!(&got[2999][14..18], &2999u32.to_be_bytes());
+
+    // host client -> switch (learned: unicast to the guest's MAC) -> guest,
+    // which sleeps on its interrupt and is woken by it.
+    let mut rx = AppRing::new(hs.region.clone(), 0, Dir::Rx, 0);
+    let irq = hs.peers[&1][0].try_clone().unwrap();
+    let receiver = std::thread::spawn(move || {
+        guest_recv(&mut rx, &irq, 2000, Duration::from_secs(3), None).len()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let back: Vec<Vec<u8>> = (0..2000).map(|i| frame(mac(1), mac(2), 60, i)).collect();
+    // In batches the guest's ring holds, with pauses in which it sleeps.
+    for chunk in back.chunks(400) {
+        assert_eq!(send(&mut host, chunk), chunk.len());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        receiver.join().unwrap(),
+        2000,
+        "the guest's interrupt woke it for every batch"
+    );
+
+    // QEMU goes and a new one attaches (a guest restart): same region.
+    drop(hs);
+    std::thread::sleep(Duration::from_millis(100));
+    let hs2 = attach(&path);
+    assert_eq!(hs2.own_id, 1);
+    let mut tx2 = AppRing::new(hs2.region.clone(), 0, Dir::Tx, 0);
+    assert_eq!(guest_send(&mut tx2, &hs2.peers[&0][0], &frames[..100]), 100);
+    assert_eq!(recv(&mut host, Duration::from_millis(500)).len(), 100);
+
+    // A second QEMU while one is attached is turned away.
+    let mut other = UnixStream::connect(&path).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut b = [0u8; 8];
+    assert_eq!(
+        other.read(&mut b).unwrap_or(0),
+        0,
+        "the second QEMU gets nothing"
+    );
+
+    // Deleting the port removes its socket.
+    drop(hs2);
+    c.call(&Request::PortDel {
+        name: "vale0:g1".into(),
+    })
+    .unwrap();
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_guest_on_a_pipe_end_and_a_host_process_on_the_other() {
+    let d = daemon("pt-pipe");
+    let mut c = Connection::connect(d.socket()).unwrap();
+    let path = pt_path("pipe");
+    add_pt(&mut c, "pp{1", &path).unwrap();
+    let hs = attach(&path);
+    assert_eq!(hs.own_id, 1, "end {{ is peer 1");
+    assert_eq!(hs.region.layout().ends, 2);
+    let mut host = Port::open_at(d.socket(), "pp}1").unwrap();
+
+    // host -> guest: the host process's txsync swaps buffers into the
+    // guest's RX ring (no thread in between) and raises the guest's vector;
+    // the guest's releases ring the host's doorbell (peer 2) when the host
+    // waits for room.
+    let mut rx = AppRing::new(hs.region.clone(), 0, Dir::Rx, 0);
+    let irq = hs.peers[&1][0].try_clone().unwrap();
+    let peer = PipePeer {
+        region: hs.region.clone(),
+        other_end: 1,
+        doorbell: hs.peers[&2][0].try_clone().unwrap(),
+    };
+    let receiver = std::thread::spawn(move || {
+        guest_recv(&mut rx, &irq, 5000, Duration::from_secs(3), Some(&peer)).len()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let frames: Vec<Vec<u8>> = (0..5000).map(|i| frame([0xff; 6], mac(3), 60, i)).collect();
+    assert_eq!(send(&mut host, &frames), 5000);
+    assert!(
+        host.flush(Some(Duration::from_secs(5))).unwrap(),
+        "the guest released every slot"
+    );
+    assert_eq!(receiver.join().unwrap(), 5000, "a pipe never drops");
+    // The doorbell the guest rings for the host is the host end's interrupt.
+    assert_eq!(hs.peers[&2].len(), 1, "the other end is peer 2");
+}
+
+#[test]
+fn bad_passthrough_requests_are_refused() {
+    let d = daemon("pt-bad");
+    let mut c = Connection::connect(d.socket()).unwrap();
+    // Not a socket at the path.
+    let file = std::env::temp_dir().join(format!("rs-pt-{}-file", std::process::id()));
+    std::fs::write(&file, b"x").unwrap();
+    match add_pt(&mut c, "vale0:x", &file) {
+        Err(CallError::Daemon(e)) => {
+            assert_eq!(e.code, ErrorCode::BadRequest);
+            assert!(e.message.contains("is not a socket"), "{}", e.message);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let _ = std::fs::remove_file(&file);
+    // No port was left behind.
+    assert!(Port::open_at(d.socket(), "vale0:x").is_ok());
+    // An existing port cannot become a passthrough port.
+    let _keep = Port::open_at(d.socket(), "vale0:y").unwrap();
+    match add_pt(&mut c, "vale0:y", &pt_path("y")) {
+        Err(CallError::Daemon(e)) => assert_eq!(e.code, ErrorCode::Exists),
+        other => panic!("expected exists, got {other:?}"),
+    }
+    // A NIC cannot be passed through.
+    assert!(add_pt(&mut c, "netmap:lo", &pt_path("lo")).is_err());
+}
