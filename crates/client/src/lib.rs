@@ -33,6 +33,8 @@
 #![warn(missing_docs)]
 
 pub mod bridge;
+mod doorbell;
+pub mod passthrough;
 mod pipe;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -42,6 +44,8 @@ use std::time::{Duration, Instant};
 
 use ringswitch_control::{CallError, Connection, OpenReply, PortKind, Request};
 use ringswitch_ring::{AppRing, Dir, EventFd, Geometry, Region, RegionError, Slot};
+
+use doorbell::Doorbell;
 
 pub use ringswitch_control::default_socket_path;
 pub use ringswitch_ring as ring;
@@ -67,7 +71,7 @@ pub enum ClientError {
 }
 
 enum Backend {
-    Switch { kick: EventFd },
+    Switch { kick: Doorbell },
     Pipe(pipe::PipeEnd),
 }
 
@@ -95,8 +99,8 @@ pub struct ClientStats {
 /// An open port.
 pub struct Port {
     // Keeps the port open: the daemon releases it when this closes (shared
-    // by the pieces of a split port).
-    _conn: Arc<Connection>,
+    // by the pieces of a split port). None for a passthrough port in a VM.
+    _conn: Option<Arc<Connection>>,
     info: OpenReply,
     region: Arc<Region>,
     tx: Vec<AppRing>,
@@ -122,10 +126,85 @@ impl Port {
         Self::open_at(&default_socket_path(), name)
     }
 
-    /// Opens `name` on the daemon listening at `socket`.
+    /// Opens `name` on the daemon listening at `socket`. With no daemon
+    /// there, inside a VM whose port is passed through (a `/dev/rsptN`
+    /// device holds a region of that name), opens it on the device.
     pub fn open_at(socket: &Path, name: &str) -> Result<Port, ClientError> {
-        let conn = Connection::connect(socket)?;
-        Self::open_on(conn, name)
+        match Connection::connect(socket) {
+            Ok(conn) => Self::open_on(conn, name),
+            Err(e @ CallError::NoDaemon { .. }) => match passthrough::find(name) {
+                Some((dev, region, end)) => Self::open_passthrough(dev, region, end, name),
+                None => Err(e.into()),
+            },
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Opens end `end` of `region`, passed through on `dev`.
+    fn open_passthrough(
+        dev: Arc<passthrough::Device>,
+        region: Region,
+        end: usize,
+        name: &str,
+    ) -> Result<Port, ClientError> {
+        let region = Arc::new(region);
+        let l = *region.layout();
+        let g = l.end_geometry(end);
+        let pairs = g.tx_rings.max(g.rx_rings);
+        if dev.info().vectors < pairs {
+            return Err(ClientError::Reply(
+                "the passthrough device has fewer interrupt vectors than the port has ring pairs (start QEMU with vectors= the ring pairs)",
+            ));
+        }
+        let tx = (0..g.tx_rings)
+            .map(|i| AppRing::new(region.clone(), end, Dir::Tx, i))
+            .collect();
+        let rx = (0..g.rx_rings)
+            .map(|i| AppRing::new(region.clone(), end, Dir::Rx, i))
+            .collect();
+        let irqs = (0..pairs)
+            .map(|_| dev.interrupts())
+            .collect::<Result<Vec<_>, _>>()?;
+        let backend = if l.ends == 1 {
+            // The daemon is peer 0; vector 0 of it is the port's kick.
+            Backend::Switch {
+                kick: Doorbell::Device(dev.clone(), 0),
+            }
+        } else {
+            // The other end is peer 1 + its end; its vector i raises its
+            // ring pair i.
+            let peer = (2 - end as u32) << 16;
+            let doorbells = (0..pairs)
+                .map(|i| Doorbell::Device(dev.clone(), peer | i))
+                .collect();
+            Backend::Pipe(pipe::PipeEnd::new(region.clone(), end, doorbells))
+        };
+        let poll_set = PollSet::new(&irqs)?;
+        let info = OpenReply {
+            handle: 0,
+            name: name.split('@').next().unwrap_or(name).to_string(),
+            kind: if l.ends == 1 {
+                PortKind::Vale
+            } else {
+                PortKind::Pipe
+            },
+            end: end as u32,
+            geometry: g,
+            region_size: region.len() as u64,
+            nifp_offset: l.nifp_ofs[end] as u64,
+        };
+        Ok(Port {
+            _conn: None,
+            info,
+            region,
+            tx,
+            rx,
+            irqs,
+            poll_set,
+            backend,
+            mode: WaitMode::Blocking,
+            stats: ClientStats::default(),
+        })
     }
 
     /// Opens `name` over an existing connection (which the port then owns).
@@ -172,13 +251,17 @@ impl Port {
             .collect();
         let (irqs, backend) = match info.kind {
             PortKind::Vale => {
-                let kick = EventFd::from_fd(next_fd(&mut fds)?);
+                let kick = Doorbell::EventFd(EventFd::from_fd(next_fd(&mut fds)?));
                 let irqs: Vec<EventFd> = fds.map(EventFd::from_fd).collect();
                 (irqs, Backend::Switch { kick })
             }
             PortKind::Pipe | PortKind::VhostUser | PortKind::Nic | PortKind::Host => {
                 let mut all: Vec<EventFd> = fds.map(EventFd::from_fd).collect();
-                let peer = all.split_off(pairs);
+                let peer = all
+                    .split_off(pairs)
+                    .into_iter()
+                    .map(Doorbell::EventFd)
+                    .collect();
                 (
                     all,
                     Backend::Pipe(pipe::PipeEnd::new(region.clone(), end, peer)),
@@ -187,7 +270,7 @@ impl Port {
         };
         let poll_set = PollSet::new(&irqs)?;
         Ok(Port {
-            _conn: Arc::new(conn),
+            _conn: Some(Arc::new(conn)),
             info,
             region,
             tx,

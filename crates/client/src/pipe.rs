@@ -9,13 +9,16 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use ringswitch_ring::arith;
-use ringswitch_ring::{AppRing, Dir, EventFd, PortRing, Region};
+use ringswitch_ring::{AppRing, Dir, PortRing, Region};
+
+use crate::doorbell::Doorbell;
 
 pub(crate) struct PipeEnd {
     region: Arc<Region>,
     end: usize,
-    /// The peer's interrupt eventfd of each ring pair (local index).
-    peer_irqs: Vec<EventFd>,
+    /// The peer's interrupt of each ring pair (local index): its eventfd,
+    /// or in a VM the doorbell that raises it.
+    peer_irqs: Vec<Doorbell>,
     /// Port side of each peer RX ring (the peer's RX ring `i` is fed by our
     /// TX ring `i`).
     peer_rx: Vec<PortRing>,
@@ -30,7 +33,7 @@ pub(crate) struct PipeEnd {
 }
 
 impl PipeEnd {
-    pub(crate) fn new(region: Arc<Region>, end: usize, peer_irqs: Vec<EventFd>) -> PipeEnd {
+    pub(crate) fn new(region: Arc<Region>, end: usize, peer_irqs: Vec<Doorbell>) -> PipeEnd {
         let g = region.layout().end_geometry(end);
         let peer = 1 - end;
         let peer_rx = (0..g.tx_rings)

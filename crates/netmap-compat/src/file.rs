@@ -120,13 +120,23 @@ impl NmFile {
     /// set the application will hold. `cloexec` follows O_CLOEXEC.
     pub fn open(cloexec: bool) -> Result<Box<NmFile>, Errno> {
         let socket = socket_path();
-        let conn = Connection::connect(&socket).map_err(|e| {
-            let errno = errno_of(&ClientError::Call(e));
-            Errno::with(
-                errno,
-                format!("opening /dev/netmap: {}", describe_no_daemon(&socket)),
-            )
-        })?;
+        let conn = match Connection::connect(&socket) {
+            Ok(c) => Some(c),
+            // In a VM with passthrough ports there is no daemon: ports are
+            // opened on their devices at registration.
+            Err(CallError::NoDaemon { .. })
+                if !ringswitch_client::passthrough::devices().is_empty() =>
+            {
+                None
+            }
+            Err(e) => {
+                let errno = errno_of(&ClientError::Call(e));
+                return Err(Errno::with(
+                    errno,
+                    format!("opening /dev/netmap: {}", describe_no_daemon(&socket)),
+                ));
+            }
+        };
         let flags = if cloexec { libc::EPOLL_CLOEXEC } else { 0 };
         // SAFETY: epoll_create1 with valid flags.
         let fd = unsafe { libc::epoll_create1(flags) };
@@ -136,10 +146,7 @@ impl NmFile {
         let file = Box::new(NmFile {
             fd,
             socket,
-            inner: Mutex::new(Inner {
-                conn: Some(conn),
-                bound: None,
-            }),
+            inner: Mutex::new(Inner { conn, bound: None }),
         });
         Ok(file)
     }
@@ -423,14 +430,17 @@ fn open_port(
     socket: &std::path::Path,
     name: &str,
 ) -> Result<Port, Errno> {
-    let conn = match conn {
-        Some(c) => c,
-        None => Connection::connect(socket).map_err(|e| {
-            Errno::with(errno_of(&ClientError::Call(e)), describe_no_daemon(socket))
-        })?,
+    let port = match conn {
+        Some(c) => Port::open_on(c, name),
+        // A new connection, or in a VM the passthrough device of `name`.
+        None => Port::open_at(socket, name),
     };
-    Port::open_on(conn, name)
-        .map_err(|e| Errno::with(errno_of(&e), format!("{name}: {}", error_chain(&e))))
+    port.map_err(|e| match e {
+        ClientError::Call(CallError::NoDaemon { .. }) => {
+            Errno::with(libc::ENOENT, describe_no_daemon(socket))
+        }
+        e => Errno::with(errno_of(&e), format!("{name}: {}", error_chain(&e))),
+    })
 }
 
 impl RegInfo {

@@ -154,6 +154,45 @@ impl Region {
         Self::map_fd(fd, layout)
     }
 
+    /// Maps a region behind a device of `len` bytes: in a guest, the
+    /// passthrough driver's window on the ivshmem BAR that holds a port's
+    /// region. The header is read from the device and checked as in
+    /// [`Region::open`]; the region must fit in `len`.
+    pub fn open_device(fd: OwnedFd, len: usize) -> Result<Region, RegionError> {
+        if len < REGION_HEADER_SIZE {
+            return Err(RegionError::Invalid("the device is too small for a header"));
+        }
+        // SAFETY: a shared read-only mapping of the first page of the
+        // device, unmapped below before anything else happens.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                REGION_HEADER_SIZE,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("mmap of the passthrough device"));
+        }
+        // SAFETY: the mapping holds REGION_HEADER_SIZE >= size_of::<RegionHeader>()
+        // bytes; an unaligned read of a plain-old-data struct.
+        let hdr: RegionHeader = unsafe { std::ptr::read_volatile(p as *const RegionHeader) };
+        // SAFETY: unmapping the mapping made above.
+        unsafe { libc::munmap(p, REGION_HEADER_SIZE) };
+        let layout = RegionLayout::from_header(&hdr).ok_or(RegionError::Invalid(
+            "the device does not hold a ringswitch region",
+        ))?;
+        if layout.size > len {
+            return Err(RegionError::Invalid(
+                "the region is larger than the device's memory",
+            ));
+        }
+        Self::map_fd(fd, layout)
+    }
+
     fn map_fd(fd: OwnedFd, layout: RegionLayout) -> Result<Region, RegionError> {
         // SAFETY: a fresh shared mapping of `layout.size` bytes of our fd; the
         // memfd is sealed against shrinking, so the pages stay valid.
@@ -247,6 +286,14 @@ impl Region {
     /// The header at offset 0.
     pub fn header(&self) -> RegionHeader {
         self.read_pod(0)
+    }
+
+    /// The `ni_name` of end `end` (its port's name), up to its first NUL.
+    pub fn ni_name(&self, end: usize) -> Vec<u8> {
+        let end = end.min(self.layout.ends as usize - 1);
+        let n: [u8; 16] = self.read_pod(self.layout.nifp_ofs[end]);
+        let len = n.iter().position(|&b| b == 0).unwrap_or(16);
+        n[..len].to_vec()
     }
 
     fn init(&self, names: [&str; 2]) {
