@@ -26,10 +26,21 @@ command -v pgrep >/dev/null 2>&1 || need_apt+=(procps)
 # The testpmd tests (crates/cli/tests/testpmd.rs): DPDK's testpmd with a
 # virtio_user port as a VM's driver; Debian 12 ships dpdk-testpmd in dpdk-dev.
 command -v dpdk-testpmd >/dev/null 2>&1 || need_apt+=(dpdk-dev)
+# The passthrough tests (tests/pt/): python3 for the test ivshmem server;
+# the guest driver is built against the cloud kernel's own headers (added
+# below, once the kernel's version is known).
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+kernel=$(find /boot -maxdepth 1 -name 'vmlinuz-*-cloud-amd64' 2>/dev/null | sort -V | tail -n 1)
+if [ -n "$kernel" ] && ! dpkg -s "linux-headers-${kernel#/boot/vmlinuz-}" >/dev/null 2>&1; then
+    echo "setup: installing linux-headers-${kernel#/boot/vmlinuz-}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "linux-headers-${kernel#/boot/vmlinuz-}" >/dev/null ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "linux-headers-${kernel#/boot/vmlinuz-}" >/dev/null; }
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -285,7 +285,8 @@ impl Registry {
         let layout =
             RegionLayout::new(g, 1).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
         let region = Arc::new(
-            Region::create(layout, [port, ""])
+            // netmap's ni_name of a VALE port is its full name.
+            Region::create(layout, [&full, ""])
                 .map_err(|e| internal("creating the port's memory", e))?,
         );
         let sp = entry

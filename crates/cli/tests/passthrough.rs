@@ -1,0 +1,57 @@
+//! Passthrough ports with real guests (QEMU TCG, the Debian cloud kernel):
+//! `tests/pt/run.sh` checks the guest driver guest/ringswitch_pt against a
+//! test ivshmem server (bind, mmap, doorbell, MSI-X interrupts, bad headers,
+//! unbind and rmmod with files open); `tests/pt/e2e.sh` runs a real daemon
+//! with a passthrough switch port and pipe end and the unmodified
+//! `ringswitch pkt-gen` in the guest (txseq/rxseq, the guest idle while it
+//! waits, ping/pong with interrupts, driver reload). Output is shown when a
+//! test fails; logs stay in target/pt/. `RINGSWITCH_SKIP_VM=1` skips them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
+
+/// One at a time: each keeps both cores busy.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn script(name: &str) {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if std::env::var_os("RINGSWITCH_SKIP_VM").is_some_and(|v| !v.is_empty() && v != "0") {
+        eprintln!("{name}: SKIPPED (RINGSWITCH_SKIP_VM is set)");
+        return;
+    }
+    let out = Command::new("timeout")
+        .args(["-k", "10", "400", "bash"])
+        .arg(root().join("tests/pt").join(name))
+        .env("RINGSWITCH_BIN", BIN)
+        .output()
+        .expect("bash runs the script");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "tests/pt/{name} failed ({}):\n{text}",
+        out.status
+    );
+    assert!(!text.contains("FAIL "), "{text}");
+    eprintln!("{text}");
+}
+
+#[test]
+fn guest_driver_against_a_test_ivshmem_server() {
+    script("run.sh");
+}
+
+#[test]
+fn guest_pktgen_on_passthrough_ports_of_a_real_daemon() {
+    script("e2e.sh");
+}
