@@ -56,6 +56,12 @@ for lib in $(ldd "$BIN" | grep -o '/[^ ]*'); do
     mkdir -p "$tree$(dirname "$lib")"
     cp -L "$lib" "$tree$lib"
 done
+# A netmap program built with no link to ringswitch, and the preload library.
+LIBNM=$(dirname "$BIN")/libringswitch_netmap.so
+[ -f "$LIBNM" ] || LIBNM=$(dirname "$BIN")/deps/libringswitch_netmap.so
+[ -f "$LIBNM" ] || die "no libringswitch_netmap.so next to $BIN (cargo build --release -p ringswitch-netmap)"
+cp "$LIBNM" "$tree/lib/"
+cc -O2 -I "$ROOT/include/netmap" -o "$tree/bin/nm_raw" "$ROOT/crates/netmap-compat/tests/c/nm_raw.c"
 (cd "$tree" && find . | cpio -o -H newc --quiet | gzip -1) >"$RUN/initramfs.gz"
 note "initramfs $(du -k "$RUN/initramfs.gz" | cut -f1) KiB"
 
@@ -141,6 +147,10 @@ check ping-pong "$([ "$(json "$ping" lost)" = 0 ] && [ "$(json "$ping" packets)"
 
 l=$(wait_line RELOAD 60)
 check reload "$([[ $l == *"rmmod=0 insmod=0 tx=0"* ]] && echo 0 || echo 1)" "${l:0:200}"
+nm=$(rs pkt-gen -f rx -i 'pp}1' -n 1000 -T 0 --json --duration 60 2>"$RUN/nm-rx.err" | tail -n 1 || true)
+l=$(wait_line NETMAP 60)
+check netmap-program-in-guest "$([ "$(json "$nm" packets)" = 1000 ] && [[ $l == *"rc=0"* ]] && echo 0 || echo 1)" \
+    "guest: ${l:0:120} | host rx: ${nm:0:120}"
 wait_line END 30 >/dev/null
 
 # ---- two guests: a passthrough pipe between them, and two switch ports ----
