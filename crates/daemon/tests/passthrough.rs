@@ -350,3 +350,45 @@ fn bad_passthrough_requests_are_refused() {
     // A NIC cannot be passed through.
     assert!(add_pt(&mut c, "netmap:lo", &pt_path("lo")).is_err());
 }
+
+#[test]
+fn passthrough_ports_come_back_after_a_daemon_restart() {
+    let conf = std::env::temp_dir().join(format!("rs-pt-{}-conf.json", std::process::id()));
+    let _ = std::fs::remove_file(&conf);
+    let g1 = pt_path("restart-g1");
+    let pe = pt_path("restart-pipe");
+    let frames: Vec<Vec<u8>> = (0..200).map(|i| frame([0xff; 6], mac(7), 60, i)).collect();
+    {
+        let d = daemon_with("pt-restart", |c| c.config = Some(conf.clone()));
+        let mut c = Connection::connect(d.socket()).unwrap();
+        add_pt(&mut c, "vale0:g1@conf:rings=2", &g1).unwrap();
+        add_pt(&mut c, "rp}4", &pe).unwrap();
+        let hs = attach(&g1);
+        let mut host = Port::open_at(d.socket(), "vale0:h").unwrap();
+        let mut tx = AppRing::new(hs.region.clone(), 0, Dir::Tx, 0);
+        assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], &frames), 200);
+        assert_eq!(recv(&mut host, Duration::from_millis(300)).len(), 200);
+        // The daemon goes away (QEMU stays, holding the old memory).
+    }
+    // A new daemon replays the configuration: the sockets are back, with
+    // new regions of the same sizes. The guest's QEMU reconnects (a QEMU
+    // restart, or the device removed and added again) and traffic flows.
+    let d = daemon_with("pt-restart2", |c| c.config = Some(conf.clone()));
+    assert!(
+        g1.exists() && pe.exists(),
+        "the passthrough sockets are back"
+    );
+    let hs = attach(&g1);
+    assert_eq!(
+        hs.region.layout().geometry.tx_rings,
+        2,
+        "same sizes as configured"
+    );
+    let hp = attach(&pe);
+    assert_eq!(hp.own_id, 2, "end }} is peer 2");
+    let mut host = Port::open_at(d.socket(), "vale0:h").unwrap();
+    let mut tx = AppRing::new(hs.region.clone(), 0, Dir::Tx, 0);
+    assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], &frames), 200);
+    assert_eq!(recv(&mut host, Duration::from_millis(300)).len(), 200);
+    let _ = std::fs::remove_file(&conf);
+}
