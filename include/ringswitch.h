@@ -2,11 +2,24 @@
  * libringswitch: ringswitch ports from C.
  *
  *   rs_port *p = rs_port_open("vale0:a");
- *   rs_send(p, 0, frame, len);  rs_txsync(p, 0);
+ *   if (rs_wait_tx(p, 0, -1) == 1 && rs_send(p, 0, frame, len) == 1)
+ *           rs_txsync(p, 0);
  *   rs_port_close(p);
  *
- * Link with -lringswitch. Every function checks its arguments; failures
- * return -1 (or NULL) with errno set, and rs_last_error() says why.
+ * Link with -lringswitch (or libringswitch.a plus -lgcc_s -lutil -lrt
+ * -lpthread -lm -ldl -lc).
+ *
+ * Errors: every function checks its arguments; failures return -1 (or
+ * NULL) with errno set, and rs_last_error() says why in a sentence.
+ *
+ * Slots: as in netmap, the application owns the slots between the ring's
+ * head and tail. rs_ring_slot() gives the k-th of them in place (buffer,
+ * length, index); rs_ring_advance() moves past filled or consumed ones;
+ * rs_txsync()/rs_rxsync() hand them to the port side, after which their
+ * buffers are the port's again. rs_send()/rs_recv() copy one frame.
+ *
+ * Threads: a port handle is used by one thread at a time; rs_port_close()
+ * frees it, and a closed handle must not be passed again.
  */
 
 #ifndef RINGSWITCH_H
@@ -18,12 +31,12 @@
 #include <stddef.h>
 
 /**
- * Ring direction for the slot functions: the application fills TX.
+ * Ring direction for the ring functions: the application fills TX.
  */
 #define RS_TX 0
 
 /**
- * Ring direction for the slot functions: the application drains RX.
+ * Ring direction for the ring functions: the application drains RX.
  */
 #define RS_RX 1
 
@@ -59,28 +72,6 @@ typedef struct rs_geometry {
 } rs_geometry;
 
 /**
- * One slot the application owns.
- */
-typedef struct rs_slot {
-  /**
-   * The slot's buffer (`buf_size` bytes).
-   */
-  void *buf;
-  /**
-   * Bytes of packet in it (RX), or set with `rs_slot_set_len` (TX).
-   */
-  uint32_t len;
-  /**
-   * The buffer's size.
-   */
-  uint32_t buf_size;
-  /**
-   * The buffer's index in the port's memory.
-   */
-  uint32_t buf_idx;
-} rs_slot;
-
-/**
  * Client-side counters.
  */
 typedef struct rs_stats {
@@ -98,20 +89,43 @@ typedef struct rs_stats {
   uint64_t bad_values;
 } rs_stats;
 
+/**
+ * One slot the application owns, to read or fill in place.
+ */
+typedef struct rs_slot {
+  /**
+   * The slot's buffer (`buf_size` bytes), in the port's shared memory.
+   */
+  void *buf;
+  /**
+   * Bytes of packet in it (RX), or set with `rs_slot_set_len` (TX).
+   */
+  uint32_t len;
+  /**
+   * The buffer's size.
+   */
+  uint32_t buf_size;
+  /**
+   * The buffer's index in the port's memory (netmap's `buf_idx`).
+   */
+  uint32_t buf_idx;
+} rs_slot;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 /**
- * The last error of this thread, as a sentence (never NULL; empty if none).
+ * The last error of this thread, as a sentence: never NULL, empty if
+ * none. Valid until the thread's next failing call.
  */
 const char *rs_last_error(void);
 
 /**
  * Opens `name` (`vale0:a`, `pipe{1`, ...) on the daemon at the default
  * socket ($RINGSWITCH_SOCKET, else the system one). NULL and errno on
- * failure: ECONNREFUSED (no daemon), EINVAL (bad name), EBUSY (open
- * elsewhere), ...
+ * failure: ECONNREFUSED (no daemon), EINVAL (bad name), ENOENT (no such
+ * switch or port), EBUSY (open elsewhere), ...
  *
  * # Safety
  * `name` is NULL or a C string.
@@ -119,7 +133,8 @@ const char *rs_last_error(void);
 struct rs_port *rs_port_open(const char *name);
 
 /**
- * Opens `name` on the daemon listening at `socket` (NULL: the default).
+ * Opens `name` on the daemon listening at `socket` (NULL: the default, as
+ * `rs_port_open`). The handle is for one thread at a time.
  *
  * # Safety
  * `socket` and `name` are NULL or C strings.
@@ -128,201 +143,230 @@ struct rs_port *rs_port_open_at(const char *socket, const char *name);
 
 /**
  * Closes the port and frees the handle (NULL is ignored). The handle and
- * every slot pointer from it are invalid afterwards.
+ * every pointer from it (name, slot buffers, nifp) are invalid afterwards.
+ * Packets synced but not yet taken by the port side are lost: call
+ * `rs_port_flush` first.
  *
  * # Safety
- * `p` is NULL or from `rs_port_open*`, not used again.
+ * `p` is NULL or from `rs_port_open*`, and not used again.
  */
 void rs_port_close(struct rs_port *p);
 
 /**
- * The port's canonical name (valid while the port is open).
+ * The port's canonical name (valid while the port is open), or NULL.
  *
  * # Safety
- * `p` is NULL or a live port.
+ * `p` is NULL or an open port.
  */
-const char *rs_port_name(struct rs_port *p);
+const char *rs_port_name(const struct rs_port *p);
 
 /**
- * Fills `out` with the port's geometry. 0, or -1 and errno.
+ * Fills `out` with the port's geometry: 0, or -1 and errno.
  *
  * # Safety
- * `p` is NULL or a live port; `out` NULL or writable.
+ * `p` is NULL or an open port; `out` is NULL or writable.
  */
-int rs_port_geometry(struct rs_port *p, struct rs_geometry *out);
+int rs_port_geometry(const struct rs_port *p, struct rs_geometry *out);
 
 /**
  * The descriptor that becomes readable when the port has something for
- * the application, for your own poll/epoll loop; call
- * `rs_port_prepare_wait` before sleeping on it. -1 and errno on error.
+ * the application, for your own poll/epoll loop (the port owns it: do not
+ * close it). Call `rs_port_prepare_wait` before sleeping on it. -1 and
+ * errno on error.
  *
  * # Safety
- * `p` is NULL or a live port.
+ * `p` is NULL or an open port.
  */
-int rs_port_poll_fd(struct rs_port *p);
+int rs_port_poll_fd(const struct rs_port *p);
 
 /**
- * Before sleeping on `rs_port_poll_fd`: asks for interrupts on every ring
- * and returns 1 when something is already there (do not sleep then), 0
- * otherwise. After waking, call `rs_port_after_wait`.
+ * Before sleeping on `rs_port_poll_fd`: syncs, asks for an interrupt on
+ * every TX ring (`want_tx`, for free slots) and RX ring (`want_rx`, for
+ * packets), and returns 1 when something is already there (do not sleep
+ * then), 0 when the program may sleep, -1 and errno. A TX ring with any
+ * free slot counts as something there: set `want_tx` only while waiting
+ * for room in a full ring. After waking, call `rs_port_after_wait`.
  *
  * # Safety
- * `p` is NULL or a live port.
+ * `p` is NULL or an open port.
  */
 int rs_port_prepare_wait(struct rs_port *p, int want_tx, int want_rx);
 
 /**
- * Withdraws the interrupt requests of `rs_port_prepare_wait`.
+ * After waking from a sleep on `rs_port_poll_fd` (or deciding not to):
+ * withdraws the interrupt requests of `rs_port_prepare_wait`. 0, or -1.
  *
  * # Safety
- * `p` is NULL or a live port.
+ * `p` is NULL or an open port.
  */
 int rs_port_after_wait(struct rs_port *p);
 
 /**
- * Busy-waits (spins on the shared memory) instead of sleeping when `on`.
+ * When `on`, `rs_wait_*` and `rs_port_flush` spin on the shared memory
+ * instead of sleeping (lower latency, a whole core). 0, or -1.
  *
  * # Safety
- * `p` is NULL or a live port.
+ * `p` is NULL or an open port.
  */
 int rs_port_set_busy_wait(struct rs_port *p, int on);
 
 /**
- * The port's `netmap_if`, for code that walks the rings with netmap's
- * macros (`NETMAP_TXRING(nifp, i)`, ...). NULL and errno on error.
+ * The port's `struct netmap_if`, for code that walks the rings with
+ * netmap's macros (`NETMAP_TXRING(nifp, i)`, `NETMAP_BUF(ring, idx)`,
+ * `nm_ring_space`, ...; netmap API 14 layout). The ring headers show the
+ * library's head, cur and tail after every call; `head`/`cur` moved there
+ * are taken up by the next `rs_txsync`/`rs_rxsync`, wait, flush or
+ * `rs_port_prepare_wait` of that ring. NULL and errno on error.
  *
  * # Safety
- * `p` is NULL or a live port.
+ * `p` is NULL or an open port.
  */
-void *rs_port_nifp(struct rs_port *p);
+void *rs_port_nifp(const struct rs_port *p);
 
 /**
- * Slots the application may use on a ring: free slots (RS_TX) or packets
- * (RS_RX) past the ones already advanced over. -1 and errno on error.
+ * Client-side counters into `out`: 0, or -1 and errno.
  *
  * # Safety
- * `p` is NULL or a live port.
+ * `p` is NULL or an open port; `out` is NULL or writable.
  */
-int64_t rs_ring_space(struct rs_port *p, int dir, uint32_t ring);
-
-/**
- * The `k`-th slot the application owns on a ring (0 is the next one):
- * its buffer, length and index. 0, or -1 and errno (EINVAL when `k` is
- * past `rs_ring_space`).
- *
- * # Safety
- * `p` is NULL or a live port; `out` NULL or writable.
- */
-int rs_ring_slot(struct rs_port *p, int dir, uint32_t ring, uint32_t k, struct rs_slot *out);
-
-/**
- * Sets the length of the `k`-th TX slot the application owns.
- *
- * # Safety
- * `p` is NULL or a live port.
- */
-int rs_slot_set_len(struct rs_port *p, uint32_t ring, uint32_t k, uint32_t len);
-
-/**
- * Moves past `n` slots of a ring (sent or consumed): they go to the port
- * side at the next sync. At most `rs_ring_space`.
- *
- * # Safety
- * `p` is NULL or a live port.
- */
-int rs_ring_advance(struct rs_port *p, int dir, uint32_t ring, uint32_t n);
-
-/**
- * TX sync: hands the advanced slots to the port side and refreshes the
- * free space.
- *
- * # Safety
- * `p` is NULL or a live port.
- */
-int rs_txsync(struct rs_port *p, uint32_t ring);
-
-/**
- * RX sync: releases the consumed slots and picks up new packets.
- *
- * # Safety
- * `p` is NULL or a live port.
- */
-int rs_rxsync(struct rs_port *p, uint32_t ring);
-
-/**
- * Waits (syncing) until TX ring `ring` has free slots: 1, or 0 after
- * `timeout_ms` (-1: no limit), or -1 and errno.
- *
- * # Safety
- * `p` is NULL or a live port.
- */
-int rs_wait_tx(struct rs_port *p, uint32_t ring, int timeout_ms);
-
-/**
- * Waits (syncing) until RX ring `ring` has packets: 1, 0 on timeout, -1.
- *
- * # Safety
- * `p` is NULL or a live port.
- */
-int rs_wait_rx(struct rs_port *p, uint32_t ring, int timeout_ms);
-
-/**
- * Packets given to TX ring `ring` that the port side has not taken yet.
- *
- * # Safety
- * `p` is NULL or a live port.
- */
-int64_t rs_tx_pending(struct rs_port *p, uint32_t ring);
-
-/**
- * Syncs every TX ring until the port side took everything (a pipe end
- * must, before it stops sending: pipes never drop): 1, or 0 after
- * `timeout_ms` (-1: no limit), or -1.
- *
- * # Safety
- * `p` is NULL or a live port.
- */
-int rs_port_flush(struct rs_port *p, int timeout_ms);
-
-/**
- * Copies one frame into the next free slot of TX ring `ring` and advances
- * (no sync): 1, or 0 when the ring is full (sync or wait, then retry), or
- * -1 and errno (EINVAL: larger than a buffer).
- *
- * # Safety
- * `p` is NULL or a live port; `frame` NULL or `len` readable bytes.
- */
-int rs_send(struct rs_port *p, uint32_t ring, const void *frame, size_t len);
-
-/**
- * Copies the next received frame of RX ring `ring` into `out` (at most
- * `cap` bytes) and advances (no sync): its full length (which may exceed
- * `cap`: the copy is cut), 0 when the ring is empty, -1 and errno.
- *
- * # Safety
- * `p` is NULL or a live port; `out` NULL or `cap` writable bytes.
- */
-int64_t rs_recv(struct rs_port *p, uint32_t ring, void *out, size_t cap);
+int rs_port_stats(const struct rs_port *p, struct rs_stats *out);
 
 /**
  * 1 when the two ports share memory (the same port, or the two ends of one
  * pipe), so `rs_swap` can move packets between them; 0 when not; -1.
  *
  * # Safety
- * `a` and `b` are NULL or live ports.
+ * `a` and `b` are NULL or open ports (they may be the same).
  */
-int rs_port_same_memory(struct rs_port *a, struct rs_port *b);
+int rs_port_same_memory(const struct rs_port *a, const struct rs_port *b);
+
+/**
+ * Syncs every TX ring until the port side took everything: a pipe end
+ * must, before it stops sending, since pipes never drop. 1, or 0 after
+ * `timeout_ms` (negative: no limit) with packets still queued, or -1.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int rs_port_flush(struct rs_port *p, int timeout_ms);
+
+/**
+ * Slots the application may use on a ring past the ones it advanced over:
+ * free slots (RS_TX) or received packets (RS_RX). -1 and errno on error.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int64_t rs_ring_space(struct rs_port *p, int dir, uint32_t ring);
+
+/**
+ * The `k`-th slot the application owns on a ring (0 is the next one, up
+ * to `rs_ring_space` - 1): its buffer, length and index, to read or fill
+ * in place until the ring's next sync. 0, or -1 and errno (EINVAL when
+ * `k` is past the space).
+ *
+ * # Safety
+ * `p` is NULL or an open port; `out` is NULL or writable.
+ */
+int rs_ring_slot(struct rs_port *p, int dir, uint32_t ring, uint32_t k, struct rs_slot *out);
+
+/**
+ * Sets the packet length of the `k`-th TX slot the application owns (at
+ * most the buffer size). 0, or -1 and errno.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int rs_slot_set_len(struct rs_port *p, uint32_t ring, uint32_t k, uint32_t len);
+
+/**
+ * Moves past `n` slots of a ring (filled on TX, consumed on RX): they go
+ * to the port side at the next sync. At most `rs_ring_space`. 0, or -1.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int rs_ring_advance(struct rs_port *p, int dir, uint32_t ring, uint32_t n);
+
+/**
+ * TX sync: hands the advanced slots to the port side and refreshes the
+ * free space. Never sleeps. 0, or -1 and errno.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int rs_txsync(struct rs_port *p, uint32_t ring);
+
+/**
+ * RX sync: releases the consumed slots and picks up new packets. Never
+ * sleeps. 0, or -1 and errno.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int rs_rxsync(struct rs_port *p, uint32_t ring);
+
+/**
+ * Syncs TX ring `ring` and, while it has no free slot, sleeps (or spins,
+ * see `rs_port_set_busy_wait`) and syncs again: 1 when there is space, 0
+ * after `timeout_ms` (negative: no limit), -1 and errno.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int rs_wait_tx(struct rs_port *p, uint32_t ring, int timeout_ms);
+
+/**
+ * Syncs RX ring `ring` and, while it has no packet, sleeps (or spins) and
+ * syncs again: 1 when packets are there, 0 after `timeout_ms` (negative:
+ * no limit), -1 and errno.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int rs_wait_rx(struct rs_port *p, uint32_t ring, int timeout_ms);
+
+/**
+ * Packets synced to TX ring `ring` that the port side has not taken yet
+ * (a full pipe peer keeps them waiting), or -1 and errno.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int64_t rs_tx_pending(const struct rs_port *p, uint32_t ring);
+
+/**
+ * Copies one frame into the next free slot of TX ring `ring` and advances
+ * over it (no sync): 1, or 0 when the ring is full (sync or wait, then
+ * retry), or -1 and errno (EINVAL: larger than a buffer).
+ *
+ * # Safety
+ * `p` is NULL or an open port; `frame` is NULL or `len` readable bytes.
+ */
+int rs_send(struct rs_port *p, uint32_t ring, const void *frame, size_t len);
+
+/**
+ * Copies the next received frame of RX ring `ring` into `out` (at most
+ * `cap` bytes) and advances over it (no sync): the frame's full length
+ * (more than `cap` when the copy was cut), 0 when the ring is empty (sync
+ * or wait, then retry), -1 and errno.
+ *
+ * # Safety
+ * `p` is NULL or an open port; `out` is NULL or `cap` writable bytes.
+ */
+int64_t rs_recv(struct rs_port *p, uint32_t ring, void *out, size_t cap);
 
 /**
  * Zero copy: exchanges the buffers of RX slot `k_rx` of `src`'s ring
- * `src_ring` and TX slot `k_tx` of `dst`'s ring `dst_ring` (the TX slot
- * gets the packet and its length; the RX slot gets the TX slot's empty
- * buffer back). Both ports must share memory (the same port, or the two
- * ends of one pipe): else -1 and EXDEV, and copy instead. Advance both
- * rings afterwards.
+ * `src_ring` and TX slot `k_tx` of `dst`'s ring `dst_ring`, as netmap's
+ * bridge does. The TX slot gets the packet and its length, the RX slot
+ * the TX slot's buffer; both are marked NS_BUF_CHANGED. `src` and `dst`
+ * may be the same port (reflect), or must share memory (the two ends of
+ * one pipe): else -1 and EXDEV (copy the packet instead; see
+ * `rs_port_same_memory`). Advance both rings afterwards. 0, or -1.
  *
  * # Safety
- * `src` and `dst` are NULL or live ports (they may be the same).
+ * `src` and `dst` are NULL or open ports (they may be the same).
  */
 int rs_swap(struct rs_port *src,
             uint32_t src_ring,
@@ -330,14 +374,6 @@ int rs_swap(struct rs_port *src,
             struct rs_port *dst,
             uint32_t dst_ring,
             uint32_t k_tx);
-
-/**
- * Client-side counters into `out`.
- *
- * # Safety
- * `p` is NULL or a live port; `out` NULL or writable.
- */
-int rs_port_stats(struct rs_port *p, struct rs_stats *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -2,26 +2,31 @@
 //! generated from this file by cbindgen and checked in).
 //!
 //! Conventions, for every function:
-//! - arguments are checked (NULL pointers, ring numbers, lengths);
-//! - failure returns -1 (or NULL) with `errno` set, and
-//!   `rs_last_error()` explains it in a sentence;
+//! - arguments are checked (NULL pointers, directions, ring and slot
+//!   numbers, lengths);
+//! - failure returns -1 (or NULL) with `errno` set, and `rs_last_error()`
+//!   explains it in a sentence;
 //! - no panic crosses into C: a bug inside becomes EIO.
 //!
 //! A slot's buffer pointer stays valid while the port is open, but the slot
 //! belongs to the application only until the next sync of its ring, as in
-//! netmap.
+//! netmap. The ring header (`rs_port_nifp`) always shows the pointers the
+//! library keeps, so code using netmap's macros can move `head`/`cur` there
+//! and let the next sync or wait take them up.
 #![warn(missing_docs)]
 
-use std::cell::RefCell;
+mod error;
+
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::os::fd::{AsFd, AsRawFd};
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use ringswitch_client::{ClientError, Port, WaitMode};
-use ringswitch_control::{CallError, ErrorCode};
+use ringswitch_client::{Port, WaitMode};
 use ringswitch_ring::layout::NS_BUF_CHANGED;
-use ringswitch_ring::Dir;
+use ringswitch_ring::{AppRing, Dir};
+
+use error::{chain, errno_of, fail, guard};
 
 /// An open port (opaque to C).
 pub struct RsPort {
@@ -45,17 +50,17 @@ pub struct RsGeometry {
     pub buf_size: u32,
 }
 
-/// One slot the application owns.
+/// One slot the application owns, to read or fill in place.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct RsSlot {
-    /// The slot's buffer (`buf_size` bytes).
+    /// The slot's buffer (`buf_size` bytes), in the port's shared memory.
     pub buf: *mut c_void,
     /// Bytes of packet in it (RX), or set with `rs_slot_set_len` (TX).
     pub len: u32,
     /// The buffer's size.
     pub buf_size: u32,
-    /// The buffer's index in the port's memory.
+    /// The buffer's index in the port's memory (netmap's `buf_idx`).
     pub buf_idx: u32,
 }
 
@@ -71,106 +76,76 @@ pub struct RsStats {
     pub bad_values: u64,
 }
 
-/// Ring direction for the slot functions: the application fills TX.
+/// Ring direction for the ring functions: the application fills TX.
 pub const RS_TX: c_int = 0;
-/// Ring direction for the slot functions: the application drains RX.
+/// Ring direction for the ring functions: the application drains RX.
 pub const RS_RX: c_int = 1;
 
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-}
-
-fn set_error(errno: c_int, msg: String) {
-    LAST_ERROR.with(|e| {
-        *e.borrow_mut() = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    });
-    // SAFETY: this thread's errno slot.
-    unsafe { *libc::__errno_location() = errno };
-}
-
-fn fail<T>(errno: c_int, msg: impl Into<String>, v: T) -> T {
-    set_error(errno, msg.into());
-    v
-}
-
-/// Runs `f`; a panic becomes EIO and `on_panic`.
-fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(v) => v,
-        Err(_) => fail(libc::EIO, "internal error in libringswitch", on_panic),
+fn dir_name(d: Dir) -> &'static str {
+    match d {
+        Dir::Tx => "TX",
+        Dir::Rx => "RX",
     }
-}
-
-fn errno_of(e: &ClientError) -> c_int {
-    match e {
-        ClientError::Call(CallError::NoDaemon { .. }) => libc::ECONNREFUSED,
-        ClientError::Call(CallError::Daemon(r)) => match r.code {
-            ErrorCode::BadName | ErrorCode::Geometry | ErrorCode::BadRequest => libc::EINVAL,
-            ErrorCode::NotFound => libc::ENOENT,
-            ErrorCode::Exists => libc::EEXIST,
-            ErrorCode::Busy => libc::EBUSY,
-            ErrorCode::Limit => libc::ENOMEM,
-            ErrorCode::Unsupported => libc::EOPNOTSUPP,
-            ErrorCode::Permission => libc::EPERM,
-            ErrorCode::Internal => libc::EIO,
-        },
-        ClientError::NoRing(_) => libc::EINVAL,
-        _ => libc::EIO,
-    }
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
 
 /// # Safety
 /// `p` is NULL or a C string.
-unsafe fn str_arg<'a>(p: *const c_char, what: &str) -> Result<&'a str, ()> {
+unsafe fn str_arg<'a>(p: *const c_char, what: &str) -> Option<&'a str> {
     if p.is_null() {
-        return fail(libc::EINVAL, format!("{what} is a NULL pointer"), Err(()));
+        return fail(libc::EINVAL, format!("{what} is a NULL pointer"), None);
     }
     // SAFETY: a C string per the contract.
     match unsafe { CStr::from_ptr(p) }.to_str() {
-        Ok(s) => Ok(s),
-        Err(_) => fail(libc::EINVAL, format!("{what} is not UTF-8"), Err(())),
+        Ok(s) => Some(s),
+        Err(_) => fail(libc::EINVAL, format!("{what} is not UTF-8"), None),
     }
 }
 
 /// # Safety
-/// `p` is NULL or a pointer from `rs_port_open*` not yet closed.
-unsafe fn port_arg<'a>(p: *mut RsPort) -> Option<&'a mut RsPort> {
+/// `p` is NULL or a port from `rs_port_open*`, not closed, and not in use
+/// by another call meanwhile.
+unsafe fn port_mut<'a>(p: *mut RsPort) -> Option<&'a mut RsPort> {
     if p.is_null() {
         return fail(libc::EINVAL, "the port is a NULL pointer", None);
     }
-    // SAFETY: a live port per the contract.
+    // SAFETY: a live port with no other reference, per the contract.
     Some(unsafe { &mut *p })
 }
 
-fn ring_ok(p: &RsPort, dir: Dir, ring: u32) -> bool {
+/// # Safety
+/// `p` is NULL or a port from `rs_port_open*`, not closed, and not changed
+/// by another call meanwhile.
+unsafe fn port_ref<'a>(p: *const RsPort) -> Option<&'a RsPort> {
+    if p.is_null() {
+        return fail(libc::EINVAL, "the port is a NULL pointer", None);
+    }
+    // SAFETY: a live port, only read, per the contract.
+    Some(unsafe { &*p })
+}
+
+/// Checks that `ring` exists in direction `d`.
+fn ring_ok(p: &RsPort, d: Dir, ring: u32) -> bool {
     let g = p.port.geometry();
-    let n = if dir == Dir::Tx {
-        g.tx_rings
-    } else {
-        g.rx_rings
+    let n = match d {
+        Dir::Tx => g.tx_rings,
+        Dir::Rx => g.rx_rings,
     };
     if ring >= n {
         return fail(
             libc::EINVAL,
             format!(
                 "{} ring {ring} does not exist: the port has {n}",
-                if dir == Dir::Tx { "TX" } else { "RX" }
+                dir_name(d)
             ),
             false,
         );
     }
     true
+}
+
+/// The application ring `ring` of direction `d`, if it exists.
+fn ring_mut(p: &mut RsPort, d: Dir, ring: u32) -> Option<&mut AppRing> {
+    ring_ok(p, d, ring).then(|| p.port.app_ring(d, ring as usize))
 }
 
 fn dir_arg(dir: c_int) -> Option<Dir> {
@@ -185,26 +160,49 @@ fn timeout_arg(ms: c_int) -> Option<Duration> {
     (ms >= 0).then(|| Duration::from_millis(ms as u64))
 }
 
-/// The last error of this thread, as a sentence (never NULL; empty if none).
+/// Takes up `head`/`cur` that the program moved in the ring header with
+/// netmap's macros (the header otherwise mirrors the library's pointers, so
+/// this changes nothing). Values that move backwards or past `tail` are
+/// refused: the header is reset to the library's pointers, and EINVAL.
+fn adopt_header(p: &mut RsPort, d: Dir, ring: usize) -> bool {
+    let r = p.port.app_ring(d, ring);
+    if r.adopt_header_pointers() {
+        return true;
+    }
+    r.mirror_to_header();
+    fail(
+        libc::EINVAL,
+        format!(
+            "{} ring {ring}: head/cur in the ring header moved backwards or past tail; reset to head {}",
+            dir_name(d),
+            r.head()
+        ),
+        false,
+    )
+}
+
+/// The last error of this thread, as a sentence: never NULL, empty if
+/// none. Valid until the thread's next failing call.
 #[no_mangle]
 pub extern "C" fn rs_last_error() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    guard(error::empty(), error::last_error)
 }
 
 /// Opens `name` (`vale0:a`, `pipe{1`, ...) on the daemon at the default
 /// socket ($RINGSWITCH_SOCKET, else the system one). NULL and errno on
-/// failure: ECONNREFUSED (no daemon), EINVAL (bad name), EBUSY (open
-/// elsewhere), ...
+/// failure: ECONNREFUSED (no daemon), EINVAL (bad name), ENOENT (no such
+/// switch or port), EBUSY (open elsewhere), ...
 ///
 /// # Safety
 /// `name` is NULL or a C string.
 #[no_mangle]
 pub unsafe extern "C" fn rs_port_open(name: *const c_char) -> *mut RsPort {
-    // SAFETY: forwarded contract.
+    // SAFETY: the caller's contract is this function's.
     unsafe { rs_port_open_at(std::ptr::null(), name) }
 }
 
-/// Opens `name` on the daemon listening at `socket` (NULL: the default).
+/// Opens `name` on the daemon listening at `socket` (NULL: the default, as
+/// `rs_port_open`). The handle is for one thread at a time.
 ///
 /// # Safety
 /// `socket` and `name` are NULL or C strings.
@@ -214,17 +212,17 @@ pub unsafe extern "C" fn rs_port_open_at(
     name: *const c_char,
 ) -> *mut RsPort {
     guard(std::ptr::null_mut(), || {
-        // SAFETY: forwarded contract.
-        let Ok(name) = (unsafe { str_arg(name, "the port name") }) else {
+        // SAFETY: the caller's contract.
+        let Some(name) = (unsafe { str_arg(name, "the port name") }) else {
             return std::ptr::null_mut();
         };
         let socket = if socket.is_null() {
             ringswitch_client::default_socket_path()
         } else {
-            // SAFETY: forwarded contract.
+            // SAFETY: the caller's contract.
             match unsafe { str_arg(socket, "the socket path") } {
-                Ok(s) => Path::new(s).to_path_buf(),
-                Err(()) => return std::ptr::null_mut(),
+                Some(s) => PathBuf::from(s),
+                None => return std::ptr::null_mut(),
             }
         };
         match Port::open_at(&socket, name) {
@@ -242,175 +240,297 @@ pub unsafe extern "C" fn rs_port_open_at(
 }
 
 /// Closes the port and frees the handle (NULL is ignored). The handle and
-/// every slot pointer from it are invalid afterwards.
+/// every pointer from it (name, slot buffers, nifp) are invalid afterwards.
+/// Packets synced but not yet taken by the port side are lost: call
+/// `rs_port_flush` first.
 ///
 /// # Safety
-/// `p` is NULL or from `rs_port_open*`, not used again.
+/// `p` is NULL or from `rs_port_open*`, and not used again.
 #[no_mangle]
 pub unsafe extern "C" fn rs_port_close(p: *mut RsPort) {
     if !p.is_null() {
-        // SAFETY: allocated by rs_port_open_at, not used again.
-        guard((), || drop(unsafe { Box::from_raw(p) }));
+        guard((), || {
+            // SAFETY: allocated by rs_port_open_at and, per the contract,
+            // never used again.
+            drop(unsafe { Box::from_raw(p) })
+        });
     }
 }
 
-/// The port's canonical name (valid while the port is open).
+/// The port's canonical name (valid while the port is open), or NULL.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
-pub unsafe extern "C" fn rs_port_name(p: *mut RsPort) -> *const c_char {
-    // SAFETY: forwarded contract.
-    match unsafe { port_arg(p) } {
-        Some(p) => p.name.as_ptr(),
-        None => std::ptr::null(),
-    }
+pub unsafe extern "C" fn rs_port_name(p: *const RsPort) -> *const c_char {
+    guard(std::ptr::null(), || {
+        // SAFETY: the caller's contract.
+        match unsafe { port_ref(p) } {
+            Some(p) => p.name.as_ptr(),
+            None => std::ptr::null(),
+        }
+    })
 }
 
-/// Fills `out` with the port's geometry. 0, or -1 and errno.
+/// Fills `out` with the port's geometry: 0, or -1 and errno.
 ///
 /// # Safety
-/// `p` is NULL or a live port; `out` NULL or writable.
+/// `p` is NULL or an open port; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rs_port_geometry(p: *mut RsPort, out: *mut RsGeometry) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    if out.is_null() {
-        return fail(libc::EINVAL, "the geometry is a NULL pointer", -1);
-    }
-    let g = p.port.geometry();
-    // SAFETY: writable per the contract.
-    unsafe {
-        out.write(RsGeometry {
-            tx_rings: g.tx_rings,
-            rx_rings: g.rx_rings,
-            tx_slots: g.tx_slots,
-            rx_slots: g.rx_slots,
-            buf_size: g.buf_size,
-        })
-    };
-    0
+pub unsafe extern "C" fn rs_port_geometry(p: *const RsPort, out: *mut RsGeometry) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_ref(p) }) else {
+            return -1;
+        };
+        if out.is_null() {
+            return fail(libc::EINVAL, "the geometry is a NULL pointer", -1);
+        }
+        let g = p.port.geometry();
+        // SAFETY: writable per the contract.
+        unsafe {
+            out.write(RsGeometry {
+                tx_rings: g.tx_rings,
+                rx_rings: g.rx_rings,
+                tx_slots: g.tx_slots,
+                rx_slots: g.rx_slots,
+                buf_size: g.buf_size,
+            })
+        };
+        0
+    })
 }
 
 /// The descriptor that becomes readable when the port has something for
-/// the application, for your own poll/epoll loop; call
-/// `rs_port_prepare_wait` before sleeping on it. -1 and errno on error.
+/// the application, for your own poll/epoll loop (the port owns it: do not
+/// close it). Call `rs_port_prepare_wait` before sleeping on it. -1 and
+/// errno on error.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
-pub unsafe extern "C" fn rs_port_poll_fd(p: *mut RsPort) -> c_int {
-    // SAFETY: forwarded contract.
-    match unsafe { port_arg(p) } {
-        Some(p) => p.port.poll_fd().as_fd().as_raw_fd(),
-        None => -1,
-    }
+pub unsafe extern "C" fn rs_port_poll_fd(p: *const RsPort) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        match unsafe { port_ref(p) } {
+            Some(p) => p.port.poll_fd().as_fd().as_raw_fd(),
+            None => -1,
+        }
+    })
 }
 
-/// Before sleeping on `rs_port_poll_fd`: asks for interrupts on every ring
-/// and returns 1 when something is already there (do not sleep then), 0
-/// otherwise. After waking, call `rs_port_after_wait`.
+/// Before sleeping on `rs_port_poll_fd`: syncs, asks for an interrupt on
+/// every TX ring (`want_tx`, for free slots) and RX ring (`want_rx`, for
+/// packets), and returns 1 when something is already there (do not sleep
+/// then), 0 when the program may sleep, -1 and errno. A TX ring with any
+/// free slot counts as something there: set `want_tx` only while waiting
+/// for room in a full ring. After waking, call `rs_port_after_wait`.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_port_prepare_wait(
     p: *mut RsPort,
     want_tx: c_int,
     want_rx: c_int,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
     guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        let g = p.port.geometry();
+        let tx = if want_tx != 0 { g.tx_rings } else { 0 };
+        let rx = if want_rx != 0 { g.rx_rings } else { 0 };
+        let adopted = (0..tx).all(|i| adopt_header(p, Dir::Tx, i as usize))
+            && (0..rx).all(|i| adopt_header(p, Dir::Rx, i as usize));
+        if !adopted {
+            return -1;
+        }
         p.port.prepare_wait(want_tx != 0, want_rx != 0) as c_int
     })
 }
 
-/// Withdraws the interrupt requests of `rs_port_prepare_wait`.
+/// After waking from a sleep on `rs_port_poll_fd` (or deciding not to):
+/// withdraws the interrupt requests of `rs_port_prepare_wait`. 0, or -1.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_port_after_wait(p: *mut RsPort) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
     guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
         p.port.after_wait();
         0
     })
 }
 
-/// Busy-waits (spins on the shared memory) instead of sleeping when `on`.
+/// When `on`, `rs_wait_*` and `rs_port_flush` spin on the shared memory
+/// instead of sleeping (lower latency, a whole core). 0, or -1.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_port_set_busy_wait(p: *mut RsPort, on: c_int) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    p.port.set_wait_mode(if on != 0 {
-        WaitMode::Busy
-    } else {
-        WaitMode::Blocking
-    });
-    0
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        p.port.set_wait_mode(if on != 0 {
+            WaitMode::Busy
+        } else {
+            WaitMode::Blocking
+        });
+        0
+    })
 }
 
-/// The port's `netmap_if`, for code that walks the rings with netmap's
-/// macros (`NETMAP_TXRING(nifp, i)`, ...). NULL and errno on error.
+/// The port's `struct netmap_if`, for code that walks the rings with
+/// netmap's macros (`NETMAP_TXRING(nifp, i)`, `NETMAP_BUF(ring, idx)`,
+/// `nm_ring_space`, ...; netmap API 14 layout). The ring headers show the
+/// library's head, cur and tail after every call; `head`/`cur` moved there
+/// are taken up by the next `rs_txsync`/`rs_rxsync`, wait, flush or
+/// `rs_port_prepare_wait` of that ring. NULL and errno on error.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
-pub unsafe extern "C" fn rs_port_nifp(p: *mut RsPort) -> *mut c_void {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return std::ptr::null_mut();
-    };
-    let ofs = p.port.info().nifp_offset as usize;
-    if ofs >= p.port.region().len() {
-        return fail(
-            libc::EIO,
-            "the port's netmap_if is outside its memory",
-            std::ptr::null_mut(),
-        );
-    }
-    // SAFETY: inside the mapping, which lives as long as the port.
-    unsafe { p.port.region().base().add(ofs).cast() }
+pub unsafe extern "C" fn rs_port_nifp(p: *const RsPort) -> *mut c_void {
+    guard(std::ptr::null_mut(), || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_ref(p) }) else {
+            return std::ptr::null_mut();
+        };
+        let ofs = p.port.info().nifp_offset as usize;
+        if ofs >= p.port.region().len() {
+            return fail(
+                libc::EIO,
+                "the port's netmap_if is outside its memory",
+                std::ptr::null_mut(),
+            );
+        }
+        // SAFETY: `ofs` is inside the mapping (checked above), which lives
+        // as long as the port.
+        unsafe { p.port.region().base().add(ofs).cast() }
+    })
 }
 
-/// Slots the application may use on a ring: free slots (RS_TX) or packets
-/// (RS_RX) past the ones already advanced over. -1 and errno on error.
+/// Client-side counters into `out`: 0, or -1 and errno.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rs_port_stats(p: *const RsPort, out: *mut RsStats) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_ref(p) }) else {
+            return -1;
+        };
+        if out.is_null() {
+            return fail(libc::EINVAL, "the stats are a NULL pointer", -1);
+        }
+        let s = p.port.stats();
+        // SAFETY: writable per the contract.
+        unsafe {
+            out.write(RsStats {
+                kicks: s.kicks,
+                sleeps: s.sleeps,
+                bad_values: s.bad_values,
+            })
+        };
+        0
+    })
+}
+
+/// Whether two ports share memory, as `crates/client/src/bridge.rs` decides:
+/// the same mapping, or two mappings of one memfd (the two ends of a pipe).
+fn same_region(a: &Port, b: &Port) -> bool {
+    if std::sync::Arc::ptr_eq(a.region(), b.region()) {
+        return true;
+    }
+    let st = |p: &Port| {
+        // SAFETY: a zeroed stat is a valid out-parameter.
+        let mut s: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat on the region's descriptor, open while the port is.
+        let r = unsafe { libc::fstat(p.region().fd().as_raw_fd(), &mut s) };
+        (r == 0).then_some((s.st_dev, s.st_ino))
+    };
+    matches!((st(a), st(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// 1 when the two ports share memory (the same port, or the two ends of one
+/// pipe), so `rs_swap` can move packets between them; 0 when not; -1.
+///
+/// # Safety
+/// `a` and `b` are NULL or open ports (they may be the same).
+#[no_mangle]
+pub unsafe extern "C" fn rs_port_same_memory(a: *const RsPort, b: *const RsPort) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract; both are only read, so they may
+        // be the same port.
+        let (Some(a), Some(b)) = (unsafe { port_ref(a) }, unsafe { port_ref(b) }) else {
+            return -1;
+        };
+        same_region(&a.port, &b.port) as c_int
+    })
+}
+
+/// Syncs every TX ring until the port side took everything: a pipe end
+/// must, before it stops sending, since pipes never drop. 1, or 0 after
+/// `timeout_ms` (negative: no limit) with packets still queued, or -1.
+///
+/// # Safety
+/// `p` is NULL or an open port.
+#[no_mangle]
+pub unsafe extern "C" fn rs_port_flush(p: *mut RsPort, timeout_ms: c_int) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        for i in 0..p.port.geometry().tx_rings {
+            if !adopt_header(p, Dir::Tx, i as usize) {
+                return -1;
+            }
+        }
+        match p.port.flush(timeout_arg(timeout_ms)) {
+            Ok(all) => all as c_int,
+            Err(e) => fail(errno_of(&e), chain(&e), -1),
+        }
+    })
+}
+
+/// Slots the application may use on a ring past the ones it advanced over:
+/// free slots (RS_TX) or received packets (RS_RX). -1 and errno on error.
+///
+/// # Safety
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_ring_space(p: *mut RsPort, dir: c_int, ring: u32) -> i64 {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    let Some(d) = dir_arg(dir) else { return -1 };
-    if !ring_ok(p, d, ring) {
-        return -1;
-    }
-    p.port.app_ring(d, ring as usize).space() as i64
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        let Some(d) = dir_arg(dir) else { return -1 };
+        match ring_mut(p, d, ring) {
+            Some(r) => r.space() as i64,
+            None => -1,
+        }
+    })
 }
 
-/// The `k`-th slot the application owns on a ring (0 is the next one):
-/// its buffer, length and index. 0, or -1 and errno (EINVAL when `k` is
-/// past `rs_ring_space`).
+/// The `k`-th slot the application owns on a ring (0 is the next one, up
+/// to `rs_ring_space` - 1): its buffer, length and index, to read or fill
+/// in place until the ring's next sync. 0, or -1 and errno (EINVAL when
+/// `k` is past the space).
 ///
 /// # Safety
-/// `p` is NULL or a live port; `out` NULL or writable.
+/// `p` is NULL or an open port; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rs_ring_slot(
     p: *mut RsPort,
@@ -419,152 +539,168 @@ pub unsafe extern "C" fn rs_ring_slot(
     k: u32,
     out: *mut RsSlot,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    let Some(d) = dir_arg(dir) else { return -1 };
-    if out.is_null() {
-        return fail(libc::EINVAL, "the slot is a NULL pointer", -1);
-    }
-    if !ring_ok(p, d, ring) {
-        return -1;
-    }
-    let r = p.port.app_ring(d, ring as usize);
-    let space = r.space();
-    let Some(mut s) = r.slot_mut(k) else {
-        return fail(
-            libc::EINVAL,
-            format!("slot {k} is not the application's: the ring has {space} available"),
-            -1,
-        );
-    };
-    let len = s.len() as u32;
-    let idx = s.buf_idx();
-    let buf = s.buf_mut();
-    let slot = RsSlot {
-        buf: buf.as_mut_ptr().cast(),
-        len: len.min(buf.len() as u32),
-        buf_size: buf.len() as u32,
-        buf_idx: idx,
-    };
-    if buf.is_empty() {
-        return fail(
-            libc::EIO,
-            format!("slot {k} holds an invalid buffer index {idx}"),
-            -1,
-        );
-    }
-    // SAFETY: writable per the contract.
-    unsafe { out.write(slot) };
-    0
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        let Some(d) = dir_arg(dir) else { return -1 };
+        if out.is_null() {
+            return fail(libc::EINVAL, "the slot is a NULL pointer", -1);
+        }
+        let Some(r) = ring_mut(p, d, ring) else {
+            return -1;
+        };
+        let space = r.space();
+        let Some(mut s) = r.slot_mut(k) else {
+            return fail(
+                libc::EINVAL,
+                format!(
+                    "{} slot {k} is not the application's: {space} are available",
+                    dir_name(d)
+                ),
+                -1,
+            );
+        };
+        let len = s.len() as u32;
+        let idx = s.buf_idx();
+        let buf = s.buf_mut();
+        if buf.is_empty() {
+            return fail(
+                libc::EIO,
+                format!("slot {k} holds an invalid buffer index {idx}"),
+                -1,
+            );
+        }
+        let slot = RsSlot {
+            buf: buf.as_mut_ptr().cast(),
+            len: len.min(buf.len() as u32),
+            buf_size: buf.len() as u32,
+            buf_idx: idx,
+        };
+        // SAFETY: writable per the contract.
+        unsafe { out.write(slot) };
+        0
+    })
 }
 
-/// Sets the length of the `k`-th TX slot the application owns.
+/// Sets the packet length of the `k`-th TX slot the application owns (at
+/// most the buffer size). 0, or -1 and errno.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_slot_set_len(p: *mut RsPort, ring: u32, k: u32, len: u32) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    if !ring_ok(p, Dir::Tx, ring) {
-        return -1;
-    }
-    let buf_size = p.port.geometry().buf_size;
-    if len > buf_size || len > u16::MAX as u32 {
-        return fail(
-            libc::EINVAL,
-            format!("{len} bytes do not fit a {buf_size}-byte buffer"),
-            -1,
-        );
-    }
-    match p.port.app_ring(Dir::Tx, ring as usize).slot_mut(k) {
-        Some(mut s) => {
-            s.set_len(len as u16);
-            0
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        let buf_size = p.port.geometry().buf_size;
+        let Some(r) = ring_mut(p, Dir::Tx, ring) else {
+            return -1;
+        };
+        if len > buf_size || len > u16::MAX as u32 {
+            return fail(
+                libc::EINVAL,
+                format!("{len} bytes do not fit a {buf_size}-byte buffer"),
+                -1,
+            );
         }
-        None => fail(
-            libc::EINVAL,
-            format!("TX slot {k} is not the application's"),
-            -1,
-        ),
-    }
+        match r.slot_mut(k) {
+            Some(mut s) => {
+                s.set_len(len as u16);
+                0
+            }
+            None => fail(
+                libc::EINVAL,
+                format!("TX slot {k} is not the application's"),
+                -1,
+            ),
+        }
+    })
 }
 
-/// Moves past `n` slots of a ring (sent or consumed): they go to the port
-/// side at the next sync. At most `rs_ring_space`.
+/// Moves past `n` slots of a ring (filled on TX, consumed on RX): they go
+/// to the port side at the next sync. At most `rs_ring_space`. 0, or -1.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_ring_advance(p: *mut RsPort, dir: c_int, ring: u32, n: u32) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    let Some(d) = dir_arg(dir) else { return -1 };
-    if !ring_ok(p, d, ring) {
-        return -1;
-    }
-    let r = p.port.app_ring(d, ring as usize);
-    if n > r.space() {
-        return fail(
-            libc::EINVAL,
-            format!("cannot advance {n} slots: {} are available", r.space()),
-            -1,
-        );
-    }
-    r.advance(n);
-    0
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        let Some(d) = dir_arg(dir) else { return -1 };
+        let Some(r) = ring_mut(p, d, ring) else {
+            return -1;
+        };
+        if n > r.space() {
+            return fail(
+                libc::EINVAL,
+                format!("cannot advance {n} slots: {} are available", r.space()),
+                -1,
+            );
+        }
+        r.advance(n);
+        r.mirror_to_header();
+        0
+    })
 }
 
 /// TX sync: hands the advanced slots to the port side and refreshes the
-/// free space.
+/// free space. Never sleeps. 0, or -1 and errno.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_txsync(p: *mut RsPort, ring: u32) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    if !ring_ok(p, Dir::Tx, ring) {
-        return -1;
-    }
     guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        if !ring_ok(p, Dir::Tx, ring) || !adopt_header(p, Dir::Tx, ring as usize) {
+            return -1;
+        }
         p.port.txsync(ring as usize);
         0
     })
 }
 
-/// RX sync: releases the consumed slots and picks up new packets.
+/// RX sync: releases the consumed slots and picks up new packets. Never
+/// sleeps. 0, or -1 and errno.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_rxsync(p: *mut RsPort, ring: u32) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    if !ring_ok(p, Dir::Rx, ring) {
-        return -1;
-    }
     guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        if !ring_ok(p, Dir::Rx, ring) || !adopt_header(p, Dir::Rx, ring as usize) {
+            return -1;
+        }
         p.port.rxsync(ring as usize);
         0
     })
 }
 
-fn wait(p: &mut RsPort, d: Dir, ring: u32, timeout_ms: c_int) -> c_int {
-    if !ring_ok(p, d, ring) {
-        return -1;
-    }
+/// # Safety
+/// `p` is NULL or an open port.
+unsafe fn wait(p: *mut RsPort, d: Dir, ring: u32, timeout_ms: c_int) -> c_int {
     guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        if !ring_ok(p, d, ring) || !adopt_header(p, d, ring as usize) {
+            return -1;
+        }
         let t = timeout_arg(timeout_ms);
         let r = match d {
             Dir::Tx => p.port.wait_tx(ring as usize, t),
@@ -577,73 +713,55 @@ fn wait(p: &mut RsPort, d: Dir, ring: u32, timeout_ms: c_int) -> c_int {
     })
 }
 
-/// Waits (syncing) until TX ring `ring` has free slots: 1, or 0 after
-/// `timeout_ms` (-1: no limit), or -1 and errno.
+/// Syncs TX ring `ring` and, while it has no free slot, sleeps (or spins,
+/// see `rs_port_set_busy_wait`) and syncs again: 1 when there is space, 0
+/// after `timeout_ms` (negative: no limit), -1 and errno.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_wait_tx(p: *mut RsPort, ring: u32, timeout_ms: c_int) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    wait(p, Dir::Tx, ring, timeout_ms)
+    // SAFETY: the caller's contract is wait's.
+    unsafe { wait(p, Dir::Tx, ring, timeout_ms) }
 }
 
-/// Waits (syncing) until RX ring `ring` has packets: 1, 0 on timeout, -1.
+/// Syncs RX ring `ring` and, while it has no packet, sleeps (or spins) and
+/// syncs again: 1 when packets are there, 0 after `timeout_ms` (negative:
+/// no limit), -1 and errno.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_wait_rx(p: *mut RsPort, ring: u32, timeout_ms: c_int) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    wait(p, Dir::Rx, ring, timeout_ms)
+    // SAFETY: the caller's contract is wait's.
+    unsafe { wait(p, Dir::Rx, ring, timeout_ms) }
 }
 
-/// Packets given to TX ring `ring` that the port side has not taken yet.
+/// Packets synced to TX ring `ring` that the port side has not taken yet
+/// (a full pipe peer keeps them waiting), or -1 and errno.
 ///
 /// # Safety
-/// `p` is NULL or a live port.
+/// `p` is NULL or an open port.
 #[no_mangle]
-pub unsafe extern "C" fn rs_tx_pending(p: *mut RsPort, ring: u32) -> i64 {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    if !ring_ok(p, Dir::Tx, ring) {
-        return -1;
-    }
-    p.port.tx_pending(ring as usize) as i64
-}
-
-/// Syncs every TX ring until the port side took everything (a pipe end
-/// must, before it stops sending: pipes never drop): 1, or 0 after
-/// `timeout_ms` (-1: no limit), or -1.
-///
-/// # Safety
-/// `p` is NULL or a live port.
-#[no_mangle]
-pub unsafe extern "C" fn rs_port_flush(p: *mut RsPort, timeout_ms: c_int) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    guard(-1, || match p.port.flush(timeout_arg(timeout_ms)) {
-        Ok(all) => all as c_int,
-        Err(e) => fail(errno_of(&e), chain(&e), -1),
+pub unsafe extern "C" fn rs_tx_pending(p: *const RsPort, ring: u32) -> i64 {
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_ref(p) }) else {
+            return -1;
+        };
+        if !ring_ok(p, Dir::Tx, ring) {
+            return -1;
+        }
+        p.port.tx_pending(ring as usize) as i64
     })
 }
 
 /// Copies one frame into the next free slot of TX ring `ring` and advances
-/// (no sync): 1, or 0 when the ring is full (sync or wait, then retry), or
-/// -1 and errno (EINVAL: larger than a buffer).
+/// over it (no sync): 1, or 0 when the ring is full (sync or wait, then
+/// retry), or -1 and errno (EINVAL: larger than a buffer).
 ///
 /// # Safety
-/// `p` is NULL or a live port; `frame` NULL or `len` readable bytes.
+/// `p` is NULL or an open port; `frame` is NULL or `len` readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn rs_send(
     p: *mut RsPort,
@@ -651,105 +769,83 @@ pub unsafe extern "C" fn rs_send(
     frame: *const c_void,
     len: usize,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    if frame.is_null() {
-        return fail(libc::EINVAL, "the frame is a NULL pointer", -1);
-    }
-    if !ring_ok(p, Dir::Tx, ring) {
-        return -1;
-    }
-    let bs = p.port.geometry().buf_size as usize;
-    if len > bs || len > u16::MAX as usize {
-        return fail(
-            libc::EINVAL,
-            format!("a {len}-byte frame does not fit a {bs}-byte buffer"),
-            -1,
-        );
-    }
-    // SAFETY: `len` readable bytes per the contract.
-    let data = unsafe { std::slice::from_raw_parts(frame.cast::<u8>(), len) };
-    let r = p.port.app_ring(Dir::Tx, ring as usize);
-    let Some(mut s) = r.slot_mut(0) else { return 0 };
-    if !s.write_at(0, data) {
-        return fail(libc::EIO, "the slot holds an invalid buffer", -1);
-    }
-    s.set_len(len as u16);
-    r.advance(1);
-    1
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        if frame.is_null() {
+            return fail(libc::EINVAL, "the frame is a NULL pointer", -1);
+        }
+        let bs = p.port.geometry().buf_size as usize;
+        let Some(r) = ring_mut(p, Dir::Tx, ring) else {
+            return -1;
+        };
+        if len > bs || len > u16::MAX as usize {
+            return fail(
+                libc::EINVAL,
+                format!("a {len}-byte frame does not fit a {bs}-byte buffer"),
+                -1,
+            );
+        }
+        // SAFETY: `len` readable bytes per the contract.
+        let data = unsafe { std::slice::from_raw_parts(frame.cast::<u8>(), len) };
+        let Some(mut s) = r.slot_mut(0) else { return 0 };
+        if !s.write_at(0, data) {
+            return fail(libc::EIO, "the slot holds an invalid buffer index", -1);
+        }
+        s.set_len(len as u16);
+        r.advance(1);
+        r.mirror_to_header();
+        1
+    })
 }
 
 /// Copies the next received frame of RX ring `ring` into `out` (at most
-/// `cap` bytes) and advances (no sync): its full length (which may exceed
-/// `cap`: the copy is cut), 0 when the ring is empty, -1 and errno.
+/// `cap` bytes) and advances over it (no sync): the frame's full length
+/// (more than `cap` when the copy was cut), 0 when the ring is empty (sync
+/// or wait, then retry), -1 and errno.
 ///
 /// # Safety
-/// `p` is NULL or a live port; `out` NULL or `cap` writable bytes.
+/// `p` is NULL or an open port; `out` is NULL or `cap` writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn rs_recv(p: *mut RsPort, ring: u32, out: *mut c_void, cap: usize) -> i64 {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    if out.is_null() {
-        return fail(libc::EINVAL, "the output buffer is a NULL pointer", -1);
-    }
-    if !ring_ok(p, Dir::Rx, ring) {
-        return -1;
-    }
-    let r = p.port.app_ring(Dir::Rx, ring as usize);
-    let n = {
-        let Some(s) = r.slot_mut(0) else { return 0 };
-        let data = s.payload();
-        let n = data.len().min(cap);
-        // SAFETY: `cap` >= n writable bytes per the contract.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), out.cast::<u8>(), n) };
-        data.len()
-    };
-    r.advance(1);
-    n as i64
-}
-
-fn same_region(a: &Port, b: &Port) -> bool {
-    if std::sync::Arc::ptr_eq(a.region(), b.region()) {
-        return true;
-    }
-    let st = |p: &Port| {
-        // SAFETY: a zeroed stat is a valid out-parameter.
-        let mut s: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fstat on the region's descriptor.
-        let r = unsafe { libc::fstat(p.region().fd().as_raw_fd(), &mut s) };
-        (r == 0).then_some((s.st_dev, s.st_ino))
-    };
-    matches!((st(a), st(b)), (Some(x), Some(y)) if x == y)
-}
-
-/// 1 when the two ports share memory (the same port, or the two ends of one
-/// pipe), so `rs_swap` can move packets between them; 0 when not; -1.
-///
-/// # Safety
-/// `a` and `b` are NULL or live ports.
-#[no_mangle]
-pub unsafe extern "C" fn rs_port_same_memory(a: *mut RsPort, b: *mut RsPort) -> c_int {
-    if a.is_null() || b.is_null() {
-        return fail(libc::EINVAL, "a port is a NULL pointer", -1);
-    }
-    // SAFETY: live ports per the contract; shared access only.
-    let (a, b) = unsafe { (&*a, &*b) };
-    same_region(&a.port, &b.port) as c_int
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        if out.is_null() {
+            return fail(libc::EINVAL, "the output buffer is a NULL pointer", -1);
+        }
+        let Some(r) = ring_mut(p, Dir::Rx, ring) else {
+            return -1;
+        };
+        let n = {
+            let Some(s) = r.slot_mut(0) else { return 0 };
+            let data = s.payload();
+            let n = data.len().min(cap);
+            // SAFETY: `cap` >= n writable bytes per the contract; the
+            // payload is in the shared mapping, never in `out`.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), out.cast::<u8>(), n) };
+            data.len()
+        };
+        r.advance(1);
+        r.mirror_to_header();
+        n as i64
+    })
 }
 
 /// Zero copy: exchanges the buffers of RX slot `k_rx` of `src`'s ring
-/// `src_ring` and TX slot `k_tx` of `dst`'s ring `dst_ring` (the TX slot
-/// gets the packet and its length; the RX slot gets the TX slot's empty
-/// buffer back). Both ports must share memory (the same port, or the two
-/// ends of one pipe): else -1 and EXDEV, and copy instead. Advance both
-/// rings afterwards.
+/// `src_ring` and TX slot `k_tx` of `dst`'s ring `dst_ring`, as netmap's
+/// bridge does. The TX slot gets the packet and its length, the RX slot
+/// the TX slot's buffer; both are marked NS_BUF_CHANGED. `src` and `dst`
+/// may be the same port (reflect), or must share memory (the two ends of
+/// one pipe): else -1 and EXDEV (copy the packet instead; see
+/// `rs_port_same_memory`). Advance both rings afterwards. 0, or -1.
 ///
 /// # Safety
-/// `src` and `dst` are NULL or live ports (they may be the same).
+/// `src` and `dst` are NULL or open ports (they may be the same).
 #[no_mangle]
 pub unsafe extern "C" fn rs_swap(
     src: *mut RsPort,
@@ -759,72 +855,64 @@ pub unsafe extern "C" fn rs_swap(
     dst_ring: u32,
     k_tx: u32,
 ) -> c_int {
-    if src.is_null() || dst.is_null() {
-        return fail(libc::EINVAL, "a port is a NULL pointer", -1);
-    }
-    // SAFETY: live ports per the contract; only shared access is used
-    // through these references while both exist, then each is used alone.
-    let (s, d) = unsafe { (&mut *src, &mut *dst) };
-    if !ring_ok(s, Dir::Rx, src_ring) || !ring_ok(d, Dir::Tx, dst_ring) {
-        return -1;
-    }
-    if !same_region(&s.port, &d.port) {
-        return fail(
-            libc::EXDEV,
-            "the two ports do not share memory: copy the packet instead",
-            -1,
-        );
-    }
-    let (s_end, d_end) = (s.port.info().end as usize, d.port.info().end as usize);
-    let Some(si) = s.port.app_ring(Dir::Rx, src_ring as usize).slot_index(k_rx) else {
-        return fail(
-            libc::EINVAL,
-            format!("RX slot {k_rx} is not the application's"),
-            -1,
-        );
-    };
-    let Some(di) = d.port.app_ring(Dir::Tx, dst_ring as usize).slot_index(k_tx) else {
-        return fail(
-            libc::EINVAL,
-            format!("TX slot {k_tx} is not the application's"),
-            -1,
-        );
-    };
-    let sr = s.port.region().ring(s_end, Dir::Rx, src_ring);
-    let dr = d.port.region().ring(d_end, Dir::Tx, dst_ring);
-    let (a, b) = (sr.slot(si), dr.slot(di));
-    let region = s.port.region();
-    if region.buf_ofs(a.buf_idx).is_none() || region.buf_ofs(b.buf_idx).is_none() {
-        return fail(libc::EIO, "a slot holds an invalid buffer index", -1);
-    }
-    sr.set_buf_idx(si, b.buf_idx);
-    sr.set_len_flags(si, 0, NS_BUF_CHANGED);
-    dr.set_buf_idx(di, a.buf_idx);
-    dr.set_len_flags(di, a.len, NS_BUF_CHANGED);
-    0
-}
-
-/// Client-side counters into `out`.
-///
-/// # Safety
-/// `p` is NULL or a live port; `out` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rs_port_stats(p: *mut RsPort, out: *mut RsStats) -> c_int {
-    // SAFETY: forwarded contract.
-    let Some(p) = (unsafe { port_arg(p) }) else {
-        return -1;
-    };
-    if out.is_null() {
-        return fail(libc::EINVAL, "the stats are a NULL pointer", -1);
-    }
-    let s = p.port.stats();
-    // SAFETY: writable per the contract.
-    unsafe {
-        out.write(RsStats {
-            kicks: s.kicks,
-            sleeps: s.sleeps,
-            bad_values: s.bad_values,
-        })
-    };
-    0
+    guard(-1, || {
+        // `src` and `dst` may be the same port: only shared references
+        // exist at once, and each `&mut` (for the ring's slot index) lives
+        // alone in its own statement.
+        // SAFETY: the caller's contract; read only.
+        let (Some(s), Some(d)) = (unsafe { port_ref(src) }, unsafe { port_ref(dst) }) else {
+            return -1;
+        };
+        if !ring_ok(s, Dir::Rx, src_ring) || !ring_ok(d, Dir::Tx, dst_ring) {
+            return -1;
+        }
+        if !same_region(&s.port, &d.port) {
+            return fail(
+                libc::EXDEV,
+                "the two ports do not share memory: copy the packet instead",
+                -1,
+            );
+        }
+        // SAFETY: the caller's contract; no other reference to `src` is
+        // used while this one lives (the statement's end).
+        let si = unsafe { &mut *src }
+            .port
+            .app_ring(Dir::Rx, src_ring as usize)
+            .slot_index(k_rx);
+        // SAFETY: as above, for `dst`.
+        let di = unsafe { &mut *dst }
+            .port
+            .app_ring(Dir::Tx, dst_ring as usize)
+            .slot_index(k_tx);
+        let Some(si) = si else {
+            return fail(
+                libc::EINVAL,
+                format!("RX slot {k_rx} is not the application's"),
+                -1,
+            );
+        };
+        let Some(di) = di else {
+            return fail(
+                libc::EINVAL,
+                format!("TX slot {k_tx} is not the application's"),
+                -1,
+            );
+        };
+        // SAFETY: as the first references: read only, may alias.
+        let (s, d) = unsafe { (&*src, &*dst) };
+        let (s_end, d_end) = (s.port.info().end as usize, d.port.info().end as usize);
+        let sr = s.port.region().ring(s_end, Dir::Rx, src_ring);
+        let dr = d.port.region().ring(d_end, Dir::Tx, dst_ring);
+        let (a, b) = (sr.slot(si), dr.slot(di));
+        // One memfd, one layout: the source region judges both indexes.
+        let region = s.port.region();
+        if region.buf_ofs(a.buf_idx).is_none() || region.buf_ofs(b.buf_idx).is_none() {
+            return fail(libc::EIO, "a slot holds an invalid buffer index", -1);
+        }
+        sr.set_buf_idx(si, b.buf_idx);
+        sr.set_len_flags(si, 0, NS_BUF_CHANGED);
+        dr.set_buf_idx(di, a.buf_idx);
+        dr.set_len_flags(di, a.len, NS_BUF_CHANGED);
+        0
+    })
 }
