@@ -336,6 +336,13 @@ impl Port {
         Ok(out)
     }
 
+    /// A handle that keeps the port open after this `Port` (and every piece
+    /// of it) is dropped, until the handle goes too: for reading the
+    /// daemon's counters of an on-demand port after the traffic ended.
+    pub fn hold(&self) -> PortHold {
+        PortHold(self._conn.clone())
+    }
+
     /// Canonical name.
     pub fn name(&self) -> &str {
         &self.info.name
@@ -593,6 +600,9 @@ impl Port {
         }
     }
 }
+
+/// Keeps a port open (see [`Port::hold`]).
+pub struct PortHold(#[allow(dead_code)] Option<Arc<Connection>>);
 
 /// An epoll descriptor over several eventfds: readable when any of them is.
 struct PollSet(OwnedFd);

@@ -623,6 +623,9 @@ pub fn run(args: &PktGenArgs, socket: &Path) -> Result<Report, PktGenError> {
 
     let template = Template::new(&plan.spec);
     let (kind, canonical) = (port.kind(), port.name().to_string());
+    // An on-demand port's counters go with it: keep it open until the
+    // switch's drops for it have been read.
+    let _hold = port.hold();
     let shared = Shared::new(plan.count, threads as usize);
     let (mut out, events, thread_packets) = if threads == 1 {
         let role = Role {

@@ -204,6 +204,10 @@ pub(crate) fn pong(s: &mut Session) -> Result<Outcome, PktGenError> {
     };
     let r = s.port.rx(0).sync();
     r.map_err(|e| s.wait_err(e))?;
+    // The last replies may still sit in the TX ring: hand them over before
+    // the port closes (a switch port's worker takes them on its next pass).
+    let r = s.port.flush(Some(std::time::Duration::from_millis(500)));
+    r.map_err(|e| s.wait_err(e))?;
     Ok(Outcome {
         packets: s.meter.pkts,
         bytes: s.meter.bytes,
