@@ -4,7 +4,9 @@
 # on both through ivshmem-doorbell, guest/ringswitch_pt in the guest, and
 # the unmodified `ringswitch pkt-gen` on both sides.
 #
-#   sudo tests/pt/e2e.sh        (exit 0 only if every check passed)
+#   sudo tests/pt/e2e.sh [--build-only]   (exit 0 only if every check passed;
+#                                           --build-only: print the initramfs
+#                                           and kernel paths and stop)
 #
 # Checks: guest txseq -> switch -> host rxseq (exact counts, no gaps); host
 # txseq -> pipe -> guest rxseq (no loss); the guest's CPU idle while its
@@ -62,8 +64,19 @@ LIBNM=$(dirname "$BIN")/libringswitch_netmap.so
 [ -f "$LIBNM" ] || die "no libringswitch_netmap.so next to $BIN (cargo build --release -p ringswitch-netmap)"
 cp "$LIBNM" "$tree/lib/"
 cc -O2 -I "$ROOT/include/netmap" -o "$tree/bin/nm_raw" "$ROOT/crates/netmap-compat/tests/c/nm_raw.c"
+# The virtio-net driver, for bench/passthrough.sh's vhost-user comparison.
+mkdir -p "$tree/lib/modules/virtio"
+for m in drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_legacy_dev \
+    drivers/virtio/virtio_pci_modern_dev drivers/virtio/virtio_pci net/core/failover \
+    drivers/net/net_failover drivers/net/virtio_net; do
+    cp "/lib/modules/$KVER/kernel/$m.ko" "$tree/lib/modules/virtio/"
+done
 (cd "$tree" && find . | cpio -o -H newc --quiet | gzip -1) >"$RUN/initramfs.gz"
 note "initramfs $(du -k "$RUN/initramfs.gz" | cut -f1) KiB"
+if [ "${1:-}" = --build-only ]; then
+    echo "$RUN/initramfs.gz $KERNEL"
+    exit 0
+fi
 
 PIDS=()
 cleanup() {
