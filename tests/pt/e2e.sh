@@ -11,7 +11,10 @@
 # Checks: guest txseq -> switch -> host rxseq (exact counts, no gaps); host
 # txseq -> pipe -> guest rxseq (no loss); the guest's CPU idle while its
 # receiver blocks; host ping <-> guest pong in blocking mode (interrupts);
-# driver unload and reload in the guest. Logs: $RS_PT_OUT/e2e (default
+# driver unload and reload in the guest; an unmodified netmap program in the
+# guest; a daemon restart (ports back from --config) followed by new guests
+# on the same sockets; two guests over a passthrough pipe and two switch
+# ports. Logs: $RS_PT_OUT/e2e (default
 # target/pt/e2e). Prints the frames per second each path reached (TCG:
 # only the ratio between paths means anything).
 set -euo pipefail
@@ -96,7 +99,7 @@ spawn() {
     PIDS+=("$!")
 }
 SOCK=$RUN/rs.sock
-spawn "$RUN/daemon.log" env RINGSWITCH_LOG=info "$BIN" serve --socket "$SOCK"
+spawn "$RUN/daemon.log" env RINGSWITCH_LOG=info "$BIN" serve --socket "$SOCK" --config "$RUN/config.json"
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 [ -S "$SOCK" ] || die "the daemon did not start: $(cat "$RUN/daemon.log")"
 rs() { "$BIN" --socket "$SOCK" "$@"; }
@@ -165,6 +168,18 @@ l=$(wait_line NETMAP 60)
 check netmap-program-in-guest "$([ "$(json "$nm" packets)" = 1000 ] && [[ $l == *"rc=0"* ]] && echo 0 || echo 1)" \
     "guest: ${l:0:120} | host rx: ${nm:0:120}"
 wait_line END 30 >/dev/null
+
+# ---- a daemon restart: the first guest is gone; a new daemon replays the
+# configuration (vale0:g1 and pp{1 come back on their sockets, with new
+# memory) and new QEMUs attach to it: guest a below uses vale0:g1 again.
+wait_line END 30 >/dev/null
+old_daemon=$(pgrep -f "^$BIN serve --socket $SOCK" | head -n 1 || true)
+[ -n "$old_daemon" ] && kill -TERM "$old_daemon"
+for _ in $(seq 50); do kill -0 "$old_daemon" 2>/dev/null || break; sleep 0.1; done
+spawn "$RUN/daemon2.log" env RINGSWITCH_LOG=info "$BIN" serve --socket "$SOCK" --config "$RUN/config.json"
+for _ in $(seq 100); do rs ctl port list >/dev/null 2>&1 && break; sleep 0.05; done
+back=$(rs ctl port list --json | python3 -c 'import json,sys; print(" ".join(sorted(p["name"] for p in json.load(sys.stdin) if p.get("passthrough"))))')
+check daemon-restart "$([ "$back" = "pp{1 vale0:g1" ] && echo 0 || echo 1)" "passthrough ports after the restart: $back"
 
 # ---- two guests: a passthrough pipe between them, and two switch ports ----
 rs ctl port add vale0:g2 --passthrough "$RUN/g2.sock"
