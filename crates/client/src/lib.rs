@@ -156,12 +156,7 @@ impl Port {
                 "the passthrough device has fewer interrupt vectors than the port has ring pairs (start QEMU with vectors= the ring pairs)",
             ));
         }
-        let tx = (0..g.tx_rings)
-            .map(|i| AppRing::new(region.clone(), end, Dir::Tx, i))
-            .collect();
-        let rx = (0..g.rx_rings)
-            .map(|i| AppRing::new(region.clone(), end, Dir::Rx, i))
-            .collect();
+        let (tx, rx) = app_rings(&region, end, g);
         let irqs = (0..pairs)
             .map(|_| dev.interrupts())
             .collect::<Result<Vec<_>, _>>()?;
@@ -243,12 +238,7 @@ impl Port {
                 "the region does not have the announced geometry",
             ));
         }
-        let tx = (0..g.tx_rings)
-            .map(|i| AppRing::new(region.clone(), end, Dir::Tx, i))
-            .collect();
-        let rx = (0..g.rx_rings)
-            .map(|i| AppRing::new(region.clone(), end, Dir::Rx, i))
-            .collect();
+        let (tx, rx) = app_rings(&region, end, g);
         let (irqs, backend) = match info.kind {
             PortKind::Vale => {
                 let kick = Doorbell::EventFd(EventFd::from_fd(next_fd(&mut fds)?));
@@ -599,6 +589,16 @@ impl Port {
             Dir::Rx => &mut self.rx[i],
         }
     }
+}
+
+/// The application side of every ring of `end`.
+fn app_rings(region: &Arc<Region>, end: usize, g: Geometry) -> (Vec<AppRing>, Vec<AppRing>) {
+    let side = |dir, n| {
+        (0..n)
+            .map(|i| AppRing::new(region.clone(), end, dir, i))
+            .collect()
+    };
+    (side(Dir::Tx, g.tx_rings), side(Dir::Rx, g.rx_rings))
 }
 
 /// Keeps a port open (see [`Port::hold`]).

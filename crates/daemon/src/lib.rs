@@ -2,6 +2,7 @@
 //! ports and pipes, and the worker threads that run the switches.
 #![warn(missing_docs)]
 
+pub mod listen;
 pub mod passthrough;
 pub mod registry;
 pub mod signals;

@@ -26,7 +26,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,18 +40,9 @@ pub const IVSHMEM_PROTOCOL_VERSION: i64 = 0;
 /// Errors starting a passthrough port.
 #[derive(Debug, thiserror::Error)]
 pub enum PassthroughError {
-    /// Something other than a socket is at the path.
-    #[error("{0} exists and is not a socket; choose another path or remove it")]
-    NotASocket(PathBuf),
-    /// Binding the listening socket failed.
-    #[error("cannot listen on {path}")]
-    Listen {
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
+    /// The socket could not be bound.
+    #[error(transparent)]
+    Listen(#[from] crate::listen::ListenError),
     /// Other system call failures.
     #[error("cannot start the passthrough thread")]
     Io(#[from] io::Error),
@@ -87,7 +77,7 @@ impl PassthroughServer {
         path: &Path,
         peers: Peers,
     ) -> Result<PassthroughServer, PassthroughError> {
-        let listener = bind(path)?;
+        let listener = crate::listen::bind(path)?;
         let vectors = peers.guest_irqs.len();
         let stop = Arc::new(EventFd::new()?);
         let connected = Arc::new(AtomicBool::new(false));
@@ -128,23 +118,6 @@ impl Drop for PassthroughServer {
         }
         let _ = std::fs::remove_file(&self.path);
     }
-}
-
-/// Binds `path`, replacing a stale socket but nothing else.
-fn bind(path: &Path) -> Result<UnixListener, PassthroughError> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            let _ = std::fs::remove_file(path);
-        }
-        Ok(_) => return Err(PassthroughError::NotASocket(path.to_path_buf())),
-        Err(_) => {}
-    }
-    let l = UnixListener::bind(path).map_err(|source| PassthroughError::Listen {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    l.set_nonblocking(true)?;
-    Ok(l)
 }
 
 /// Polls `fds` for input; returns their revents, or None when `stop` fired.

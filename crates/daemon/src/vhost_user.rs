@@ -11,7 +11,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,18 +29,9 @@ const RECONNECT: Duration = Duration::from_millis(250);
 /// Errors starting a vhost-user port.
 #[derive(Debug, thiserror::Error)]
 pub enum VhostUserError {
-    /// Something other than a socket is at the path.
-    #[error("{0} exists and is not a socket; choose another path or remove it")]
-    NotASocket(PathBuf),
-    /// Binding the listening socket failed.
-    #[error("cannot listen on {path}")]
-    Listen {
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
+    /// The socket could not be bound.
+    #[error(transparent)]
+    Listen(#[from] crate::listen::ListenError),
     /// Other system call failures.
     #[error("cannot start the vhost-user thread")]
     Io(#[from] io::Error),
@@ -79,7 +69,7 @@ impl VhostUserThread {
         let mode = if client {
             Mode::Client(path.to_path_buf())
         } else {
-            Mode::Server(bind(path)?, path.to_path_buf())
+            Mode::Server(crate::listen::bind(path)?, path.to_path_buf())
         };
         let stop = Arc::new(EventFd::new()?);
         let connected = Arc::new(AtomicBool::new(false));
@@ -119,24 +109,6 @@ impl Drop for VhostUserThread {
             let _ = t.join();
         }
     }
-}
-
-/// Binds a listening socket at `path`, replacing a stale socket left by an
-/// earlier daemon but nothing else.
-fn bind(path: &Path) -> Result<UnixListener, VhostUserError> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            let _ = std::fs::remove_file(path);
-        }
-        Ok(_) => return Err(VhostUserError::NotASocket(path.to_path_buf())),
-        Err(_) => {}
-    }
-    let l = UnixListener::bind(path).map_err(|source| VhostUserError::Listen {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    l.set_nonblocking(true)?;
-    Ok(l)
 }
 
 /// Waits until `fd` is readable (true) or `stop` fires or the timeout
