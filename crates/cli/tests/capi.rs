@@ -3,12 +3,14 @@
 //! the library cargo built (shared and static), exchanging traffic with
 //! `ringswitch pkt-gen` through a real daemon.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
+use common::*;
 
 /// What `rustc --print native-static-libs` asks a C program linking
 /// libringswitch.a to add.
@@ -25,26 +27,10 @@ const NATIVE_STATIC_LIBS: &[&str] = &[
 /// No single program may run longer than this.
 const PROGRAM_LIMIT: Duration = Duration::from_secs(20);
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Where cargo put libringswitch.so and .a: next to this test binary
 /// (target/<profile>/deps), as ringswitch-capi is a dev-dependency.
 fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let deps = exe.parent().expect("the test binary's directory");
-    for d in [deps, deps.parent().unwrap_or(deps)] {
-        if d.join("libringswitch.so").exists() && d.join("libringswitch.a").exists() {
-            return d.to_path_buf();
-        }
-    }
-    panic!(
-        "libringswitch.so and libringswitch.a are not next to the test binary in {}: \
-         build them with `cargo test -p ringswitch-cli` (ringswitch-capi is a dev-dependency) \
-         or `cargo build -p ringswitch-capi`",
-        deps.display()
-    );
+    common::lib_dir(&["libringswitch.so", "libringswitch.a"])
 }
 
 /// Builds the C programs once, in parallel: every example linked with the
@@ -104,36 +90,7 @@ fn programs() -> &'static PathBuf {
     })
 }
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-}
-
 impl Daemon {
-    fn start(tag: &str) -> Daemon {
-        let socket =
-            std::env::temp_dir().join(format!("rs-capi-{}-{tag}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&socket);
-        let child = Command::new(BIN)
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .env("RINGSWITCH_LOG", "warn")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("daemon starts");
-        let t0 = Instant::now();
-        while !socket.exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "daemon did not create its socket"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        // Build (once) before anything is timed.
-        programs();
-        Daemon { child, socket }
-    }
-
     /// A C program, given the daemon's socket with -s.
     fn c(&self, prog: &str, args: &[&str]) -> Child {
         Command::new(programs().join(prog))
@@ -145,41 +102,6 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
-    }
-
-    fn pktgen(&self, args: &[&str]) -> Child {
-        Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("pkt-gen")
-            .args(args)
-            .args(["--json", "-T", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-}
-
-impl Daemon {
-    /// What the switch dropped because `port`'s RX ring was full (asked
-    /// while the port is open: the counters go with it).
-    fn drop_rx_full(&self, port: &str) -> u64 {
-        let out = Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(["ctl", "stats", "--json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == port)
-            .and_then(|p| p["drop_rx_full"].as_u64())
-            .unwrap_or_else(|| panic!("no counters for {port} in {v}"))
     }
 }
 
@@ -211,23 +133,6 @@ impl Daemon {
     }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// Waits for a program (killing it after [`PROGRAM_LIMIT`]).
 fn finish(mut c: Child) -> Output {
     let t0 = Instant::now();
@@ -249,23 +154,11 @@ fn wait_ok(c: Child) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// The number on the line that starts with `word` (`sent 1000`).
-fn count(out: &str, word: &str) -> u64 {
-    out.lines()
-        .find_map(|l| l.strip_prefix(word)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no '{word}' line in:\n{out}"))
-}
-
 /// pkt-gen's final JSON report.
 fn report(child: Child) -> serde_json::Value {
     let out = wait_ok(child);
     serde_json::from_str(out.lines().last().unwrap_or(""))
         .unwrap_or_else(|e| panic!("no JSON report ({e}) in:\n{out}"))
-}
-
-/// Lets the switch finish a batch.
-fn settle() {
-    std::thread::sleep(Duration::from_millis(300));
 }
 
 /// CPU time a running process has used.

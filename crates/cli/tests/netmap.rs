@@ -3,33 +3,17 @@
 //! linked with libringswitch_netmap or, as plain binaries, under
 //! LD_PRELOAD, exchanging traffic with `ringswitch pkt-gen`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::*;
 
 /// Where cargo put libringswitch_netmap.so (a dev-dependency of this crate).
 fn lib_dir() -> PathBuf {
-    let deps = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    for d in [deps.clone(), deps.parent().unwrap().to_path_buf()] {
-        if d.join("libringswitch_netmap.so").exists() {
-            return d;
-        }
-    }
-    panic!(
-        "libringswitch_netmap.so is not next to the test binary in {}: build with `cargo test -p ringswitch-cli`",
-        deps.display()
-    );
+    common::lib_dir(&["libringswitch_netmap.so"])
 }
 
 fn preload() -> PathBuf {
@@ -87,33 +71,7 @@ fn programs() -> &'static Programs {
     })
 }
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-}
-
 impl Daemon {
-    fn start(tag: &str) -> Daemon {
-        let socket = std::env::temp_dir().join(format!("rs-nm-{}-{tag}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&socket);
-        let child = Command::new(BIN)
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .env("RINGSWITCH_LOG", "warn")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("daemon starts");
-        let t0 = Instant::now();
-        while !socket.exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "daemon did not create its socket"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Daemon { child, socket }
-    }
-
     /// A C program on this daemon; `preload` runs it under LD_PRELOAD.
     fn c(&self, prog: &str, preload_lib: bool, args: &[&str]) -> Command {
         let mut c = Command::new(programs().path(prog));
@@ -127,61 +85,12 @@ impl Daemon {
         }
         c
     }
-
-    fn pktgen(&self, args: &[&str]) -> Child {
-        Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("pkt-gen")
-            .args(args)
-            .args(["--json", "-T", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        let out = Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(["ctl", "stats", "--json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn run_ok(mut c: Command) -> String {
     let o = c.output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// A count printed as `<word> N`.
-fn count(out: &str, word: &str) -> u64 {
-    out.lines()
-        .find_map(|l| l.strip_prefix(word)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no '{word}' line in:\n{out}"))
 }
 
 /// Packets in pkt-gen's final JSON report.
@@ -191,10 +100,6 @@ fn pktgen_packets(child: Child) -> u64 {
     let s = String::from_utf8_lossy(&o.stdout);
     let v: serde_json::Value = serde_json::from_str(s.lines().last().unwrap_or("")).unwrap();
     v["packets"].as_u64().unwrap()
-}
-
-fn settle() {
-    std::thread::sleep(Duration::from_millis(300));
 }
 
 #[test]

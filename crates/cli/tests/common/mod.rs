@@ -1,0 +1,132 @@
+//! Helpers shared by the C-program tests (capi.rs, netmap.rs): a daemon
+//! process on its own socket, pkt-gen runs with a JSON report, output
+//! parsing.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory where cargo put the libraries `files` (dev-dependencies
+/// of this crate: next to the test binary, or one level up).
+pub fn lib_dir(files: &[&str]) -> PathBuf {
+    let deps = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    for d in [deps.clone(), deps.parent().unwrap().to_path_buf()] {
+        if files.iter().all(|f| d.join(f).exists()) {
+            return d;
+        }
+    }
+    panic!(
+        "{files:?} are not next to the test binary in {}: build with `cargo test -p ringswitch-cli`",
+        deps.display()
+    );
+}
+
+/// A `ringswitch serve` on its own socket, killed on drop.
+pub struct Daemon {
+    child: Child,
+    pub socket: PathBuf,
+}
+
+impl Daemon {
+    pub fn start(tag: &str) -> Daemon {
+        let socket = std::env::temp_dir().join(format!("rs-c-{}-{tag}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        let child = Command::new(BIN)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .env("RINGSWITCH_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("daemon starts");
+        let t0 = Instant::now();
+        while !socket.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "daemon did not create its socket"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Daemon { child, socket }
+    }
+
+    /// `ringswitch pkt-gen ARGS --json -T 0` on this daemon.
+    pub fn pktgen(&self, args: &[&str]) -> Child {
+        Command::new(BIN)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("pkt-gen")
+            .args(args)
+            .args(["--json", "-T", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `ctl stats --json`.
+    pub fn stats(&self) -> serde_json::Value {
+        let out = Command::new(BIN)
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(["ctl", "stats", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// What the switch dropped because `port`'s RX ring was full (asked
+    /// while the port is open: the counters go with it).
+    pub fn drop_rx_full(&self, port: &str) -> u64 {
+        let v = self.stats();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == port)
+            .and_then(|p| p["drop_rx_full"].as_u64())
+            .unwrap_or_else(|| panic!("no counters for {port} in {v}"))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// A finished process, for failure messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The number on the line that starts with `word` (`sent 1000`).
+pub fn count(out: &str, word: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.strip_prefix(word)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no '{word}' line in:\n{out}"))
+}
+
+/// Lets the other side get going (or the switch finish a batch).
+pub fn settle() {
+    std::thread::sleep(Duration::from_millis(300));
+}
