@@ -5,7 +5,6 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CString};
 
 use ringswitch_client::ClientError;
-use ringswitch_control::{CallError, ErrorCode};
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -61,38 +60,12 @@ pub(crate) fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
 
 /// The errno that describes a client error.
 pub(crate) fn errno_of(e: &ClientError) -> c_int {
-    match e {
-        ClientError::Call(CallError::NoDaemon { .. }) => libc::ECONNREFUSED,
-        ClientError::Call(CallError::Daemon(r)) => match r.code {
-            ErrorCode::BadName | ErrorCode::Geometry | ErrorCode::BadRequest => libc::EINVAL,
-            ErrorCode::NotFound => libc::ENOENT,
-            ErrorCode::Exists => libc::EEXIST,
-            ErrorCode::Busy => libc::EBUSY,
-            ErrorCode::Limit => libc::ENOMEM,
-            ErrorCode::Unsupported => libc::EOPNOTSUPP,
-            ErrorCode::Permission => libc::EPERM,
-            ErrorCode::Internal => libc::EIO,
-        },
-        ClientError::Call(CallError::HungUp) => libc::ECONNRESET,
-        ClientError::Call(CallError::BadReply(_)) | ClientError::Reply(_) => libc::EPROTO,
-        ClientError::Call(CallError::Io(e)) | ClientError::Io(e) => {
-            e.raw_os_error().unwrap_or(libc::EIO)
-        }
-        ClientError::NoRing(_) => libc::EINVAL,
-        ClientError::Region(_) => libc::EIO,
-    }
+    e.errno()
 }
 
 /// An error and its causes, as one sentence.
 pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
+    ringswitch_control::error_chain(e)
 }
 
 #[cfg(test)]

@@ -186,12 +186,14 @@ fn through_the_switch_every_frame_is_delivered_or_counted() {
         .c(
             "nm_raw_plain",
             true,
-            &["rx", "vale0:r2", "100000", "60", "poll"],
+            &["rx", "vale0:r2@conf:slots=4096", "100000", "60", "poll"],
         )
         .spawn()
         .unwrap();
     settle();
-    let tx = d.pktgen(&["-f", "tx", "-i", "vale0:t2", "-n", "100000", "-R", "200000"]);
+    // A 4096-slot ring and a paced sender: the receiver may stall 40 ms
+    // (two cores, other tests running) without the switch dropping.
+    let tx = d.pktgen(&["-f", "tx", "-i", "vale0:t2", "-n", "100000", "-R", "100000"]);
     assert_eq!(pktgen_packets(tx), 100_000);
     let o = rx.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", text(&o));

@@ -70,6 +70,35 @@ pub enum ClientError {
     NoRing(usize),
 }
 
+impl ClientError {
+    /// The errno that describes this error, for C callers: ECONNREFUSED
+    /// when no daemon listens, the daemon's error class otherwise (EINVAL,
+    /// ENOENT, EEXIST, EBUSY, ...), the OS error for I/O failures.
+    pub fn errno(&self) -> i32 {
+        use ringswitch_control::ErrorCode;
+        match self {
+            ClientError::Call(CallError::NoDaemon { .. }) => libc::ECONNREFUSED,
+            ClientError::Call(CallError::Daemon(r)) => match r.code {
+                ErrorCode::BadName | ErrorCode::Geometry | ErrorCode::BadRequest => libc::EINVAL,
+                ErrorCode::NotFound => libc::ENOENT,
+                ErrorCode::Exists => libc::EEXIST,
+                ErrorCode::Busy => libc::EBUSY,
+                ErrorCode::Limit => libc::ENOMEM,
+                ErrorCode::Unsupported => libc::EOPNOTSUPP,
+                ErrorCode::Permission => libc::EPERM,
+                ErrorCode::Internal => libc::EIO,
+            },
+            ClientError::Call(CallError::HungUp) => libc::ECONNRESET,
+            ClientError::Call(CallError::BadReply(_)) | ClientError::Reply(_) => libc::EPROTO,
+            ClientError::Call(CallError::Io(e)) | ClientError::Io(e) => {
+                e.raw_os_error().unwrap_or(libc::EIO)
+            }
+            ClientError::NoRing(_) => libc::EINVAL,
+            ClientError::Region(_) => libc::EIO,
+        }
+    }
+}
+
 enum Backend {
     Switch { kick: Doorbell },
     Pipe(pipe::PipeEnd),

@@ -12,3 +12,15 @@ pub use conn::{CallError, Connection};
 pub use name::{NameError, PipeEnd, PortName, Target};
 pub use proto::*;
 pub use socket::{default_socket_path, Listener, SeqPacket};
+
+/// An error and its causes as one sentence: "outer: cause: root cause".
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ringswitch_control::proto::*;
-use ringswitch_control::{name, PipeEnd, PortName, Target};
+use ringswitch_control::{error_chain, name, PipeEnd, PortName, Target};
 use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout};
 use ringswitch_switch::{LearningBridge, Switch, SwitchPort, MAX_PORTS};
 use ringswitch_vhost::socket::SharedNet;
@@ -1137,16 +1137,4 @@ fn vm_mac(sw: &str, port: &str) -> [u8; 6] {
     }
     let b = h.to_le_bytes();
     [0x02, 0x52, b[0], b[1], b[2], b[3]]
-}
-
-/// An error with its causes, in one sentence.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }

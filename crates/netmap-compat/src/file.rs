@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use ringswitch_client::{ClientError, Port};
-use ringswitch_control::{CallError, Connection, ErrorCode};
+use ringswitch_control::{error_chain, CallError, Connection, ErrorCode};
 use ringswitch_ring::Dir;
 
 use crate::abi::{flags, mode};
@@ -85,21 +85,14 @@ pub fn socket_path() -> PathBuf {
     ringswitch_client::default_socket_path()
 }
 
+/// netmap's errno for a client error: as a missing kernel module when no
+/// daemon listens (ENOENT), ENXIO for an interface that does not exist, the
+/// client library's otherwise.
 fn errno_of(e: &ClientError) -> i32 {
     match e {
         ClientError::Call(CallError::NoDaemon { .. }) => libc::ENOENT,
-        ClientError::Call(CallError::Daemon(r)) => match r.code {
-            ErrorCode::BadName | ErrorCode::Geometry | ErrorCode::BadRequest => libc::EINVAL,
-            ErrorCode::NotFound => libc::ENXIO,
-            ErrorCode::Exists => libc::EEXIST,
-            ErrorCode::Busy => libc::EBUSY,
-            ErrorCode::Limit => libc::ENOMEM,
-            ErrorCode::Unsupported => libc::EOPNOTSUPP,
-            ErrorCode::Permission => libc::EPERM,
-            ErrorCode::Internal => libc::EIO,
-        },
-        ClientError::NoRing(_) => libc::EINVAL,
-        _ => libc::EIO,
+        ClientError::Call(CallError::Daemon(r)) if r.code == ErrorCode::NotFound => libc::ENXIO,
+        e => e.errno(),
     }
 }
 
@@ -539,15 +532,4 @@ fn describe_no_daemon(socket: &std::path::Path) -> String {
         "no ringswitch daemon is listening on {}: start one with `ringswitch serve`, or point RINGSWITCH_SOCKET at a running one",
         socket.display()
     )
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
