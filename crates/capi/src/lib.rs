@@ -446,22 +446,6 @@ pub unsafe extern "C" fn rs_port_stats(p: *const RsPort, out: *mut RsStats) -> c
     })
 }
 
-/// Whether two ports share memory, as `crates/client/src/bridge.rs` decides:
-/// the same mapping, or two mappings of one memfd (the two ends of a pipe).
-fn same_region(a: &Port, b: &Port) -> bool {
-    if std::sync::Arc::ptr_eq(a.region(), b.region()) {
-        return true;
-    }
-    let st = |p: &Port| {
-        // SAFETY: a zeroed stat is a valid out-parameter.
-        let mut s: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fstat on the region's descriptor, open while the port is.
-        let r = unsafe { libc::fstat(p.region().fd().as_raw_fd(), &mut s) };
-        (r == 0).then_some((s.st_dev, s.st_ino))
-    };
-    matches!((st(a), st(b)), (Some(x), Some(y)) if x == y)
-}
-
 /// 1 when the two ports share memory (the same port, or the two ends of one
 /// pipe), so `rs_swap` can move packets between them; 0 when not; -1.
 ///
@@ -475,7 +459,7 @@ pub unsafe extern "C" fn rs_port_same_memory(a: *const RsPort, b: *const RsPort)
         let (Some(a), Some(b)) = (unsafe { port_ref(a) }, unsafe { port_ref(b) }) else {
             return -1;
         };
-        same_region(&a.port, &b.port) as c_int
+        a.port.shares_memory_with(&b.port) as c_int
     })
 }
 
@@ -866,7 +850,7 @@ pub unsafe extern "C" fn rs_swap(
         if !ring_ok(s, Dir::Rx, src_ring) || !ring_ok(d, Dir::Tx, dst_ring) {
             return -1;
         }
-        if !same_region(&s.port, &d.port) {
+        if !s.port.shares_memory_with(&d.port) {
             return fail(
                 libc::EXDEV,
                 "the two ports do not share memory: copy the packet instead",

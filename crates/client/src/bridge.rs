@@ -16,20 +16,6 @@ pub struct BridgeStats {
     pub zero_copy: bool,
 }
 
-fn same_region(a: &Port, b: &Port) -> bool {
-    std::sync::Arc::ptr_eq(a.region(), b.region()) || {
-        // Two mappings of one memfd: compare the files.
-        let st = |p: &Port| {
-            // SAFETY: zeroed stat is a valid out-parameter; fstat on an fd we own.
-            let mut s: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: as above.
-            let r = unsafe { libc::fstat(p.region().fd().as_raw_fd(), &mut s) };
-            (r == 0).then_some((s.st_dev, s.st_ino))
-        };
-        matches!((st(a), st(b)), (Some(x), Some(y)) if x == y)
-    }
-}
-
 /// Moves up to `batch` packets from `src`'s RX rings to `dst`'s TX rings.
 /// Returns packets moved and whether `dst` was the bottleneck.
 pub fn move_batch(src: &mut Port, dst: &mut Port, batch: u32, zero_copy: bool) -> (u64, bool) {
@@ -91,7 +77,7 @@ pub fn run(
     mode: WaitMode,
     stop: &AtomicBool,
 ) -> Result<BridgeStats, ClientError> {
-    let zero_copy = same_region(a, b);
+    let zero_copy = a.shares_memory_with(b);
     a.set_wait_mode(mode);
     b.set_wait_mode(mode);
     let mut st = BridgeStats {

@@ -362,6 +362,13 @@ impl Port {
         PortHold(self._conn.clone())
     }
 
+    /// Whether `other` lives in the same memory (the same port, or the two
+    /// ends of one pipe), so buffers can move between them by index.
+    pub fn shares_memory_with(&self, other: &Port) -> bool {
+        Arc::ptr_eq(&self.region, &other.region)
+            || matches!((self.region.file_id(), other.region.file_id()), (Some(x), Some(y)) if x == y)
+    }
+
     /// Canonical name.
     pub fn name(&self) -> &str {
         &self.info.name

@@ -195,7 +195,7 @@ unsafe fn ctrl(file: &NmFile, h: *mut NmreqHeader) -> Result<(), Errno> {
 /// second descriptor (which, as in netmap, creates a VALE port on demand
 /// and lets it go again).
 fn port_info(file: &NmFile, name: &str) -> Result<crate::file::RegInfo, Errno> {
-    if let Some(i) = file.info() {
+    if let Some(i) = file.info_of(name) {
         return Ok(i);
     }
     let probe = NmFile::open(true)?;

@@ -15,8 +15,9 @@ use libc::{c_int, epoll_event, nfds_t, pollfd};
 
 use crate::{real, table};
 
-/// Most emulated descriptors one poll or select call handles; more are
-/// reported as POLLNVAL.
+/// Most emulated descriptors one poll, select or epoll_wait call syncs;
+/// beyond that, the rest are polled as the plain epoll sets they are
+/// (readable on an interrupt, but not synced by the call).
 const MAX_NM_PER_CALL: usize = 64;
 
 /// Milliseconds left before `deadline`, for a poll-style timeout.

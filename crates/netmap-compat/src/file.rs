@@ -61,6 +61,8 @@ struct Bound {
     rx: Range<usize>,
     no_tx_poll: bool,
     info: RegInfo,
+    /// The name registered (without `@conf:`).
+    name: String,
     /// Syncs where the application's head or cur was out of range and the
     /// ring was put back to its last valid state (netmap's ring reinit).
     reinits: u64,
@@ -96,16 +98,14 @@ fn errno_of(e: &ClientError) -> i32 {
     }
 }
 
-/// Region identity for `nr_mem_id`: the memfd's inode, folded into 1..=65535.
-fn mem_id(port: &Port) -> u16 {
-    // SAFETY: a zeroed stat is a valid out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat on the region's open memfd, writing into `st`.
-    let r = unsafe { libc::fstat(port.region().fd().as_raw_fd(), &mut st) };
-    if r != 0 {
-        return 1;
-    }
-    (st.st_ino % 65535) as u16 + 1
+/// Region identity for `nr_mem_id`: the memfd's inode, folded into
+/// 1..=65535 (ports with equal ids may swap buffers, so an unknown identity
+/// is an error, not a guess).
+fn mem_id(port: &Port) -> Result<u16, Errno> {
+    port.region()
+        .file_id()
+        .map(|(_, ino)| (ino % 65535) as u16 + 1)
+        .ok_or_else(|| Errno::last("identifying the port's memory"))
 }
 
 impl NmFile {
@@ -211,7 +211,7 @@ impl NmFile {
             (piece, info, Some((shared, req.ringid as usize)), tx, rx)
         } else {
             let port = open_port(conn, &self.socket, name)?;
-            let mut info = RegInfo::of(&port);
+            let mut info = RegInfo::of(&port)?;
             let g = port.geometry();
             let (tx, rx) = if req.mode == mode::NULL {
                 info.mode = mode::NULL;
@@ -240,6 +240,7 @@ impl NmFile {
             rx,
             no_tx_poll: req.flags & flags::NO_TX_POLL != 0,
             info,
+            name: name.split('@').next().unwrap_or(name).to_string(),
             reinits: 0,
         };
         // Put the ring headers in the state a freshly registered netmap
@@ -254,9 +255,14 @@ impl NmFile {
         Ok(info)
     }
 
-    /// The registration, if any.
-    pub fn info(&self) -> Option<RegInfo> {
-        self.lock().bound.as_ref().map(|b| b.info)
+    /// The registration, if this descriptor holds port `name`.
+    pub fn info_of(&self, name: &str) -> Option<RegInfo> {
+        let want = name.split('@').next().unwrap_or(name);
+        self.lock()
+            .bound
+            .as_ref()
+            .filter(|b| b.name == want)
+            .map(|b| b.info)
     }
 
     /// The region's memfd and size, for mmap.
@@ -371,7 +377,7 @@ impl Shared {
             Some(s) => s,
             None => {
                 let port = open_port(conn, socket, name)?;
-                let info = RegInfo::of(&port);
+                let info = RegInfo::of(&port)?;
                 let pieces = port.split().map_err(|e| {
                     Errno::with(errno_of(&e), format!("{name}: {}", error_chain(&e)))
                 })?;
@@ -437,18 +443,18 @@ fn open_port(
 }
 
 impl RegInfo {
-    fn of(port: &Port) -> RegInfo {
+    fn of(port: &Port) -> Result<RegInfo, Errno> {
         let g = port.geometry();
-        RegInfo {
+        Ok(RegInfo {
             nifp_offset: port.info().nifp_offset,
             memsize: port.region().len() as u64,
             tx_rings: g.tx_rings as u16,
             rx_rings: g.rx_rings as u16,
             tx_slots: g.tx_slots,
             rx_slots: g.rx_slots,
-            mem_id: mem_id(port),
+            mem_id: mem_id(port)?,
             mode: mode::ALL_NIC,
-        }
+        })
     }
 }
 

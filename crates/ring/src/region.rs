@@ -223,6 +223,17 @@ impl Region {
         self.fd.as_fd()
     }
 
+    /// The identity of the file behind the region (device and inode): two
+    /// mappings of one memfd (the two ends of a pipe) have the same. None
+    /// if fstat fails.
+    pub fn file_id(&self) -> Option<(u64, u64)> {
+        // SAFETY: a zeroed stat is a valid out-parameter.
+        let mut s: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat on our own open descriptor into `s`.
+        let r = unsafe { libc::fstat(self.fd.as_raw_fd(), &mut s) };
+        (r == 0).then_some((s.st_dev, s.st_ino))
+    }
+
     /// A duplicate of the memfd, to send to a client.
     pub fn dup_fd(&self) -> std::io::Result<OwnedFd> {
         self.fd.try_clone()
