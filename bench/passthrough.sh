@@ -10,13 +10,29 @@
 # daemon's CPU time per frame. TCG hides absolute speed: the ratio is the
 # figure; real KVM is needed to confirm absolute rates.
 #
-#   sudo bench/passthrough.sh [--secs N]     (default 5 s per path)
+#   sudo bench/passthrough.sh [--secs N] [--reps R] [--tsv FILE] [--no-report]
 #
-# Writes bench/results/PASSTHROUGH-REPORT.md and prints it.
+# --secs: seconds per path and round (default 5); --reps: rounds, the two
+# paths alternating (default 1); --tsv: also write one line per path and
+# round, "pt|vu ROUND FRAMES DAEMON_TICKS SECONDS" (bench/compare reads it);
+# --no-report: leave bench/results/PASSTHROUGH-REPORT.md alone. Without it,
+# writes that report (the sums over all rounds) and prints it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SECS=5
-[ "${1:-}" = --secs ] && SECS=$2
+SECS=5 REPS=1 TSV= REPORT=1
+while [ $# -gt 0 ]; do
+    case $1 in
+    --secs) SECS=${2:?--secs needs a value}; shift ;;
+    --reps) REPS=${2:?--reps needs a value}; shift ;;
+    --tsv) TSV=${2:?--tsv needs a file}; shift ;;
+    --no-report) REPORT=0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "passthrough.sh: unknown argument: $1 (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+case $SECS$REPS in *[!0-9]*) echo "passthrough.sh: --secs and --reps want whole numbers" >&2; exit 2 ;; esac
+[ "$SECS" -ge 1 ] && [ "$REPS" -ge 1 ] && [ "$REPS" -le 9 ] || { echo "passthrough.sh: --secs must be at least 1 and --reps within 1..9" >&2; exit 2; }
 cargo build --release -q -p ringswitch-cli -p ringswitch-netmap
 BIN=$ROOT/target/release/ringswitch
 read -r INITRD KERNEL < <(RINGSWITCH_BIN=$BIN "$ROOT/tests/pt/e2e.sh" --build-only | tail -n 1)
@@ -30,10 +46,11 @@ cleanup() {
     rm -rf "$RUN"
 }
 trap cleanup EXIT
+LIFE=$((240 + REPS * (2 * SECS + 60)))
 spawn() {
     local log=$1
     shift
-    setsid timeout -k 5 300 "$@" </dev/null >"$log" 2>&1 &
+    setsid timeout -k 5 "$LIFE" "$@" </dev/null >"$log" 2>&1 &
     PIDS+=("$!")
 }
 SOCK=$RUN/rs.sock
@@ -42,11 +59,11 @@ for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 rs() { "$BIN" --socket "$SOCK" "$@"; }
 rs ctl port add vale0:g1 --passthrough "$RUN/g1.sock"
 rs ctl port add vale0:vm --vhost-user "$RUN/vm.sock"
-spawn "$RUN/host-rx.log" "$BIN" --socket "$SOCK" pkt-gen -f rx -i vale0:h -T 0 --duration 280
+spawn "$RUN/host-rx.log" "$BIN" --socket "$SOCK" pkt-gen -f rx -i vale0:h -T 0 --duration $((LIFE - 20))
 spawn "$RUN/qemu.log" qemu-system-x86_64 -accel tcg -m 256 -display none -nodefaults \
     -no-user-config -no-reboot -serial "file:$RUN/guest.log" \
     -kernel "$KERNEL" -initrd "$INITRD" \
-    -append "console=ttyS0 quiet panic=-1 rs_role=bench rs_secs=$SECS" \
+    -append "console=ttyS0 quiet panic=-1 rs_role=bench rs_secs=$SECS rs_reps=$REPS" \
     -object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem \
     -chardev "socket,id=g1,path=$RUN/g1.sock" -device ivshmem-doorbell,chardev=g1,vectors=1 \
     -chardev "socket,id=c0,path=$RUN/vm.sock,reconnect=1" -netdev vhost-user,id=n0,chardev=c0 \
@@ -73,8 +90,20 @@ measure() { # PHASE: prints "frames ticks"
     echo "$(($(got) - f0)) $(($(ticks) - t0))"
 }
 wait_line BENCH-READY 120 >/dev/null
-read -r pt_frames pt_ticks < <(measure PT)
-read -r vu_frames vu_ticks < <(measure VU)
+pt_frames=0 pt_ticks=0 vu_frames=0 vu_ticks=0
+[ -z "$TSV" ] || : >"$TSV"
+for ((i = 1; i <= REPS; i++)); do
+    read -r f t < <(measure "PT$i")
+    pt_frames=$((pt_frames + f)) pt_ticks=$((pt_ticks + t))
+    [ -z "$TSV" ] || echo "pt $i $f $t $SECS" >>"$TSV"
+    read -r f t < <(measure "VU$i")
+    vu_frames=$((vu_frames + f)) vu_ticks=$((vu_ticks + t))
+    [ -z "$TSV" ] || echo "vu $i $f $t $SECS" >>"$TSV"
+    echo "round $i: passthrough $((pt_frames)) frames so far, vhost-user $((vu_frames))" >&2
+done
+[ "$REPORT" = 1 ] || exit 0
+PER=$SECS
+SECS=$((SECS * REPS)) # the report sums every round
 attach=$(line BENCH-ATTACH)
 hz=$(getconf CLK_TCK)
 row() { # name frames ticks
@@ -86,7 +115,7 @@ mkdir -p "$ROOT/bench/results"
     echo "# Passthrough vs vhost-user, one TCG guest"
     echo
     echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, $(uname -r), QEMU $(qemu-system-x86_64 --version | head -n 1 | awk '{print $4}'), guest kernel ${KERNEL#/boot/vmlinuz-}, TCG."
-    echo "Command: \`sudo bench/passthrough.sh --secs $SECS\`: the guest's \`ringswitch pkt-gen -f tx\` (60-byte frames) for $SECS s on each path; the host counts what reaches \`pkt-gen -f rx\` on vale0:h."
+    echo "Command: \`sudo bench/passthrough.sh --secs $PER --reps $REPS\`: the guest's \`ringswitch pkt-gen -f tx\` (60-byte frames) for $PER s on each path, $REPS round(s), alternating; the host counts what reaches \`pkt-gen -f rx\` on vale0:h."
     echo
     echo "| path | frames at the host | Mpps | host daemon CPU ns/frame |"
     echo "|---|---:|---:|---:|"

@@ -162,15 +162,6 @@ H_RUSTC=$(rustc --version 2>/dev/null || echo "rustc not found")
 H_COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
 H_DIRTY=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
 H_LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-# How busy the CPUs are before we start (1 s of /proc/stat), and with what.
-cpu_busy_pct() {
-	local a b
-	a=$(awk '$1 == "cpu" { i = $5 + $6; t = 0; for (k = 2; k <= NF; k++) t += $k; print i, t }' /proc/stat)
-	sleep 1
-	b=$(awk '$1 == "cpu" { i = $5 + $6; t = 0; for (k = 2; k <= NF; k++) t += $k; print i, t }' /proc/stat)
-	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); dt = y[2] - x[2]
-		printf "%.0f", (dt > 0 ? 100 * (1 - (y[1] - x[1]) / dt) : 0) }'
-}
 H_BUSY0=$(cpu_busy_pct)
 H_TOP0=$(ps -eo pcpu=,comm= --sort=-pcpu | awk 'NR <= 3 { printf "%s%s %s%%", (NR > 1 ? ", " : ""), $2, $1 }')
 log "CPUs $H_BUSY0% busy before the run (top: $H_TOP0); load average $H_LOAD0"

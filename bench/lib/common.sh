@@ -176,6 +176,16 @@ status_kb() {
 
 now_s() { date +%s.%N; }
 
+# How busy all CPUs are, in %, over one second of /proc/stat.
+cpu_busy_pct() {
+	local a b
+	a=$(awk '$1 == "cpu" { i = $5 + $6; t = 0; for (k = 2; k <= NF; k++) t += $k; print i, t }' /proc/stat)
+	sleep 1
+	b=$(awk '$1 == "cpu" { i = $5 + $6; t = 0; for (k = 2; k <= NF; k++) t += $k; print i, t }' /proc/stat)
+	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); dt = y[2] - x[2]
+		printf "%.0f", (dt > 0 ? 100 * (1 - (y[1] - x[1]) / dt) : 0) }'
+}
+
 # awk arithmetic on numbers: calc 'a / b' a=1 b=2
 calc() {
 	local expr=$1

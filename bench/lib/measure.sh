@@ -3,6 +3,7 @@
 # Sourced after common.sh. Uses: RS (the ringswitch binary), SOCK, RX_CPU,
 # TX_CPU, RAW, and the results store of report.sh (put, failed).
 
+TP_TX_EXTRA=() # more pkt-gen arguments for tput's sender (e.g. -R RATE)
 DAEMON_TPID= # the timeout process running the daemon
 DAEMON_PID=  # the daemon itself
 DAEMON_ARGS=
@@ -65,6 +66,8 @@ daemon_ensure() {
 
 # One receiver (pinned to RX_CPU) and one sender (pinned to TX_CPU).
 #   tput LABEL RXPORT TXPORT LEN BURST BUSY SECS
+# Also sets TP_RXNAME/TP_TXNAME (their raw/ output stems), TP_DAEMON_S (the
+# daemon's CPU seconds over the measurement) and TP_WALL (its seconds).
 # Sets TP_RX and TP_TX (pps), TP_RXN, TP_TXN (packets), or TP_ERR and
 # returns 1. The receiver's rate is measured by pkt-gen from its first to
 # its last received packet.
@@ -72,7 +75,10 @@ tput() {
 	local label=$1 rxp=$2 txp=$3 len=$4 burst=$5 busy=$6 secs=$7
 	local bf=() rx rxname txname rc=0 r
 	((busy)) && bf=(--busy)
-	TP_RX='' TP_TX='' TP_RXN='' TP_TXN='' TP_ERR=''
+	TP_RX='' TP_TX='' TP_RXN='' TP_TXN='' TP_ERR='' TP_RXNAME='' TP_TXNAME=''
+	TP_DAEMON_S='' TP_WALL=''
+	local dc0 dt0
+	dt0=$(now_s) dc0=$([[ -n $DAEMON_PID ]] && cpu_ticks "$DAEMON_PID")
 	start_bg "$label-rx" "$RX_CPU" $((secs + 40)) "$RS" --socket "$SOCK" pkt-gen \
 		-i "$rxp" -f rx -b "$burst" "${bf[@]}" --duration $((secs + 30)) -T 0 --json
 	rx=$BG_PID rxname=$BG_NAME
@@ -83,7 +89,7 @@ tput() {
 		return 1
 	fi
 	run_fg "$label-tx" "$TX_CPU" $((secs + 30)) "$RS" --socket "$SOCK" pkt-gen \
-		-i "$txp" -f tx -l "$len" -b "$burst" "${bf[@]}" --duration "$secs" -T 0 --json || rc=$?
+		-i "$txp" -f tx -l "$len" -b "$burst" "${bf[@]}" "${TP_TX_EXTRA[@]}" --duration "$secs" -T 0 --json || rc=$?
 	txname=$BG_NAME
 	sleep 0.3
 	# While the receiver's port is still open (its counters go with it).
@@ -93,6 +99,14 @@ tput() {
 	stop_bg "$rx" || rxrc=$?
 	TP_TX=$(jfield "$txname" pps) TP_TXN=$(jfield "$txname" packets)
 	TP_RX=$(jfield "$rxname" pps) TP_RXN=$(jfield "$rxname" packets)
+	TP_RXNAME=$rxname TP_TXNAME=$txname
+	# The daemon's CPU time over the whole measurement (seconds), and its wall time.
+	local dc1
+	dc1=$([[ -n $DAEMON_PID ]] && cpu_ticks "$DAEMON_PID")
+	TP_WALL=$(calc 'b - a' a="$dt0" b="$(now_s)")
+	if is_num "$dc0" && is_num "$dc1"; then
+		TP_DAEMON_S=$(calc 'sprintf("%.4f", (b - a) / hz)' a="$dc0" b="$dc1" hz="$(getconf CLK_TCK)")
+	fi
 	if ((rc != 0)) || ! is_num "$TP_TX"; then
 		TP_ERR="sender failed: $(why "$txname" "$rc")"
 		return 1
@@ -237,57 +251,62 @@ measure_batch() {
 
 # 4. ping (TX_CPU) -> pong (RX_CPU), -n COUNT, through a pipe and the switch.
 measure_rtt() {
-	local count=$1 path mode busy bf pp po key pong pongname pingname rc f v
+	local count=$1 path mode
 	for path in pipe switch; do
 		for mode in busy blocking; do
-			key=rtt_${path}_${mode}
-			bf=()
-			[[ $mode == busy ]] && bf=(--busy)
-			log "RTT $path, $mode: ping -n $count"
-			# Blocking through the switch: the worker polls 50 us after each
-			# batch, so a reply that comes back within that needs no wake-up.
-			# Busy: ping and pong spin on both cores, so the worker must sleep.
-			local dargs=("${DAEMON_DEFAULT[@]}")
-			[[ $path == switch && $mode == blocking ]] && dargs+=(--idle-poll-us 50)
-			if ! daemon_ensure "${dargs[@]}"; then
-				failed "$DAEMON_ERR" "${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
-				continue
-			fi
-			if [[ $path == pipe ]]; then
-				PIPE_ID=$((PIPE_ID + 1))
-				pp="rp{$PIPE_ID" po="rp}$PIPE_ID"
-			else
-				pp=vale0:ping po=vale0:pong
-			fi
-			rc=0
-			start_bg "rtt-$path-$mode-pong" "$RX_CPU" 190 "$RS" --socket "$SOCK" pkt-gen \
-				-i "$po" -f pong "${bf[@]}" --duration 180 -T 0 --json
-			pong=$BG_PID pongname=$BG_NAME
-			if ! wait_ready "$pongname" "$pong" 15; then
-				stop_bg "$pong" || rc=$?
-				failed "RTT $path $mode: pong did not open $po: $(why "$pongname" "$rc")" \
-					"${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
-				continue
-			fi
-			run_fg "rtt-$path-$mode-ping" "$TX_CPU" 120 "$RS" --socket "$SOCK" pkt-gen \
-				-i "$pp" -f ping -n "$count" "${bf[@]}" -T 0 --json || rc=$?
-			pingname=$BG_NAME
-			stop_bg "$pong" || true
-			if ((rc != 0)) || ! is_num "$(jfield "$pingname" rtt_ns_p50)"; then
-				failed "RTT $path $mode: $(why "$pingname" "$rc")" \
-					"${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
-				continue
-			fi
-			for f in p50 p99 min avg; do
-				v=$(jfield "$pingname" "rtt_ns_$f")
-				put "${key}_$f" "$v"
-			done
-			logq "RTT $path $mode: $(tail -n1 "$RAW/$pingname.out")"
-			v=$(jfield "$pingname" lost)
-			[[ ${v:-0} != 0 ]] && log "  warning: $v of $count pings lost"
-			log "  RTT $path $mode: p50 $(jfield "$pingname" rtt_ns_p50) ns, p99 $(jfield "$pingname" rtt_ns_p99) ns"
+			rtt_run "$path" "$mode" "$count" "rtt_${path}_${mode}"
 		done
 	done
+}
+
+# One ping/pong run: rtt_run PATH MODE COUNT KEY (PATH: pipe or switch,
+# MODE: busy or blocking). Puts KEY_{p50,p99,min,avg} (ns).
+rtt_run() {
+	local path=$1 mode=$2 count=$3 key=$4 bf=() pp po pong pongname pingname rc f v
+	[[ $mode == busy ]] && bf=(--busy)
+	log "RTT $path, $mode: ping -n $count"
+	# Blocking through the switch: the worker polls 50 us after each
+	# batch, so a reply that comes back within that needs no wake-up.
+	# Busy: ping and pong spin on both cores, so the worker must sleep.
+	local dargs=("${DAEMON_DEFAULT[@]}")
+	[[ $path == switch && $mode == blocking ]] && dargs+=(--idle-poll-us 50)
+	if ! daemon_ensure "${dargs[@]}"; then
+		failed "$DAEMON_ERR" "${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
+		return
+	fi
+	if [[ $path == pipe ]]; then
+		PIPE_ID=$((PIPE_ID + 1))
+		pp="rp{$PIPE_ID" po="rp}$PIPE_ID"
+	else
+		pp=vale0:ping po=vale0:pong
+	fi
+	rc=0
+	start_bg "rtt-$path-$mode-pong" "$RX_CPU" 190 "$RS" --socket "$SOCK" pkt-gen \
+		-i "$po" -f pong "${bf[@]}" --duration 180 -T 0 --json
+	pong=$BG_PID pongname=$BG_NAME
+	if ! wait_ready "$pongname" "$pong" 15; then
+		stop_bg "$pong" || rc=$?
+		failed "RTT $path $mode: pong did not open $po: $(why "$pongname" "$rc")" \
+			"${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
+		return
+	fi
+	run_fg "rtt-$path-$mode-ping" "$TX_CPU" 120 "$RS" --socket "$SOCK" pkt-gen \
+		-i "$pp" -f ping -n "$count" "${bf[@]}" -T 0 --json || rc=$?
+	pingname=$BG_NAME
+	stop_bg "$pong" || true
+	if ((rc != 0)) || ! is_num "$(jfield "$pingname" rtt_ns_p50)"; then
+		failed "RTT $path $mode: $(why "$pingname" "$rc")" \
+			"${key}_p50" "${key}_p99" "${key}_min" "${key}_avg"
+		return
+	fi
+	for f in p50 p99 min avg; do
+		v=$(jfield "$pingname" "rtt_ns_$f")
+		put "${key}_$f" "$v"
+	done
+	logq "RTT $path $mode: $(tail -n1 "$RAW/$pingname.out")"
+	v=$(jfield "$pingname" lost)
+	[[ ${v:-0} != 0 ]] && log "  warning: $v of $count pings lost"
+	log "  RTT $path $mode: p50 $(jfield "$pingname" rtt_ns_p50) ns, p99 $(jfield "$pingname" rtt_ns_p99) ns"
 }
 
 # ------------------------------------------------------------ idle, memory

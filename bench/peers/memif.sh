@@ -21,12 +21,13 @@ readonly PROG=${0##*/}
 
 usage() {
 	cat <<EOF
-usage: $PROG [--seconds N] [--size BYTES] [--runs K]
+usage: $PROG [--seconds N] [--size BYTES] [--runs K] [--burst N]
 
   --seconds N    measured seconds per run: Rx-pps samples covering at
                  least N s after the warm-up sample (default 10)
   --size BYTES   frame size given to testpmd --txpkts, 42..2048 (default 64)
   --runs K       number of runs (default 1)
+  --burst N      testpmd --burst on both ends, 1..512 (default: testpmd's, 32)
 
 environment:
   MEMIF_SERVER_CPU  CPU for the rxonly server's lcores (default 0)
@@ -34,7 +35,9 @@ environment:
   MEMIF_TIMEOUT     seconds to wait for each testpmd to start and for
                     traffic to flow (default 30)
 
-stdout: "memif size=S run=R rx_mpps=X" per run, then one JSON line.
+stdout: "memif size=S run=R rx_mpps=X cpu_cores=C" per run (C: CPU time
+of both testpmd processes over the measured window, in cores), then one
+JSON line.
 EOF
 }
 
@@ -49,6 +52,7 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 DURATION=10
 SIZE=64
 RUNS=1
+BURST=
 SERVER_CPU=${MEMIF_SERVER_CPU:-0}
 CLIENT_CPU=${MEMIF_CLIENT_CPU:-1}
 TIMEOUT=${MEMIF_TIMEOUT:-30}
@@ -56,12 +60,12 @@ readonly STATS_PERIOD=1
 
 while (($# > 0)); do
 	case $1 in
-	--seconds | --size | --runs)
+	--seconds | --size | --runs | --burst)
 		(($# >= 2)) || die "$1 needs a value (try --help)"
 		opt=$1 val=$2
 		shift 2
 		;;
-	--seconds=* | --size=* | --runs=*)
+	--seconds=* | --size=* | --runs=* | --burst=*)
 		opt=${1%%=*} val=${1#*=}
 		shift
 		;;
@@ -80,11 +84,15 @@ while (($# > 0)); do
 	--seconds) DURATION=$val ;;
 	--size) SIZE=$val ;;
 	--runs) RUNS=$val ;;
+	--burst) BURST=$val ;;
 	esac
 done
 
 ((DURATION >= 1)) || die "--seconds must be at least 1"
 ((RUNS >= 1)) || die "--runs must be at least 1"
+[[ -z $BURST ]] || ((BURST >= 1 && BURST <= 512)) || die "--burst must be within 1..512, got $BURST"
+BURST_ARGS=()
+[[ -n $BURST ]] && BURST_ARGS=(--burst="$BURST")
 # 42 = Ethernet + IPv4 + UDP headers (txonly's minimum); 2048 = one default
 # mbuf's data room (larger frames would need multi-segment mbufs).
 ((SIZE >= 42 && SIZE <= 2048)) || die "--size must be within 42..2048, got $SIZE"
@@ -216,7 +224,7 @@ start_testpmd() {
 	dpdk-testpmd --lcores="0@$cpu,1@$cpu" --no-huge -m 1024 --no-pci \
 		--file-prefix "$prefix" --vdev="$vdev" -- \
 		--forward-mode="$mode" --stats-period "$STATS_PERIOD" \
-		--no-mlockall --total-num-mbufs=16384 "$@" \
+		--no-mlockall --total-num-mbufs=16384 "${BURST_ARGS[@]}" "$@" \
 		</dev/null >"$logf" 2>&1 &
 	STARTED_PID=$!
 	PIDS+=("$STARTED_PID")
@@ -296,13 +304,21 @@ cpu_busy() {
 	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
 		dt = y[2] - x[2]; printf "%.0f", (dt > 0 ? 100 * (1 - (y[1] - x[1]) / dt) : 0) }'
 }
+# utime+stime in clock ticks of a process, all threads.
+proc_ticks() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	awk '{ print $12 + $13 }' <<<"$s"
+}
+HZ=$(getconf CLK_TCK)
 busy=$(cpu_busy)
 log "CPUs busy before start: ${busy}% of all CPUs"
 if ((busy > 10)); then
 	log "warning: other processes are using the CPUs (top: $(ps -eo pcpu=,comm= --sort=-pcpu | awk 'NR <= 3 { printf "%s%s %s%%", (NR > 1 ? ", " : ""), $2, $1 }')); figures will be low"
 fi
 
-declare -a RESULTS=()
+declare -a RESULTS=() CPUS=()
 for ((run = 1; run <= RUNS; run++)); do
 	sock=$WORKDIR/memif-r$run.sock
 	srv_log=$WORKDIR/server-r$run.log
@@ -333,6 +349,8 @@ for ((run = 1; run <= RUNS; run++)); do
 		if [[ -z $measure_deadline ]]; then
 			if awk '$1 == "Rx-pps:" && $2 + 0 > 0 { f = 1; exit } END { exit !f }' "$srv_log"; then
 				measure_deadline=$((SECONDS + DURATION * 2 + 4 * STATS_PERIOD + 10))
+				t0=$(date +%s.%N)
+				k0=$(($(proc_ticks "$srv_pid" || echo 0) + $(proc_ticks "$cli_pid" || echo 0)))
 				# Both CPUs are busy-polling: stay off them for the window.
 				sleep "$DURATION"
 				continue
@@ -348,6 +366,11 @@ for ((run = 1; run <= RUNS; run++)); do
 		sleep 0.5
 	done
 
+	k1=$(($(proc_ticks "$srv_pid" || echo 0) + $(proc_ticks "$cli_pid" || echo 0)))
+	t1=$(date +%s.%N)
+	cores=$(awk -v a="$k0" -v b="$k1" -v t0="$t0" -v t1="$t1" -v hz="$HZ" \
+		'BEGIN { w = t1 - t0; printf "%.2f", (w > 0 ? (b - a) / hz / w : 0) }')
+	CPUS+=("$cores")
 	# Snapshot the samples before stopping anything (shutdown samples are partial).
 	samples=$(window_samples RX "$srv_log" "$DURATION")
 	# Average received frame size from the cumulative counters (sanity check).
@@ -373,7 +396,7 @@ for ((run = 1; run <= RUNS; run++)); do
 	log "run $run: rx $(awk -v m="$mpps" -v b="$SIZE" 'BEGIN { printf "%.2f", m * b * 8 / 1000 }') Gbit/s of $SIZE-byte frames"
 	tx_med=$(cut -d' ' -f1 <<<"$tx_samples" | median)
 	[[ -n $tx_med ]] && log "run $run: client tx median $(to_mpps "$tx_med") Mpps"
-	printf 'memif size=%d run=%d rx_mpps=%s\n' "$SIZE" "$run" "$mpps"
+	printf 'memif size=%d run=%d rx_mpps=%s cpu_cores=%s\n' "$SIZE" "$run" "$mpps" "$cores"
 
 	# Runtime dirs of this run are no longer needed.
 	for p in "$tag-srv" "$tag-cli"; do rm -rf -- "${DPDK_RUNDIR:?}/$p"; done
@@ -384,5 +407,9 @@ runs_json=$(
 	IFS=,
 	printf '%s' "${RESULTS[*]}"
 )
-printf '{"peer":"dpdk-memif","size":%d,"seconds":%d,"runs":[%s],"median_mpps":%s}\n' \
-	"$SIZE" "$DURATION" "$runs_json" "$(awk -v m="$overall" 'BEGIN { printf "%.3f", m }')"
+cpus_json=$(
+	IFS=,
+	printf '%s' "${CPUS[*]}"
+)
+printf '{"peer":"dpdk-memif","size":%d,"seconds":%d,"burst":%s,"runs":[%s],"cpu_cores":[%s],"median_mpps":%s}\n' \
+	"$SIZE" "$DURATION" "${BURST:-null}" "$runs_json" "$cpus_json" "$(awk -v m="$overall" 'BEGIN { printf "%.3f", m }')"

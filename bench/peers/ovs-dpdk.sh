@@ -1,30 +1,41 @@
 #!/usr/bin/env bash
 # bench/peers/ovs-dpdk.sh - measure the OVS-DPDK peer on this machine: the
-# switch a user would put between vhost-user VMs instead of ringswitch.
+# switch a user would put between vhost-user VMs (or memif applications)
+# instead of ringswitch.
 #
 # Open vSwitch 3.1 with DPDK (userspace datapath, one PMD thread) with two
-# dpdkvhostuserclient ports; the "VMs" are two DPDK testpmd processes with a
-# virtio_user port each, which own the sockets (vdev server=1): testpmd txonly
-# (64-byte frames) -> OVS -> testpmd rxonly. Same testpmd command lines as
-# ringswitch's vhost benchmark (bench/lib/testpmd.sh). OpenFlow: vm1 -> vm2
-# and vm2 -> vm1 (port to port, the usual OVS-DPDK benchmark set-up);
-# --normal keeps the default NORMAL action (a learning bridge, which floods
-# the never-learned destination to vm2 and to the bridge's internal port).
+# ports of one kind, fed by two DPDK testpmd processes: testpmd txonly
+# (--size-byte frames) -> OVS -> testpmd rxonly.
+#   --ports vhost (default): two dpdkvhostuserclient ports vm1, vm2; the
+#     "VMs" are testpmd with a virtio_user port each, which own the sockets
+#     (vdev server=1). Same testpmd command lines as ringswitch's vhost
+#     benchmark (bench/lib/testpmd.sh).
+#   --ports memif: two DPDK memif ports m1, m2 (type=dpdk, devargs
+#     net_memif0/net_memif1,role=server, one socket each); the applications
+#     are testpmd memif clients (role=client, copy mode, --no-huge), with the
+#     same EAL and forwarding options as above, only the vdev differs.
+# OpenFlow: sender's port -> receiver's port and back (port to port, the
+# usual OVS-DPDK benchmark set-up); --normal keeps the default NORMAL action
+# (a learning bridge, which floods the never-learned destination to the
+# receiver's port and to the bridge's internal port).
 #
-# For each CPU placement (receiver CPU, sender CPU, PMD CPU):
+# For each CPU placement (receiver CPU, sender CPU, PMD CPU) and each
+# pmd-maxsleep value (a placement listed N times is measured N times):
 #   - the receiver's Mpps: the median of testpmd's Rx-pps samples after the
 #     first (warm-up) one, covering --seconds s; the sender's likewise;
 #   - over a window of --seconds s during the traffic: packets OVS delivered to
-#     vm2 (ovs-ofctl dump-ports, tx pkts), packets its PMD received
-#     (dpif-netdev/pmd-stats-show after pmd-stats-clear) with its cycles per
-#     packet, and the CPU time of ovs-vswitchd (utime+stime of all its
-#     threads from /proc/PID/stat): ns of CPU per delivered packet.
+#     the receiver's port (ovs-ofctl dump-ports, tx pkts), packets its PMD
+#     received (dpif-netdev/pmd-stats-show after pmd-stats-clear) with its
+#     cycles per packet, and the CPU time of ovs-vswitchd (utime+stime of all
+#     its threads from /proc/PID/stat): ns of CPU per delivered packet.
 # Then, idle: both testpmd started interactive (ports up, no forwarding, no
 # polling), CPU of ovs-vswitchd over --idle-seconds s with the default
 # settings, with other_config:pmd-maxsleep=50 and with =500.
 #
-# stdout (machine-readable): one line per placement, one per idle setting,
-# then one JSON line. Progress and diagnostics go to stderr.
+# stdout (machine-readable): one line per run, one per idle setting, then
+# one JSON line; with --ports memif the lines say "ports=memif size=N" and
+# the JSON "ports":"memif" (the vhost lines do not name the port kind).
+# Progress and diagnostics go to stderr.
 #
 # Needs root (hugepages: OVS always runs DPDK with --in-memory, which DPDK
 # refuses with --no-huge). Installs dpdk-dev and openvswitch-switch-dpdk if
@@ -37,18 +48,22 @@ set -euo pipefail
 
 readonly PROG=${0##*/}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=../lib/testpmd.sh
+# shellcheck source=../lib/testpmd.sh disable=SC1091 # followed with shellcheck -x
 . "$HERE/../lib/testpmd.sh"
 
 usage() {
 	cat <<EOF
-usage: $PROG [--seconds N] [--size BYTES] [--placements LIST] [--maxsleep LIST]
-             [--idle-seconds N] [--normal] [--raw DIR]
+usage: $PROG [--ports vhost|memif] [--seconds N] [--size BYTES] [--placements LIST]
+             [--maxsleep LIST] [--idle-seconds N] [--normal] [--raw DIR]
 
+  --ports KIND       vhost: dpdkvhostuserclient ports, testpmd virtio_user
+                     (default); memif: DPDK memif ports (OVS the server),
+                     testpmd memif clients
   --seconds N        measured seconds per placement (default 5)
   --size BYTES       testpmd --txpkts, 42..2048 (default 64)
   --placements LIST  space-separated RX,TX,PMD CPU triples: receiver testpmd,
-                     sender testpmd, OVS PMD thread (default "0,1,1 0,1,0 0,0,1")
+                     sender testpmd, OVS PMD thread (default "0,1,1 0,1,0 0,0,1");
+                     a triple listed N times is measured N times
   --maxsleep LIST    pmd-maxsleep values (us) to measure each placement with,
                      0 = not set, OVS's default (default "0 500")
   --idle-seconds N   idle window per pmd-maxsleep setting, 0 to skip (default 10)
@@ -57,8 +72,9 @@ usage: $PROG [--seconds N] [--size BYTES] [--placements LIST] [--maxsleep LIST]
 
 environment: OVS_DPDK_TIMEOUT  seconds to wait for start-up and traffic (default 30)
 
-stdout: "ovs-dpdk placement ..." per placement, "ovs-dpdk idle ..." per
-setting, then one JSON line.
+stdout: "ovs-dpdk placement ..." per run, "ovs-dpdk idle ..." per setting,
+then one JSON line; with --ports memif each line says "ports=memif size=N"
+after "placement"/"idle" and the JSON "ports":"memif".
 EOF
 }
 
@@ -76,17 +92,18 @@ PLACEMENTS="0,1,1 0,1,0 0,0,1"
 MAXSLEEPS="0 500"
 IDLE_S=10
 NORMAL=0
+PORTS=vhost
 RAWDIR=
 TIMEOUT=${OVS_DPDK_TIMEOUT:-30}
 
 while (($# > 0)); do
 	case $1 in
-	--seconds | --size | --idle-seconds | --placements | --maxsleep | --raw)
+	--seconds | --size | --idle-seconds | --placements | --maxsleep | --ports | --raw)
 		(($# >= 2)) || die "$1 needs a value (try --help)"
 		opt=$1 val=$2
 		shift 2
 		;;
-	--seconds=* | --size=* | --idle-seconds=* | --placements=* | --maxsleep=* | --raw=*)
+	--seconds=* | --size=* | --idle-seconds=* | --placements=* | --maxsleep=* | --ports=* | --raw=*)
 		opt=${1%%=*} val=${1#*=}
 		shift
 		;;
@@ -107,6 +124,10 @@ while (($# > 0)); do
 	case $opt in
 	--placements) PLACEMENTS=$val ;;
 	--maxsleep) MAXSLEEPS=$val ;;
+	--ports)
+		[[ $val == vhost || $val == memif ]] || die "--ports wants vhost or memif, got '$val'"
+		PORTS=$val
+		;;
 	--raw) RAWDIR=$val ;;
 	*)
 		is_uint "$val" || die "$opt wants a non-negative integer, got '$val'"
@@ -196,6 +217,9 @@ stop_testpmds() {
 cleanup() {
 	local rc=$? p
 	trap - EXIT INT TERM HUP
+	if [[ -n $VSWITCHD_PID ]] && kill -0 "$VSWITCHD_PID" 2>/dev/null; then
+		stop_clients >/dev/null 2>&1 || true
+	fi
 	stop_testpmds
 	[[ -n $VSWITCHD_PID ]] && stop_pids TERM "$VSWITCHD_PID"
 	[[ -n $OVSDB_PID ]] && stop_pids TERM "$OVSDB_PID"
@@ -255,7 +279,9 @@ ovs_fail() {
 	exit 1
 }
 
+now_s() { date +%s.%N; }
 log "starting ovsdb-server and ovs-vswitchd-dpdk $OVS_VERSION in $D"
+T_START=$(now_s)
 ovsdb-tool create "$D/conf.db" /usr/share/openvswitch/vswitch.ovsschema
 # Not --detach: they stay our children, in our process group.
 ovsdb-server "--remote=punix:$D/db.sock" "--pidfile=$D/ovsdb.pid" -vconsole:off \
@@ -274,6 +300,7 @@ wait_for ovsdb-server "$TIMEOUT" test -S "$D/db.sock"
 "${V[@]}" --no-wait init
 first_pmd=${PLACEMENTS%% *}
 first_pmd=${first_pmd##*,}
+PMD_CPU=$first_pmd
 "${V[@]}" --no-wait set Open_vSwitch . other_config:dpdk-init=true \
 	other_config:dpdk-extra="--no-pci" other_config:dpdk-socket-mem=512 \
 	other_config:dpdk-socket-limit=512 \
@@ -287,22 +314,82 @@ vswitchd_up() {
 	grep -q 'DPDK Enabled - initialized' "$D/vswitchd.log" 2>/dev/null && [[ -S $D/ovs-vswitchd-dpdk.$VSWITCHD_PID.ctl ]]
 }
 wait_for "ovs-vswitchd-dpdk (DPDK initialised, control socket)" "$TIMEOUT" vswitchd_up
+log "ovs-vswitchd-dpdk up $(awk -v a="$T_START" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }') s after ovsdb-server's start"
 "${V[@]}" add-br br0 -- set bridge br0 datapath_type=netdev
-# vm1: the sender's port, vm2: the receiver's.
-for p in vm1 vm2; do
-	"${V[@]}" add-port br0 "$p" -- set Interface "$p" type=dpdkvhostuserclient \
-		"options:vhost-server-path=$D/$p.sock"
-done
+# TX_PORT: the sender's port, RX_PORT: the receiver's; $D/PORT.sock each.
+# add_port PORT N: OVS port number N (0, 1) of the --ports kind.
+if [[ $PORTS == vhost ]]; then
+	TX_PORT=vm1 RX_PORT=vm2 PORT_TYPE=dpdkvhostuserclient
+	add_port() {
+		"${V[@]}" add-port br0 "$1" -- set Interface "$1" type=dpdkvhostuserclient \
+			"options:vhost-server-path=$D/$1.sock"
+	}
+else
+	# OVS is the memif server (it creates the socket when the port is
+	# added); each port's vdev needs a name of its own within OVS's DPDK.
+	# The client's queue counts are the connection's and must not exceed
+	# the server's: OVS has 2 TX queues per port (0 for its main thread,
+	# 1 for the PMD, which is the one that sends), so the receiver's client
+	# needs 2 RX queues (else OVS counts every packet it forwards in
+	# ovs_tx_failure_drops); testpmd polls min(rxq, txq) queues, so it
+	# also asks for 2 TX queues, and OVS must then have 2 RX queues on the
+	# receiver's port (options:n_rxq=2; the PMD polls both, empty). See
+	# start_tp.
+	# ofport_request: the same OpenFlow port numbers each time the ports
+	# are added again (see ports_del), so that the flows still match.
+	TX_PORT=m1 RX_PORT=m2 PORT_TYPE="dpdk memif"
+	add_port() {
+		local nrxq=1
+		[[ $1 == "$RX_PORT" ]] && nrxq=2
+		"${V[@]}" add-port br0 "$1" -- set Interface "$1" type=dpdk \
+			"options:dpdk-devargs=net_memif$2,role=server,id=0,socket=$D/$1.sock,socket-abstract=no" \
+			"options:n_rxq=$nrxq" "ofport_request=$(($2 + 1))"
+	}
+fi
+# ports_add: add both ports unless they are there.
+PORTS_IN=0
+ports_add() {
+	local n=0 p
+	((PORTS_IN)) && return 0
+	for p in "$TX_PORT" "$RX_PORT"; do
+		add_port "$p" "$n"
+		n=$((n + 1))
+		[[ $("${V[@]}" get interface "$p" error 2>/dev/null) == '[]' ]] ||
+			ovs_fail "port $p: $("${V[@]}" get interface "$p" error 2>&1)"
+	done
+	PORTS_IN=1
+}
+# stop_clients: stop both testpmd. memif: when either end of a memif
+# connection goes away, DPDK 22.11's memif unmaps the rings from its control
+# thread while the other end's polling thread may still be reading them:
+# ovs-vswitchd died of SIGSEGV here when a testpmd stopped (third run of
+# four at --size 1514), and a testpmd did when OVS deleted its port. So
+# first pin the ports' RX queues to a CPU that has no PMD (OVS then polls
+# them no more, and sends nothing to them), stop the testpmd, then delete
+# the ports; ports_add adds them back for the next run. vhost ports stay.
+stop_clients() {
+	local off=$(((PMD_CPU + 1) % NCPU))
+	if [[ $PORTS == memif ]] && ((PORTS_IN)); then
+		"${V[@]}" set Interface "$TX_PORT" other_config:pmd-rxq-affinity="0:$off" \
+			-- set Interface "$RX_PORT" other_config:pmd-rxq-affinity="0:$off,1:$off"
+	fi
+	stop_testpmds
+	if [[ $PORTS == memif ]] && ((PORTS_IN)); then
+		PORTS_IN=0
+		"${V[@]}" del-port br0 "$TX_PORT" -- del-port br0 "$RX_PORT"
+	fi
+}
+ports_add
 if ((NORMAL)); then
 	FLOWS=normal
 else
 	FLOWS=p2p
 	ofctl del-flows
-	ofctl add-flow in_port=vm1,actions=output:vm2
-	ofctl add-flow in_port=vm2,actions=output:vm1
+	ofctl add-flow "in_port=$TX_PORT,actions=output:$RX_PORT"
+	ofctl add-flow "in_port=$RX_PORT,actions=output:$TX_PORT"
 fi
 ofctl dump-flows >"$D/flows.txt" 2>&1 || true
-log "bridge br0 (netdev), ports vm1 and vm2 (dpdkvhostuserclient), flows: $FLOWS"
+log "bridge br0 (netdev), ports $TX_PORT and $RX_PORT ($PORT_TYPE), flows: $FLOWS"
 
 cpu_ticks() {
 	local s
@@ -311,7 +398,6 @@ cpu_ticks() {
 	awk '{ print $12 + $13 }' <<<"$s"
 }
 HZ=$(getconf CLK_TCK)
-now_s() { date +%s.%N; }
 
 # Packets OVS sent to a port (live, from the datapath).
 port_tx() { ofctl dump-ports "$1" 2>/dev/null | awk '$1 == "tx" { sub(/^pkts=/, "", $2); sub(/,$/, "", $2); print $2 }'; }
@@ -320,6 +406,7 @@ link_up() { [[ $("${V[@]}" get interface "$1" link_state 2>/dev/null) == up ]]; 
 
 set_pmd_cpu() {
 	local cpu=$1 i
+	PMD_CPU=$cpu
 	"${V[@]}" set Open_vSwitch . other_config:pmd-cpu-mask="$(printf '0x%x' $((1 << cpu)))"
 	for ((i = 0; i < 100; i++)); do
 		appctl dpif-netdev/pmd-rxq-show 2>/dev/null | grep -q "core_id $cpu:" && return 0
@@ -328,16 +415,34 @@ set_pmd_cpu() {
 	ovs_fail "PMD thread not on CPU $cpu after 10 s"
 }
 
-# start_tp NAME CPU SOCK MODE: testpmd with server=1 on the OVS port's socket.
-# Sets STARTED_PID and STARTED_LOG.
+# start_tp NAME CPU PORT MODE: testpmd on OVS port PORT's socket: virtio_user
+# with server=1 (vhost), or a memif client (memif; the vdev is the only
+# difference from bench/lib/testpmd.sh's command line). Sets STARTED_PID and
+# STARTED_LOG.
 SEQ=0
 start_tp() {
-	local name=$1 cpu=$2 sock=$3 mode=$4 mac=$TESTPMD_RX_MAC prefix
-	[[ $sock == */vm1.sock ]] && mac=$TESTPMD_TX_MAC
+	local name=$1 cpu=$2 port=$3 mode=$4 mac=$TESTPMD_RX_MAC prefix i
+	local sock=$D/$port.sock
+	[[ $port == "$TX_PORT" ]] && mac=$TESTPMD_TX_MAC
 	SEQ=$((SEQ + 1))
 	prefix=ringswitch-ovs-$$-$SEQ
 	PREFIXES+=("$prefix")
 	testpmd_argv "$cpu" "$prefix" "$sock" 1 "$mac" "$mode" "$SIZE"
+	if [[ $PORTS == memif ]]; then
+		for i in "${!TESTPMD_ARGV[@]}"; do
+			[[ ${TESTPMD_ARGV[i]} == --vdev=* ]] &&
+				TESTPMD_ARGV[i]=--vdev=net_memif0,role=client,id=0,socket=$sock,socket-abstract=no,mac=$mac
+		done
+		# Receiver: 2 queues each way, polled by the one forwarding
+		# lcore (see add_port). Sender: 2 RX queues too (OVS's TX
+		# queues, as many as OVS configured), 1 TX queue (OVS's RX
+		# queue); it polls and sends on queue 0 only.
+		if [[ $port == "$RX_PORT" ]]; then
+			TESTPMD_ARGV+=(--rxq=2 --txq=2)
+		else
+			TESTPMD_ARGV+=(--rxq=2 --txq=1)
+		fi
+	fi
 	STARTED_LOG=$D/$(printf '%02d' "$SEQ")-testpmd-$name.log
 	printf '%s\n' "${TESTPMD_ARGV[*]}" >"$STARTED_LOG.cmd"
 	: >"$STARTED_LOG"
@@ -369,13 +474,22 @@ tp_fail() {
 	exit 1
 }
 
+# The port's link is up for OVS. vhost: the database's link_state (OVS
+# updates it at once on a vhost connection). memif: OVS learns a DPDK port's
+# link state from a watchdog that runs every 5 s, so the database would
+# cost up to 5 s per testpmd; testpmd itself waits for the memif link
+# before it says it is ready ("Checking link statuses... Done"), which is
+# enough (OVS polls and sends whatever OVS's link state says), and traffic
+# is checked anyway.
+port_up() { [[ $PORTS == memif ]] || link_up "$1"; }
+
 # Wait until a testpmd is up and OVS reports its port's link up.
 wait_tp() {
 	local pid=$1 logf=$2 port=$3 deadline=$((SECONDS + TIMEOUT))
 	while :; do
 		kill -0 "$pid" 2>/dev/null || tp_fail "testpmd ($port) exited during start-up" "$logf"
 		testpmd_failed "$logf" && tp_fail "testpmd ($port) failed to start its port" "$logf"
-		testpmd_ready "$logf" && link_up "$port" && return 0
+		testpmd_ready "$logf" && port_up "$port" && return 0
 		((SECONDS < deadline)) || tp_fail "testpmd ($port) not up after ${TIMEOUT}s" "$logf"
 		sleep 0.2
 	done
@@ -394,18 +508,34 @@ set_maxsleep() {
 	fi
 }
 
+# The stdout lines name the port kind, except vhost's (as before memif).
+LINE_TAG='' JSON_TAG=''
+if [[ $PORTS != vhost ]]; then
+	LINE_TAG="ports=$PORTS size=$SIZE "
+	JSON_TAG=",\"ports\":\"$PORTS\""
+fi
+# Frames the rx testpmd counted and their mean size (bytes), from its last
+# port statistics block: "RX-packets: N RX-missed: M RX-bytes: B".
+rx_frames() {
+	testpmd_clean "$1" | awk '$1 == "RX-packets:" && $5 == "RX-bytes:" { p = $2; b = $6 }
+		END { if (p > 0) printf "%d packets, %.1f bytes each", p, b / p; else print "no packets" }'
+}
+
+RUN=0
 for run in $(for pl in $PLACEMENTS; do for m in $MAXSLEEPS; do echo "$pl,$m"; done; done); do
 	IFS=, read -r rxc txc pmdc msl <<<"$run"
-	tag=$rxc$txc$pmdc-ms$msl
+	RUN=$((RUN + 1))
+	tag=$RUN-$rxc$txc$pmdc-ms$msl
 	log "placement rx testpmd CPU $rxc, tx testpmd CPU $txc, PMD CPU $pmdc, pmd-maxsleep=$msl: ${SECS}s"
+	ports_add
 	set_pmd_cpu "$pmdc"
 	set_maxsleep "$msl"
-	start_tp "rx-$tag" "$rxc" "$D/vm2.sock" rxonly
+	start_tp "rx-$tag" "$rxc" "$RX_PORT" rxonly
 	rxpid=$STARTED_PID rxlog=$STARTED_LOG
-	wait_tp "$rxpid" "$rxlog" vm2
-	start_tp "tx-$tag" "$txc" "$D/vm1.sock" txonly
+	wait_tp "$rxpid" "$rxlog" "$RX_PORT"
+	start_tp "tx-$tag" "$txc" "$TX_PORT" txonly
 	txpid=$STARTED_PID txlog=$STARTED_LOG
-	wait_tp "$txpid" "$txlog" vm1
+	wait_tp "$txpid" "$txlog" "$TX_PORT"
 	deadline=$((SECONDS + TIMEOUT))
 	until awk '$1 == "Rx-pps:" && $2 + 0 > 0 { f = 1; exit } END { exit !f }' <(testpmd_clean "$rxlog"); do
 		{ kill -0 "$rxpid" 2>/dev/null && kill -0 "$txpid" 2>/dev/null; } || tp_fail "a testpmd died" "$rxlog" "$txlog"
@@ -414,21 +544,26 @@ for run in $(for pl in $PLACEMENTS; do for m in $MAXSLEEPS; do echo "$pl,$m"; do
 	done
 	sleep 1.5 # past the warm-up sample
 	appctl dpif-netdev/pmd-stats-clear >/dev/null
-	t0=$(now_s) c0=$(cpu_ticks "$VSWITCHD_PID") d0=$(port_tx vm2)
+	t0=$(now_s) c0=$(cpu_ticks "$VSWITCHD_PID") d0=$(port_tx "$RX_PORT")
 	sleep "$SECS"
-	t1=$(now_s) c1=$(cpu_ticks "$VSWITCHD_PID") d1=$(port_tx vm2)
+	t1=$(now_s) c1=$(cpu_ticks "$VSWITCHD_PID") d1=$(port_tx "$RX_PORT")
 	pmdstats=$(appctl dpif-netdev/pmd-stats-show 2>&1) || true
 	printf '%s\n' "$pmdstats" >"$D/pmd-stats-$tag.txt"
-	"${V[@]}" get interface vm2 statistics >>"$D/pmd-stats-$tag.txt" 2>&1 || true
+	"${V[@]}" get interface "$RX_PORT" statistics >>"$D/pmd-stats-$tag.txt" 2>&1 || true
+	drops=$(grep -o 'ovs_tx_failure_drops=[0-9]*' "$D/pmd-stats-$tag.txt" | cut -d= -f2) || true
+	((${drops:-0} == 0)) || log "  OVS failed to send $drops packets to $RX_PORT so far (ovs_tx_failure_drops since the port was added, as of the database's last update: every 5 s)"
 	# The samples must cover the window; testpmd prints a block every 1-2 s.
 	deadline=$((SECONDS + 10))
 	while awk -v g="$(testpmd_samples RX "$rxlog" | testpmd_covered)" -v s="$SECS" 'BEGIN { exit !(g < s) }' &&
 		((SECONDS < deadline)); do
 		sleep 0.5
 	done
-	rxs=$(testpmd_samples RX "$rxlog" "$SECS")
-	txs=$(testpmd_samples TX "$txlog" "$SECS")
-	stop_testpmds
+	# (awk stops reading once the samples cover the window: a SIGPIPE for
+	# the sed in front of it with a long log, not an error.)
+	rxs=$(testpmd_samples RX "$rxlog" "$SECS") || true
+	txs=$(testpmd_samples TX "$txlog" "$SECS") || true
+	stop_clients
+	log "  rx testpmd counted $(rx_frames "$rxlog")"
 	rx_mpps=$(testpmd_median <<<"$rxs" | awk '{ printf "%.3f", $1 / 1e6 }')
 	tx_mpps=$(testpmd_median <<<"$txs" | awk '{ printf "%.3f", $1 / 1e6 }')
 	log "  rx samples (Mpps, s): $(awk '{ printf "%s%.3f (%.2f)", (NR > 1 ? " " : ""), $1 / 1e6, $2 }' <<<"$rxs")"
@@ -446,7 +581,7 @@ for run in $(for pl in $PLACEMENTS; do for m in $MAXSLEEPS; do echo "$pl,$m"; do
 		ns_in=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v n="${pmd_pkts:-0}" 'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e9 / n; else print "null" }')
 	else
 		deliv_mpps=null cpu_pct=null ns_pp=null ns_in=null
-		log "  warning: no counters for the window (vswitchd ticks $c0 -> $c1, vm2 tx $d0 -> $d1)"
+		log "  warning: no counters for the window (vswitchd ticks $c0 -> $c1, $RX_PORT tx $d0 -> $d1)"
 	fi
 	is_num "$rx_mpps" || rx_mpps=null
 	is_num "$tx_mpps" || tx_mpps=null
@@ -454,8 +589,8 @@ for run in $(for pl in $PLACEMENTS; do for m in $MAXSLEEPS; do echo "$pl,$m"; do
 	is_num "$pmd_proc_cpp" || pmd_proc_cpp=null
 	is_num "$pmd_busy" || pmd_busy=null
 	is_num "$pmd_pkts" || pmd_pkts=null
-	printf 'ovs-dpdk placement rx_cpu=%s tx_cpu=%s pmd_cpu=%s pmd_maxsleep=%s rx_mpps=%s tx_mpps=%s delivered_mpps=%s pmd_in_pkts=%s pmd_cycles_per_pkt=%s pmd_proc_cycles_per_pkt=%s vswitchd_cpu_pct=%s cpu_ns_per_delivered_pkt=%s cpu_ns_per_pmd_pkt=%s\n' \
-		"$rxc" "$txc" "$pmdc" "$msl" "$rx_mpps" "$tx_mpps" "$deliv_mpps" "$pmd_pkts" "$pmd_cpp" "$pmd_proc_cpp" "$cpu_pct" "$ns_pp" "$ns_in"
+	printf 'ovs-dpdk placement %srx_cpu=%s tx_cpu=%s pmd_cpu=%s pmd_maxsleep=%s rx_mpps=%s tx_mpps=%s delivered_mpps=%s pmd_in_pkts=%s pmd_cycles_per_pkt=%s pmd_proc_cycles_per_pkt=%s vswitchd_cpu_pct=%s cpu_ns_per_delivered_pkt=%s cpu_ns_per_pmd_pkt=%s\n' \
+		"$LINE_TAG" "$rxc" "$txc" "$pmdc" "$msl" "$rx_mpps" "$tx_mpps" "$deliv_mpps" "$pmd_pkts" "$pmd_cpp" "$pmd_proc_cpp" "$cpu_pct" "$ns_pp" "$ns_in"
 	log "  received $rx_mpps Mpps (sender $tx_mpps Mpps; OVS delivered $deliv_mpps Mpps of $pmd_pkts in), PMD $pmd_cpp cycles/pkt ($pmd_proc_cpp processing), vswitchd $cpu_pct% CPU = $ns_pp ns/delivered pkt"
 	j=$(printf '{"rx_cpu":%s,"tx_cpu":%s,"pmd_cpu":%s,"pmd_maxsleep":%s,"rx_mpps":%s,"tx_mpps":%s,"delivered_mpps":%s,"pmd_in_pkts":%s,"pmd_cycles_per_pkt":%s,"pmd_proc_cycles_per_pkt":%s,"pmd_busy_pct":%s,"vswitchd_cpu_pct":%s,"cpu_ns_per_delivered_pkt":%s,"cpu_ns_per_pmd_pkt":%s,"window_s":%s}' \
 		"$rxc" "$txc" "$pmdc" "$msl" "$rx_mpps" "$tx_mpps" "$deliv_mpps" "$pmd_pkts" "$pmd_cpp" "$pmd_proc_cpp" "$pmd_busy" "$cpu_pct" "$ns_pp" "$ns_in" "$wall")
@@ -472,11 +607,12 @@ IDLE_JSON=
 if ((IDLE_S > 0)); then
 	IFS=, read -r rxc txc pmdc <<<"${PLACEMENTS%% *}"
 	log "idle: both testpmd interactive (ports up, not forwarding), PMD on CPU $pmdc, ${IDLE_S}s per setting"
+	ports_add
 	set_pmd_cpu "$pmdc"
-	start_tp idle-rx "$rxc" "$D/vm2.sock" idle
-	wait_tp "$STARTED_PID" "$STARTED_LOG" vm2
-	start_tp idle-tx "$txc" "$D/vm1.sock" idle
-	wait_tp "$STARTED_PID" "$STARTED_LOG" vm1
+	start_tp idle-rx "$rxc" "$RX_PORT" idle
+	wait_tp "$STARTED_PID" "$STARTED_LOG" "$RX_PORT"
+	start_tp idle-tx "$txc" "$TX_PORT" idle
+	wait_tp "$STARTED_PID" "$STARTED_LOG" "$TX_PORT"
 	tp_pids=("${PIDS[@]}")
 	parts=()
 	for ms in default 50 500; do
@@ -491,12 +627,12 @@ if ((IDLE_S > 0)); then
 		for p in "${tp_pids[@]}"; do tp1=$((tp1 + $(cpu_ticks "$p"))); done
 		pct=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", 100 * c / hz / (b - a) }')
 		tpct=$(awk -v c=$((tp1 - tp0)) -v hz="$HZ" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", 100 * c / hz / (b - a) }')
-		printf 'ovs-dpdk idle pmd_maxsleep=%s vswitchd_cpu_pct=%s testpmd_cpu_pct=%s\n' "$ms" "$pct" "$tpct"
+		printf 'ovs-dpdk idle %spmd_maxsleep=%s vswitchd_cpu_pct=%s testpmd_cpu_pct=%s\n' "$LINE_TAG" "$ms" "$pct" "$tpct"
 		log "  idle, pmd-maxsleep=$ms: ovs-vswitchd $pct% of a core (both testpmd: $tpct%)"
 		parts+=("\"$ms\":$pct")
 	done
 	grep -E 'max sleep|load based sleeps' "$D/vswitchd.log" | tail -n 3 | cut -c1-200 >&2 || true
-	stop_testpmds
+	stop_clients
 	IDLE_JSON=$(
 		IFS=,
 		printf '{%s}' "${parts[*]}"
@@ -507,5 +643,5 @@ pl=$(
 	IFS=,
 	printf '%s' "${PL_JSON[*]}"
 )
-printf '{"peer":"ovs-dpdk","version":"%s","flows":"%s","size":%d,"seconds":%d,"idle_seconds":%d,"placements":[%s],"best":%s,"idle_cpu_pct":%s}\n' \
-	"$OVS_VERSION" "$FLOWS" "$SIZE" "$SECS" "$IDLE_S" "$pl" "${BEST:-null}" "${IDLE_JSON:-null}"
+printf '{"peer":"ovs-dpdk"%s,"version":"%s","flows":"%s","size":%d,"seconds":%d,"idle_seconds":%d,"placements":[%s],"best":%s,"idle_cpu_pct":%s}\n' \
+	"$JSON_TAG" "$OVS_VERSION" "$FLOWS" "$SIZE" "$SECS" "$IDLE_S" "$pl" "${BEST:-null}" "${IDLE_JSON:-null}"

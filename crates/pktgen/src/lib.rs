@@ -294,6 +294,11 @@ pub struct Report {
     /// ping: largest RTT.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtt_ns_max: Option<u64>,
+    /// CPU time (user + system, all threads) this pkt-gen process used from
+    /// its start to the report, in seconds: what benchmarks divide by the
+    /// packets to get a cost per packet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
 }
 
 /// Why pkt-gen could not run.
@@ -665,6 +670,7 @@ pub fn run(args: &PktGenArgs, socket: &Path) -> Result<Report, PktGenError> {
     let mut report = out.report(plan.mode, name, events);
     report.threads = threads;
     report.thread_packets = thread_packets;
+    report.cpu_seconds = os::process_cpu_seconds();
     say(&closing(&report));
     if args.json {
         // Serializing plain numbers and strings cannot fail.
@@ -1023,6 +1029,7 @@ impl Outcome {
             rtt_ns_p99: rtt.map(|r| r.p99_ns),
             rtt_ns_p999: rtt.map(|r| r.p999_ns),
             rtt_ns_max: rtt.map(|r| r.max_ns),
+            cpu_seconds: None,
         }
     }
 }

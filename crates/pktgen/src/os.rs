@@ -21,6 +21,19 @@ pub fn monotonic_ns() -> u64 {
         .wrapping_add(ts.tv_nsec as u64)
 }
 
+/// CPU time (user + system, all threads) of this process so far, in
+/// seconds; `None` if the kernel would not say.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the
+    // call; the return value says whether it was filled.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+}
+
 /// Set by the handler; read by the data loops once per batch.
 static STOP: AtomicBool = AtomicBool::new(false);
 

@@ -66,6 +66,7 @@ pub(crate) fn receive(s: &mut Session, with_seq: bool) -> Result<Outcome, PktGen
         let res = s.rx(r).sync();
         res.map_err(|e| s.wait_err(e))?;
     }
+    tracing::debug!(port = ?s.port.stats(), "receiver done");
     let m = &s.meter;
     let mut out = Outcome {
         packets: m.pkts,

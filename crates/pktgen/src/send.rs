@@ -176,6 +176,7 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
         stream = s.stream,
         template_writes = filled.writes,
         next_seq = stamper.next_seq(),
+        port = ?s.port.stats(),
         "sender done"
     );
     let packets = advanced - queued.min(advanced);

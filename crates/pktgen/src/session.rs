@@ -303,8 +303,12 @@ impl<'a> Session<'a> {
         self.stop_reason(now)
     }
 
-    /// Packets the rate limit lets go now, at most `want`. `None`, after a
-    /// short pause, when it lets none go (the caller loops again).
+    /// Packets the rate limit lets go now, at most `want`. They go in
+    /// groups, as netmap's pkt-gen sends whole bursts at paced times: a
+    /// group is `want` packets, or a millisecond's worth at slow rates (at
+    /// least one), so a slow rate costs few syncs rather than one per
+    /// packet. `None`, after a pause towards the time the next group is
+    /// due, when it is not due yet (the caller loops again).
     pub(crate) fn rate_budget(
         &self,
         bucket: &mut Option<TokenBucket>,
@@ -313,16 +317,24 @@ impl<'a> Session<'a> {
     ) -> Option<u32> {
         let Some(b) = bucket else { return Some(want) };
         b.refill(now);
+        let per_ms = u32::try_from(self.rate_pps / 1000).unwrap_or(u32::MAX);
+        let due = want.min(per_ms).max(1);
         let avail = b.available();
-        if avail == 0 {
-            self.pause(b.ns_until(1), now);
+        if avail < due {
+            self.pause(b.ns_until(due), now);
             return None;
         }
         Some(want.min(avail))
     }
 
+    /// The token bucket for `-R`: it holds a burst, or a millisecond of
+    /// packets at fast rates, so that a sleep overshooting its time (timer
+    /// slack is tens of microseconds) does not lose rate.
     pub(crate) fn rate_limiter(&self) -> Option<TokenBucket> {
-        (self.rate_pps > 0).then(|| TokenBucket::new(self.rate_pps, self.burst, monotonic_ns()))
+        let depth = self
+            .burst
+            .max(u32::try_from(self.rate_pps / 1000).unwrap_or(u32::MAX));
+        (self.rate_pps > 0).then(|| TokenBucket::new(self.rate_pps, depth, monotonic_ns()))
     }
 
     pub(crate) fn wait_err(&self, source: ClientError) -> PktGenError {

@@ -1,0 +1,73 @@
+# shellcheck shell=bash
+# bench/lib/samples.sh - the raw data bench/compare hands to
+# ringswitch-bench-report: meta.tsv, samples.tsv, failures.tsv, notes.tsv
+# in $DATA (see crates/bench-report for the formats). Sourced after
+# common.sh and report.sh.
+
+# samples_init DIR: empty data files with their headers.
+samples_init() {
+	DATA=$1
+	mkdir -p "$DATA"
+	: >"$DATA/meta.tsv"
+	printf 'section\tcase\tsystem\tmetric\tunit\tbetter\tx\trun\tvalue\n' >"$DATA/samples.tsv"
+	printf 'section\tcase\tsystem\treason\n' >"$DATA/failures.tsv"
+	: >"$DATA/notes.tsv"
+}
+
+# One line of a TSV file: tabs and newlines inside fields become spaces.
+_tsv() {
+	local out='' f first=1
+	for f in "$@"; do
+		f=${f//$'\t'/ }
+		f=${f//$'\n'/ }
+		((first)) || out+=$'\t'
+		out+=$f first=0
+	done
+	printf '%s\n' "$out"
+}
+
+meta() { _tsv "$1" "$2" >>"$DATA/meta.tsv"; }
+note() { _tsv "$1" "$2" >>"$DATA/notes.tsv"; }
+
+# sample SECTION CASE SYSTEM METRIC UNIT BETTER X RUN VALUE
+# A value that is not a number becomes a failure line instead.
+sample() {
+	if is_num "$9"; then
+		_tsv "$@" >>"$DATA/samples.tsv"
+	else
+		miss "$1" "$2" "$3" "$4 run $8: no figure ('$9')"
+	fi
+}
+
+# miss SECTION CASE SYSTEM REASON
+miss() {
+	_tsv "$@" >>"$DATA/failures.tsv"
+	log "  not measured: $1 / $2 / $3: $4"
+}
+
+# Forget what report.sh's store holds, before a measurement whose keys are
+# then taken with `take`.
+store_reset() {
+	VAL=()
+	WHY=()
+	KEYS=()
+}
+
+# take KEY SECTION CASE SYSTEM METRIC UNIT BETTER X RUN: the store's value
+# of KEY as a sample, or its failure reason as a failure line.
+take() {
+	local key=$1
+	shift
+	if ok "$key"; then
+		sample "$@" "$(val "$key")"
+	elif [[ -n ${WHY[$key]+x} ]]; then
+		miss "$1" "$2" "$3" "${WHY[$key]}"
+	else
+		miss "$1" "$2" "$3" "$4: not reported (key $key)"
+	fi
+}
+
+# A median of numbers on stdin (nothing if none).
+median_of() {
+	sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%s\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
