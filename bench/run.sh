@@ -36,7 +36,7 @@ usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
 
   --quick       shorter measurements and a shorter batch sweep
   --out DIR     where REPORT.md, batch.csv, results.tsv, run.log and raw/ go
-                (default: bench/results)
+                (default: bench/results/run)
   --no-vhost    leave out section 8 (VM ports beside OVS-DPDK)
   --vhost-only  only section 8
   --nic-only    only section 9 (NIC ports: veth + AF_XDP into the switch,
@@ -51,7 +51,7 @@ EOF
 }
 
 QUICK=0
-OUT=$ROOT/bench/results
+OUT=$ROOT/bench/results/run
 VHOST=1 CORE=1 NIC=1
 while (($# > 0)); do
 	case $1 in
