@@ -19,7 +19,7 @@
 # writes that report (the sums over all rounds) and prints it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SECS=5 REPS=1 TSV= REPORT=1
+SECS=5 REPS=1 TSV='' REPORT=1
 while [ $# -gt 0 ]; do
     case $1 in
     --secs) SECS=${2:?--secs needs a value}; shift ;;

@@ -47,6 +47,7 @@ miss() {
 
 # Forget what report.sh's store holds, before a measurement whose keys are
 # then taken with `take`.
+# shellcheck disable=SC2034 # report.sh's store
 store_reset() {
 	VAL=()
 	WHY=()

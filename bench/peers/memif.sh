@@ -18,6 +18,9 @@
 set -euo pipefail
 
 readonly PROG=${0##*/}
+# cpu_ticks (its log and die are replaced by this script's below)
+# shellcheck source=../lib/common.sh disable=SC1091 # followed with shellcheck -x
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib/common.sh"
 
 usage() {
 	cat <<EOF
@@ -304,13 +307,6 @@ cpu_busy() {
 	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
 		dt = y[2] - x[2]; printf "%.0f", (dt > 0 ? 100 * (1 - (y[1] - x[1]) / dt) : 0) }'
 }
-# utime+stime in clock ticks of a process, all threads.
-proc_ticks() {
-	local s
-	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	s=${s##*) }
-	awk '{ print $12 + $13 }' <<<"$s"
-}
 HZ=$(getconf CLK_TCK)
 busy=$(cpu_busy)
 log "CPUs busy before start: ${busy}% of all CPUs"
@@ -350,7 +346,7 @@ for ((run = 1; run <= RUNS; run++)); do
 			if awk '$1 == "Rx-pps:" && $2 + 0 > 0 { f = 1; exit } END { exit !f }' "$srv_log"; then
 				measure_deadline=$((SECONDS + DURATION * 2 + 4 * STATS_PERIOD + 10))
 				t0=$(date +%s.%N)
-				k0=$(($(proc_ticks "$srv_pid" || echo 0) + $(proc_ticks "$cli_pid" || echo 0)))
+				k0=$(($(cpu_ticks "$srv_pid" || echo 0) + $(cpu_ticks "$cli_pid" || echo 0)))
 				# Both CPUs are busy-polling: stay off them for the window.
 				sleep "$DURATION"
 				continue
@@ -366,7 +362,7 @@ for ((run = 1; run <= RUNS; run++)); do
 		sleep 0.5
 	done
 
-	k1=$(($(proc_ticks "$srv_pid" || echo 0) + $(proc_ticks "$cli_pid" || echo 0)))
+	k1=$(($(cpu_ticks "$srv_pid" || echo 0) + $(cpu_ticks "$cli_pid" || echo 0)))
 	t1=$(date +%s.%N)
 	cores=$(awk -v a="$k0" -v b="$k1" -v t0="$t0" -v t1="$t1" -v hz="$HZ" \
 		'BEGIN { w = t1 - t0; printf "%.2f", (w > 0 ? (b - a) / hz / w : 0) }')

@@ -50,6 +50,9 @@ readonly PROG=${0##*/}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../lib/testpmd.sh disable=SC1091 # followed with shellcheck -x
 . "$HERE/../lib/testpmd.sh"
+# cpu_ticks, now_s (its log and die are replaced by this script's below)
+# shellcheck source=../lib/common.sh disable=SC1091 # followed with shellcheck -x
+. "$HERE/../lib/common.sh"
 
 usage() {
 	cat <<EOF
@@ -279,7 +282,6 @@ ovs_fail() {
 	exit 1
 }
 
-now_s() { date +%s.%N; }
 log "starting ovsdb-server and ovs-vswitchd-dpdk $OVS_VERSION in $D"
 T_START=$(now_s)
 ovsdb-tool create "$D/conf.db" /usr/share/openvswitch/vswitch.ovsschema
@@ -391,12 +393,6 @@ fi
 ofctl dump-flows >"$D/flows.txt" 2>&1 || true
 log "bridge br0 (netdev), ports $TX_PORT and $RX_PORT ($PORT_TYPE), flows: $FLOWS"
 
-cpu_ticks() {
-	local s
-	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	s=${s##*) }
-	awk '{ print $12 + $13 }' <<<"$s"
-}
 HZ=$(getconf CLK_TCK)
 
 # Packets OVS sent to a port (live, from the datapath).
