@@ -78,7 +78,7 @@ wait_line() {
     echo "RS-E2E-$1 (timed out)" >&2
     return 1
 }
-dpid=$(pgrep -f "^$BIN serve --socket $SOCK" | head -n 1)
+dpid=$(pgrep -f "^($BIN serve|${BIN}d) --socket $SOCK" | head -n 1)
 ticks() { awk '{print $14 + $15}' "/proc/$dpid/stat"; }
 got() { rs ctl stats --json | python3 -c 'import json,sys; print(sum(p["rx_packets"] for p in json.load(sys.stdin) if p["name"]=="vale0:h"))'; }
 measure() { # PHASE: prints "frames ticks"

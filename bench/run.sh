@@ -173,11 +173,12 @@ BUILD_ERR=
 log "building: cargo build --release -p ringswitch-cli"
 if run_fg build "" 1800 cargo build --release -p ringswitch-cli; then
 	# Run a private copy: others may rebuild target/ while we measure.
-	if cp "$ROOT/target/release/ringswitch" "$WORK/ringswitch"; then
+	# ringswitchd beside it: `ringswitch serve` runs the daemon from there.
+	if cp "$ROOT/target/release/ringswitch" "$ROOT/target/release/ringswitchd" "$WORK/"; then
 		RS=$WORK/ringswitch
 		H_VERSION=$("$RS" --version 2>/dev/null)
 	else
-		BUILD_ERR="target/release/ringswitch missing after the build"
+		BUILD_ERR="target/release/ringswitch or ringswitchd missing after the build"
 	fi
 else
 	rc=$?

@@ -173,7 +173,7 @@ wait_line END 30 >/dev/null
 # configuration (vale0:g1 and pp{1 come back on their sockets, with new
 # memory) and new QEMUs attach to it: guest a below uses vale0:g1 again.
 wait_line END 30 >/dev/null
-old_daemon=$(pgrep -f "^$BIN serve --socket $SOCK" | head -n 1 || true)
+old_daemon=$(pgrep -f "^($BIN serve|${BIN}d) --socket $SOCK" | head -n 1 || true)
 [ -n "$old_daemon" ] && kill -TERM "$old_daemon"
 for _ in $(seq 50); do kill -0 "$old_daemon" 2>/dev/null || break; sleep 0.1; done
 spawn "$RUN/daemon2.log" env RINGSWITCH_LOG=info "$BIN" serve --socket "$SOCK" --config "$RUN/config.json"
@@ -220,7 +220,7 @@ check guest-to-guest-switch "$([ "$sent" = "$N" ] && [ -n "$got" ] && [ "$got" -
     "b sent $sent; a received $got; vale0:g1 delivered+dropped $((G1_RX1 - G1_RX0))"
 
 echo "guest txseq through the switch: ${guest_tx_pps:-?} pps; guest rxseq from a pipe: ${guest_rx_pps:-?} pps; guest to guest over a pipe: ${pipe2_pps:-?} pps (TCG: only ratios mean anything)"
-dpid=$(pgrep -f "^$BIN serve --socket $SOCK" | head -n 1 || true)
+dpid=$(pgrep -f "^($BIN serve|${BIN}d) --socket $SOCK" | head -n 1 || true)
 if [ -n "$dpid" ]; then
     ticks=$(awk '{print $14 + $15}' "/proc/$dpid/stat")
     switched=$(rs ctl stats --json | python3 -c 'import json,sys; print(sum(p["tx_packets"] for p in json.load(sys.stdin) if p["name"].startswith("vale")))')

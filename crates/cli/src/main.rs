@@ -2,6 +2,7 @@
 
 mod ctl;
 mod demo;
+mod logging;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -81,28 +82,6 @@ struct BridgeArgs {
     busy: bool,
 }
 
-/// Logs to stderr at the level in `RINGSWITCH_LOG` (error, warn, info,
-/// debug, trace), else `default`. A plain level rather than a per-module
-/// filter keeps the daemon's resident code small (no regex engine).
-fn init_logging(default: &str) {
-    let level = std::env::var("RINGSWITCH_LOG")
-        .ok()
-        .and_then(|v| {
-            v.trim()
-                .parse::<tracing_subscriber::filter::LevelFilter>()
-                .ok()
-        })
-        .unwrap_or_else(|| {
-            default
-                .parse()
-                .unwrap_or(tracing_subscriber::filter::LevelFilter::INFO)
-        });
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 fn print_error(e: &dyn std::error::Error) {
     let mut msg = format!("ringswitch: {e}");
     let mut src = e.source();
@@ -116,7 +95,7 @@ fn print_error(e: &dyn std::error::Error) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The daemon narrates at info; the tools only warn.
-    init_logging(if matches!(cli.cmd, Cmd::Serve(_)) {
+    logging::init(if matches!(cli.cmd, Cmd::Serve(_)) {
         "info"
     } else {
         "warn"
@@ -149,20 +128,17 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     cfg.worker_cpus = a.worker_cpus;
     cfg.worker_rt_priority = a.worker_rt_priority;
     cfg.config = a.config.map(|p| std::path::absolute(&p).unwrap_or(p));
-    if a.worker_rt_priority.is_some() && a.idle_poll_us > 0 {
-        return Err(
-            "--worker-rt-priority with --idle-poll-us would let a spinning worker \
-                    starve its CPU: use one or the other"
-                .into(),
+    cfg.check()?;
+    // The daemon proper is ringswitchd, installed beside this binary: its
+    // resident memory then holds only the daemon's code. Without it (a
+    // binary copied alone), serve in this process.
+    if let Some(d) = daemon_beside_us() {
+        let e = std::os::unix::process::CommandExt::exec(
+            std::process::Command::new(&d).args(daemon_args(&cfg)),
         );
-    }
-    if !(1..=ringswitch_switch::MAX_BATCH).contains(&a.batch) {
-        return Err(format!(
-            "a batch of {} is out of range: use 1 to {}",
-            a.batch,
-            ringswitch_switch::MAX_BATCH
-        )
-        .into());
+        tracing::warn!(daemon = %d.display(), error = %e, "cannot run ringswitchd; serving in this process");
+    } else {
+        tracing::debug!("no ringswitchd beside ringswitch; serving in this process");
     }
     let stop = ringswitch_daemon::signals::install()?;
     let d = ringswitch_daemon::Daemon::start(cfg)?;
@@ -172,6 +148,38 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     tracing::info!("stopping");
     drop(d);
     Ok(())
+}
+
+/// `ringswitchd` in the directory of the running `ringswitch`, if there.
+fn daemon_beside_us() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let d = exe.parent()?.join("ringswitchd");
+    d.is_file().then_some(d)
+}
+
+/// ringswitchd's command line for `cfg` (the options are serve's).
+fn daemon_args(cfg: &ringswitch_daemon::Config) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<std::ffi::OsString> = vec!["--socket".into(), cfg.socket.clone().into()];
+    let mut opt = |k: &str, val: String| {
+        v.push(k.into());
+        v.push(val.into());
+    };
+    opt("--workers", cfg.workers.to_string());
+    opt("--idle-poll-us", cfg.idle_poll_us.to_string());
+    opt("--batch", cfg.batch.to_string());
+    opt("--mac-age", cfg.mac_age_s.to_string());
+    if !cfg.worker_cpus.is_empty() {
+        let cpus: Vec<String> = cfg.worker_cpus.iter().map(|c| c.to_string()).collect();
+        opt("--worker-cpus", cpus.join(","));
+    }
+    if let Some(p) = cfg.worker_rt_priority {
+        opt("--worker-rt-priority", p.to_string());
+    }
+    if let Some(c) = &cfg.config {
+        v.push("--config".into());
+        v.push(c.clone().into());
+    }
+    v
 }
 
 fn bridge(socket: &std::path::Path, a: BridgeArgs) -> Result<(), Box<dyn std::error::Error>> {

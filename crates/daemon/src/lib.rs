@@ -64,6 +64,41 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Refuses settings the daemon cannot run with, saying which and why.
+    pub fn check(&self) -> Result<(), DaemonError> {
+        let max_workers = ringswitch_switch::port::MAX_LEASES;
+        if self.workers == 0 || self.workers > max_workers {
+            return Err(DaemonError::Config(format!(
+                "{} workers is out of range: use 1 to {max_workers}",
+                self.workers
+            )));
+        }
+        if !(1..=ringswitch_switch::MAX_BATCH).contains(&self.batch) {
+            return Err(DaemonError::Config(format!(
+                "a batch of {} is out of range: use 1 to {}",
+                self.batch,
+                ringswitch_switch::MAX_BATCH
+            )));
+        }
+        if let Some(p) = self.worker_rt_priority {
+            if !(1..=99).contains(&p) {
+                return Err(DaemonError::Config(format!(
+                    "a real-time priority of {p} is out of range: use 1 to 99"
+                )));
+            }
+            if self.idle_poll_us > 0 {
+                return Err(DaemonError::Config(
+                    "--worker-rt-priority with --idle-poll-us would let a spinning worker \
+                     starve its CPU: use one or the other"
+                        .into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Replays a saved configuration, request by request: what cannot be
 /// recreated (an interface that is gone) is logged and left out, and the
 /// file is rewritten with what was.
@@ -117,13 +152,7 @@ fn lock(r: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
 impl Daemon {
     /// Binds the socket, starts the workers and the control thread.
     pub fn start(cfg: Config) -> Result<Daemon, DaemonError> {
-        if cfg.workers == 0 || cfg.workers > ringswitch_switch::port::MAX_LEASES {
-            return Err(DaemonError::Config(format!(
-                "{} workers is out of range: use 1 to {}",
-                cfg.workers,
-                ringswitch_switch::port::MAX_LEASES
-            )));
-        }
+        cfg.check()?;
         let listener = Listener::bind(&cfg.socket).map_err(|source| DaemonError::Bind {
             path: cfg.socket.clone(),
             source,
@@ -221,6 +250,8 @@ fn control_loop(listener: Listener, registry: Arc<Mutex<Registry>>, stop: Arc<At
     let mut conns: Vec<(u64, SeqPacket)> = Vec::new();
     let mut pfds: Vec<libc::pollfd> = Vec::new();
     let mut buf = SeqPacket::message_buffer();
+    // Requests served since the control plane last went quiet.
+    let mut served = false;
     while !stop.load(Ordering::Acquire) {
         pfds.clear();
         pfds.push(libc::pollfd {
@@ -239,8 +270,12 @@ fn control_loop(listener: Listener, registry: Arc<Mutex<Registry>>, stop: Arc<At
         // the timeout bounds the wait so `stop` is noticed.
         let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 200) };
         if n <= 0 {
+            if n == 0 && std::mem::take(&mut served) {
+                give_back_free_memory();
+            }
             continue;
         }
+        served = true;
         // Connections first, from the back, so swap_remove keeps the
         // remaining indexes matched with `pfds`.
         for i in (0..conns.len()).rev() {
@@ -272,6 +307,20 @@ fn control_loop(listener: Listener, registry: Arc<Mutex<Registry>>, stop: Arc<At
     let mut r = lock(&registry);
     for (id, _) in conns {
         r.disconnect(id);
+    }
+}
+
+/// Returns the heap pages freed since the last call to the system, once a
+/// burst of requests is over: a reply listing many ports or a burst of
+/// port creations leaves freed memory behind that would otherwise stay
+/// resident for the daemon's life. Never on the data path: only the
+/// control thread calls it, 200 ms after its last request.
+fn give_back_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes no pointers and only releases free memory
+    // of the allocator's own arenas; it is safe to call from any thread.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

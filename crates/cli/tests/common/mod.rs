@@ -61,6 +61,11 @@ impl Daemon {
         Daemon { child, socket }
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `ringswitch pkt-gen ARGS --json -T 0` on this daemon.
     pub fn pktgen(&self, args: &[&str]) -> Child {
         Command::new(BIN)

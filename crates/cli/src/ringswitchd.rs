@@ -1,0 +1,226 @@
+//! `ringswitchd`: the ringswitch daemon alone, what `ringswitch serve` runs.
+//!
+//! A binary of its own so that the daemon's resident memory holds the
+//! daemon's code and nothing else: the kernel maps a program's file pages in
+//! 64 KiB windows around every page it touches, so the tools linked into
+//! `ringswitch` (clap, pkt-gen, the demo) would otherwise count as the
+//! daemon's memory. Its options are `ringswitch serve`'s, parsed by hand for
+//! the same reason.
+
+mod logging;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+const USAGE: &str = "\
+usage: ringswitchd [--socket PATH] [--workers N] [--idle-poll-us US] [--batch N]
+                   [--mac-age S] [--worker-cpus CPUS] [--worker-rt-priority PRIO]
+                   [--config FILE]
+
+The ringswitch daemon, in the foreground (what `ringswitch serve` runs).
+
+  --socket PATH              control socket (default: $RINGSWITCH_SOCKET, else
+                             /run/ringswitch/ringswitch.sock as root, else
+                             $XDG_RUNTIME_DIR/ringswitch.sock)
+  --workers N                worker threads running the switches (default 1)
+  --idle-poll-us US          microseconds a worker keeps polling for work
+                             before it sleeps (default 0: sleep at once)
+  --batch N                  packets a worker takes from one ring at a time
+                             (1..2048, default 512)
+  --mac-age S                seconds after which a learned MAC address is
+                             forgotten (default 300)
+  --worker-cpus CPUS         pin workers to these CPUs, round robin (e.g. 1 or 0,1)
+  --worker-rt-priority PRIO  run workers under SCHED_FIFO at PRIO (1..99)
+  --config FILE              keep the configuration in FILE and restore it at start
+  -h, --help                 this text
+  -V, --version              the version
+
+Logging: RINGSWITCH_LOG=error|warn|info|debug|trace (default info).";
+
+/// A command-line mistake, said in one sentence.
+#[derive(Debug, thiserror::Error)]
+enum ArgError {
+    #[error("{0} needs a value")]
+    Missing(String),
+    #[error("{opt} takes {what}, not {value:?}")]
+    Bad {
+        opt: String,
+        what: &'static str,
+        value: String,
+    },
+    #[error("unknown option {0}")]
+    Unknown(String),
+}
+
+enum Parsed {
+    Run(ringswitch_daemon::Config),
+    Help,
+    Version,
+}
+
+fn number<T: std::str::FromStr>(opt: &str, v: &str, what: &'static str) -> Result<T, ArgError> {
+    v.parse().map_err(|_| ArgError::Bad {
+        opt: opt.to_string(),
+        what,
+        value: v.to_string(),
+    })
+}
+
+fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
+    let mut socket: Option<PathBuf> = None;
+    let mut cfg = ringswitch_daemon::Config::new(PathBuf::new());
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        let (opt, inline) = match arg.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        match opt.as_str() {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" | "--version" => return Ok(Parsed::Version),
+            _ => {}
+        }
+        let known = [
+            "--socket",
+            "--workers",
+            "--idle-poll-us",
+            "--batch",
+            "--mac-age",
+            "--worker-cpus",
+            "--worker-rt-priority",
+            "--config",
+        ];
+        if !known.contains(&opt.as_str()) {
+            return Err(ArgError::Unknown(arg));
+        }
+        let v = match inline.or_else(|| it.next()) {
+            Some(v) => v,
+            None => return Err(ArgError::Missing(opt)),
+        };
+        match opt.as_str() {
+            "--socket" => socket = Some(PathBuf::from(v)),
+            "--workers" => cfg.workers = number(&opt, &v, "a number of threads")?,
+            "--idle-poll-us" => cfg.idle_poll_us = number(&opt, &v, "microseconds")?,
+            "--batch" => cfg.batch = number(&opt, &v, "a number of packets")?,
+            "--mac-age" => cfg.mac_age_s = number(&opt, &v, "seconds")?,
+            "--worker-cpus" => {
+                cfg.worker_cpus = v
+                    .split(',')
+                    .map(|c| number(&opt, c.trim(), "CPU numbers separated by commas"))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--worker-rt-priority" => {
+                cfg.worker_rt_priority = Some(number(&opt, &v, "a priority from 1 to 99")?);
+            }
+            _ => {
+                let p = PathBuf::from(v);
+                cfg.config = Some(std::path::absolute(&p).unwrap_or(p));
+            }
+        }
+    }
+    cfg.socket = ringswitch_client::socket_for(socket.as_deref());
+    Ok(Parsed::Run(cfg))
+}
+
+fn main() -> ExitCode {
+    let cfg = match parse(std::env::args().skip(1)) {
+        Ok(Parsed::Run(cfg)) => cfg,
+        Ok(Parsed::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Version) => {
+            println!("ringswitchd {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("ringswitchd: {e}; see ringswitchd --help");
+            return ExitCode::from(2);
+        }
+    };
+    logging::init("info");
+    match serve(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut msg = format!("ringswitchd: {e}");
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg.push_str(&format!(": {s}"));
+                src = s.source();
+            }
+            eprintln!("{msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the daemon until SIGINT or SIGTERM.
+pub fn serve(cfg: ringswitch_daemon::Config) -> Result<(), ringswitch_daemon::DaemonError> {
+    cfg.check()?;
+    let stop = ringswitch_daemon::signals::install().map_err(|e| {
+        ringswitch_daemon::DaemonError::Config(format!("cannot install signal handlers: {e}"))
+    })?;
+    let d = ringswitch_daemon::Daemon::start(cfg)?;
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tracing::info!("stopping");
+    drop(d);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<ringswitch_daemon::Config, ArgError> {
+        match parse(args.iter().map(|s| s.to_string()))? {
+            Parsed::Run(c) => Ok(c),
+            _ => panic!("expected a configuration"),
+        }
+    }
+
+    #[test]
+    fn takes_serve_options_in_both_spellings() {
+        let c = run(&[
+            "--socket",
+            "/tmp/x.sock",
+            "--workers=2",
+            "--idle-poll-us",
+            "50",
+            "--batch=64",
+            "--mac-age",
+            "10",
+            "--worker-cpus",
+            "0,1",
+        ])
+        .unwrap();
+        assert_eq!(c.socket, PathBuf::from("/tmp/x.sock"));
+        assert_eq!(
+            (c.workers, c.idle_poll_us, c.batch, c.mac_age_s),
+            (2, 50, 64, 10)
+        );
+        assert_eq!(c.worker_cpus, vec![0, 1]);
+        assert!(c.check().is_ok());
+    }
+
+    #[test]
+    fn refuses_what_it_does_not_know_with_a_sentence() {
+        let e = run(&["--wrokers", "2"]).unwrap_err().to_string();
+        assert_eq!(e, "unknown option --wrokers");
+        let e = run(&["--batch"]).unwrap_err().to_string();
+        assert_eq!(e, "--batch needs a value");
+        let e = run(&["--worker-cpus", "0,x"]).unwrap_err().to_string();
+        assert!(e.contains("CPU numbers"), "{e}");
+        let c = run(&["--batch", "0"]).unwrap();
+        assert!(c.check().unwrap_err().to_string().contains("out of range"));
+        let c = run(&["--worker-rt-priority", "5", "--idle-poll-us", "10"]).unwrap();
+        assert!(c
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("one or the other"));
+    }
+}
