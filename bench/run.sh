@@ -157,6 +157,7 @@ fi
 T_START=$SECONDS
 H_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 H_KERNEL=$(uname -r)
+H_HALT_POLL=$(halt_poll_get)
 H_CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 H_RUSTC=$(rustc --version 2>/dev/null || echo "rustc not found")
 H_COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
@@ -249,7 +250,7 @@ dirty_note=
 # ringswitch benchmark
 
 - date: $H_DATE
-- kernel: \`$H_KERNEL\`
+- kernel: \`$H_KERNEL\`; guest halt polling: $H_HALT_POLL ns (cpuidle-haltpoll; 0: every wake-up of an idle vCPU is a halt exit, which sets the blocking figures)
 - CPU: $H_CPU, $NCPU cores
 - rustc: \`$H_RUSTC\`
 - commit: \`$H_COMMIT\`$dirty_note

@@ -1,0 +1,170 @@
+//! The floors this machine puts under ringswitch's round trips, measured
+//! without ringswitch: what any design pays here before moving a packet.
+//!
+//!   cargo run --release -p ringswitch-ring --example machine_floors [ROUNDS]
+//!
+//! - cache line: one value bounced between a thread on CPU 0 and one on
+//!   CPU 1, both spinning (the floor of a busy round trip between two cores);
+//! - yield hand-off: two threads on one CPU taking turns with sched_yield,
+//!   the cheapest way two spinning threads share a core (a busy round trip
+//!   through the switch on 2 CPUs needs at least one such round: ping, the
+//!   worker and pong are three spinners, so two of them share a CPU);
+//! - eventfd wake-up: a thread blocked in read(2) on CPU 1 woken by a write
+//!   from CPU 0, and back (the floor of a blocking round trip between two
+//!   sleeping parties, as through a pipe; the switch adds its worker);
+//! - the same two threads on one CPU.
+//!
+//! Prints one line per measurement: name, median ns, p99 ns.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn pin(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write inside it and
+    // cpu is below CPU_SETSIZE; sched_setaffinity(0) targets this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!("cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error());
+            std::process::exit(1);
+        }
+    }
+}
+
+fn yield_now() {
+    // SAFETY: sched_yield takes no arguments.
+    unsafe {
+        libc::sched_yield();
+    }
+}
+
+fn percentiles(mut v: Vec<u64>) -> (u64, u64) {
+    v.sort_unstable();
+    (v[v.len() / 2], v[v.len() * 99 / 100])
+}
+
+/// Round trips of a value between two threads on `cpus`, the peer waiting
+/// with `wait` (spin or yield). Returns per-round-trip ns samples.
+fn bounce(cpus: (usize, usize), rounds: u64, yielding: bool) -> Vec<u64> {
+    let flag = Arc::new(AtomicU64::new(0));
+    let f = flag.clone();
+    let peer = std::thread::spawn(move || {
+        pin(cpus.1);
+        for i in 0..rounds {
+            // Acquire/Release: pairs with the other side's store/load.
+            while f.load(Ordering::Acquire) != 2 * i + 1 {
+                if yielding {
+                    yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            f.store(2 * i + 2, Ordering::Release);
+        }
+    });
+    pin(cpus.0);
+    let mut samples = Vec::with_capacity(rounds as usize);
+    for i in 0..rounds {
+        let t = Instant::now();
+        flag.store(2 * i + 1, Ordering::Release);
+        while flag.load(Ordering::Acquire) != 2 * i + 2 {
+            if yielding {
+                yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        samples.push(t.elapsed().as_nanos() as u64);
+    }
+    peer.join().unwrap();
+    samples
+}
+
+struct Efd(i32);
+
+impl Efd {
+    fn new() -> Efd {
+        // SAFETY: eventfd takes two integers and returns a new descriptor.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        assert!(fd >= 0, "eventfd: {}", std::io::Error::last_os_error());
+        Efd(fd)
+    }
+    fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
+        let n = unsafe { libc::write(self.0, (&one as *const u64).cast(), 8) };
+        assert_eq!(n, 8);
+    }
+    fn wait(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from our own eventfd
+        // (blocking: it sleeps until signalled).
+        let n = unsafe { libc::read(self.0, (&mut v as *mut u64).cast(), 8) };
+        assert_eq!(n, 8);
+    }
+}
+
+impl Drop for Efd {
+    fn drop(&mut self) {
+        // SAFETY: closes the descriptor this value owns, once.
+        unsafe {
+            libc::close(self.0);
+        }
+    }
+}
+
+/// Round trips of a wake-up through two eventfds, each side sleeping in
+/// read(2) between turns.
+fn wakeups(cpus: (usize, usize), rounds: u64) -> Vec<u64> {
+    let there = Arc::new(Efd::new());
+    let back = Arc::new(Efd::new());
+    let (t2, b2) = (there.clone(), back.clone());
+    let peer = std::thread::spawn(move || {
+        pin(cpus.1);
+        for _ in 0..rounds {
+            t2.wait();
+            b2.signal();
+        }
+    });
+    pin(cpus.0);
+    // Let the peer block first.
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    let mut samples = Vec::with_capacity(rounds as usize);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        there.signal();
+        back.wait();
+        samples.push(t.elapsed().as_nanos() as u64);
+        // An idle gap, as between pings: the vCPUs go idle in between.
+        let gap = Instant::now();
+        while gap.elapsed().as_micros() < 20 {
+            std::hint::spin_loop();
+        }
+    }
+    peer.join().unwrap();
+    samples
+}
+
+fn main() {
+    let rounds: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(20_000);
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if ncpu < 2 {
+        eprintln!("needs two CPUs, has {ncpu}");
+        std::process::exit(1);
+    }
+    let show = |name: &str, v: Vec<u64>| {
+        let (p50, p99) = percentiles(v);
+        println!("{name}\t{p50}\t{p99}");
+    };
+    println!("measurement\tp50_ns\tp99_ns");
+    show("cache line round trip, CPU 0 <-> CPU 1, spinning", bounce((0, 1), rounds, false));
+    show("yield hand-off round trip, two threads on CPU 0", bounce((0, 0), rounds / 4, true));
+    show("eventfd wake-up round trip, CPU 0 <-> CPU 1, sleeping", wakeups((0, 1), rounds / 4));
+    show("eventfd wake-up round trip, two threads on CPU 0", wakeups((0, 0), rounds / 4));
+}
