@@ -33,12 +33,17 @@ ROOT=$(cd "$BENCH_DIR/.." && pwd)
 usage() {
 	cat <<EOF
 usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
+       [--guest-halt-poll NS]
 
   --quick       shorter measurements and a shorter batch sweep
   --out DIR     where REPORT.md, batch.csv, results.tsv, run.log and raw/ go
                 (default: bench/results/run)
   --no-vhost    leave out section 8 (VM ports beside OVS-DPDK)
   --vhost-only  only section 8
+  --guest-halt-poll NS
+                in a VM, let idle vCPUs poll NS ns before halting for this
+                run only (cpuidle-haltpoll; the old value is put back): a
+                machine setting that shortens wake-ups (bench/floors.sh)
   --nic-only    only section 9 (NIC ports: veth + AF_XDP into the switch,
                 beside DPDK net_af_xdp, net_af_packet and a Linux bridge;
                 needs root)
@@ -50,12 +55,20 @@ bench/peers/ovs-dpdk.sh, and stops everything it started on exit
 EOF
 }
 
-QUICK=0
+QUICK=0 HALT_POLL=''
 OUT=$ROOT/bench/results/run
 VHOST=1 CORE=1 NIC=1
 while (($# > 0)); do
 	case $1 in
 	--quick) QUICK=1 ;;
+	--guest-halt-poll)
+		if (($# < 2)) || ! [[ $2 =~ ^[0-9]{1,10}$ ]]; then
+			echo "$PROG: --guest-halt-poll wants nanoseconds" >&2
+			exit 2
+		fi
+		HALT_POLL=$2
+		shift
+		;;
 	--no-vhost) VHOST=0 ;;
 	--vhost-only) CORE=0 NIC=0 ;;
 	--nic-only) CORE=0 VHOST=0 ;;
@@ -116,6 +129,7 @@ cleanup() {
 	trap - EXIT INT TERM HUP
 	cleanup_all
 	nic_cleanup
+	halt_poll_restore
 	[[ -n $WORK ]] && rm -rf -- "$WORK"
 	exit "$rc"
 }
@@ -157,7 +171,12 @@ fi
 T_START=$SECONDS
 H_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 H_KERNEL=$(uname -r)
-H_HALT_POLL=$(halt_poll_get)
+if [[ -n $HALT_POLL ]]; then
+	H_HALT_POLL="$HALT_POLL (set by --guest-halt-poll for this run; the machine had $(halt_poll_get))"
+	halt_poll_set "$HALT_POLL" || die "--guest-halt-poll: cannot set it here"
+else
+	H_HALT_POLL="$(halt_poll_get) (as the machine has it)"
+fi
 H_CPU=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 H_RUSTC=$(rustc --version 2>/dev/null || echo "rustc not found")
 H_COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
@@ -250,7 +269,7 @@ dirty_note=
 # ringswitch benchmark
 
 - date: $H_DATE
-- kernel: \`$H_KERNEL\`; guest halt polling: $H_HALT_POLL ns (cpuidle-haltpoll; 0: every wake-up of an idle vCPU is a halt exit, which sets the blocking figures)
+- kernel: \`$H_KERNEL\`; guest halt polling (ns): $H_HALT_POLL; with 0 every wake-up of a thread on an idle vCPU is a halt exit, which sets the blocking figures (bench/floors.sh)
 - CPU: $H_CPU, $NCPU cores
 - rustc: \`$H_RUSTC\`
 - commit: \`$H_COMMIT\`$dirty_note
