@@ -54,13 +54,15 @@ struct PortEntry {
     persistent: bool,
     open_by: Option<ConnId>,
     geometry: Geometry,
+    // The kinds below are boxed: most ports are ring ports, and the
+    // registry's map holds every entry inline (per-port memory).
     /// A VM port's socket and protocol thread.
-    vm: Option<VmEntry>,
+    vm: Option<Box<VmEntry>>,
     /// A NIC or host port's interface.
-    iface: Option<IfaceEntry>,
+    iface: Option<Box<IfaceEntry>>,
     /// A passthrough port's ivshmem server (the port is then open by
     /// [`PASSTHROUGH`]).
-    pt: Option<PassthroughServer>,
+    pt: Option<Box<PassthroughServer>>,
 }
 
 struct IfaceEntry {
@@ -435,10 +437,10 @@ impl Registry {
                 persistent: true,
                 open_by: None,
                 geometry: g,
-                vm: Some(VmEntry {
+                vm: Some(Box::new(VmEntry {
                     spec: spec.clone(),
                     thread,
-                }),
+                })),
                 iface: None,
                 pt: None,
             },
@@ -684,7 +686,7 @@ impl Registry {
                     worker: p.assigned.first().map(|a| a.1 as u32),
                     vhost_user: vm,
                     iface: p.iface.as_ref().map(|i| i.info.clone()),
-                    passthrough: p.pt.as_ref().map(pt_info),
+                    passthrough: p.pt.as_deref().map(pt_info),
                 });
             }
         }
@@ -1043,7 +1045,7 @@ impl Registry {
                 })();
                 match peers.and_then(|peers| start(&pn.to_string(), peers)) {
                     Ok(server) => {
-                        p.pt = Some(server);
+                        p.pt = Some(Box::new(server));
                         p.open_by = Some(PASSTHROUGH);
                         Ok(())
                     }

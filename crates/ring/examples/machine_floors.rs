@@ -12,7 +12,11 @@
 //! - eventfd wake-up: a thread blocked in read(2) on CPU 1 woken by a write
 //!   from CPU 0, and back (the floor of a blocking round trip between two
 //!   sleeping parties, as through a pipe; the switch adds its worker);
-//! - the same two threads on one CPU.
+//! - the same two threads on one CPU;
+//! - the scheduler's turn: two threads that never sleep (as DPDK lcores)
+//!   pinned to one CPU, how long each runs before the other gets the CPU.
+//!   A virtqueue between such a thread and one sharing its CPU moves at
+//!   most one ring's worth of packets per turn.
 //!
 //! Prints one line per measurement: name, median ns, p99 ns.
 
@@ -28,7 +32,10 @@ fn pin(cpu: usize) {
         libc::CPU_ZERO(&mut set);
         libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            eprintln!("cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error());
+            eprintln!(
+                "cannot pin to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            );
             std::process::exit(1);
         }
     }
@@ -148,6 +155,35 @@ fn wakeups(cpus: (usize, usize), rounds: u64) -> Vec<u64> {
     samples
 }
 
+/// Two threads that never sleep, both on `cpu`, for `secs`: the median
+/// length of one's uninterrupted runs (a gap of over 20 us in its own
+/// clock readings marks a turn of the other).
+fn turns(cpu: usize, millis: u64) -> Vec<u64> {
+    let spin = move || {
+        pin(cpu);
+        let start = Instant::now();
+        let mut last = start;
+        let mut run_start = start;
+        let mut runs = Vec::new();
+        while start.elapsed().as_millis() < u128::from(millis) {
+            let now = Instant::now();
+            if now.duration_since(last).as_micros() > 20 {
+                runs.push(last.duration_since(run_start).as_nanos() as u64);
+                run_start = now;
+            }
+            last = now;
+        }
+        runs
+    };
+    let other = std::thread::spawn(spin);
+    let mut runs = spin();
+    runs.extend(other.join().unwrap());
+    if runs.is_empty() {
+        runs.push(millis * 1_000_000);
+    }
+    runs
+}
+
 fn main() {
     let rounds: u64 = std::env::args()
         .nth(1)
@@ -163,8 +199,24 @@ fn main() {
         println!("{name}\t{p50}\t{p99}");
     };
     println!("measurement\tp50_ns\tp99_ns");
-    show("cache line round trip, CPU 0 <-> CPU 1, spinning", bounce((0, 1), rounds, false));
-    show("yield hand-off round trip, two threads on CPU 0", bounce((0, 0), rounds / 4, true));
-    show("eventfd wake-up round trip, CPU 0 <-> CPU 1, sleeping", wakeups((0, 1), rounds / 4));
-    show("eventfd wake-up round trip, two threads on CPU 0", wakeups((0, 0), rounds / 4));
+    show(
+        "cache line round trip, CPU 0 <-> CPU 1, spinning",
+        bounce((0, 1), rounds, false),
+    );
+    show(
+        "yield hand-off round trip, two threads on CPU 0",
+        bounce((0, 0), rounds / 4, true),
+    );
+    show(
+        "eventfd wake-up round trip, CPU 0 <-> CPU 1, sleeping",
+        wakeups((0, 1), rounds / 4),
+    );
+    show(
+        "eventfd wake-up round trip, two threads on CPU 0",
+        wakeups((0, 0), rounds / 4),
+    );
+    show(
+        "scheduler turn of two never-sleeping threads on CPU 0",
+        turns(0, 2000),
+    );
 }

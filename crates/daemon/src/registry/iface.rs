@@ -318,11 +318,11 @@ impl Registry {
                 open_by: None,
                 geometry: g,
                 vm: None,
-                iface: Some(IfaceEntry {
+                iface: Some(Box::new(IfaceEntry {
                     info: info.clone(),
                     kind,
                     request,
-                }),
+                })),
                 pt: None,
             },
         );
