@@ -140,14 +140,7 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     } else {
         tracing::debug!("no ringswitchd beside ringswitch; serving in this process");
     }
-    let stop = ringswitch_daemon::signals::install()?;
-    let d = ringswitch_daemon::Daemon::start(cfg)?;
-    while !stop.load(std::sync::atomic::Ordering::Acquire) {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    tracing::info!("stopping");
-    drop(d);
-    Ok(())
+    ringswitch_daemon::serve_until_signalled(cfg).map_err(Into::into)
 }
 
 /// `ringswitchd` in the directory of the running `ringswitch`, if there.

@@ -11,8 +11,6 @@ mod logging;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 const USAGE: &str = "\
 usage: ringswitchd [--socket PATH] [--workers N] [--idle-poll-us US] [--batch N]
@@ -155,7 +153,7 @@ fn main() -> ExitCode {
         }
     };
     logging::init("info");
-    match serve(cfg) {
+    match ringswitch_daemon::serve_until_signalled(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let mut msg = format!("ringswitchd: {e}");
@@ -168,21 +166,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Runs the daemon until SIGINT or SIGTERM.
-pub fn serve(cfg: ringswitch_daemon::Config) -> Result<(), ringswitch_daemon::DaemonError> {
-    cfg.check()?;
-    let stop = ringswitch_daemon::signals::install().map_err(|e| {
-        ringswitch_daemon::DaemonError::Config(format!("cannot install signal handlers: {e}"))
-    })?;
-    let d = ringswitch_daemon::Daemon::start(cfg)?;
-    while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    tracing::info!("stopping");
-    drop(d);
-    Ok(())
 }
 
 #[cfg(test)]

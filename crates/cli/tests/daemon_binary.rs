@@ -156,3 +156,38 @@ fn bad_settings_are_refused_in_a_sentence() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("--idle-poll-us"));
 }
+
+#[test]
+fn serve_without_ringswitchd_beside_it_serves_in_process() {
+    // A `ringswitch` copied alone: serve runs the daemon itself.
+    let dir = std::env::temp_dir().join(format!("rs-alone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let alone = dir.join("ringswitch");
+    std::fs::copy(BIN, &alone).unwrap();
+    let sock = dir.join("ctl.sock");
+    let mut child = Command::new(&alone)
+        .arg("--socket")
+        .arg(&sock)
+        .arg("serve")
+        .env("RINGSWITCH_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "no socket");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap();
+    assert_eq!(exe, alone);
+    let o = Command::new(&alone)
+        .arg("--socket")
+        .arg(&sock)
+        .args(["ctl", "switch", "add", "vale7"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

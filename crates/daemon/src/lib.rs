@@ -99,6 +99,21 @@ impl Config {
     }
 }
 
+/// Runs a daemon in the foreground until SIGINT or SIGTERM, then stops it
+/// (what `ringswitch serve` and `ringswitchd` do).
+pub fn serve_until_signalled(cfg: Config) -> Result<(), DaemonError> {
+    cfg.check()?;
+    let stop = signals::install().map_err(DaemonError::Signals)?;
+    let d = Daemon::start(cfg)?;
+    // Acquire: pairs with the signal handler's store.
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    info!("stopping");
+    drop(d);
+    Ok(())
+}
+
 /// Replays a saved configuration, request by request: what cannot be
 /// recreated (an interface that is gone) is logged and left out, and the
 /// file is rewritten with what was.
@@ -131,6 +146,9 @@ pub enum DaemonError {
     /// A worker thread could not start.
     #[error("cannot start a worker thread")]
     Worker(#[source] std::io::Error),
+    /// SIGINT and SIGTERM handlers could not be installed.
+    #[error("cannot install the SIGINT and SIGTERM handlers")]
+    Signals(#[source] std::io::Error),
     /// Bad settings.
     #[error("{0}")]
     Config(String),
