@@ -20,6 +20,29 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
+/// `BIN --socket SOCK serve ARGS`, returned once the socket exists.
+fn spawn_serve(bin: &Path, sock: &Path, args: &[&str]) -> std::process::Child {
+    let child = Command::new(bin)
+        .arg("--socket")
+        .arg(sock)
+        .arg("serve")
+        .args(args)
+        .env("RINGSWITCH_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no socket at {}",
+            sock.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
 /// Starts a daemon through `ringswitch serve`, checks it became
 /// ringswitchd and carries traffic, and returns its resident memory without
 /// packet memory (KiB) with a breakdown.
@@ -83,20 +106,22 @@ fn serve_runs_ringswitchd_with_the_same_options_and_pid() {
 fn serve_options_reach_the_daemon() {
     let sock = std::env::temp_dir().join(format!("rs-execd-opts-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&sock);
-    let mut child = Command::new(BIN)
-        .arg("--socket")
-        .arg(&sock)
-        .args(["serve", "--workers", "2", "--batch", "64", "--mac-age", "7"])
-        .args(["--idle-poll-us", "5", "--worker-cpus", "0,1"])
-        .env("RINGSWITCH_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(5), "no socket");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut child = spawn_serve(
+        Path::new(BIN),
+        &sock,
+        &[
+            "--workers",
+            "2",
+            "--batch",
+            "64",
+            "--mac-age",
+            "7",
+            "--idle-poll-us",
+            "5",
+            "--worker-cpus",
+            "0,1",
+        ],
+    );
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap();
     let joined = String::from_utf8_lossy(&cmdline).replace('\0', " ");
     for want in [
@@ -165,19 +190,7 @@ fn serve_without_ringswitchd_beside_it_serves_in_process() {
     let alone = dir.join("ringswitch");
     std::fs::copy(BIN, &alone).unwrap();
     let sock = dir.join("ctl.sock");
-    let mut child = Command::new(&alone)
-        .arg("--socket")
-        .arg(&sock)
-        .arg("serve")
-        .env("RINGSWITCH_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(5), "no socket");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut child = spawn_serve(&alone, &sock, &[]);
     let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap();
     assert_eq!(exe, alone);
     let o = Command::new(&alone)
