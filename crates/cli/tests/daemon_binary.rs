@@ -31,15 +31,7 @@ fn spawn_serve(bin: &Path, sock: &Path, args: &[&str]) -> std::process::Child {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "no socket at {}",
-            sock.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_until(&format!("a socket at {}", sock.display()), || sock.exists());
     child
 }
 
@@ -69,7 +61,7 @@ fn serve_and_measure(tag: &str) -> (u64, String) {
     );
     // It serves: a port opened through it carries traffic.
     let rx = d.pktgen(&["-i", "vale0:b", "-f", "rx", "-n", "1000"]);
-    std::thread::sleep(Duration::from_millis(300));
+    d.wait_open(&["vale0:b"]);
     let tx = d
         .pktgen(&["-i", "vale0:a", "-f", "tx", "-n", "1000"])
         .wait_with_output()

@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod common;
+use common::{interrupt, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
 
@@ -23,14 +26,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .spawn()
             .expect("daemon starts");
-        let t0 = Instant::now();
-        while !socket.exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "daemon did not create its socket"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until("the daemon's socket", || socket.exists());
         Daemon { child, socket }
     }
 
@@ -105,36 +101,32 @@ fn port_stats(d: &Daemon, name: &str) -> serde_json::Value {
 }
 
 fn wait_port(d: &Daemon, name: &str) {
-    let t0 = Instant::now();
-    loop {
+    wait_until(&format!("{name} open"), || {
         let l = d.ctl_json(&["port", "list"]);
-        if l.as_array()
+        l.as_array()
             .unwrap()
             .iter()
             .any(|p| p["name"] == name && p["open"] == true)
-        {
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(5), "{name} never opened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
+}
+
+/// Waits until the switch has accounted for `n` frames sent to `port`
+/// (delivered into its RX ring, or dropped because it was full).
+fn wait_accounted(d: &Daemon, port: &str, n: u64) {
+    wait_until(&format!("{n} frames accounted at {port}"), || {
+        let all = d.ctl_json(&["stats"]);
+        all.as_array().unwrap().iter().any(|s| {
+            s["name"] == port
+                && s["rx_packets"].as_u64().unwrap_or(0) + s["drop_rx_full"].as_u64().unwrap_or(0)
+                    >= n
+        })
+    });
 }
 
 #[test]
 fn pipe_txseq_to_rxseq_ten_million_frames_without_loss() {
     let d = Daemon::start("pipe10m", &[]);
-    let rx = d.pktgen(&[
-        "-i",
-        "seq}1",
-        "-f",
-        "rxseq",
-        "-n",
-        "10000000",
-        "--duration",
-        "120",
-        "-T",
-        "0",
-    ]);
+    let rx = d.pktgen(&["-i", "seq}1", "-f", "rxseq", "-n", "10000000", "-T", "0"]);
     wait_port(&d, "seq}1");
     let tx = d.pktgen(&["-i", "seq{1", "-f", "txseq", "-n", "10000000", "-T", "0"]);
     let t = report(tx.wait_with_output().unwrap());
@@ -149,16 +141,19 @@ fn pipe_txseq_to_rxseq_ten_million_frames_without_loss() {
 #[test]
 fn switch_txseq_to_rxseq_counters_add_up() {
     let d = Daemon::start("swseq", &[]);
-    let rx = d.pktgen(&["-i", "vale0:r", "-f", "rxseq", "--duration", "6", "-T", "0"]);
+    // The receiver runs until stopped, once the switch has accounted for
+    // every frame: no window a loaded machine could miss.
+    let rx = d.pktgen(&["-i", "vale0:r", "-f", "rxseq", "-T", "0"]);
     wait_port(&d, "vale0:r");
     // A fast sender into a receiver that shares the CPU: some drops are
     // likely, and every one must be accounted for.
     let tx = d.pktgen(&["-i", "vale0:t", "-f", "txseq", "-n", "3000000", "-T", "0"]);
     let t = report(tx.wait_with_output().unwrap());
-    std::thread::sleep(Duration::from_millis(300));
     // Both ports are on-demand: read the counters while the receiver is
     // still open (the sender's port is gone with it; its count is in its report).
+    wait_accounted(&d, "vale0:r", 3_000_000);
     let rs = port_stats(&d, "vale0:r");
+    interrupt(&rx);
     let r = report(rx.wait_with_output().unwrap());
     let sent = n(&t, "packets");
     assert_eq!(sent, 3_000_000);
@@ -182,7 +177,7 @@ fn switch_txseq_to_rxseq_counters_add_up() {
 fn ping_pong_through_a_pipe_and_the_switch() {
     let d = Daemon::start("pingpong", &[]);
     for (a, b) in [("pp{1", "pp}1"), ("vale1:ping", "vale1:pong")] {
-        let pong = d.pktgen(&["-i", b, "-f", "pong", "--duration", "20", "-T", "0"]);
+        let pong = d.pktgen(&["-i", b, "-f", "pong", "-T", "0"]);
         wait_port(&d, b);
         let ping = d.pktgen(&["-i", a, "-f", "ping", "-n", "2000", "-T", "0"]);
         let p = report(ping.wait_with_output().unwrap());
@@ -204,23 +199,18 @@ fn ping_pong_through_a_pipe_and_the_switch() {
     }
 }
 
+/// A client killed with -9 mid-traffic loses its port, and the other port
+/// is untouched. How long it took is printed (typically a few ms: the
+/// control thread sees the hang-up at once); the test asserts the outcome,
+/// not the time.
 #[test]
-fn killed_client_port_is_gone_within_a_second() {
+fn killed_client_port_is_gone() {
     let d = Daemon::start("kill9", &[]);
-    let rx = d.pktgen(&[
-        "-i",
-        "vale0:sink",
-        "-f",
-        "rx",
-        "--duration",
-        "30",
-        "-T",
-        "0",
-    ]);
+    let mut rx = d.pktgen(&["-i", "vale0:sink", "-f", "rx", "-T", "0"]);
     wait_port(&d, "vale0:sink");
     let mut tx = d.pktgen(&["-i", "vale0:victim", "-f", "tx", "-T", "0"]);
-    wait_port(&d, "vale0:victim");
-    std::thread::sleep(Duration::from_millis(300));
+    // Killed while frames are flowing.
+    wait_accounted(&d, "vale0:sink", 1);
     let st = Command::new("kill")
         .args(["-9", &tx.id().to_string()])
         .status()
@@ -228,28 +218,25 @@ fn killed_client_port_is_gone_within_a_second() {
     assert!(st.success());
     let _ = tx.wait();
     let t0 = Instant::now();
-    loop {
+    let mut names: Vec<String> = Vec::new();
+    wait_until("the killed client's port removed", || {
         let l = d.ctl_json(&["port", "list"]);
-        let names: Vec<_> = l
+        names = l
             .as_array()
             .unwrap()
             .iter()
             .map(|p| p["name"].as_str().unwrap_or("").to_string())
             .collect();
-        if !names.iter().any(|n| n == "vale0:victim") {
-            assert!(
-                names.iter().any(|n| n == "vale0:sink"),
-                "the other port is untouched"
-            );
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(1),
-            "victim still listed after 1 s: {names:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut rx = rx;
+        !names.iter().any(|n| n == "vale0:victim")
+    });
+    println!(
+        "port of a client killed with -9 gone after {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        names.iter().any(|n| n == "vale0:sink"),
+        "the other port is untouched: {names:?}"
+    );
     let _ = rx.kill();
     let _ = rx.wait();
     // The daemon is alive and well.
@@ -324,18 +311,7 @@ fn bridge_forwards_between_a_pipe_and_the_switch() {
     let d = Daemon::start("bridge", &[]);
     // Persistent, so its counters can be read after pkt-gen has closed it.
     d.ctl_json(&["port", "add", "vale2:out"]);
-    let rx = d.pktgen(&[
-        "-i",
-        "vale2:out",
-        "-f",
-        "rxseq",
-        "-n",
-        "100000",
-        "--duration",
-        "15",
-        "-T",
-        "0",
-    ]);
+    let rx = d.pktgen(&["-i", "vale2:out", "-f", "rxseq", "-T", "0"]);
     wait_port(&d, "vale2:out");
     let mut br = d
         .cmd()
@@ -349,6 +325,8 @@ fn bridge_forwards_between_a_pipe_and_the_switch() {
         "-i", "br{1", "-f", "txseq", "-n", "100000", "-R", "200000", "-T", "0",
     ]);
     let t = report(tx.wait_with_output().unwrap());
+    wait_accounted(&d, "vale2:out", 100_000);
+    interrupt(&rx);
     let r = report(rx.wait_with_output().unwrap());
     let _ = Command::new("kill")
         .args(["-TERM", &br.id().to_string()])

@@ -105,8 +105,8 @@ fn pktgen_packets(child: Child) -> u64 {
 #[test]
 fn recompiled_program_sends_through_a_pipe_to_pktgen() {
     let d = Daemon::start("pipe-tx");
-    let rx = d.pktgen(&["-f", "rx", "-i", "p{1", "-n", "1000000", "--duration", "20"]);
-    settle();
+    let rx = d.pktgen(&["-f", "rx", "-i", "p{1", "-n", "1000000"]);
+    d.wait_open(&["p{1"]);
     let out = run_ok(d.c(
         "nm_raw_linked",
         false,
@@ -141,7 +141,7 @@ fn plain_binary_under_preload_receives_with_poll_select_epoll_and_ioctl() {
             )
             .spawn()
             .unwrap();
-        settle();
+        d.wait_open(&[&rx_name]);
         let tx = d.pktgen(&["-f", "tx", "-i", &tx_name, "-n", "300000"]);
         assert_eq!(pktgen_packets(tx), 300_000);
         let o = rx.wait_with_output().unwrap();
@@ -158,26 +158,20 @@ fn plain_binary_under_preload_receives_with_poll_select_epoll_and_ioctl() {
 fn through_the_switch_every_frame_is_delivered_or_counted() {
     let d = Daemon::start("switch");
     // netmap program (preloaded) -> switch -> pkt-gen.
-    let rx = d.pktgen(&["-f", "rx", "-i", "vale0:r", "--duration", "4"]);
-    settle();
+    let rx = d.pktgen(&["-f", "rx", "-i", "vale0:r"]);
+    d.wait_open(&["vale0:r"]);
     let out = run_ok(d.c(
         "nm_raw_plain",
         true,
         &["tx", "vale0:t", "200000", "60", "poll"],
     ));
     assert_eq!(count(&out, "sent"), 200_000);
-    // The sender waited until the switch took every frame; read the
-    // receiver's counters while its port is still open.
-    settle();
-    let st = d.stats();
+    // Once the switch has accounted for every frame (delivered or dropped
+    // at the receiver's full ring), stop the receiver: it takes what is
+    // still in its ring and reports.
+    let drops = d.wait_accounted("vale0:r", 200_000);
+    interrupt(&rx);
     let got = pktgen_packets(rx);
-    let drops: u64 = st
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["name"] == "vale0:r")
-        .map(|p| p["drop_rx_full"].as_u64().unwrap_or(0))
-        .sum();
     assert!(got > 0, "nothing arrived");
     assert_eq!(got + drops, 200_000, "received {got} + dropped {drops}");
 
@@ -190,7 +184,7 @@ fn through_the_switch_every_frame_is_delivered_or_counted() {
         )
         .spawn()
         .unwrap();
-    settle();
+    d.wait_open(&["vale0:r2"]);
     // A 4096-slot ring and a paced sender: the receiver may stall 40 ms
     // (two cores, other tests running) without the switch dropping.
     let tx = d.pktgen(&["-f", "tx", "-i", "vale0:t2", "-n", "100000", "-R", "100000"]);
@@ -211,7 +205,7 @@ fn libnetmap_port_api_with_ring_suffixes() {
         .c("nm_port", false, &["rx", "y}1-1/R@conf:rings=2", "300000"])
         .spawn()
         .unwrap();
-    settle();
+    d.wait_open(&["y}1"]);
     let out = run_ok(d.c("nm_port", false, &["tx", "y{1-1/T", "300000"]));
     assert_eq!(count(&out, "sent"), 300_000);
     let o = rx.wait_with_output().unwrap();
@@ -230,7 +224,7 @@ fn libnetmap_port_api_with_ring_suffixes() {
         )
         .spawn()
         .unwrap();
-    settle();
+    d.wait_open(&["w}1"]);
     let out = run_ok(d.c(
         "nm_port",
         false,
@@ -244,8 +238,8 @@ fn libnetmap_port_api_with_ring_suffixes() {
         400_000
     );
     // And with pkt-gen on the other end of a switch.
-    let rx = d.pktgen(&["-f", "rx", "-i", "vale3:r", "--duration", "3"]);
-    settle();
+    let rx = d.pktgen(&["-f", "rx", "-i", "vale3:r", "-n", "1000"]);
+    d.wait_open(&["vale3:r"]);
     let out = run_ok(d.c("nm_port", false, &["tx", "vale3:t", "1000"]));
     assert_eq!(count(&out, "sent"), 1000);
     assert_eq!(pktgen_packets(rx), 1000);
@@ -261,7 +255,7 @@ fn legacy_nm_open_helpers() {
             .c("nm_legacy", false, &[rx_mode, &rx_name, "200000"])
             .spawn()
             .unwrap();
-        settle();
+        d.wait_open(&[&rx_name]);
         let out = run_ok(d.c("nm_legacy", false, &["tx", &tx_name, "200000"]));
         assert_eq!(count(&out, "sent"), 200_000);
         let o = rx.wait_with_output().unwrap();
@@ -272,8 +266,8 @@ fn legacy_nm_open_helpers() {
         );
     }
     // nm_open's sender into pkt-gen through a switch.
-    let rx = d.pktgen(&["-f", "rx", "-i", "vale4:r", "--duration", "3"]);
-    settle();
+    let rx = d.pktgen(&["-f", "rx", "-i", "vale4:r", "-n", "1000"]);
+    d.wait_open(&["vale4:r"]);
     let out = run_ok(d.c("nm_legacy", false, &["tx", "vale4:t", "1000"]));
     assert_eq!(count(&out, "sent"), 1000);
     assert_eq!(pktgen_packets(rx), 1000);

@@ -455,11 +455,10 @@ fn stop_and_check(
     // The receiver still forwards: it must count exactly what the switch put
     // in its queue.
     let mut rs = rx.stats();
-    let t0 = Instant::now();
-    while rs.rx_packets < vm2.rx_packets - rx_base && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(100));
+    wait_until("the receiver to count what the switch delivered", || {
         rs = rx.stats();
-    }
+        rs.rx_packets >= vm2.rx_packets - rx_base
+    });
     rx.cmd("stop");
     let ts = tx.stats();
     eprintln!(

@@ -300,8 +300,8 @@ fn client_that_goes_away_releases_its_ports() {
             break;
         }
         assert!(
-            t0.elapsed() < std::time::Duration::from_secs(1),
-            "port still listed after 1 s"
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "port still listed after 60 s"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

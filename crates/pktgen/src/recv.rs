@@ -6,7 +6,7 @@ use crate::frame::{read_seq, read_stream};
 use crate::os::monotonic_ns;
 use crate::seq::SeqStreams;
 use crate::session::Session;
-use crate::{Outcome, PktGenError};
+use crate::{End, Outcome, PktGenError};
 
 pub(crate) fn receive(s: &mut Session, with_seq: bool) -> Result<Outcome, PktGenError> {
     let rings = s.rx_rings();
@@ -23,35 +23,11 @@ pub(crate) fn receive(s: &mut Session, with_seq: bool) -> Result<Outcome, PktGen
         }
         let mut got = 0u32;
         for r in 0..rings {
-            let mut rx = s.rx(r);
-            let res = rx.sync();
-            res.map_err(|e| s.wait_err(e))?;
-            let space = s.rx(r).space();
-            if space == 0 {
-                continue;
-            }
-            // From the -n budget (shared with the other threads).
-            let n = s.claim(space.min(s.burst));
-            if n == 0 {
+            let n = take(s, r, s.burst, &mut streams, &mut short)?;
+            if n == u32::MAX {
                 break;
             }
-            let mut rx = s.rx(r);
-            let mut bytes = 0u64;
-            for k in 0..n {
-                let Some(slot) = rx.slot(k) else { break };
-                let p = slot.payload();
-                bytes += p.len() as u64;
-                if let Some(st) = &mut streams {
-                    match read_seq(p) {
-                        Some(q) => st.observe(read_stream(p), q),
-                        None => short += 1,
-                    }
-                }
-            }
-            // Handed back at the next sync of this ring.
-            rx.advance(n);
             got += n;
-            s.record(n, bytes, space);
         }
         if got > 0 {
             first_ns.get_or_insert(now);
@@ -61,6 +37,17 @@ pub(crate) fn receive(s: &mut Session, with_seq: bool) -> Result<Outcome, PktGen
         let slice = s.wait_slice(now);
         s.wait_rx_any(slice)?;
     };
+    // Stopped by a signal or the duration: take what already arrived, in
+    // one pass without waiting, so a caller that stops the receiver once
+    // the switch has delivered everything counts every delivered frame.
+    // Bounded by what the rings hold and by -n.
+    if end != End::Count {
+        for r in 0..rings {
+            if take(s, r, u32::MAX, &mut streams, &mut short)? == u32::MAX {
+                break;
+            }
+        }
+    }
     // Give the consumed slots back before the port closes.
     for r in 0..rings {
         let res = s.rx(r).sync();
@@ -84,4 +71,46 @@ pub(crate) fn receive(s: &mut Session, with_seq: bool) -> Result<Outcome, PktGen
         out.malformed = Some(short + st.unknown);
     }
     Ok(out)
+}
+
+/// Syncs RX ring `r` and takes up to `most` of the packets it holds (and
+/// the -n budget allows): counts them, reads their sequence numbers, and
+/// releases the slots at the next sync. Returns how many, or `u32::MAX`
+/// once the -n budget is spent.
+fn take(
+    s: &mut Session,
+    r: usize,
+    most: u32,
+    streams: &mut Option<SeqStreams>,
+    short: &mut u64,
+) -> Result<u32, PktGenError> {
+    let mut rx = s.rx(r);
+    let res = rx.sync();
+    res.map_err(|e| s.wait_err(e))?;
+    let space = s.rx(r).space();
+    if space == 0 {
+        return Ok(0);
+    }
+    // From the -n budget (shared with the other threads).
+    let n = s.claim(space.min(most));
+    if n == 0 {
+        return Ok(u32::MAX);
+    }
+    let mut rx = s.rx(r);
+    let mut bytes = 0u64;
+    for k in 0..n {
+        let Some(slot) = rx.slot(k) else { break };
+        let p = slot.payload();
+        bytes += p.len() as u64;
+        if let Some(st) = streams {
+            match read_seq(p) {
+                Some(q) => st.observe(read_stream(p), q),
+                None => *short += 1,
+            }
+        }
+    }
+    // Handed back at the next sync of this ring.
+    rx.advance(n);
+    s.record(n, bytes, space);
+    Ok(n)
 }

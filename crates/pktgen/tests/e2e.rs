@@ -32,6 +32,22 @@ fn daemon() -> Daemon {
     Daemon::start(Config::new(path)).expect("daemon starts")
 }
 
+/// Waits (generously) until `name` is open on the daemon.
+fn wait_open(d: &Daemon, name: &str) {
+    let t0 = Instant::now();
+    loop {
+        let list = d.registry().lock().unwrap().port_list(None).unwrap();
+        if list.iter().any(|p| p.name == name && p.open) {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "{name} never opened"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn spawn(d: &Daemon, argv: &str) -> thread::JoinHandle<Report> {
     let a = args(argv);
     let sock = d.socket().to_path_buf();
@@ -65,28 +81,35 @@ fn txseq_to_rxseq_over_a_pipe_loses_nothing() {
 }
 
 #[test]
-fn tx_random_ports_rate_limited_and_rx_by_duration() {
+fn tx_random_ports_rate_limited() {
     let d = daemon();
-    let rx = spawn(&d, "-i pipe}7 -f rx --duration 1.5 -T 200 --json");
-    thread::sleep(Duration::from_millis(100));
+    let rx = spawn(&d, "-i pipe}7 -f rx -n 2000 -T 200 --json");
     let t = Instant::now();
     let tx = run(
-        &args("-i pipe{7 -f tx -n 2000 -R 4000 -z -Z -l 128 --duration 10 -T 0"),
+        &args("-i pipe{7 -f tx -n 2000 -R 4000 -z -Z -l 128 -T 0"),
         d.socket(),
     )
     .unwrap();
     let took = t.elapsed();
     assert_eq!(tx.packets, 2000);
+    // The rate limit can only make it slower than this, never faster
+    // (a loaded machine makes it slower still, which is fine).
     assert!(
         took >= Duration::from_millis(400),
         "2000 packets at 4000 pps took {took:?}"
     );
-    assert!(took < Duration::from_secs(3), "{took:?}");
     let rx = rx.join().unwrap();
     assert_eq!(
         (rx.packets, rx.bytes, rx.end),
-        (2000, 2000 * 128, End::Duration)
+        (2000, 2000 * 128, End::Count)
     );
+}
+
+#[test]
+fn rx_ends_by_duration() {
+    let d = daemon();
+    let rx = run(&args("-i pipe}8 -f rx --duration 0.3 -T 0"), d.socket()).unwrap();
+    assert_eq!((rx.packets, rx.end), (0, End::Duration));
 }
 
 #[test]
@@ -122,7 +145,7 @@ fn ping_pong_over_a_pipe() {
 #[test]
 fn busy_ping_with_bursts() {
     let d = daemon();
-    let pong = spawn(&d, "-i pipe}4 -f pong --duration 3 -T 0 -b 64");
+    let pong = spawn(&d, "-i pipe}4 -f pong -n 4096 -T 0 -b 64");
     thread::sleep(Duration::from_millis(100));
     let p = run(
         &args("-i pipe{4 -f ping -n 4096 -b 16 --busy --duration 20 -T 0"),
@@ -131,7 +154,7 @@ fn busy_ping_with_bursts() {
     .unwrap();
     assert_eq!((p.sent, p.packets, p.lost), (Some(4096), 4096, Some(0)));
     let q = pong.join().unwrap();
-    assert_eq!((q.packets, q.end), (4096, End::Duration));
+    assert_eq!((q.packets, q.end), (4096, End::Count));
 }
 
 #[test]
@@ -154,11 +177,9 @@ fn sender_without_reader_stops_by_duration_and_reports_the_queue() {
     let d = daemon();
     let t = Instant::now();
     let tx = run(&args("-i pipe{5 -f tx --duration 0.3 -T 0"), d.socket()).unwrap();
-    assert!(
-        t.elapsed() < Duration::from_secs(3),
-        "bounded: {:?}",
-        t.elapsed()
-    );
+    // It ends by itself (a hang would fail here); how long it took on
+    // this machine is no part of the outcome.
+    println!("a sender without a reader stopped after {:?}", t.elapsed());
     assert_eq!(tx.end, End::Duration);
     // The peer's RX ring filled up; what is left in our TX ring is queued.
     assert!(tx.packets > 0, "{tx:?}");
@@ -171,20 +192,19 @@ fn receiver_without_traffic_stops_by_duration() {
     let t = Instant::now();
     let rx = run(&args("-i pipe}6 -f rx --duration 0.3 -T 100"), d.socket()).unwrap();
     let took = t.elapsed();
-    assert!(
-        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_millis(300), "{took:?}");
     assert_eq!((rx.packets, rx.end, rx.drops), (0, End::Duration, Some(0)));
 }
 
 #[test]
 fn tx_through_a_vale_switch() {
     let d = daemon();
-    let rx = spawn(&d, "-i vale0:b -f rxseq -n 20000 --duration 10 -T 0");
-    thread::sleep(Duration::from_millis(200));
+    // A deep ring and a modest rate: the receiver would have to be kept
+    // off the CPU for 200 ms for the switch to drop.
+    let rx = spawn(&d, "-i vale0:b@conf:slots=4096 -f rxseq -n 20000 -T 0");
+    wait_open(&d, "vale0:b");
     let tx = run(
-        &args("-i vale0:a -f txseq -n 20000 -R 200000 --duration 10 -T 0"),
+        &args("-i vale0:a -f txseq -n 20000 -R 20000 -T 0"),
         d.socket(),
     )
     .unwrap();

@@ -50,14 +50,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .spawn()
             .expect("daemon starts");
-        let t0 = Instant::now();
-        while !socket.exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "daemon did not create its socket"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until("the daemon's socket", || socket.exists());
         Daemon { child, socket }
     }
 
@@ -106,6 +99,49 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// `port`'s counters, if it exists.
+    pub fn port_stats(&self, port: &str) -> Option<serde_json::Value> {
+        let v = self.stats();
+        v.as_array()?.iter().find(|p| p["name"] == port).cloned()
+    }
+
+    /// Waits until the switch has accounted for `n` frames sent to `port`
+    /// (delivered into its RX ring or dropped because it was full), and
+    /// returns the drops. The port must stay open meanwhile.
+    pub fn wait_accounted(&self, port: &str, n: u64) -> u64 {
+        let mut drops = 0;
+        wait_until(&format!("{n} frames accounted at {port}"), || {
+            let Some(p) = self.port_stats(port) else {
+                return false;
+            };
+            let (rx, d) = (p["rx_packets"].as_u64(), p["drop_rx_full"].as_u64());
+            drops = d.unwrap_or(0);
+            rx.unwrap_or(0) + drops >= n
+        });
+        drops
+    }
+
+    /// Waits until every port in `ports` (canonical names) is open.
+    pub fn wait_open(&self, ports: &[&str]) {
+        let mut v = serde_json::Value::Null;
+        wait_until(&format!("{ports:?} open"), || {
+            let out = Command::new(BIN)
+                .arg("--socket")
+                .arg(&self.socket)
+                .args(["ctl", "port", "list", "--json"])
+                .output()
+                .unwrap();
+            v = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let open = |n: &&str| {
+                v.as_array()
+                    .is_some_and(|a| a.iter().any(|p| p["name"] == *n && p["open"] == true))
+            };
+            ports.iter().all(open)
+        });
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -131,7 +167,23 @@ pub fn count(out: &str, word: &str) -> u64 {
         .unwrap_or_else(|| panic!("no '{word}' line in:\n{out}"))
 }
 
-/// Lets the other side get going (or the switch finish a batch).
-pub fn settle() {
-    std::thread::sleep(Duration::from_millis(300));
+/// How long a test waits for a condition before it fails: generous, so a
+/// loaded machine only makes the test slower, never wrong.
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Polls `cond` until it holds, failing with `what` after [`DEADLINE`].
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < DEADLINE, "{what}: not within {DEADLINE:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends SIGINT to a child (pkt-gen stops, takes what already arrived,
+/// and prints its report).
+pub fn interrupt(c: &Child) {
+    // SAFETY: kill has no memory preconditions; the pid is our child's,
+    // not yet waited for.
+    unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
 }
