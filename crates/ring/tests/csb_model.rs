@@ -1,0 +1,685 @@
+//! A loom model of the CSB sync protocol (`ringswitch_ring::sync`), run as a
+//! plain test: loom explores every interleaving of the application and the
+//! port side, and every value a load may read under the C++/Rust memory
+//! model, within the preemption bound below. See docs/csb-model.md.
+//!
+//! The real code works on raw shared memory, which loom cannot instrument, so
+//! the two sides are re-stated here over loom atomics, step for step as in
+//! `sync.rs` (each step names the function it mirrors). The orderings and
+//! fences are not re-stated: they come from `ringswitch_ring::sync::order`,
+//! the constants `sync.rs` itself uses, so changing an ordering there changes
+//! it here.
+//!
+//! What is checked:
+//! - no lost wake-up in either direction: the port side sleeping on its kick
+//!   doorbell (`kern_need_kick`) and the application sleeping on its
+//!   interrupt doorbell (`appl_need_kick`). A doorbell is a counter under a
+//!   loom mutex and condvar with no timeout, so a lost wake-up leaves both
+//!   threads blocked, which loom reports as a deadlock;
+//! - the same across a ring reinitialisation: the application writes a head
+//!   the port side must refuse, the port side resets the ring, and the
+//!   application re-attaches (`AppRing::new`) and goes on;
+//! - slot contents: each slot's data is a loom `UnsafeCell`, so a publish
+//!   that did not order the data before it is reported as a data race;
+//! - negative controls: each of the four double-check fences weakened to
+//!   Release, and each Release publish weakened to Relaxed, in a copy of the
+//!   orderings table, makes loom report the failure.
+
+use std::sync::atomic::Ordering;
+// std's Arc, not loom's: loom's panics in its destructor while a failing
+// execution unwinds, which aborts the negative controls.
+use std::sync::Arc;
+
+use loom::cell::UnsafeCell;
+use loom::model::Builder;
+use loom::sync::atomic::{fence, AtomicU32};
+use loom::sync::{Condvar, Mutex};
+use loom::thread;
+use ringswitch_ring::arith;
+use ringswitch_ring::sync::order;
+
+/// Preemptions per execution when `LOOM_MAX_PREEMPTIONS` is not set. Every
+/// wake-up race in this protocol needs one preemption (between a side's
+/// store and its fence, or its fence and its load); weak-memory outcomes
+/// (which store a load reads) are explored independently of this bound.
+const PREEMPTIONS: usize = 2;
+
+/// The orderings of one run: the real ones ([`REAL`]), or a copy with one
+/// weakened for a negative control.
+#[derive(Clone, Copy, Debug)]
+struct Orders {
+    publish_cur: Ordering,
+    publish_head: Ordering,
+    read_head: Ordering,
+    publish_hwcur: Ordering,
+    publish_hwtail: Ordering,
+    read_hwtail: Ordering,
+    read_hwcur: Ordering,
+    read_own: Ordering,
+    set_need_kick: Ordering,
+    clear_need_kick: Ordering,
+    read_need_kick: Ordering,
+    reset_pointers: Ordering,
+    /// `AppRing::port_wants_kick`: after publishing head.
+    app_kick_fence: Ordering,
+    /// `AppRing::set_need_kick(true)`: before rechecking hwtail.
+    app_sleep_fence: Ordering,
+    /// `PortRing::prepare_sleep`: before rechecking head.
+    port_sleep_fence: Ordering,
+    /// `PortRing::app_wants_kick`: after publishing hwtail.
+    port_kick_fence: Ordering,
+}
+
+/// The orderings `sync.rs` runs with.
+const REAL: Orders = Orders {
+    publish_cur: order::PUBLISH_CUR,
+    publish_head: order::PUBLISH_HEAD,
+    read_head: order::READ_HEAD,
+    publish_hwcur: order::PUBLISH_HWCUR,
+    publish_hwtail: order::PUBLISH_HWTAIL,
+    read_hwtail: order::READ_HWTAIL,
+    read_hwcur: order::READ_HWCUR,
+    read_own: order::READ_OWN,
+    set_need_kick: order::SET_NEED_KICK,
+    clear_need_kick: order::CLEAR_NEED_KICK,
+    read_need_kick: order::READ_NEED_KICK,
+    reset_pointers: order::RESET_POINTERS,
+    app_kick_fence: order::DOUBLE_CHECK,
+    app_sleep_fence: order::DOUBLE_CHECK,
+    port_sleep_fence: order::DOUBLE_CHECK,
+    port_kick_fence: order::DOUBLE_CHECK,
+};
+
+/// One ring's CSB entry and slot data, shared by the two sides.
+struct Shared {
+    // atok: written by the application.
+    head: AtomicU32,
+    cur: AtomicU32,
+    appl_need_kick: AtomicU32,
+    // ktoa: written by the port side.
+    hwcur: AtomicU32,
+    hwtail: AtomicU32,
+    kern_need_kick: AtomicU32,
+    /// The data of each slot's buffer (a packet's sequence number).
+    slots: Vec<UnsafeCell<u32>>,
+    /// The port's kick eventfd (the application rings it).
+    kick: Doorbell,
+    /// The ring's interrupt eventfd (the port side rings it).
+    irq: Doorbell,
+}
+
+impl Shared {
+    /// A ring in its initial state (`CsbRef::init`): head 0, and hwtail
+    /// `n - 1` for TX (every slot the application's), 0 for RX.
+    fn new(n: u32, tx: bool) -> Arc<Shared> {
+        let tail = if tx { n - 1 } else { 0 };
+        Arc::new(Shared {
+            head: AtomicU32::new(0),
+            cur: AtomicU32::new(0),
+            appl_need_kick: AtomicU32::new(0),
+            hwcur: AtomicU32::new(0),
+            hwtail: AtomicU32::new(tail),
+            kern_need_kick: AtomicU32::new(0),
+            slots: (0..n).map(|_| UnsafeCell::new(u32::MAX)).collect(),
+            kick: Doorbell::default(),
+            irq: Doorbell::default(),
+        })
+    }
+
+    fn num_slots(&self) -> u32 {
+        self.slots.len() as u32
+    }
+}
+
+/// An eventfd: `signal` adds one, `wait` sleeps until the counter is not
+/// zero and clears it (poll, then drain). No timeout: a wake-up that never
+/// comes is a deadlock for loom to find.
+#[derive(Default)]
+struct Doorbell {
+    count: Mutex<u64>,
+    cond: Condvar,
+}
+
+impl Doorbell {
+    fn signal(&self) {
+        *self.count.lock().unwrap() += 1;
+        self.cond.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut c = self.count.lock().unwrap();
+        while *c == 0 {
+            c = self.cond.wait(c).unwrap();
+        }
+        *c = 0;
+    }
+}
+
+/// The application's side (`AppRing`).
+struct App {
+    s: Arc<Shared>,
+    o: Orders,
+    head: u32,
+    cur: u32,
+    tail: u32,
+    published_head: u32,
+}
+
+impl App {
+    /// `AppRing::new`: starts from the CSB's hwcur/hwtail and publishes
+    /// them as head/cur.
+    fn attach(s: Arc<Shared>, o: Orders, tx: bool) -> App {
+        let n = s.num_slots();
+        let hwcur = s.hwcur.load(o.read_hwcur);
+        let hwtail = s.hwtail.load(o.read_hwtail);
+        let (head, tail) = if hwcur < n && hwtail < n {
+            (hwcur, hwtail)
+        } else {
+            (0, if tx { n - 1 } else { 0 })
+        };
+        s.cur.store(head, o.publish_cur);
+        s.head.store(head, o.publish_head);
+        App {
+            s,
+            o,
+            head,
+            cur: head,
+            tail,
+            published_head: head,
+        }
+    }
+
+    fn n(&self) -> u32 {
+        self.s.num_slots()
+    }
+
+    /// `AppRing::space`.
+    fn space(&self) -> u32 {
+        arith::space(self.cur, self.tail, self.n())
+    }
+
+    /// `AppRing::advance`.
+    fn advance(&mut self, k: u32) {
+        let k = k.min(self.space());
+        self.cur = arith::add(self.cur, k, self.n());
+        self.head = self.cur;
+    }
+
+    /// `AppRing::publish`.
+    fn publish(&mut self) -> bool {
+        let s = &self.s;
+        if s.cur.load(self.o.read_own) != self.cur {
+            s.cur.store(self.cur, self.o.publish_cur);
+        }
+        if s.head.load(self.o.read_own) != self.head {
+            s.head.store(self.head, self.o.publish_head);
+        }
+        let moved = self.head != self.published_head;
+        self.published_head = self.head;
+        moved
+    }
+
+    /// `AppRing::port_wants_kick`.
+    fn port_wants_kick(&self) -> bool {
+        fence(self.o.app_kick_fence);
+        self.s.kern_need_kick.load(self.o.read_need_kick) != 0
+    }
+
+    /// `AppRing::refresh_tail` with `accept_tail`.
+    fn refresh_tail(&mut self) -> bool {
+        let n = self.n();
+        let hw = self.s.hwtail.load(self.o.read_hwtail);
+        if hw == self.tail {
+            return false;
+        }
+        let limit = arith::dist(self.tail, arith::prev(self.head, n), n);
+        assert!(
+            arith::within(self.tail, limit, hw, n),
+            "the port side published a tail the application must refuse: {hw}"
+        );
+        self.tail = hw;
+        true
+    }
+
+    /// `AppRing::pending`.
+    fn pending(&self) -> u32 {
+        let n = self.n();
+        let hwcur = self.s.hwcur.load(self.o.read_hwcur);
+        if hwcur >= n {
+            return 0;
+        }
+        arith::dist(hwcur, self.published_head, n)
+    }
+
+    /// `AppRing::set_need_kick`.
+    fn set_need_kick(&self, on: bool) {
+        let o = if on {
+            self.o.set_need_kick
+        } else {
+            self.o.clear_need_kick
+        };
+        self.s.appl_need_kick.store(on as u32, o);
+        if on {
+            fence(self.o.app_sleep_fence);
+        }
+    }
+
+    /// `Port::txsync` with a switch backend.
+    fn txsync(&mut self) {
+        let moved = self.publish();
+        if moved && self.port_wants_kick() {
+            self.s.kick.signal();
+        }
+        self.refresh_tail();
+    }
+
+    /// `Port::rxsync` with a switch backend.
+    fn rxsync(&mut self) {
+        self.publish();
+        self.refresh_tail();
+    }
+
+    /// `Port::wait` (`wait_tx` / `wait_rx`) without a deadline: sync, and
+    /// if nothing is there, ask for an interrupt, sync once more, sleep.
+    fn wait(&mut self, tx: bool) {
+        let sync = |a: &mut App| {
+            if tx {
+                a.txsync()
+            } else {
+                a.rxsync()
+            }
+            a.space() > 0
+        };
+        loop {
+            if sync(self) {
+                return;
+            }
+            self.set_need_kick(true);
+            if sync(self) {
+                self.set_need_kick(false);
+                return;
+            }
+            self.s.irq.wait();
+            self.set_need_kick(false);
+        }
+    }
+
+    /// `Port::flush` without a deadline: until the port side has taken
+    /// every slot handed to it.
+    fn flush(&mut self) {
+        loop {
+            self.txsync();
+            if self.pending() == 0 {
+                return;
+            }
+            self.set_need_kick(true);
+            self.txsync();
+            if self.pending() != 0 {
+                self.s.irq.wait();
+            }
+            self.set_need_kick(false);
+        }
+    }
+
+    /// Sends packet `seq`: waits for a free slot, writes it, txsync.
+    fn send(&mut self, seq: u32) {
+        if self.space() == 0 {
+            self.wait(true);
+        }
+        let i = self.cur;
+        self.s.slots[i as usize].with_mut(|p| {
+            // SAFETY: slot `i` is in [cur, tail): the application's until
+            // the next publish (the property loom checks).
+            unsafe { *p = seq }
+        });
+        self.advance(1);
+        self.txsync();
+    }
+
+    /// Receives one packet: waits for it, reads it, releases the slot.
+    fn recv(&mut self) -> u32 {
+        if self.space() == 0 {
+            self.wait(false);
+        }
+        let i = self.cur;
+        // SAFETY: slot `i` is in [cur, tail): the application's until the
+        // next publish.
+        let seq = self.s.slots[i as usize].with(|p| unsafe { *p });
+        self.advance(1);
+        self.rxsync();
+        seq
+    }
+}
+
+/// The port side (`PortRing`), as the switch worker drives it.
+struct Port {
+    s: Arc<Shared>,
+    o: Orders,
+    hwcur: u32,
+    hwtail: u32,
+    reinits: u32,
+}
+
+impl Port {
+    /// `PortRing::new` on a fresh ring.
+    fn attach(s: Arc<Shared>, o: Orders) -> Port {
+        let hwcur = s.hwcur.load(o.read_hwcur);
+        let hwtail = s.hwtail.load(o.read_hwtail);
+        Port {
+            s,
+            o,
+            hwcur,
+            hwtail,
+            reinits: 0,
+        }
+    }
+
+    fn n(&self) -> u32 {
+        self.s.num_slots()
+    }
+
+    /// `PortRing::app_head`.
+    fn app_head(&self) -> Option<u32> {
+        let head = self.s.head.load(self.o.read_head);
+        let n = self.n();
+        arith::within(self.hwcur, arith::dist(self.hwcur, self.hwtail, n), head, n).then_some(head)
+    }
+
+    /// `PortRing::publish`.
+    fn publish(&self) {
+        self.s.hwcur.store(self.hwcur, self.o.publish_hwcur);
+        self.s.hwtail.store(self.hwtail, self.o.publish_hwtail);
+    }
+
+    /// `PortRing::app_wants_kick`.
+    fn app_wants_kick(&self) -> bool {
+        fence(self.o.port_kick_fence);
+        self.s.appl_need_kick.load(self.o.read_need_kick) != 0
+    }
+
+    /// `PortRing::set_awake`.
+    fn set_awake(&self) {
+        self.s.kern_need_kick.store(0, self.o.clear_need_kick);
+    }
+
+    /// `PortRing::prepare_sleep`.
+    fn prepare_sleep(&self) -> bool {
+        self.s.kern_need_kick.store(1, self.o.set_need_kick);
+        fence(self.o.port_sleep_fence);
+        if self.s.head.load(self.o.read_head) != self.hwcur {
+            self.s.kern_need_kick.store(0, self.o.clear_need_kick);
+            return false;
+        }
+        true
+    }
+
+    /// `PortRing::reinit`.
+    fn reinit(&mut self) {
+        self.reinits += 1;
+        self.s.cur.store(self.hwcur, self.o.reset_pointers);
+        self.s.head.store(self.hwcur, self.o.reset_pointers);
+        self.publish();
+    }
+
+    /// `Switch::forward_ring` for a TX ring: validates head (resetting the
+    /// ring if it is bad), takes every new slot, checks its data, returns
+    /// the slots and interrupts the application if it asked. Returns the
+    /// sequence numbers taken.
+    fn forward_tx(&mut self, seen: &mut Vec<u32>) -> u32 {
+        let Some(head) = self.app_head() else {
+            self.reinit();
+            return 0;
+        };
+        let n = self.n();
+        let avail = arith::dist(self.hwcur, head, n);
+        if avail == 0 {
+            return 0;
+        }
+        let mut i = self.hwcur;
+        for _ in 0..avail {
+            // SAFETY: slot `i` is in [hwcur, head): handed to the port side
+            // by the application's publish.
+            seen.push(self.s.slots[i as usize].with(|p| unsafe { *p }));
+            i = arith::next(i, n);
+        }
+        self.hwcur = head;
+        self.hwtail = arith::prev(head, n);
+        self.publish();
+        if self.app_wants_kick() {
+            self.s.irq.signal();
+        }
+        avail
+    }
+
+    /// `RxState::reserve` + copy + `finish_lease` for an RX ring: delivers
+    /// packet `seq` if there is room. Returns whether it was delivered.
+    fn deliver_rx(&mut self, seq: u32) -> bool {
+        match self.app_head() {
+            Some(h) => self.hwcur = h,
+            None => self.reinit(),
+        }
+        let n = self.n();
+        if n - 1 - arith::dist(self.hwcur, self.hwtail, n) == 0 {
+            return false;
+        }
+        let i = self.hwtail;
+        self.s.slots[i as usize].with_mut(|p| {
+            // SAFETY: slot `i` is in [hwtail, hwcur - 1): the port side's.
+            unsafe { *p = seq }
+        });
+        self.hwtail = arith::next(i, n);
+        self.publish();
+        if self.app_wants_kick() {
+            self.s.irq.signal();
+        }
+        true
+    }
+
+    /// The switch worker's loop for one TX ring (`worker.rs`): forward while
+    /// there is work; with none, `prepare_sleep`, and if it allows, sleep on
+    /// the kick doorbell and `set_awake` on waking. Returns once `want`
+    /// packets went through (the model's end; a worker never returns).
+    fn serve_tx(&mut self, want: usize) -> Vec<u32> {
+        let mut seen = Vec::new();
+        while seen.len() < want {
+            if self.forward_tx(&mut seen) > 0 {
+                continue;
+            }
+            if self.prepare_sleep() {
+                self.s.kick.wait();
+                self.set_awake();
+            }
+        }
+        seen
+    }
+}
+
+fn builder() -> Builder {
+    let mut b = Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(PREEMPTIONS);
+    }
+    b
+}
+
+/// TX ring of `n` slots: the application sends `pkts` packets (waiting for
+/// room when the ring is full) and flushes; the worker forwards them. Both
+/// directions of the double check are used: the worker sleeps waiting for a
+/// head, the application waits for room and for its flush.
+fn tx_model(o: Orders, n: u32, pkts: u32) {
+    builder().check(move || {
+        let s = Shared::new(n, true);
+        let mut port = Port::attach(s.clone(), o);
+        let worker = thread::spawn(move || port.serve_tx(pkts as usize));
+        let mut app = App::attach(s, o, true);
+        for seq in 0..pkts {
+            app.send(seq);
+        }
+        app.flush();
+        let seen = worker.join().unwrap();
+        assert_eq!(seen, (0..pkts).collect::<Vec<_>>(), "every packet, in order");
+    });
+}
+
+/// RX ring of `n` slots: the worker delivers `pkts` packets (retrying a full
+/// ring, as a source whose packets wait in its TX ring); the application
+/// waits for each with the interrupt double check.
+fn rx_model(o: Orders, n: u32, pkts: u32) {
+    builder().check(move || {
+        let s = Shared::new(n, false);
+        let mut port = Port::attach(s.clone(), o);
+        let worker = thread::spawn(move || {
+            for seq in 0..pkts {
+                while !port.deliver_rx(seq) {
+                    thread::yield_now();
+                }
+            }
+        });
+        let mut app = App::attach(s, o, false);
+        let got: Vec<u32> = (0..pkts).map(|_| app.recv()).collect();
+        worker.join().unwrap();
+        assert_eq!(got, (0..pkts).collect::<Vec<_>>(), "every packet, in order");
+    });
+}
+
+/// A value of head the port side must refuse.
+const BAD_HEAD: u32 = 1000;
+
+/// Ring reinitialisation on a TX ring: the application sends one packet and
+/// flushes it, then writes a head it could not have (and kicks, as a
+/// publish would), waits until the port side has reset the ring (its head
+/// replaced), re-attaches as `AppRing::new` does, sends one more and
+/// flushes. With `wait_for_reset` false it re-attaches at once, racing the
+/// reset.
+fn reinit_model(o: Orders, wait_for_reset: bool) {
+    builder().check(move || {
+        let n = 4;
+        let s = Shared::new(n, true);
+        let mut port = Port::attach(s.clone(), o);
+        let worker = thread::spawn(move || {
+            let seen = port.serve_tx(2);
+            (seen, port.reinits)
+        });
+        let mut app = App::attach(s.clone(), o, true);
+        app.send(0);
+        app.flush();
+        // The bad head, published as `AppRing::publish` would.
+        s.head.store(BAD_HEAD, o.publish_head);
+        if app.port_wants_kick() {
+            s.kick.signal();
+        }
+        if wait_for_reset {
+            while s.head.load(o.read_head) == BAD_HEAD {
+                thread::yield_now();
+            }
+        }
+        let mut app = App::attach(s.clone(), o, true);
+        app.send(1);
+        app.flush();
+        let (seen, reinits) = worker.join().unwrap();
+        assert_eq!(seen, vec![0, 1], "both packets, in order");
+        if wait_for_reset {
+            assert_eq!(reinits, 1, "the bad head reset the ring once");
+        }
+    });
+}
+
+#[test]
+fn tx_ring_loses_no_wakeup() {
+    // Two slots: one in flight, so the application waits for room before
+    // each packet after the first and the slot's buffer is reused.
+    tx_model(REAL, 2, 3);
+}
+
+#[test]
+fn rx_ring_loses_no_interrupt() {
+    rx_model(REAL, 2, 3);
+}
+
+#[test]
+fn reinit_loses_no_wakeup() {
+    reinit_model(REAL, true);
+}
+
+// Negative controls: each weakened ordering, in a copy of the table, makes
+// loom find the failure it exists to prevent. A deadlock is a lost wake-up
+// (both sides asleep with work pending); a causality violation is a slot
+// read or written while the other side may still use it.
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn weak_port_sleep_fence_loses_a_kick() {
+    tx_model(
+        Orders {
+            port_sleep_fence: Ordering::Release,
+            ..REAL
+        },
+        2,
+        2,
+    );
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn weak_app_kick_fence_loses_a_kick() {
+    tx_model(
+        Orders {
+            app_kick_fence: Ordering::Release,
+            ..REAL
+        },
+        2,
+        2,
+    );
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn weak_app_sleep_fence_loses_an_interrupt() {
+    rx_model(
+        Orders {
+            app_sleep_fence: Ordering::Release,
+            ..REAL
+        },
+        2,
+        1,
+    );
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn weak_port_kick_fence_loses_an_interrupt() {
+    rx_model(
+        Orders {
+            port_kick_fence: Ordering::Release,
+            ..REAL
+        },
+        2,
+        1,
+    );
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn relaxed_head_publish_races_on_the_slot() {
+    tx_model(
+        Orders {
+            publish_head: Ordering::Relaxed,
+            ..REAL
+        },
+        2,
+        1,
+    );
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn relaxed_hwtail_publish_races_on_the_slot() {
+    rx_model(
+        Orders {
+            publish_hwtail: Ordering::Relaxed,
+            ..REAL
+        },
+        2,
+        1,
+    );
+}
