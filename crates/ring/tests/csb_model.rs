@@ -108,6 +108,12 @@ struct Shared {
     irq: Doorbell,
 }
 
+// SAFETY: the slots are shared between the two sides as the protocol says:
+// each side reads or writes only the slots it owns at that moment. That is
+// the property under test: loom's `UnsafeCell` reports any access that the
+// protocol's orderings do not separate from the other side's.
+unsafe impl Sync for Shared {}
+
 impl Shared {
     /// A ring in its initial state (`CsbRef::init`): head 0, and hwtail
     /// `n - 1` for TX (every slot the application's), 0 for RX.
@@ -164,6 +170,26 @@ struct App {
     tail: u32,
     published_head: u32,
     bad_tails: u32,
+    backend: Backend,
+}
+
+/// What an application's syncs talk to (`client::Backend`).
+enum Backend {
+    /// A switch port: kicks the worker's doorbell.
+    Switch,
+    /// The sending end of a pipe: moves slots into the peer's RX ring itself.
+    PipeTx(PipeTx),
+    /// The receiving end of a pipe: wakes the peer (whose TX ring this is)
+    /// when it releases slots.
+    PipeRx(Arc<Shared>),
+}
+
+/// The sending end's view of a pipe (`client::pipe::PipeEnd`, one ring).
+struct PipeTx {
+    /// The port side of the peer's RX ring, driven by the sender.
+    peer: Port,
+    /// First TX slot not yet moved to the peer.
+    tx_hwcur: u32,
 }
 
 impl App {
@@ -188,6 +214,7 @@ impl App {
             tail,
             published_head: head,
             bad_tails: 0,
+            backend: Backend::Switch,
         }
     }
 
@@ -227,10 +254,15 @@ impl App {
         self.s.kern_need_kick.load(self.o.read_need_kick) != 0
     }
 
-    /// `AppRing::refresh_tail` with `accept_tail`.
+    /// `AppRing::refresh_tail`.
     fn refresh_tail(&mut self) -> bool {
-        let n = self.n();
         let hw = self.s.hwtail.load(self.o.read_hwtail);
+        self.accept_tail(hw)
+    }
+
+    /// `AppRing::accept_tail`.
+    fn accept_tail(&mut self, hw: u32) -> bool {
+        let n = self.n();
         if hw == self.tail {
             return false;
         }
@@ -266,18 +298,36 @@ impl App {
         }
     }
 
-    /// `Port::txsync` with a switch backend.
+    /// `Port::txsync`.
     fn txsync(&mut self) {
         let moved = self.publish();
-        if moved && self.port_wants_kick() {
-            self.s.kick.signal();
+        match std::mem::replace(&mut self.backend, Backend::Switch) {
+            Backend::Switch => {
+                if moved && self.port_wants_kick() {
+                    self.s.kick.signal();
+                }
+                self.refresh_tail();
+            }
+            Backend::PipeTx(mut p) => {
+                p.push(self);
+                self.backend = Backend::PipeTx(p);
+            }
+            Backend::PipeRx(_) => unreachable!("a receiving end does not send"),
         }
-        self.refresh_tail();
     }
 
-    /// `Port::rxsync` with a switch backend.
+    /// `Port::rxsync`.
     fn rxsync(&mut self) {
-        self.publish();
+        let moved = self.publish();
+        if let Backend::PipeRx(peer_tx) = &self.backend {
+            // `PipeEnd::released`.
+            if moved {
+                fence(self.o.app_kick_fence);
+                if peer_tx.appl_need_kick.load(self.o.read_need_kick) != 0 {
+                    peer_tx.irq.signal();
+                }
+            }
+        }
         self.refresh_tail();
     }
 
@@ -350,6 +400,53 @@ impl App {
         self.advance(1);
         self.rxsync();
         seq
+    }
+}
+
+impl PipeTx {
+    /// `PipeEnd::push`: moves what the sender's TX ring has pending into the
+    /// peer's RX ring, publishes it, interrupts the peer if it asked, and
+    /// returns the sender's TX slots.
+    fn push(&mut self, ring: &mut App) -> bool {
+        let o = ring.o;
+        let n = ring.n();
+        let peer = &mut self.peer;
+        if let Ok(h) = peer.app_head() {
+            peer.hwcur = h;
+        }
+        let mut a = self.tx_hwcur;
+        let pending = arith::dist(a, ring.head, n);
+        let free = n - 1 - arith::dist(peer.hwcur, peer.hwtail, n);
+        let m = pending.min(free);
+        for _ in 0..m {
+            // `RingRef::swap_into`: the buffer moves to the peer's slot.
+            // SAFETY: TX slot `a` is in [tx_hwcur, head): this end wrote it
+            // and the peer never touches it.
+            let v = ring.s.slots[a as usize].with(|p| unsafe { *p });
+            let j = peer.hwtail as usize;
+            peer.s.slots[j].with_mut(|p| {
+                // SAFETY: RX slot `hwtail` is in the port side's part of the
+                // peer's ring, which this end drives.
+                unsafe { *p = v }
+            });
+            a = arith::next(a, n);
+            peer.hwtail = arith::next(peer.hwtail, n);
+        }
+        if m > 0 {
+            self.tx_hwcur = a;
+            peer.publish();
+        }
+        let woke = m > 0 && peer.app_wants_kick();
+        if woke {
+            peer.s.irq.signal();
+        }
+        let tail = arith::prev(a, n);
+        if m > 0 {
+            ring.s.hwcur.store(a, o.publish_hwcur);
+            ring.s.hwtail.store(tail, o.publish_hwtail);
+        }
+        ring.accept_tail(tail);
+        woke
     }
 }
 
@@ -563,6 +660,38 @@ fn rx_model(o: Orders, n: u32, pkts: u32) {
     });
 }
 
+/// A pipe of `n` slots a ring: the sending end sends `pkts` packets (waiting
+/// for room, which the receiving end's releases signal) and flushes; the
+/// receiving end waits for each (the sender's moves signal it). Both ends
+/// are applications; the sender drives the port side of the receiver's RX
+/// ring (`client::pipe`).
+fn pipe_model(o: Orders, n: u32, pkts: u32) {
+    builder().check(move || {
+        let tx = Shared::new(n, true);
+        let rx = Shared::new(n, false);
+        // Both ends attach before either syncs (the daemon hands out a new
+        // region), so the sender's view of the peer starts from the RX
+        // ring's initial state.
+        let peer = Port::attach(rx.clone(), o);
+        let mut sender = App::attach(tx.clone(), o, true);
+        sender.backend = Backend::PipeTx(PipeTx { peer, tx_hwcur: 0 });
+        let mut receiver = App::attach(rx, o, false);
+        receiver.backend = Backend::PipeRx(tx);
+        let recv = thread::spawn(move || {
+            let got: Vec<u32> = (0..pkts).map(|_| receiver.recv()).collect();
+            (got, receiver.bad_tails)
+        });
+        for seq in 0..pkts {
+            sender.send(seq);
+        }
+        sender.flush();
+        assert_eq!(sender.bad_tails, 0);
+        let (got, bad_tails) = recv.join().unwrap();
+        assert_eq!(bad_tails, 0, "every tail the sender published was valid");
+        assert_eq!(got, (0..pkts).collect::<Vec<_>>(), "every packet, in order");
+    });
+}
+
 /// A value of head the port side must refuse.
 const BAD_HEAD: u32 = 1000;
 
@@ -619,6 +748,11 @@ fn tx_ring_loses_no_wakeup() {
 #[test]
 fn rx_ring_loses_no_interrupt() {
     rx_model(REAL, 2, 3);
+}
+
+#[test]
+fn pipe_loses_no_wakeup() {
+    pipe_model(REAL, 2, 3);
 }
 
 #[test]
@@ -696,6 +830,21 @@ fn weak_port_kick_fence_loses_an_interrupt() {
         },
         2,
         1,
+    );
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn weak_release_fence_in_a_pipe_loses_a_wakeup() {
+    // The receiving end's fence after releasing slots (`released`) is the
+    // same step as `port_wants_kick`.
+    pipe_model(
+        Orders {
+            app_kick_fence: Ordering::Release,
+            ..REAL
+        },
+        2,
+        2,
     );
 }
 
