@@ -14,8 +14,8 @@
 //! What is checked:
 //! - no lost wake-up in either direction: the port side sleeping on its kick
 //!   doorbell (`kern_need_kick`) and the application sleeping on its
-//!   interrupt doorbell (`appl_need_kick`), on a TX ring, an RX ring and a
-//!   pipe. A doorbell is a counter under a loom mutex and condvar with no
+//!   interrupt doorbell (`appl_need_kick`), on a TX ring, an RX ring, a
+//!   port of two TX rings sharing one kick doorbell, and a pipe. A doorbell is a counter under a loom mutex and condvar with no
 //!   timeout, so a lost wake-up leaves both threads blocked, which loom
 //!   reports as a deadlock;
 //! - the same across a ring reinitialisation: the application writes a head
@@ -43,10 +43,11 @@ use loom::thread;
 use ringswitch_ring::sync::{order, AppRing, PortRing};
 use ringswitch_ring::{arith, Dir, Geometry, Region, RegionLayout};
 
-/// Preemptions per execution when `LOOM_MAX_PREEMPTIONS` is not set: the
-/// whole file then runs in about 35 s in a debug build on a loaded 2-core
-/// machine. Which store a load reads is explored independently of this
-/// bound. `LOOM_MAX_PREEMPTIONS=3` with `--release` (about 90 s) passes too.
+/// Preemptions per execution when `LOOM_MAX_PREEMPTIONS` is not set (the
+/// three-thread model takes one fewer): the whole file then runs in under a
+/// minute in a debug build on a loaded 2-core machine, about 10 s in
+/// release. Which store a load reads is explored independently of this
+/// bound. `LOOM_MAX_PREEMPTIONS=3` with `--release` passes too.
 const PREEMPTIONS: usize = 2;
 
 /// The orderings of one run: the real ones ([`REAL`]), or a copy with one
@@ -107,8 +108,9 @@ struct Shared {
     kern_need_kick: AtomicU32,
     /// The data of each slot's buffer (a packet's sequence number).
     slots: Vec<UnsafeCell<u32>>,
-    /// The port's kick eventfd (the application rings it).
-    kick: Doorbell,
+    /// The port's kick eventfd (the application rings it; one per switch
+    /// port, shared by its rings).
+    kick: Arc<Doorbell>,
     /// The ring's interrupt eventfd (the port side rings it).
     irq: Doorbell,
 }
@@ -123,6 +125,11 @@ impl Shared {
     /// A ring in its initial state (`CsbRef::init`): head 0, and hwtail
     /// `n - 1` for TX (every slot the application's), 0 for RX.
     fn new(n: u32, tx: bool) -> Arc<Shared> {
+        Shared::with_kick(n, tx, Arc::default())
+    }
+
+    /// The same, ringing `kick` (a port's other rings ring it too).
+    fn with_kick(n: u32, tx: bool, kick: Arc<Doorbell>) -> Arc<Shared> {
         let tail = if tx { n - 1 } else { 0 };
         Arc::new(Shared {
             head: AtomicU32::new(0),
@@ -132,7 +139,7 @@ impl Shared {
             hwtail: AtomicU32::new(tail),
             kern_need_kick: AtomicU32::new(0),
             slots: (0..n).map(|_| UnsafeCell::new(u32::MAX)).collect(),
-            kick: Doorbell::default(),
+            kick,
             irq: Doorbell::default(),
         })
     }
@@ -605,6 +612,37 @@ impl Port {
     }
 }
 
+/// The switch worker's loop for a port of several TX rings sharing one kick
+/// doorbell: forward every ring; with no work on any, `SwitchPort::
+/// prepare_sleep` (every ring's `prepare_sleep`, and `set_awake` on all if
+/// one finds work), then sleep and `set_awake` on waking. Returns what each
+/// ring took once `want` packets went through in all.
+fn serve_port(rings: &mut [Port], kick: &Doorbell, want: usize) -> Vec<Vec<u32>> {
+    let mut seen = vec![Vec::new(); rings.len()];
+    while seen.iter().map(Vec::len).sum::<usize>() < want {
+        let mut any = false;
+        for (r, seen) in rings.iter_mut().zip(seen.iter_mut()) {
+            any |= r.forward_tx(seen) > 0;
+        }
+        if any {
+            continue;
+        }
+        let mut ok = true;
+        for r in rings.iter() {
+            if !r.prepare_sleep() {
+                ok = false;
+            }
+        }
+        if ok {
+            kick.wait();
+        }
+        for r in rings.iter() {
+            r.set_awake();
+        }
+    }
+    seen
+}
+
 fn builder() -> Builder {
     let mut b = Builder::new();
     if b.preemption_bound.is_none() {
@@ -662,6 +700,44 @@ fn rx_model(o: Orders, n: u32, pkts: u32) {
         );
         worker.join().unwrap();
         assert_eq!(got, (0..pkts).collect::<Vec<_>>(), "every packet, in order");
+    });
+}
+
+/// A switch port with two TX rings of `n` slots, one kick doorbell, and an
+/// application thread on each ring sending `pkts` packets and flushing: a
+/// kick for one ring wakes the worker for both, and `SwitchPort::
+/// prepare_sleep` must not let one ring's flag hide the other's work.
+fn port_model(o: Orders, n: u32, pkts: u32) {
+    let mut b = builder();
+    // Three threads: one preemption fewer keeps it to seconds (with the
+    // default bound, 80 s in a debug build).
+    b.preemption_bound = b.preemption_bound.map(|p| p.saturating_sub(1));
+    b.check(move || {
+        let kick: Arc<Doorbell> = Arc::default();
+        let shared = [0, 1].map(|_| Shared::with_kick(n, true, kick.clone()));
+        let mut rings = shared.clone().map(|s| Port::attach(s, o));
+        let worker = thread::spawn(move || serve_port(&mut rings, &kick, 2 * pkts as usize));
+        let app1 = {
+            let s = shared[1].clone();
+            thread::spawn(move || {
+                let mut app = App::attach(s, o, true);
+                for seq in 0..pkts {
+                    app.send(seq);
+                }
+                app.flush();
+                app.bad_tails
+            })
+        };
+        let mut app0 = App::attach(shared[0].clone(), o, true);
+        for seq in 0..pkts {
+            app0.send(seq);
+        }
+        app0.flush();
+        assert_eq!((app0.bad_tails, app1.join().unwrap()), (0, 0));
+        let seen = worker.join().unwrap();
+        for s in seen {
+            assert_eq!(s, (0..pkts).collect::<Vec<_>>(), "every packet, in order");
+        }
     });
 }
 
@@ -756,6 +832,11 @@ fn rx_ring_loses_no_interrupt() {
 }
 
 #[test]
+fn port_of_two_rings_loses_no_wakeup() {
+    port_model(REAL, 2, 1);
+}
+
+#[test]
 fn pipe_loses_no_wakeup() {
     pipe_model(REAL, 2, 3);
 }
@@ -796,6 +877,20 @@ fn weak_port_sleep_fence_loses_a_kick() {
         },
         2,
         2,
+    );
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn weak_port_sleep_fence_loses_a_kick_on_a_port_of_two_rings() {
+    // The three-thread model runs with one preemption fewer: it still fails.
+    port_model(
+        Orders {
+            port_sleep_fence: Ordering::Release,
+            ..REAL
+        },
+        2,
+        1,
     );
 }
 
