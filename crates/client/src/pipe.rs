@@ -5,10 +5,11 @@
 //! validated against what it was given, and buffer indexes are validated
 //! by whoever dereferences them.
 
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::fence;
 use std::sync::Arc;
 
 use ringswitch_ring::arith;
+use ringswitch_ring::sync::order;
 use ringswitch_ring::{AppRing, Dir, PortRing, Region};
 
 use crate::doorbell::Doorbell;
@@ -41,7 +42,7 @@ impl PipeEnd {
             .collect();
         let tx_hwcur = (0..g.tx_rings)
             .map(|i| {
-                let c = region.csb(end, Dir::Tx, i).hwcur().load(Ordering::Acquire);
+                let c = region.csb(end, Dir::Tx, i).hwcur().load(order::READ_HWCUR);
                 if c < g.tx_slots {
                     c
                 } else {
@@ -117,8 +118,8 @@ impl PipeEnd {
         let csb = self.region.csb(self.end, Dir::Tx, self.tx_ids[i]);
         let tail = arith::prev(a, n);
         if m > 0 {
-            csb.hwcur().store(a, Ordering::Relaxed);
-            csb.hwtail().store(tail, Ordering::Release);
+            csb.hwcur().store(a, order::PUBLISH_HWCUR);
+            csb.hwtail().store(tail, order::PUBLISH_HWTAIL);
         }
         ring.accept_tail(tail);
         woke
@@ -132,8 +133,8 @@ impl PipeEnd {
         // Pairs with the fence the peer issues after setting appl_need_kick
         // (AppRing::set_need_kick): either it sees our new head when it
         // rechecks, or we see its flag here.
-        fence(Ordering::SeqCst);
-        if peer_tx.appl_need_kick().load(Ordering::Relaxed) != 0 {
+        fence(order::DOUBLE_CHECK);
+        if peer_tx.appl_need_kick().load(order::READ_NEED_KICK) != 0 {
             self.peer_irqs[i].signal();
             return true;
         }

@@ -12,12 +12,71 @@
 //! fence, and reads the flag. With both fences sequentially consistent, at
 //! least one of the two sees the other's store, so no wake-up is lost.
 
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::fence;
 use std::sync::Arc;
 
 use crate::arith;
 use crate::layout::{Dir, NetmapSlot};
 use crate::region::{CsbRef, Region, RingPlace, RingRef};
+
+/// Every memory ordering and fence of the CSB protocol, named by the step
+/// that uses it. The code in this module uses only these, and the loom model
+/// (`crates/ring/tests/csb_model.rs`, see `docs/csb-model.md`) imports the
+/// same constants, so the model checks the orderings the code runs with.
+pub mod order {
+    use std::sync::atomic::Ordering;
+
+    /// The application stores `cur`. Relaxed: it is stored before `head`,
+    /// whose [`PUBLISH_HEAD`] makes it visible with it.
+    pub const PUBLISH_CUR: Ordering = Ordering::Relaxed;
+    /// The application stores `head` (a publish, or attaching). Release:
+    /// pairs with [`READ_HEAD`], so the port side that sees the new head
+    /// also sees `cur` and every slot and buffer written before it.
+    pub const PUBLISH_HEAD: Ordering = Ordering::Release;
+    /// The port side loads `head` (validation, and the recheck before it
+    /// sleeps). Acquire: pairs with [`PUBLISH_HEAD`].
+    pub const READ_HEAD: Ordering = Ordering::Acquire;
+    /// The port side stores `hwcur`. Relaxed: it is stored before `hwtail`,
+    /// whose [`PUBLISH_HWTAIL`] makes it visible with it.
+    pub const PUBLISH_HWCUR: Ordering = Ordering::Relaxed;
+    /// The port side stores `hwtail`. Release: pairs with [`READ_HWTAIL`],
+    /// so the application that sees the new tail also sees `hwcur` and
+    /// every slot and buffer the port side wrote or finished reading.
+    pub const PUBLISH_HWTAIL: Ordering = Ordering::Release;
+    /// The application loads `hwtail`. Acquire: pairs with
+    /// [`PUBLISH_HWTAIL`].
+    pub const READ_HWTAIL: Ordering = Ordering::Acquire;
+    /// Either side loads `hwcur` (attaching, and `AppRing::pending`).
+    /// Acquire, though it pairs with no Release of its own (`hwcur` is
+    /// stored [`PUBLISH_HWCUR`]): only the value is used, and a reader that
+    /// needs the slots reads `hwtail`.
+    pub const READ_HWCUR: Ordering = Ordering::Acquire;
+    /// A side loads a value that only it writes (to skip a store that would
+    /// change nothing, or a netmap program's pointers in its own ring
+    /// header). Relaxed: no other thread's store is involved.
+    pub const READ_OWN: Ordering = Ordering::Relaxed;
+    /// A side about to sleep stores its "need a kick" flag (1). Relaxed:
+    /// ordered before its recheck by the [`DOUBLE_CHECK`] fence after it.
+    pub const SET_NEED_KICK: Ordering = Ordering::Relaxed;
+    /// A side that is awake clears its flag (0). Relaxed: a clear seen late
+    /// costs the other side one needless kick, never a lost one.
+    pub const CLEAR_NEED_KICK: Ordering = Ordering::Relaxed;
+    /// A side that published progress loads the other's flag. Relaxed:
+    /// ordered after its publish by the [`DOUBLE_CHECK`] fence before it.
+    pub const READ_NEED_KICK: Ordering = Ordering::Relaxed;
+    /// The fence of the double check, on both sides and in both directions:
+    /// "store flag; fence; recheck progress" on the side going to sleep,
+    /// "store progress; fence; read flag" on the side that made progress.
+    /// SeqCst: the two fences are ordered one way or the other, so either
+    /// the sleeper's recheck sees the progress or the other side sees the
+    /// flag (the store-buffering case; Release or AcqRel would allow both
+    /// to miss, and a wake-up would be lost).
+    pub const DOUBLE_CHECK: Ordering = Ordering::SeqCst;
+    /// The port side resets the application's `cur` and `head` after a bad
+    /// head (`PortRing::reinit`). Relaxed: the [`PUBLISH_HWTAIL`] that ends
+    /// the reset makes them visible with it.
+    pub const RESET_POINTERS: Ordering = Ordering::Relaxed;
+}
 
 /// The application's side of one ring.
 pub struct AppRing {
@@ -40,8 +99,8 @@ impl AppRing {
         let n = place.num_slots;
         let (head, tail) = {
             let csb = region.csb_at(place);
-            let hwcur = csb.hwcur().load(Ordering::Acquire);
-            let hwtail = csb.hwtail().load(Ordering::Acquire);
+            let hwcur = csb.hwcur().load(order::READ_HWCUR);
+            let hwtail = csb.hwtail().load(order::READ_HWTAIL);
             if hwcur < n && hwtail < n {
                 (hwcur, hwtail)
             } else {
@@ -60,8 +119,8 @@ impl AppRing {
         };
         r.ring().set_pointers(head, head, tail);
         let csb = r.csb();
-        csb.cur().store(head, Ordering::Relaxed);
-        csb.head().store(head, Ordering::Release);
+        csb.cur().store(head, order::PUBLISH_CUR);
+        csb.head().store(head, order::PUBLISH_HEAD);
         r
     }
 
@@ -135,7 +194,7 @@ impl AppRing {
     #[inline]
     pub fn pending(&self) -> u32 {
         let n = self.place.num_slots;
-        let hwcur = self.csb().hwcur().load(Ordering::Acquire);
+        let hwcur = self.csb().hwcur().load(order::READ_HWCUR);
         if hwcur >= n {
             return 0;
         }
@@ -170,10 +229,10 @@ impl AppRing {
         let ring = self.ring();
         let head = ring
             .field(crate::layout::ring_field::HEAD)
-            .load(Ordering::Relaxed);
+            .load(order::READ_OWN);
         let cur = ring
             .field(crate::layout::ring_field::CUR)
-            .load(Ordering::Relaxed);
+            .load(order::READ_OWN);
         let n = self.place.num_slots;
         let own = arith::dist(self.head, self.tail, n);
         if !arith::within(self.head, own, head, n)
@@ -193,14 +252,14 @@ impl AppRing {
         let csb = self.csb();
         // Store only what changed: a spinning application must not keep
         // invalidating the cache line the port side reads.
-        if csb.cur().load(Ordering::Relaxed) != self.cur {
-            csb.cur().store(self.cur, Ordering::Relaxed);
+        if csb.cur().load(order::READ_OWN) != self.cur {
+            csb.cur().store(self.cur, order::PUBLISH_CUR);
         }
-        if csb.head().load(Ordering::Relaxed) != self.head {
+        if csb.head().load(order::READ_OWN) != self.head {
             // Release: pairs with the port side's Acquire load of head in
             // `PortRing::app_head`, so it sees cur and every slot written
             // before.
-            csb.head().store(self.head, Ordering::Release);
+            csb.head().store(self.head, order::PUBLISH_HEAD);
         }
         let moved = self.head != self.published_head;
         self.published_head = self.head;
@@ -212,8 +271,8 @@ impl AppRing {
     /// sees our new head there, or we see its flag here.
     #[inline]
     pub fn port_wants_kick(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.csb().kern_need_kick().load(Ordering::Relaxed) != 0
+        fence(order::DOUBLE_CHECK);
+        self.csb().kern_need_kick().load(order::READ_NEED_KICK) != 0
     }
 
     /// Reads `hwtail` and adopts it as `tail` if it is a value the port side
@@ -223,7 +282,7 @@ impl AppRing {
     pub fn refresh_tail(&mut self) -> bool {
         // Acquire: pairs with the Release store of hwtail in
         // `PortRing::publish`, so the slots up to hwtail are visible.
-        let hw = self.csb().hwtail().load(Ordering::Acquire);
+        let hw = self.csb().hwtail().load(order::READ_HWTAIL);
         self.accept_tail(hw)
     }
 
@@ -255,11 +314,16 @@ impl AppRing {
     /// `refresh_tail` sees its progress.
     #[inline]
     pub fn set_need_kick(&self, on: bool) {
-        self.csb()
-            .appl_need_kick()
-            .store(on as u32, Ordering::Relaxed);
+        self.csb().appl_need_kick().store(
+            on as u32,
+            if on {
+                order::SET_NEED_KICK
+            } else {
+                order::CLEAR_NEED_KICK
+            },
+        );
         if on {
-            fence(Ordering::SeqCst);
+            fence(order::DOUBLE_CHECK);
         }
     }
 
@@ -427,8 +491,8 @@ impl PortRing {
         let n = place.num_slots;
         let csb = region.csb_at(place);
         let (hwcur, hwtail) = {
-            let c = csb.hwcur().load(Ordering::Acquire);
-            let t = csb.hwtail().load(Ordering::Acquire);
+            let c = csb.hwcur().load(order::READ_HWCUR);
+            let t = csb.hwtail().load(order::READ_HWTAIL);
             if c < n && t < n {
                 (c, t)
             } else {
@@ -474,7 +538,7 @@ impl PortRing {
     #[inline]
     pub fn app_head(&self) -> Result<u32, BadHead> {
         // Acquire: pairs with the Release store in `AppRing::publish`.
-        let head = self.csb().head().load(Ordering::Acquire);
+        let head = self.csb().head().load(order::READ_HEAD);
         let n = self.place.num_slots;
         if arith::within(self.hwcur, arith::dist(self.hwcur, self.hwtail, n), head, n) {
             Ok(head)
@@ -495,10 +559,10 @@ impl PortRing {
     #[inline]
     pub fn publish(&self) {
         let csb = self.csb();
-        csb.hwcur().store(self.hwcur, Ordering::Relaxed);
+        csb.hwcur().store(self.hwcur, order::PUBLISH_HWCUR);
         // Release: pairs with the Acquire load in `AppRing::refresh_tail`;
         // every slot and buffer written before is visible once hwtail is.
-        csb.hwtail().store(self.hwtail, Ordering::Release);
+        csb.hwtail().store(self.hwtail, order::PUBLISH_HWTAIL);
     }
 
     /// After a publish: whether the application sleeps and wants an
@@ -506,14 +570,14 @@ impl PortRing {
     /// `AppRing::set_need_kick`.
     #[inline]
     pub fn app_wants_kick(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.csb().appl_need_kick().load(Ordering::Relaxed) != 0
+        fence(order::DOUBLE_CHECK);
+        self.csb().appl_need_kick().load(order::READ_NEED_KICK) != 0
     }
 
     /// Declares that the port side is awake (no kicks needed).
     #[inline]
     pub fn set_awake(&self) {
-        self.csb().kern_need_kick().store(0, Ordering::Relaxed);
+        self.csb().kern_need_kick().store(0, order::CLEAR_NEED_KICK);
     }
 
     /// The port side is about to sleep: asks for kicks, fences, and looks
@@ -522,11 +586,11 @@ impl PortRing {
     #[inline]
     pub fn prepare_sleep(&self) -> bool {
         let csb = self.csb();
-        csb.kern_need_kick().store(1, Ordering::Relaxed);
+        csb.kern_need_kick().store(1, order::SET_NEED_KICK);
         // Pairs with the fence in `AppRing::port_wants_kick`.
-        fence(Ordering::SeqCst);
-        if csb.head().load(Ordering::Acquire) != self.hwcur {
-            csb.kern_need_kick().store(0, Ordering::Relaxed);
+        fence(order::DOUBLE_CHECK);
+        if csb.head().load(order::READ_HEAD) != self.hwcur {
+            csb.kern_need_kick().store(0, order::CLEAR_NEED_KICK);
             return false;
         }
         true
@@ -537,8 +601,8 @@ impl PortRing {
     pub fn reinit(&mut self) {
         self.reinits += 1;
         let csb = self.csb();
-        csb.cur().store(self.hwcur, Ordering::Relaxed);
-        csb.head().store(self.hwcur, Ordering::Relaxed);
+        csb.cur().store(self.hwcur, order::RESET_POINTERS);
+        csb.head().store(self.hwcur, order::RESET_POINTERS);
         self.ring()
             .set_pointers(self.hwcur, self.hwcur, self.hwtail);
         self.publish();
@@ -555,6 +619,7 @@ impl PortRing {
 mod tests {
     use super::*;
     use crate::layout::{Geometry, RegionLayout};
+    use std::sync::atomic::Ordering;
 
     fn region(slots: u32) -> Arc<Region> {
         let g = Geometry {
