@@ -119,9 +119,7 @@ pub(crate) fn deliver_ring_to_dev(
             t.push(p.len as usize, || Outcome::TooLong);
             continue;
         }
-        let Some(len) = st.gather(p, sregion, sring) else {
-            continue;
-        };
+        let len = st.gather(p, sregion, sring);
         let frame = &st.bounce[..len];
         t.push(len, || outcome(q.tx_push(&h, frame)));
     }

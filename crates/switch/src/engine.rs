@@ -7,6 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
 use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG, NS_NO_LEARN};
+use ringswitch_ring::sync::Unfinished;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region};
 
 use crate::learning::{Decision, Forwarding, PortIndex};
@@ -344,6 +345,8 @@ impl Switch {
         let mut consumed = 0u32;
         let mut i = txr.hwcur;
         let mut last: Option<([u8; 12], bool, Decision)> = None;
+        // Slots of an unfinished chain at hwcur (nothing before it).
+        let mut unfinished: Option<u32> = None;
         // Start fetching the first packets' headers while the loop begins.
         const AHEAD: u32 = 4;
         for k in 0..AHEAD.min(limit) {
@@ -394,12 +397,14 @@ impl Switch {
                 }
             }
             if !complete {
-                // The published slots end inside a packet. Wait for the rest,
-                // unless the packet already fills the ring (it never can
-                // complete): then drop it.
-                if consumed == 0 && nfr >= n - 1 {
-                    malformed += 1;
-                    consumed += nfr;
+                // The published slots end inside a packet. Packets before it
+                // go now; it is looked at again on the next call. Alone, it
+                // waits for its last fragment without keeping the worker
+                // awake (`PortRing::note_unfinished`), unless it already
+                // fills the ring (it never can complete) or made no progress
+                // for a bounded number of looks: then it is dropped.
+                if consumed == 0 {
+                    unfinished = Some(nfr);
                 }
                 break;
             }
@@ -455,9 +460,7 @@ impl Switch {
             let Some(dport) = table.get(d) else { continue };
             sc.order_for(d);
             match &dport.backend {
-                Backend::Ring(drp) => {
-                    deliver(&sc.ft, &sc.order, srp, &sring, ring, dport, drp, &mut long)
-                }
+                Backend::Ring(drp) => deliver(&sc.ft, &sc.order, srp, &sring, ring, dport, drp),
                 Backend::Virtio(dv) => crate::virtio::deliver_ring_to_vm(
                     &mut sc.stage,
                     &sc.ft,
@@ -482,7 +485,14 @@ impl Switch {
         }
         sc.give_back(dests);
 
-        txr.hwcur = arith::add(txr.hwcur, consumed, n);
+        if let Some(nfr) = unfinished {
+            if nfr >= n - 1 || txr.note_unfinished(head) == Unfinished::Drop {
+                malformed += 1;
+                consumed += nfr;
+            }
+        }
+        let hwcur = arith::add(txr.hwcur, consumed, n);
+        txr.consumed_to(hwcur);
         txr.hwtail = arith::prev(txr.hwcur, n);
         txr.publish();
         if txr.app_wants_kick() {
@@ -530,8 +540,10 @@ pub(crate) fn slots_for(len: u32, buf: u32) -> u32 {
 }
 
 /// Copies the packets `order` (indexes into `ft`) into `dport`, in order,
-/// as far as its RX ring has room; the rest are dropped and counted.
-#[allow(clippy::too_many_arguments)]
+/// as far as its RX ring has room; the rest are dropped and counted. Every
+/// packet is counted once on the destination: delivered (`rx_packets`),
+/// or dropped as too long for its buffers (`drop_long`) or for lack of
+/// room (`drop_rx_full`).
 fn deliver(
     ft: &[Ft],
     order: &[u32],
@@ -540,7 +552,6 @@ fn deliver(
     src_ring: usize,
     dport: &SwitchPort,
     drp: &RingPort,
-    long: &mut u64,
 ) {
     let dregion: &Region = drp.region();
     let dbuf = dregion.buf_size();
@@ -563,12 +574,12 @@ fn deliver(
     for k in 0..res.len.min(4) {
         dregion.prefetch_buf(dring.buf_idx(arith::add(d, k, dn)));
     }
-    let (mut pkts, mut bytes, mut dropped) = (0u64, 0u64, 0u64);
+    let (mut pkts, mut bytes, mut dropped, mut long) = (0u64, 0u64, 0u64, 0u64);
     for &k in order {
         let p = ft[k as usize];
         let need = slots_for(p.len, dbuf);
         if need > MAX_FRAGS {
-            *long += 1;
+            long += 1;
             continue;
         }
         if need > left {
@@ -656,4 +667,5 @@ fn deliver(
     Counters::add(&c.rx_packets, pkts);
     Counters::add(&c.rx_bytes, bytes);
     Counters::add(&c.drop_rx_full, dropped);
+    Counters::add(&c.drop_long, long);
 }

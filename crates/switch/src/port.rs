@@ -505,10 +505,9 @@ impl RingPort {
 
     /// Whether any TX ring has work (the application moved head).
     pub fn has_tx_work(&self) -> bool {
-        self.tx.iter().any(|r| {
-            let r = lock(r);
-            r.csb().head().load(Ordering::Acquire) != r.hwcur
-        })
+        // Slots of an unfinished fragment chain already looked at are not
+        // work: the idle poll must not spin on them either.
+        self.tx.iter().any(|r| lock(r).has_new_work())
     }
 
     /// Before the serving worker sleeps: asks for kicks on every TX ring and

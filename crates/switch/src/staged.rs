@@ -112,30 +112,29 @@ impl StageScratch {
         self.used += len.next_multiple_of(64);
     }
 
-    /// Gathers packet `p` of a ring port's batch into the bounce buffer:
-    /// its fragments after the first are re-read and re-validated (a sender
-    /// changing them meanwhile only garbles its own frame). Returns its
-    /// length, or None when a buffer turned out invalid.
-    pub(crate) fn gather(
-        &mut self,
-        p: &Ft,
-        sregion: &Region,
-        sring: &RingRef<'_>,
-    ) -> Option<usize> {
-        let len = p.len as usize;
-        let bounce = self.bounce.get_mut(..len)?;
-        if p.nfrags == 1 {
-            return sregion.read_buf(p.buf_idx, 0, bounce).then_some(len);
-        }
+    /// Gathers packet `p` of a ring port's batch into the bounce buffer and
+    /// returns its length (`p.len`, at most [`FRAME_MAX`]: the caller
+    /// checks). Fragments after the first are re-read and re-validated: a
+    /// sender that changed them since the batch was validated (a buffer
+    /// index turned invalid, a length shrunk) only garbles its own frame,
+    /// whose missing bytes are zeros, never what the bounce buffer held
+    /// before. The frame is delivered and counted as such, as the ring to
+    /// ring path does: no frame is lost without a count.
+    pub(crate) fn gather(&mut self, p: &Ft, sregion: &Region, sring: &RingRef<'_>) -> usize {
+        let len = (p.len as usize).min(FRAME_MAX);
+        let bounce = &mut self.bounce[..len];
         let sn = sring.num_slots();
         let sbuf = sregion.buf_size() as usize;
         let mut off = 0usize;
         let mut j = p.slot;
         for f in 0..p.nfrags {
+            if off == len {
+                break;
+            }
             let s = if f == 0 {
                 NetmapSlot {
                     buf_idx: p.buf_idx,
-                    len: p.first_len as u16,
+                    len: u16::try_from(p.first_len).unwrap_or(u16::MAX),
                     flags: 0,
                     ptr: 0,
                 }
@@ -143,13 +142,15 @@ impl StageScratch {
                 sring.slot(j)
             };
             j = arith::next(j, sn);
-            let l = (s.len as usize).min(sbuf).min(len - off);
-            if !sregion.read_buf(s.buf_idx, 0, &mut bounce[off..off + l]) {
-                return None;
+            let l = usize::from(s.len).min(sbuf).min(len - off);
+            let part = &mut bounce[off..off + l];
+            if !sregion.read_buf(s.buf_idx, 0, part) {
+                part.fill(0);
             }
             off += l;
         }
-        Some(len)
+        bounce[off..].fill(0);
+        len
     }
 }
 

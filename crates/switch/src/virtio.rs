@@ -168,9 +168,7 @@ pub(crate) fn deliver_ring_to_vm(
             t.push(p.len as usize, || Outcome::TooLong);
             continue;
         }
-        let Some(len) = st.gather(p, sregion, sring) else {
-            continue;
-        };
+        let len = st.gather(p, sregion, sring);
         let frame = &st.bounce[..len];
         t.push(len, || rx_push(&mut q, &h, frame));
     }
