@@ -52,10 +52,10 @@ pub(crate) fn forward_from_dev(
     if taken == 0 {
         return BatchResult::default();
     }
-    let malformed = if sc.stage.staged.is_empty() {
-        0
+    let (malformed, no_dest) = if sc.stage.staged.is_empty() {
+        (0, 0)
     } else {
-        forward_staged(sw, src, q, sc)
+        (forward_staged(sw, src, q, sc), sc.no_dest)
     };
     let c = &src.counters;
     Counters::add(&c.tx_packets, sc.stage.staged.len() as u64);
@@ -63,6 +63,7 @@ pub(crate) fn forward_from_dev(
     Counters::add(&c.drop_short, short);
     Counters::add(&c.drop_long, long);
     Counters::add(&c.drop_malformed, malformed);
+    Counters::add(&c.drop_no_dest, no_dest);
     BatchResult {
         slots: taken as u32,
         packets: taken as u32,

@@ -80,6 +80,8 @@ pub struct Scratch {
     touched: Vec<PortIndex>,
     flood: Vec<u32>,
     pub(crate) order: Vec<u32>,
+    /// Packets of the batch with no destination (counted on the source).
+    pub(crate) no_dest: u64,
     /// Frames taken from VM and interface queues, and the paths that need
     /// contiguous bytes: allocated on first use by such a port.
     pub(crate) stage: crate::staged::StageScratch,
@@ -95,6 +97,7 @@ impl Default for Scratch {
             touched: Vec::with_capacity(MAX_PORTS),
             flood: Vec::with_capacity(MAX_BATCH as usize),
             order: Vec::with_capacity(MAX_BATCH as usize),
+            no_dest: 0,
             stage: crate::staged::StageScratch::default(),
         }
     }
@@ -107,6 +110,7 @@ impl Scratch {
         self.next.clear();
         self.flood.clear();
         self.touched.clear();
+        self.no_dest = 0;
     }
 
     /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
@@ -121,7 +125,8 @@ impl Scratch {
     #[inline(always)]
     pub(crate) fn route(&mut self, table: &PortTable, src: PortIndex, k: u32, decision: Decision) {
         match decision {
-            Decision::Drop => {}
+            // Addressed to a station behind the source itself.
+            Decision::Drop => self.no_dest += 1,
             Decision::Port(p) if table.get(p).is_some() && p != src => {
                 let p = p as usize;
                 if self.dst_head[p] == NONE {
@@ -146,6 +151,10 @@ impl Scratch {
                 if p != src && self.dst_head[p as usize] == NONE {
                     dests.push(p);
                 }
+            }
+            if dests.is_empty() {
+                // Flooded on a switch with no other port.
+                self.no_dest += self.flood.len() as u64;
             }
         }
         dests
@@ -504,6 +513,7 @@ impl Switch {
         Counters::add(&c.drop_malformed, malformed);
         Counters::add(&c.drop_short, short);
         Counters::add(&c.drop_long, long);
+        Counters::add(&c.drop_no_dest, sc.no_dest);
         BatchResult {
             slots: consumed,
             packets: (tx_pkts + malformed + short + long) as u32,

@@ -97,6 +97,7 @@ pub(crate) fn forward_from_vm(
     Counters::add(&c.tx_bytes, bytes);
     Counters::add(&c.drop_short, short);
     Counters::add(&c.drop_malformed, malformed);
+    Counters::add(&c.drop_no_dest, sc.no_dest);
     BatchResult {
         slots: taken as u32,
         packets: taken as u32,
