@@ -193,11 +193,12 @@ fn an_unfinished_fragment_chain_does_not_keep_the_worker_busy() {
         }
         tag += 1;
         let f = frame(mac(0xb), mac(0xa), 60, tag);
-        let mut tx = a.tx(0);
-        put(tx.app(), 0, &f, 60, 0);
-        tx.advance(1);
-        tx.sync().unwrap();
-        drop(tx);
+        {
+            let mut tx = a.tx(0);
+            put(tx.app(), 0, &f, 60, 0);
+            tx.advance(1);
+            tx.sync().unwrap();
+        }
         assert_eq!(tag_of(&recv_one(&mut b)), tag);
         false
     });
@@ -405,7 +406,10 @@ fn check_sums(sock: &std::path::Path, src: &str, dst: &str, units: u64) {
         destination_sum(&d),
         "every packet {src} took is delivered to or dropped by {dst}: {s:?} {d:?}"
     );
-    assert!(s.drop_malformed > 0 && s.drop_short > 0 && s.drop_long > 0, "{s:?}");
+    assert!(
+        s.drop_malformed > 0 && s.drop_short > 0 && s.drop_long > 0,
+        "{s:?}"
+    );
 }
 
 /// Exact accounting (issue 15), ring destination: a hostile client's
@@ -420,7 +424,10 @@ fn counters_add_up_for_a_ring_destination_under_a_hostile_sender() {
     let units = hostile_sender(&mut a, mac(0xa), 1, 6);
     check_sums(&s, "vale1:a", "vale1:b", units);
     let b = stat(&s, "vale1:b");
-    assert!(b.drop_rx_full > 0 && b.drop_long > 0 && b.rx_packets > 0, "{b:?}");
+    assert!(
+        b.drop_rx_full > 0 && b.drop_long > 0 && b.rx_packets > 0,
+        "{b:?}"
+    );
     // The daemon still forwards between other ports.
     let mut x = Port::open_at(&s, "vale2:x").unwrap();
     let mut y = Port::open_at(&s, "vale2:y").unwrap();
@@ -456,6 +463,9 @@ fn counters_add_up_for_a_vm_destination_under_a_hostile_sender() {
     let units = before + hostile_sender(&mut a, mac(0xa), 3, 5);
     check_sums(&s, "vale1:a", "vale1:vm", units);
     let vm = stat(&s, "vale1:vm");
-    assert!(vm.rx_packets > 0 && vm.drop_rx_full > 0 && vm.drop_link_down > 0, "{vm:?}");
+    assert!(
+        vm.rx_packets > 0 && vm.drop_rx_full > 0 && vm.drop_link_down > 0,
+        "{vm:?}"
+    );
     assert!(!g.recv().is_empty());
 }

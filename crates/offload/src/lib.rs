@@ -28,6 +28,9 @@
 //! allocates only when a [`Segmenter`] is created.
 
 #![warn(missing_docs)]
+// No narrowing cast on a length or an index (issue 15): every conversion
+// that can lose bits is checked or goes through a type that cannot.
+#![deny(clippy::cast_possible_truncation)]
 #![forbid(unsafe_code)]
 
 pub mod checksum;
@@ -45,4 +48,5 @@ pub use hdr::{
 pub use segment::{segment_count, Segmenter, SCRATCH_LEN};
 
 #[cfg(test)]
+#[allow(clippy::cast_possible_truncation)]
 mod tests;

@@ -418,7 +418,8 @@ impl RegionLayout {
             rings_ofs,
             csb_ofs,
             buf_base,
-            nbufs: bufs as u32,
+            // At most 2 ends x 2 directions x 16 rings x 4096 slots + 2.
+            nbufs: u32::try_from(bufs).map_err(|_| GeometryError::Slots(geometry.tx_slots))?,
             size,
         })
     }
@@ -526,6 +527,8 @@ impl RegionLayout {
 }
 
 #[cfg(test)]
+// Test fixtures, not the data path.
+#[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
     use core::mem::{offset_of, size_of};

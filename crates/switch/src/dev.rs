@@ -10,6 +10,7 @@
 use ringswitch_netdev::{OffloadHdr, TxError};
 use ringswitch_ring::{Region, RingRef};
 
+use crate::engine::conv::u32_of;
 use crate::engine::{BatchResult, Ft, Scratch, Switch, MIN_FRAME};
 use crate::port::{Counters, DevPort, SwitchPort};
 use crate::staged::{forward_staged, staged_to_queue, Outcome, StageScratch, Tally, FRAME_MAX};
@@ -65,8 +66,8 @@ pub(crate) fn forward_from_dev(
     Counters::add(&c.drop_malformed, malformed);
     Counters::add(&c.drop_no_dest, no_dest);
     BatchResult {
-        slots: taken as u32,
-        packets: taken as u32,
+        slots: u32_of(taken),
+        packets: u32_of(taken),
     }
 }
 

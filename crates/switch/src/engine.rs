@@ -24,6 +24,54 @@ pub const MIN_FRAME: u32 = 14;
 
 const NONE: u32 = u32::MAX;
 
+/// Conversions of the data path, none of which can wrap: lengths, counts
+/// and indexes are bounded by the geometry or the batch, and a conversion
+/// that could lose bits is checked (and saturates, which the bounds make
+/// unreachable) instead of cast.
+pub(crate) mod conv {
+    use ringswitch_ring::layout::MAX_FRAGS;
+
+    /// A slot's length: at most a buffer's size, which
+    /// `Geometry::validate` keeps at or below `MAX_BUF_SIZE` (< 2^16).
+    #[inline(always)]
+    pub(crate) fn slot_len(len: u32) -> u16 {
+        u16::try_from(len).unwrap_or(u16::MAX)
+    }
+
+    /// A slot length from a byte count (see [`slot_len`]).
+    #[inline(always)]
+    pub(crate) fn slot_len_of(len: usize) -> u16 {
+        u16::try_from(len).unwrap_or(u16::MAX)
+    }
+
+    /// The fragment count a delivered slot carries in bits 8 to 15 of its
+    /// flags: at most `MAX_FRAGS`.
+    #[inline(always)]
+    pub(crate) fn frag_flags(nfrags: u32) -> u16 {
+        u16::try_from(nfrags.min(MAX_FRAGS)).unwrap_or_default() << 8
+    }
+
+    /// A count, offset or length bounded by the batch, the staging arena
+    /// or a frame (all far below 2^32).
+    #[inline(always)]
+    pub(crate) fn u32_of(x: usize) -> u32 {
+        u32::try_from(x).unwrap_or(u32::MAX)
+    }
+
+    /// Word 0 of a slot split into buffer index, length and flags
+    /// (little-endian fields, as `NetmapSlot`).
+    #[inline(always)]
+    pub(crate) fn split_word0(w0: u64) -> (u32, u16, u16) {
+        let [b0, b1, b2, b3, l0, l1, f0, f1] = w0.to_le_bytes();
+        (
+            u32::from_le_bytes([b0, b1, b2, b3]),
+            u16::from_le_bytes([l0, l1]),
+            u16::from_le_bytes([f0, f1]),
+        )
+    }
+}
+use conv::{frag_flags, slot_len, split_word0, u32_of};
+
 /// A switch is full.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
@@ -116,7 +164,7 @@ impl Scratch {
     /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
     #[inline(always)]
     pub(crate) fn push_link(&mut self) -> u32 {
-        let k = self.next.len() as u32;
+        let k = u32_of(self.next.len());
         self.next.push(NONE);
         k
     }
@@ -127,11 +175,11 @@ impl Scratch {
         match decision {
             // Addressed to a station behind the source itself.
             Decision::Drop => self.no_dest += 1,
-            Decision::Port(p) if table.get(p).is_some() && p != src => {
-                let p = p as usize;
+            Decision::Port(port) if table.get(port).is_some() && port != src => {
+                let p = usize::from(port);
                 if self.dst_head[p] == NONE {
                     self.dst_head[p] = k;
-                    self.touched.push(p as PortIndex);
+                    self.touched.push(port);
                 } else {
                     self.next[self.dst_tail[p] as usize] = k;
                 }
@@ -231,7 +279,7 @@ impl Switch {
 
     /// Seconds since the switch was created (the learning clock).
     pub fn now_s(&self) -> u32 {
-        self.epoch.elapsed().as_secs() as u32
+        u32::try_from(self.epoch.elapsed().as_secs()).unwrap_or(u32::MAX)
     }
 
     /// Batch size.
@@ -254,15 +302,16 @@ impl Switch {
         make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
     ) -> Result<Arc<SwitchPort>, AttachError> {
         let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
-        let Some(i) = t.ports.iter().position(Option::is_none) else {
+        let free = t.ports.iter().position(Option::is_none);
+        let Some(i) = free.and_then(|i| PortIndex::try_from(i).ok()) else {
             return Err(AttachError::Full {
                 switch: self.name.clone(),
                 max: MAX_PORTS,
             });
         };
-        let p = Arc::new(make(i as PortIndex)?);
-        t.ports[i] = Some(p.clone());
-        t.active.push(i as PortIndex);
+        let p = Arc::new(make(i)?);
+        t.ports[usize::from(i)] = Some(p.clone());
+        t.active.push(i);
         Ok(p)
     }
 
@@ -359,7 +408,7 @@ impl Switch {
         // Start fetching the first packets' headers while the loop begins.
         const AHEAD: u32 = 4;
         for k in 0..AHEAD.min(limit) {
-            sregion.prefetch_buf(sring.slot_word0(arith::add(i, k, n)) as u32);
+            sregion.prefetch_buf(split_word0(sring.slot_word0(arith::add(i, k, n))).0);
         }
         // Bounded: each pass consumes at least one slot, and stops at `limit`
         // packets' worth of slots (a packet may overshoot by at most
@@ -375,11 +424,11 @@ impl Switch {
             let mut no_learn = false;
             while consumed + nfr < avail {
                 // Word 0 of a slot: buf_idx | len << 32 | flags << 48.
-                let w0 = sring.slot_word0(i);
+                let (buf_idx, len, flags) = split_word0(sring.slot_word0(i));
                 let s = NetmapSlot {
-                    buf_idx: w0 as u32,
-                    len: (w0 >> 32) as u16,
-                    flags: (w0 >> 48) as u16,
+                    buf_idx,
+                    len,
+                    flags,
                     ptr: 0,
                 };
                 if nfr == 0 {
@@ -388,13 +437,14 @@ impl Switch {
                 }
                 nfr += 1;
                 i = arith::next(i, n);
-                if s.len as u32 > sbuf {
+                if u32::from(s.len) > sbuf {
                     too_long = true;
                 }
                 if sregion.buf_ofs(s.buf_idx).is_none() {
                     bad = true;
                 }
-                total += s.len as u32;
+                // At most MAX_FRAGS slots of less than 2^16 bytes each.
+                total += u32::from(s.len);
                 if s.flags & NS_MOREFRAG == 0 {
                     complete = true;
                     break;
@@ -426,12 +476,12 @@ impl Switch {
                 long += 1;
                 continue;
             }
-            if s0.len < MIN_FRAME as u16 {
+            if u32::from(s0.len) < MIN_FRAME {
                 short += 1;
                 continue;
             }
             if consumed + AHEAD < avail {
-                sregion.prefetch_buf(sring.slot_word0(arith::add(i, AHEAD - 1, n)) as u32);
+                sregion.prefetch_buf(split_word0(sring.slot_word0(arith::add(i, AHEAD - 1, n))).0);
             }
             let Some(hdr) = sregion.read_addrs(s0.buf_idx) else {
                 malformed += 1;
@@ -447,7 +497,7 @@ impl Switch {
                 nfrags: nfr,
                 len: total,
                 buf_idx: s0.buf_idx,
-                first_len: s0.len as u32,
+                first_len: u32::from(s0.len),
             });
             // Runs of frames with the same addresses (a flow) are decided
             // once: the decision cannot change within a batch but through a
@@ -516,7 +566,8 @@ impl Switch {
         Counters::add(&c.drop_no_dest, sc.no_dest);
         BatchResult {
             slots: consumed,
-            packets: (tx_pkts + malformed + short + long) as u32,
+            // At most `consumed` packets.
+            packets: u32::try_from(tx_pkts + malformed + short + long).unwrap_or(consumed),
         }
     }
 }
@@ -572,10 +623,10 @@ fn deliver(
         .filter(|&s| s <= MAX_FRAGS)
         .sum();
     let res = drp.rx(q).reserve(want, &dport.counters);
-    let place = dregion.ring_place(0, Dir::Rx, q as u32);
+    let place = dregion.ring_place(0, Dir::Rx, u32_of(q));
     let dring = dregion.ring_at(place);
     let dn = place.num_slots;
-    let default_buf = dregion.layout().first_buf(0, Dir::Rx, q as u32);
+    let default_buf = dregion.layout().first_buf(0, Dir::Rx, u32_of(q));
     let sregion: &Region = src.region();
     let sn = sring.num_slots();
 
@@ -610,7 +661,7 @@ fn deliver(
                 b = dest_buf(d);
                 dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize);
             }
-            dring.set_len_flags(d, p.first_len as u16, 1 << 8);
+            dring.set_len_flags(d, slot_len(p.first_len), frag_flags(1));
             d = arith::next(d, dn);
         } else {
             // Stream the fragments into as many destination slots as needed.
@@ -624,7 +675,7 @@ fn deliver(
                 let s = if f == 0 {
                     NetmapSlot {
                         buf_idx: p.buf_idx,
-                        len: p.first_len as u16,
+                        len: slot_len(p.first_len),
                         flags: 0,
                         ptr: 0,
                     }
@@ -639,7 +690,7 @@ fn deliver(
                         if used == need {
                             break;
                         }
-                        dring.set_len_flags(d, doff as u16, NS_MOREFRAG | ((need as u16) << 8));
+                        dring.set_len_flags(d, slot_len(doff), NS_MOREFRAG | frag_flags(need));
                         d = arith::next(d, dn);
                         db = dest_buf(d);
                         doff = 0;
@@ -658,13 +709,13 @@ fn deliver(
                     doff += chunk;
                 }
             }
-            dring.set_len_flags(d, doff as u16, (need as u16) << 8);
+            dring.set_len_flags(d, slot_len(doff), frag_flags(need));
             d = arith::next(d, dn);
             // Slots reserved for this packet but not filled (the sender shrank
             // it meanwhile) are sent as empty fragments.
             while used < need {
                 used += 1;
-                dring.set_len_flags(d, 0, (need as u16) << 8);
+                dring.set_len_flags(d, 0, frag_flags(need));
                 d = arith::next(d, dn);
             }
         }

@@ -14,6 +14,7 @@ use ringswitch_offload::{self as offload, Action, Caps, OffloadHdr, Segmenter, F
 use ringswitch_ring::layout::MAX_FRAGS;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region, RingRef};
 
+use crate::engine::conv::{frag_flags, slot_len_of, u32_of};
 use crate::engine::{slots_for, valid_buf, Ft, Scratch, Switch};
 use crate::learning::Decision;
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
@@ -80,8 +81,8 @@ impl StageScratch {
         };
         dst.copy_from_slice(frame);
         self.staged.push(Staged {
-            off: self.used as u32,
-            len: len as u32,
+            off: u32_of(self.used),
+            len: u32_of(len),
             hdr,
         });
         self.used += len.next_multiple_of(64);
@@ -105,8 +106,8 @@ impl StageScratch {
     /// [`StageScratch::tail`].
     pub(crate) fn commit(&mut self, hdr: OffloadHdr, len: usize) {
         self.staged.push(Staged {
-            off: self.used as u32,
-            len: len as u32,
+            off: u32_of(self.used),
+            len: u32_of(len),
             hdr,
         });
         self.used += len.next_multiple_of(64);
@@ -366,7 +367,7 @@ pub(crate) fn staged_to_ring(
                         return false;
                     }
                     dst.copy_from_slice(seg);
-                    segs.push((used as u32, seg.len() as u32));
+                    segs.push((u32_of(used), u32_of(seg.len())));
                     used += seg.len();
                     true
                 });
@@ -406,14 +407,14 @@ pub(crate) fn ring_put<'a>(
     let dregion: &Region = drp.region();
     let dbuf = dregion.buf_size();
     let want: u32 = (0..n)
-        .map(|j| slots_for(frame(j).len() as u32, dbuf))
+        .map(|j| slots_for(u32_of(frame(j).len()), dbuf))
         .filter(|&s| s <= MAX_FRAGS)
         .sum();
     let res = drp.rx(q).reserve(want, c);
-    let place = dregion.ring_place(0, Dir::Rx, q as u32);
+    let place = dregion.ring_place(0, Dir::Rx, u32_of(q));
     let dring = dregion.ring_at(place);
     let dn = place.num_slots;
-    let default_buf = dregion.layout().first_buf(0, Dir::Rx, q as u32);
+    let default_buf = dregion.layout().first_buf(0, Dir::Rx, u32_of(q));
     let dest_buf = |d: u32| valid_buf(dregion, &dring, default_buf, d);
     let mut left = res.len;
     let mut d = res.start;
@@ -421,7 +422,7 @@ pub(crate) fn ring_put<'a>(
     let mut filled = false;
     for j in 0..n {
         let f = frame(j);
-        let need = slots_for(f.len() as u32, dbuf);
+        let need = slots_for(u32_of(f.len()), dbuf);
         if need > MAX_FRAGS {
             long += 1;
             continue;
@@ -441,7 +442,7 @@ pub(crate) fn ring_put<'a>(
             } else {
                 0
             };
-            dring.set_len_flags(d, chunk as u16, more | ((need as u16) << 8));
+            dring.set_len_flags(d, slot_len_of(chunk), more | frag_flags(need));
             d = arith::next(d, dn);
             off += chunk;
         }

@@ -11,6 +11,7 @@ use ringswitch_offload::{Caps, OffloadHdr};
 use ringswitch_ring::{Region, RingRef};
 use ringswitch_vhost::{RxError, VirtioNetHdr};
 
+use crate::engine::conv::u32_of;
 use crate::engine::{BatchResult, Ft, Scratch, Switch, MIN_FRAME};
 use crate::port::{Counters, SwitchPort, VirtioPort};
 use crate::staged::{forward_staged, staged_to_queue, Outcome, StageScratch, Tally, FRAME_MAX};
@@ -99,8 +100,8 @@ pub(crate) fn forward_from_vm(
     Counters::add(&c.drop_malformed, malformed);
     Counters::add(&c.drop_no_dest, sc.no_dest);
     BatchResult {
-        slots: taken as u32,
-        packets: taken as u32,
+        slots: u32_of(taken),
+        packets: u32_of(taken),
     }
 }
 
