@@ -708,6 +708,36 @@ mod tests {
         assert!(!port.prepare_sleep(), "work arrived: must not sleep");
         assert!(!app.port_wants_kick());
     }
+
+    /// Slots ending inside a packet are not work once seen: the port side
+    /// may sleep on them, wakes when more is published, and is told to drop
+    /// the chain only after STALLED_LOOKS_MAX looks without progress.
+    #[test]
+    fn an_unfinished_chain_lets_the_port_sleep_and_is_dropped_after_the_bound() {
+        let r = region(64);
+        let mut app = AppRing::new(r.clone(), 0, Dir::Tx, 0);
+        let mut port = PortRing::new(r.clone(), 0, Dir::Tx, 0);
+        app.advance(1);
+        app.publish();
+        assert!(!port.prepare_sleep(), "not looked at yet: work");
+        let head = port.app_head().unwrap();
+        assert_eq!(port.note_unfinished(head), Unfinished::Wait);
+        assert!(port.prepare_sleep(), "seen and unfinished: may sleep");
+        app.advance(1);
+        app.publish();
+        assert!(app.port_wants_kick(), "asleep: the app kicks for more");
+        assert!(!port.prepare_sleep(), "more published: work");
+        let head = port.app_head().unwrap();
+        for _ in 0..PortRing::STALLED_LOOKS_MAX {
+            assert_eq!(port.note_unfinished(head), Unfinished::Wait);
+        }
+        assert_eq!(port.note_unfinished(head), Unfinished::Drop);
+        port.consumed_to(head);
+        assert!(port.prepare_sleep(), "consumed: nothing left");
+        app.advance(1);
+        app.publish();
+        assert!(!port.prepare_sleep(), "a new slot after the dropped chain is work");
+    }
 }
 
 /// Busy-wait pacing for a thread that may share its core (the switch
