@@ -736,7 +736,10 @@ mod tests {
         assert!(port.prepare_sleep(), "consumed: nothing left");
         app.advance(1);
         app.publish();
-        assert!(!port.prepare_sleep(), "a new slot after the dropped chain is work");
+        assert!(
+            !port.prepare_sleep(),
+            "a new slot after the dropped chain is work"
+        );
     }
 }
 
