@@ -31,6 +31,18 @@ const BOUNCE: usize = 160 * 1024;
 /// bytes; a smaller MSS is refused as malformed).
 const SEGS_MAX: usize = 768;
 
+/// What staging did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Staging {
+    /// Staged for forwarding.
+    Staged,
+    /// Refused: its offload request is unsound.
+    Malformed,
+    /// The arena is full (the batch stops while a frame of the largest size
+    /// still fits, so only a frame over [`FRAME_MAX`] meets this).
+    NoRoom,
+}
+
 /// A frame in the arena.
 #[derive(Clone, Copy)]
 pub(crate) struct Staged {
@@ -71,22 +83,16 @@ impl StageScratch {
         self.used = 0;
     }
 
-    /// Copies one frame into the arena. False when it does not fit (the
-    /// caller ends the batch first: see [`StageScratch::has_room`]).
+    /// Copies one frame into the arena and stages it if its offload
+    /// request is sound (see [`StageScratch::commit`]).
     #[inline]
-    pub(crate) fn stage(&mut self, hdr: OffloadHdr, frame: &[u8]) -> bool {
+    pub(crate) fn stage(&mut self, hdr: OffloadHdr, frame: &[u8]) -> Staging {
         let len = frame.len();
         let Some(dst) = self.arena.get_mut(self.used..self.used + len) else {
-            return false;
+            return Staging::NoRoom;
         };
         dst.copy_from_slice(frame);
-        self.staged.push(Staged {
-            off: u32_of(self.used),
-            len: u32_of(len),
-            hdr,
-        });
-        self.used += len.next_multiple_of(64);
-        true
+        self.commit(hdr, len)
     }
 
     /// Whether one more frame of the largest size fits.
@@ -102,15 +108,29 @@ impl StageScratch {
         &mut self.arena[self.used..]
     }
 
-    /// Records a frame of `len` bytes written at the start of
-    /// [`StageScratch::tail`].
-    pub(crate) fn commit(&mut self, hdr: OffloadHdr, len: usize) {
+    /// Stages the frame of `len` bytes written at the start of
+    /// [`StageScratch::tail`], once its offload request is checked on that
+    /// copy (the source cannot change it any more): a bad header, a
+    /// checksum field outside the frame, headers a GSO frame cannot be cut
+    /// by, or more segments than [`SEGS_MAX`] make it `Malformed`, refused
+    /// here once for every destination. What passes cannot fail later for
+    /// one destination and not another (but for segments overflowing the
+    /// bounce buffer, counted as too long by that destination).
+    pub(crate) fn commit(&mut self, hdr: OffloadHdr, len: usize) -> Staging {
+        let Some(frame) = self.arena.get(self.used..self.used + len) else {
+            return Staging::NoRoom;
+        };
+        match offload::check(frame, &hdr) {
+            Ok(segs) if segs <= SEGS_MAX => {}
+            _ => return Staging::Malformed,
+        }
         self.staged.push(Staged {
             off: u32_of(self.used),
             len: u32_of(len),
             hdr,
         });
         self.used += len.next_multiple_of(64);
+        Staging::Staged
     }
 
     /// Gathers packet `p` of a ring port's batch into the bounce buffer and
@@ -164,9 +184,10 @@ pub(crate) fn checked_hdr() -> OffloadHdr {
 }
 
 /// Looks up the frames staged in `sc.stage` (taken from source queue
-/// `src_q` of `src`) and delivers them destination by destination. Returns
-/// the frames found malformed on the way (bad offload requests).
-pub(crate) fn forward_staged(sw: &Switch, src: &SwitchPort, src_q: usize, sc: &mut Scratch) -> u64 {
+/// `src_q` of `src`) and delivers them destination by destination. Every
+/// frame is counted once by each destination it goes to; frames with no
+/// destination are left in `sc.no_dest` for the source.
+pub(crate) fn forward_staged(sw: &Switch, src: &SwitchPort, src_q: usize, sc: &mut Scratch) {
     sc.clear();
     let table = sw.read_table();
     let now = sw.now_s();
@@ -189,35 +210,21 @@ pub(crate) fn forward_staged(sw: &Switch, src: &SwitchPort, src_q: usize, sc: &m
         };
         sc.route(&table, src.index, kk, decision);
     }
-    let mut malformed = 0u64;
     let dests = sc.destinations(&table, src.index);
     for &d in &dests {
         let Some(dport) = table.get(d) else { continue };
         sc.order_for(d);
         match &dport.backend {
-            Backend::Ring(drp) => {
-                staged_to_ring(&mut sc.stage, &sc.order, dport, drp, src_q, &mut malformed)
+            Backend::Ring(drp) => staged_to_ring(&mut sc.stage, &sc.order, dport, drp, src_q),
+            Backend::Virtio(dv) => {
+                crate::virtio::staged_to_vm(&mut sc.stage, &sc.order, dport, dv, src_q)
             }
-            Backend::Virtio(dv) => crate::virtio::staged_to_vm(
-                &mut sc.stage,
-                &sc.order,
-                dport,
-                dv,
-                src_q,
-                &mut malformed,
-            ),
-            Backend::Dev(dd) => crate::dev::staged_to_dev(
-                &mut sc.stage,
-                &sc.order,
-                dport,
-                dd,
-                src_q,
-                &mut malformed,
-            ),
+            Backend::Dev(dd) => {
+                crate::dev::staged_to_dev(&mut sc.stage, &sc.order, dport, dd, src_q)
+            }
         }
     }
     sc.give_back(dests);
-    malformed
 }
 
 /// What a destination queue said to one frame.
@@ -239,7 +246,7 @@ pub(crate) struct Tally {
     bytes: u64,
     pub(crate) full: u64,
     down: u64,
-    long: u64,
+    pub(crate) long: u64,
     /// The queue filled up: the rest of the batch is dropped, so what
     /// arrives is a prefix.
     pub(crate) stopped: bool,
@@ -297,7 +304,6 @@ pub(crate) fn staged_to_ring(
     dport: &SwitchPort,
     drp: &RingPort,
     src_q: usize,
-    malformed: &mut u64,
 ) {
     let q = src_q % drp.rx_rings();
     let none = Caps::default();
@@ -332,17 +338,14 @@ pub(crate) fn staged_to_ring(
                     .is_ok()
                     {
                         st.hdr = checked_hdr();
-                    } else {
-                        // Delivered as it is: the receiver drops it on its
-                        // bad checksum. Counted here.
-                        *malformed += 1;
                     }
+                    // Else (not for a frame checked when staged) it goes as
+                    // it is, and the receiver drops it on its checksum.
                 }
                 Ok(Action::Segment) => segment = true,
-                Err(_) => {
-                    *malformed += 1;
-                    segment = true;
-                }
+                // Not for a frame checked when staged; its segmentation
+                // fails below and is counted.
+                Err(_) => segment = true,
             }
         }
         if segment || i == order.len() {
@@ -378,7 +381,10 @@ pub(crate) fn staged_to_ring(
                             &bounce[o as usize..(o + l) as usize]
                         });
                     }
-                    Err(_) => *malformed += 1,
+                    // Segments overflowing the bounce buffer (a frame
+                    // checked when staged fails for nothing else): too long
+                    // to deliver here.
+                    Err(_) => Counters::add(&dport.counters.drop_long, 1),
                 }
             }
             run_start = i + 1;
@@ -461,14 +467,13 @@ pub(crate) fn ring_put<'a>(
 /// Delivers staged frames `order` through `push` to a destination that
 /// takes offloads `caps`: passed through where it takes them, done in
 /// software where not (the completed checksum is kept for later
-/// destinations). What happened is added to `t`; frames with bad offload
-/// requests to `malformed`.
+/// destinations). What happened is added to `t`, once per frame or
+/// segment.
 pub(crate) fn staged_to_queue(
     st: &mut StageScratch,
     order: &[u32],
     caps: Caps,
     t: &mut Tally,
-    malformed: &mut u64,
     mut push: impl FnMut(&OffloadHdr, &[u8]) -> Outcome,
 ) {
     let StageScratch {
@@ -494,7 +499,8 @@ pub(crate) fn staged_to_queue(
                 if offload::complete_checksum(frame, oh.csum_start.into(), oh.csum_offset.into())
                     .is_err()
                 {
-                    *malformed += 1;
+                    // Not for a frame checked when staged.
+                    t.long += 1;
                     continue;
                 }
                 // Later destinations get the completed frame.
@@ -505,10 +511,12 @@ pub(crate) fn staged_to_queue(
                 let h = checked_hdr();
                 let r = segmenter.segment(frame, &oh, |seg| t.push(seg.len(), || push(&h, seg)));
                 if r.is_err() {
-                    *malformed += 1;
+                    // Not for a frame checked when staged.
+                    t.long += 1;
                 }
             }
-            Err(_) => *malformed += 1,
+            // Not for a frame checked when staged.
+            Err(_) => t.long += 1,
         }
     }
 }
