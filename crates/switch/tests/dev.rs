@@ -378,3 +378,55 @@ fn counters_add_up_for_an_interface_destination_under_a_hostile_sender() {
     assert_eq!(s.drop_malformed, 4 * 3 + 1, "{s:?}");
     assert!(d.drop_rx_full > 0 && d.rx_packets > 0, "{d:?}");
 }
+
+/// Exact accounting (issue 15), interface source: frames whose offload
+/// request is unsound (a checksum field past the end, a GSO frame whose
+/// headers cannot be cut, unknown flags) are refused once where they enter
+/// the switch, whatever the destinations would have done with them, and
+/// every other frame is counted once by each destination it is flooded to.
+#[test]
+fn unsound_offload_requests_are_refused_once_at_the_source() {
+    let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
+    let mut sc = Scratch::default();
+    let (nic, wire) = dev(&sw, "eth0", Caps::default(), 64);
+    let (a, _, mut arx) = ring(&sw, "a");
+    let (b, _, mut brx) = ring(&sw, "b");
+    let (tso_hdr, tso) = tso_frame();
+    let plain = frame(0xff, 0x1, 7, 60);
+    let bad_csum = OffloadHdr {
+        flags: F_NEEDS_CSUM,
+        csum_start: 50,
+        csum_offset: 16,
+        ..OffloadHdr::default()
+    };
+    let mut bad_tso = tso_hdr;
+    bad_tso.gso_size = 0;
+    let mut cut_short = tso.clone();
+    cut_short.truncate(40);
+    let unknown = OffloadHdr {
+        flags: 0x80,
+        ..OffloadHdr::default()
+    };
+    {
+        let mut w = wire.lock().unwrap();
+        w.rx.push_back((OffloadHdr::default(), plain.clone()));
+        w.rx.push_back((bad_csum, plain.clone()));
+        w.rx.push_back((bad_tso, tso.clone()));
+        w.rx.push_back((tso_hdr, cut_short));
+        w.rx.push_back((unknown, plain.clone()));
+        w.rx.push_back((tso_hdr, tso.clone()));
+    }
+    assert_eq!(sw.forward(&nic, 0, &mut sc).slots, 6);
+    let s = nic.stats();
+    assert_eq!((s.tx_packets, s.drop_malformed), (2, 4), "{s:?}");
+    // The plain frame and the TSO frame's three segments, at each port.
+    for (p, rx) in [(&a, &mut arx), (&b, &mut brx)] {
+        assert_eq!(drain(rx).len(), 4);
+        let d = p.stats();
+        assert_eq!(
+            (d.rx_packets, d.drop_malformed, d.drop_long),
+            (4, 0, 0),
+            "{d:?}"
+        );
+    }
+}
