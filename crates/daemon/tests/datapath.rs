@@ -469,3 +469,58 @@ fn counters_add_up_for_a_vm_destination_under_a_hostile_sender() {
     );
     assert!(!g.recv().is_empty());
 }
+
+/// Exact accounting (issue 15), VM source: a vhost-user guest over a real
+/// socket sends good frames, every kind of bad descriptor chain, runts and
+/// frames with unsound offload requests, to a ring port whose ring fills.
+/// Every chain it sent is counted once by its port, and every frame its
+/// port took is counted once by the ring port.
+#[test]
+fn counters_add_up_for_a_vm_source_with_bad_chains_and_offloads() {
+    let d = daemon("sum-vm-src");
+    let s = d.socket().to_path_buf();
+    let path = std::env::temp_dir().join(format!("rs-sum-vmsrc-{}.sock", std::process::id()));
+    let mut c = Connection::connect(&s).unwrap();
+    c.call(&Request::PortAdd {
+        name: "vale1:vm".into(),
+        vhost_user: Some(VhostUserSpec {
+            path: path.to_string_lossy().into_owned(),
+            client: false,
+            queues: 1,
+            offloads: true,
+        }),
+        passthrough: None,
+    })
+    .unwrap();
+    let _r = Port::open_at(&s, "vale1:r@conf:slots=64").unwrap();
+    let mut g = Guest::connect(&path, GuestConfig::default());
+    let src = mac(0x9);
+    let mut chains = 0u64;
+    for round in 0..3u32 {
+        for k in 0..40 {
+            g.send_plain(&frame([0xff; 6], src, 60 + k, round * 100 + k as u32));
+            chains += 1;
+        }
+        for bad in BadChain::ALL {
+            g.send_bad(0, bad);
+            chains += 1;
+        }
+        g.send_plain(&frame([0xff; 6], src, 60, 0)[..10]);
+        // A checksum field past the frame's end.
+        g.send(&csum_hdr(50, 16), &frame([0xff; 6], src, 60, 1));
+        chains += 2;
+        assert!(g.flush_tx(0, DEADLINE), "the guest's chains were taken");
+    }
+    wait_until("the VM port's counters to account for every chain", || {
+        source_sum(&stat(&s, "vale1:vm")) == chains
+    });
+    let (vm, r) = (stat(&s, "vale1:vm"), stat(&s, "vale1:r"));
+    assert_eq!(
+        vm.drop_malformed,
+        3 * (BadChain::ALL.len() as u64 + 1),
+        "{vm:?}"
+    );
+    assert_eq!(vm.drop_short, 3, "{vm:?}");
+    assert_eq!(vm.tx_packets, destination_sum(&r), "{vm:?} {r:?}");
+    assert!(r.drop_rx_full > 0 && r.rx_packets > 0, "{r:?}");
+}
