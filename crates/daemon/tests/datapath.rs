@@ -524,3 +524,44 @@ fn counters_add_up_for_a_vm_source_with_bad_chains_and_offloads() {
     assert_eq!(vm.tx_packets, destination_sum(&r), "{vm:?} {r:?}");
     assert!(r.drop_rx_full > 0 && r.rx_packets > 0, "{r:?}");
 }
+
+/// Exact accounting (issue 15), interface destination through the daemon:
+/// a TAP the daemon creates (`attach --host`). Needs root and /dev/net/tun;
+/// skipped with a message otherwise.
+#[test]
+fn counters_add_up_for_a_tap_destination_under_a_hostile_sender() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("skipped: creating a TAP needs root and /dev/net/tun");
+        return;
+    }
+    let d = daemon("sum-tap");
+    let s = d.socket().to_path_buf();
+    let tap = format!("rsdp{}", std::process::id() % 100_000);
+    let mut c = Connection::connect(&s).unwrap();
+    c.call(&Request::Attach {
+        switch: "vale3".into(),
+        nic: None,
+        host: Some(ringswitch_control::HostSpec {
+            name: Some(tap.clone()),
+            queues: 1,
+        }),
+    })
+    .unwrap_or_else(|e| panic!("attaching TAP {tap}: {e}"));
+    // The kernel must send nothing into the switch from the TAP (its
+    // counters would mix with the ones checked): no IPv6, hence no router
+    // solicitations or MLD reports, and no IPv4 address.
+    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{tap}/disable_ipv6"), "1");
+    let up = std::process::Command::new("ip")
+        .args(["link", "set", "dev", &tap, "up"])
+        .status();
+    let mut a = Port::open_at(&s, "vale3:a").unwrap();
+    let units = hostile_sender(&mut a, mac(0xa), 4, 4);
+    let dst = format!("vale3:{tap}");
+    check_sums(&s, "vale3:a", &dst, units);
+    let t = stat(&s, &dst);
+    if up.is_ok_and(|st| st.success()) {
+        assert!(t.rx_packets > 0, "{t:?}");
+    }
+    c.call(&Request::Detach { name: dst }).unwrap();
+}
