@@ -312,4 +312,21 @@ mod tests {
         ));
         assert!(p("vale0:a@conf:slots=1000").is_ok());
     }
+
+    /// A slot's length is 16 bits: a buffer it cannot describe in full is
+    /// refused with a sentence that says why and what is allowed.
+    #[test]
+    fn buffer_sizes_a_slot_cannot_express_are_refused() {
+        for name in ["vale0:a@conf:buf-size=65536", "pipe{1@conf:buf-size=65536"] {
+            let e = p(name).unwrap_err();
+            assert!(matches!(e, NameError::Geometry(_)), "{name}: {e:?}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains("65536") && msg.contains("65472") && msg.contains("16-bit"),
+                "{msg}"
+            );
+        }
+        let g = p("vale0:a@conf:buf-size=65472").unwrap().conf.unwrap();
+        assert_eq!(g.buf_size, 65472);
+    }
 }

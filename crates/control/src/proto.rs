@@ -402,6 +402,11 @@ pub struct PortStats {
     /// its queues were not running).
     #[serde(default)]
     pub drop_link_down: u64,
+    /// Packets from this port that had no destination: addressed to a
+    /// station learned on the port itself, or flooded on a switch with no
+    /// other port.
+    #[serde(default)]
+    pub drop_no_dest: u64,
     /// Interface ports: frames the kernel dropped before the switch saw
     /// them (AF_XDP ring full or no fill buffers, AF_PACKET drops).
     #[serde(default)]

@@ -123,10 +123,11 @@ pub fn rx_queue_count(name: &str) -> Result<u32, DevError> {
             })
         }
     };
-    let n = rd
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-        .count() as u32;
+    let n = crate::conv::u32_of(
+        rd.filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+            .count(),
+    );
     Ok(n.max(1))
 }
 
@@ -182,12 +183,17 @@ fn flags(name: &str) -> Result<(OwnedFd, libc::ifreq), DevError> {
     Ok((s, r))
 }
 
+/// IFF_UP in the 16-bit flags member of `ifreq`.
+fn iff_up() -> libc::c_short {
+    libc::c_short::try_from(libc::IFF_UP).unwrap_or_default()
+}
+
 /// Whether the interface is administratively up.
 pub fn is_up(name: &str) -> Result<bool, DevError> {
     let (_, r) = flags(name)?;
     // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
     let f = unsafe { r.ifr_ifru.ifru_flags };
-    Ok(f & libc::IFF_UP as libc::c_short != 0)
+    Ok(f & iff_up() != 0)
 }
 
 /// Sets the interface up.
@@ -196,7 +202,7 @@ pub fn set_up(name: &str) -> Result<(), DevError> {
     // SAFETY: SIOCGIFFLAGS filled the flags member of the union; we set a
     // bit in it and hand the same struct back.
     unsafe {
-        r.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        r.ifr_ifru.ifru_flags |= iff_up();
         if libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &r) < 0 {
             return Err(DevError::io(
                 format!("setting {name} up"),

@@ -21,6 +21,9 @@
 //! says which).
 
 #![warn(missing_docs)]
+// No narrowing cast on a length or an index (issue 15): every conversion
+// that can lose bits is checked or goes through a type that cannot.
+#![deny(clippy::cast_possible_truncation)]
 
 pub mod iface;
 pub mod packet;
@@ -247,5 +250,27 @@ fn auto(cfg: &NicConfig) -> Result<Nic, DevError> {
             Err(native)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Conversions that cannot wrap: sizes and counts bounded by the rings'
+/// geometry, and the C library's small constants, checked instead of cast.
+pub(crate) mod conv {
+    /// The size of `T` as a socket option or address length.
+    #[inline]
+    pub(crate) fn socklen_of<T>() -> libc::socklen_t {
+        libc::socklen_t::try_from(std::mem::size_of::<T>()).unwrap_or(libc::socklen_t::MAX)
+    }
+
+    /// A count or length bounded by a ring or a frame (far below 2^32).
+    #[inline(always)]
+    pub(crate) fn u32_of(x: usize) -> u32 {
+        u32::try_from(x).unwrap_or(u32::MAX)
+    }
+
+    /// One of the C library's 16-bit constants given as an int.
+    #[inline(always)]
+    pub(crate) fn u16_const(x: libc::c_int) -> u16 {
+        u16::try_from(x).unwrap_or_default()
     }
 }

@@ -85,6 +85,9 @@ const FRAME_STATUS: usize = 20;
 /// Ethernet header, and one VLAN tag.
 const ETH_HLEN: usize = 14;
 const VLAN_HLEN: usize = 4;
+/// [`VLAN_HLEN`] for the 16-bit offsets of the offload header.
+const VLAN_HLEN_U16: u16 = 4;
+const _: () = assert!(VLAN_HLEN_U16 as usize == VLAN_HLEN);
 /// Frames are aligned to this in an RX block (the kernel's `V3_ALIGNMENT`).
 const ALIGN: usize = 8;
 
@@ -260,7 +263,7 @@ fn setopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Res
             level,
             name,
             (v as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
+            crate::conv::socklen_of::<T>(),
         )
     };
     if r < 0 {
@@ -273,7 +276,7 @@ fn setopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Res
 /// `getsockopt` into a plain-data value (all zeroes valid).
 fn getopt<T: Copy + Default>(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<T> {
     let mut v = T::default();
-    let mut len = size_of::<T>() as libc::socklen_t;
+    let mut len = crate::conv::socklen_of::<T>();
     // SAFETY: the kernel writes at most `len` bytes into `v`, which lives
     // across the call.
     let r = unsafe { libc::getsockopt(fd, level, name, (&mut v as *mut T).cast(), &mut len) };
@@ -325,11 +328,20 @@ impl PacketQueue {
         opt(libc::PACKET_VNET_HDR, 1, "enabling virtio-net headers")?;
         opt(libc::PACKET_LOSS, 1, "setting PACKET_LOSS")?;
 
+        let size = |v: usize| {
+            u32::try_from(v).map_err(|_| {
+                DevError::io(
+                    what("sizing the rings"),
+                    NEEDS,
+                    io::Error::from(io::ErrorKind::InvalidInput),
+                )
+            })
+        };
         let rx_req = libc::tpacket_req3 {
-            tp_block_size: geo.rx_block as u32,
-            tp_block_nr: geo.rx_blocks as u32,
-            tp_frame_size: RX_FRAME as u32,
-            tp_frame_nr: (geo.rx_bytes() / RX_FRAME) as u32,
+            tp_block_size: size(geo.rx_block)?,
+            tp_block_nr: size(geo.rx_blocks)?,
+            tp_frame_size: size(RX_FRAME)?,
+            tp_frame_nr: size(geo.rx_bytes() / RX_FRAME)?,
             tp_retire_blk_tov: RX_RETIRE_MS,
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
@@ -338,10 +350,10 @@ impl PacketQueue {
             .map_err(|e| DevError::io(what("setting up the RX ring"), NEEDS, e))?;
         // V3 TX: fixed slots; the block timer and private area must be 0.
         let tx_req = libc::tpacket_req3 {
-            tp_block_size: geo.tx_block as u32,
-            tp_block_nr: geo.tx_blocks as u32,
-            tp_frame_size: geo.tx_slot as u32,
-            tp_frame_nr: geo.tx_slots as u32,
+            tp_block_size: size(geo.tx_block)?,
+            tp_block_nr: size(geo.tx_blocks)?,
+            tp_frame_size: size(geo.tx_slot)?,
+            tp_frame_nr: size(geo.tx_slots)?,
             tp_retire_blk_tov: 0,
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
@@ -378,7 +390,8 @@ impl PacketQueue {
         // stops part-way through the ring for lack of it (the slots' skbs
         // count against it until the driver frees them). The forced size
         // needs CAP_NET_ADMIN; without it, the most the sysctl allows.
-        let sndbuf = (geo.tx_slots * geo.tx_slot * 2).min(i32::MAX as usize) as libc::c_int;
+        let sndbuf =
+            libc::c_int::try_from(geo.tx_slots * geo.tx_slot * 2).unwrap_or(libc::c_int::MAX);
         if setopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &sndbuf).is_err() {
             let _ = setopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, &sndbuf);
         }
@@ -403,15 +416,15 @@ impl PacketQueue {
 
         // SAFETY: sockaddr_ll is plain data; all zeroes is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_family = crate::conv::u16_const(libc::AF_PACKET);
+        sll.sll_protocol = crate::conv::u16_const(libc::ETH_P_ALL).to_be();
         sll.sll_ifindex = ifindex as libc::c_int;
         // SAFETY: binds our socket to an address that lives across the call.
         let r = unsafe {
             libc::bind(
                 raw,
                 (&sll as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+                crate::conv::socklen_of::<libc::sockaddr_ll>(),
             )
         };
         if r < 0 {
@@ -426,7 +439,7 @@ impl PacketQueue {
 
         let mreq = libc::packet_mreq {
             mr_ifindex: ifindex as libc::c_int,
-            mr_type: libc::PACKET_MR_PROMISC as u16,
+            mr_type: crate::conv::u16_const(libc::PACKET_MR_PROMISC),
             mr_alen: 0,
             mr_address: [0; 8],
         };
@@ -447,7 +460,8 @@ impl PacketQueue {
             if fanout_id.is_none() {
                 let v: libc::c_int = getopt(raw, libc::SOL_PACKET, libc::PACKET_FANOUT)
                     .map_err(|e| DevError::io(what("reading the fanout group"), NEEDS, e))?;
-                *fanout_id = Some(v as u16);
+                // The group id is the low 16 bits.
+                *fanout_id = u16::try_from(v & 0xffff).ok();
             }
             let none: libc::c_int = 0;
             setopt(raw, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, &none)
@@ -642,9 +656,10 @@ impl PacketQueue {
             let tpid = if h.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
                 h.hv1.tp_vlan_tpid
             } else {
-                libc::ETH_P_8021Q as u16
+                crate::conv::u16_const(libc::ETH_P_8021Q)
             };
-            let tci = h.hv1.tp_vlan_tci as u16;
+            // The TCI is 16 bits wide in a 32-bit field.
+            let tci = u16::try_from(h.hv1.tp_vlan_tci & 0xffff).unwrap_or_default();
             let mut tag = [0u8; VLAN_HLEN];
             tag[..2].copy_from_slice(&tpid.to_be_bytes());
             tag[2..].copy_from_slice(&tci.to_be_bytes());
@@ -659,10 +674,10 @@ impl PacketQueue {
             len += VLAN_HLEN;
             // The kernel counted offsets from the untagged frame.
             if hdr.flags & ringswitch_offload::F_NEEDS_CSUM != 0 {
-                hdr.csum_start = hdr.csum_start.saturating_add(VLAN_HLEN as u16);
+                hdr.csum_start = hdr.csum_start.saturating_add(VLAN_HLEN_U16);
             }
             if hdr.hdr_len != 0 {
-                hdr.hdr_len = hdr.hdr_len.saturating_add(VLAN_HLEN as u16);
+                hdr.hdr_len = hdr.hdr_len.saturating_add(VLAN_HLEN_U16);
             }
         }
         Parsed::Frame(RxFrame {
@@ -789,6 +804,8 @@ impl DevQueue for PacketQueue {
         }
         let p = self.tx_slot(i);
         let len = VNET + frame.len();
+        // At most a slot's size (see below).
+        let len32 = crate::conv::u32_of(len);
         // SAFETY: the slot is ours (AVAILABLE) until we mark it; `HDR3 + len`
         // bytes fit in it (frame.len() <= tx_frame_max, and the slot was
         // sized for HDR3 + VNET + tx_frame_max); the sources do not overlap
@@ -796,8 +813,8 @@ impl DevQueue for PacketQueue {
         unsafe {
             let h = p.cast::<libc::tpacket3_hdr>();
             (*h).tp_next_offset = 0;
-            (*h).tp_len = len as u32;
-            (*h).tp_snaplen = len as u32;
+            (*h).tp_len = len32;
+            (*h).tp_snaplen = len32;
             (*h).tp_mac = 0;
             (*h).tp_net = 0;
             let d = p.add(HDR3);
@@ -895,6 +912,8 @@ impl DevQueue for PacketQueue {
 }
 
 #[cfg(test)]
+// Test fixtures, not the data path.
+#[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
     use ringswitch_offload::F_NEEDS_CSUM;

@@ -107,7 +107,7 @@ fn open_queue(name: &str, multi: bool, first: bool) -> Result<OwnedFd, DevError>
             _ => DevError::io(format!("creating TAP {name}"), NEEDS, e),
         });
     }
-    let hdr: libc::c_int = HDR as libc::c_int;
+    let hdr = libc::c_int::try_from(HDR).unwrap_or_default();
     // SAFETY: TUNSETVNETHDRSZ reads an int through the pointer.
     if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETVNETHDRSZ, &hdr) } < 0 {
         return Err(DevError::io(

@@ -69,7 +69,8 @@ pub fn pseudo_header_v4(src: [u8; 4], dst: [u8; 4], protocol: u8, len: u16) -> u
 /// header value.
 pub fn pseudo_header_v6(src: [u8; 16], dst: [u8; 16], next_header: u8, len: u32) -> u16 {
     let addrs = add(sum(&src), sum(&dst));
-    let len = add((len >> 16) as u16, len as u16);
+    let [b0, b1, b2, b3] = len.to_be_bytes();
+    let len = add(u16::from_be_bytes([b0, b1]), u16::from_be_bytes([b2, b3]));
     add(addrs, add(u16::from(next_header), len))
 }
 
@@ -119,7 +120,8 @@ fn fold64(x: u64) -> u32 {
     let x = (x & 0xffff_ffff) + (x >> 32); // at most 33 bits
     let x = (x & 0xffff_ffff) + (x >> 32); // at most 32 bits
     let x = (x & 0xffff) + (x >> 16); // at most 17 bits
-    x as u32
+                                      // Cannot fail: at most 17 bits.
+    u32::try_from(x).unwrap_or(u32::MAX)
 }
 
 /// Folds a 32-bit sum to 16 bits, keeping its value modulo 0xffff and giving
@@ -127,10 +129,13 @@ fn fold64(x: u64) -> u32 {
 fn fold32(x: u32) -> u16 {
     let x = (x & 0xffff) + (x >> 16); // at most 0x1fffe
     let x = (x & 0xffff) + (x >> 16); // at most 0xffff
-    x as u16
+                                      // Cannot fail: at most 0xffff.
+    u16::try_from(x).unwrap_or(u16::MAX)
 }
 
 #[cfg(test)]
+// Test fixtures, not the data path.
+#[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
 

@@ -28,6 +28,9 @@
 //! allocates only when a [`Segmenter`] is created.
 
 #![warn(missing_docs)]
+// No narrowing cast on a length or an index (issue 15): every conversion
+// that can lose bits is checked or goes through a type that cannot.
+#![deny(clippy::cast_possible_truncation)]
 #![forbid(unsafe_code)]
 
 pub mod checksum;
@@ -44,5 +47,33 @@ pub use hdr::{
 };
 pub use segment::{segment_count, Segmenter, SCRATCH_LEN};
 
+/// Checks once, where a frame enters the switch, everything about its
+/// offload request that could make a later step fail for one destination
+/// and not another: the header ([`plan`]'s checks), the checksum field
+/// inside the frame for a partial checksum, and the headers a GSO frame is
+/// cut by ([`segment_count`]). Returns how many segments a GSO frame makes
+/// (1 for any other frame). A frame that passes is handled by
+/// [`complete_checksum`] and [`Segmenter::segment`] without error.
+pub fn check(frame: &[u8], hdr: &OffloadHdr) -> Result<usize, OffloadError> {
+    let request = hdr.request()?;
+    if request.gso != hdr::Gso::None {
+        return segment_count(frame, hdr);
+    }
+    if request.needs_csum {
+        let (start, offset) = (usize::from(hdr.csum_start), usize::from(hdr.csum_offset));
+        // The field's two bytes lie inside the frame (no overflow: both
+        // offsets are 16-bit).
+        if start + offset + 2 > frame.len() {
+            return Err(OffloadError::ChecksumOutOfBounds {
+                csum_start: start,
+                csum_offset: offset,
+                len: frame.len(),
+            });
+        }
+    }
+    Ok(1)
+}
+
 #[cfg(test)]
+#[allow(clippy::cast_possible_truncation)]
 mod tests;

@@ -129,7 +129,9 @@ impl Segmenter {
                 let total = u16::try_from((l4 - l3) + tcp_len).map_err(|_| ip_truncated)?;
                 put16(ip_hdr, 2, total).ok_or(ip_truncated)?;
                 // The identification wraps like the 16-bit field it is.
-                let id = job.ipv4_id.wrapping_add(index as u16);
+                let id = job
+                    .ipv4_id
+                    .wrapping_add(u16::try_from(index & 0xffff).unwrap_or_default());
                 put16(ip_hdr, 4, id).ok_or(ip_truncated)?;
                 put16(ip_hdr, 10, 0).ok_or(ip_truncated)?;
                 let csum = !checksum::sum(ip_hdr);
@@ -140,7 +142,9 @@ impl Segmenter {
 
         let tcp_hdr = out_headers.get_mut(l4..payload).ok_or(tcp_truncated)?;
         // Sequence numbers wrap modulo 2^32; skip is below 2^16.
-        let seq = job.seq.wrapping_add(skip as u32);
+        let seq = job
+            .seq
+            .wrapping_add(u32::try_from(skip).map_err(|_| tcp_truncated)?);
         tcp_hdr
             .get_mut(4..8)
             .ok_or(tcp_truncated)?

@@ -867,3 +867,32 @@ fn garbled_valid_frames_never_panic() {
     // to mean something.
     assert!(segmented > 2_000, "{segmented}");
 }
+
+#[test]
+fn check_refuses_what_a_later_step_would_fail_on() {
+    let plain = vec![0u8; 60];
+    assert_eq!(check(&plain, &OffloadHdr::default()), Ok(1));
+    let csum = |start, offset| OffloadHdr {
+        flags: F_NEEDS_CSUM,
+        csum_start: start,
+        csum_offset: offset,
+        ..OffloadHdr::default()
+    };
+    assert_eq!(check(&plain, &csum(34, 16)), Ok(1));
+    assert_eq!(check(&plain, &csum(42, 16)), Ok(1), "field ends at 60");
+    assert!(matches!(
+        check(&plain, &csum(43, 16)),
+        Err(OffloadError::ChecksumOutOfBounds { .. })
+    ));
+    assert!(check(&plain, &csum(u16::MAX, u16::MAX)).is_err());
+    let unknown = OffloadHdr {
+        flags: 0x80,
+        ..OffloadHdr::default()
+    };
+    assert!(check(&plain, &unknown).is_err());
+    // GSO: the same checks as the segmenter, and its segment count.
+    let b = build_tcp(V::Four, &[], 0, 0, &pattern(3000), 1, 0x18, 7);
+    let h = gso_hdr(V::Four, &b, 1000);
+    assert_eq!(check(&b.frame, &h), Ok(3));
+    assert!(check(&b.frame[..40], &h).is_err());
+}

@@ -71,7 +71,7 @@ pub fn poll_in(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
         revents: 0,
     };
     let ms = timeout
-        .map(|d| d.as_millis().min(i32::MAX as u128) as i32)
+        .map(|d| i32::try_from(d.as_millis()).unwrap_or(i32::MAX))
         .unwrap_or(-1);
     loop {
         // SAFETY: one valid pollfd.

@@ -45,8 +45,10 @@ pub const MIN_SLOTS: u32 = 64;
 pub const MAX_SLOTS: u32 = 4096;
 /// Smallest buffer size.
 pub const MIN_BUF_SIZE: u32 = 128;
-/// Largest buffer size.
-pub const MAX_BUF_SIZE: u32 = 65536;
+/// Largest buffer size: the largest multiple of 64 that a slot's 16-bit
+/// `len` can express (a 64 KiB buffer would wrap a full slot's length to 0).
+pub const MAX_BUF_SIZE: u32 = (u16::MAX as u32) / 64 * 64;
+const _: () = assert!(MAX_BUF_SIZE == 65472 && MAX_BUF_SIZE <= u16::MAX as u32);
 /// Default buffer size, as netmap.
 pub const DEFAULT_BUF_SIZE: u32 = 2048;
 /// Default slots per ring, as VALE.
@@ -288,7 +290,10 @@ pub enum GeometryError {
     #[error("{0} slots is out of range: a ring has 64 to 4096 slots")]
     Slots(u32),
     /// Buffer size out of range.
-    #[error("a buffer size of {0} bytes is out of range: use 128 to 65536, a multiple of 64")]
+    #[error(
+        "a buffer size of {0} bytes is out of range: use 128 to 65472 (the most a slot's 16-bit \
+         length can hold), a multiple of 64"
+    )]
     BufSize(u32),
 }
 
@@ -413,7 +418,8 @@ impl RegionLayout {
             rings_ofs,
             csb_ofs,
             buf_base,
-            nbufs: bufs as u32,
+            // At most 2 ends x 2 directions x 16 rings x 4096 slots + 2.
+            nbufs: u32::try_from(bufs).map_err(|_| GeometryError::Slots(geometry.tx_slots))?,
             size,
         })
     }
@@ -521,6 +527,8 @@ impl RegionLayout {
 }
 
 #[cfg(test)]
+// Test fixtures, not the data path.
+#[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
     use core::mem::{offset_of, size_of};
@@ -615,6 +623,18 @@ mod tests {
             ..Geometry::default()
         };
         assert_eq!(g.validate(), Err(GeometryError::BufSize(100)));
+        // 64 KiB would wrap a full slot's 16-bit length to 0.
+        let g = Geometry {
+            buf_size: 65536,
+            ..Geometry::default()
+        };
+        assert_eq!(g.validate(), Err(GeometryError::BufSize(65536)));
+        assert!(RegionLayout::new(g, 1).is_err());
+        let g = Geometry {
+            buf_size: MAX_BUF_SIZE,
+            ..Geometry::default()
+        };
+        assert!(g.validate().is_ok());
         let g = Geometry {
             tx_slots: 1000,
             ..Geometry::default()

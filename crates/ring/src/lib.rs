@@ -4,6 +4,9 @@
 //! This is the one crate that touches shared memory with `unsafe`; everything
 //! above it uses the bounds-checked accessors here.
 #![warn(missing_docs)]
+// No narrowing cast on a length or an index (issue 15): every conversion
+// that can lose bits is checked or goes through a type that cannot.
+#![deny(clippy::cast_possible_truncation)]
 
 pub mod arith;
 pub mod eventfd;

@@ -127,7 +127,8 @@ impl Region {
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
             return Err(sys("fstat"));
         }
-        let size = st.st_size as usize;
+        let size = usize::try_from(st.st_size)
+            .map_err(|_| RegionError::Invalid("the memfd's size is out of range"))?;
         if size < REGION_HEADER_SIZE {
             return Err(RegionError::Invalid("the memfd is too small for a header"));
         }
@@ -347,7 +348,8 @@ impl Region {
                             buf_ofs: l.buf_base as i64 - ofs as i64,
                             num_slots: slots,
                             nr_buf_size: g.buf_size,
-                            ringid: r as u16,
+                            // Below MAX_RINGS.
+                            ringid: u16::try_from(r).unwrap_or(u16::MAX),
                             dir: if dir == Dir::Tx { 0 } else { 1 },
                             head: 0,
                             cur: 0,
@@ -869,6 +871,8 @@ impl<'a> CsbRef<'a> {
 }
 
 #[cfg(test)]
+// Test fixtures, not the data path.
+#[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
 

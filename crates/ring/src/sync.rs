@@ -480,6 +480,27 @@ pub struct PortRing {
     pub hwtail: u32,
     /// Times the application's pointers were found invalid and reset.
     pub reinits: u64,
+    /// The application's head as far as the port side has looked at it:
+    /// equal to `hwcur`, or past it when the slots in `[hwcur, seen)` end
+    /// inside a packet (a fragment chain whose last slot is not published
+    /// yet). A head equal to `seen` is no new work: the port side may sleep
+    /// until the application publishes more and kicks.
+    seen: u32,
+    /// Looks at the same unfinished chain that found no new slot (see
+    /// [`PortRing::note_unfinished`]).
+    stalls: u32,
+}
+
+/// What the port side does with a fragment chain whose published slots end
+/// before its last fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfinished {
+    /// Wait for the rest: nothing is consumed, and the port side may sleep
+    /// until the application publishes more (its head moves past `seen`).
+    Wait,
+    /// The chain made no progress for [`PortRing::STALLED_LOOKS_MAX`]
+    /// looks: drop its slots (the caller counts the drop).
+    Drop,
 }
 
 impl PortRing {
@@ -505,7 +526,60 @@ impl PortRing {
             hwcur,
             hwtail,
             reinits: 0,
+            seen: hwcur,
+            stalls: 0,
         }
+    }
+
+    /// Looks at an unfinished chain the port side may take before it drops
+    /// it, when no look finds a new slot of it. A look happens when the
+    /// application kicks, or when the worker serves another ring of the same
+    /// port: both are the application's doing, and no clock is involved. An
+    /// application that publishes the rest of its chain resets the count.
+    /// netmap drops an unfinished chain at once (its txsync truncates it);
+    /// waiting this long is more lenient, never less.
+    pub const STALLED_LOOKS_MAX: u32 = 64;
+
+    /// Records that the slots up to `head` (published by the application,
+    /// validated by [`PortRing::app_head`]) end inside a packet starting at
+    /// `hwcur`, and says whether to keep waiting for its last fragment.
+    /// After `Wait`, [`PortRing::prepare_sleep`] lets the port side sleep
+    /// until the application publishes past `head`, instead of spinning on
+    /// slots that cannot be forwarded yet.
+    pub fn note_unfinished(&mut self, head: u32) -> Unfinished {
+        if head == self.seen && head != self.hwcur {
+            self.stalls += 1;
+        } else {
+            self.seen = head;
+            self.stalls = 0;
+        }
+        if self.stalls >= Self::STALLED_LOOKS_MAX {
+            Unfinished::Drop
+        } else {
+            Unfinished::Wait
+        }
+    }
+
+    /// Moves `hwcur` forward to `hwcur` (slots consumed) and forgets any
+    /// unfinished chain seen before: it starts at the new `hwcur`, if it is
+    /// still there, and is looked at afresh.
+    #[inline]
+    pub fn consumed_to(&mut self, hwcur: u32) {
+        if hwcur != self.hwcur {
+            self.hwcur = hwcur;
+            self.seen = hwcur;
+            self.stalls = 0;
+        }
+    }
+
+    /// Whether the application published slots the port side has not
+    /// looked at yet (new work). Slots of an unfinished chain already seen
+    /// are not new work.
+    #[inline]
+    pub fn has_new_work(&self) -> bool {
+        // Pairs with the Release store in `AppRing::publish`.
+        let head = self.csb().head().load(order::READ_HEAD);
+        head != self.hwcur && head != self.seen
     }
 
     /// The ring in shared memory.
@@ -581,15 +655,16 @@ impl PortRing {
     }
 
     /// The port side is about to sleep: asks for kicks, fences, and looks
-    /// once more. Returns true when it may sleep (no new head meanwhile);
-    /// false (flag cleared again) when work arrived.
+    /// once more. Returns true when it may sleep (no new head meanwhile:
+    /// head is still `hwcur`, or still the end of an unfinished chain it has
+    /// seen); false (flag cleared again) when work arrived.
     #[inline]
     pub fn prepare_sleep(&self) -> bool {
         let csb = self.csb();
         csb.kern_need_kick().store(1, order::SET_NEED_KICK);
         // Pairs with the fence in `AppRing::port_wants_kick`.
         fence(order::DOUBLE_CHECK);
-        if csb.head().load(order::READ_HEAD) != self.hwcur {
+        if self.has_new_work() {
             csb.kern_need_kick().store(0, order::CLEAR_NEED_KICK);
             return false;
         }
@@ -600,6 +675,8 @@ impl PortRing {
     /// were found invalid, as netmap's ring reinit does.
     pub fn reinit(&mut self) {
         self.reinits += 1;
+        self.seen = self.hwcur;
+        self.stalls = 0;
         let csb = self.csb();
         csb.cur().store(self.hwcur, order::RESET_POINTERS);
         csb.head().store(self.hwcur, order::RESET_POINTERS);
@@ -695,6 +772,39 @@ mod tests {
         assert!(app.port_wants_kick(), "port is asleep: app must kick");
         assert!(!port.prepare_sleep(), "work arrived: must not sleep");
         assert!(!app.port_wants_kick());
+    }
+
+    /// Slots ending inside a packet are not work once seen: the port side
+    /// may sleep on them, wakes when more is published, and is told to drop
+    /// the chain only after STALLED_LOOKS_MAX looks without progress.
+    #[test]
+    fn an_unfinished_chain_lets_the_port_sleep_and_is_dropped_after_the_bound() {
+        let r = region(64);
+        let mut app = AppRing::new(r.clone(), 0, Dir::Tx, 0);
+        let mut port = PortRing::new(r.clone(), 0, Dir::Tx, 0);
+        app.advance(1);
+        app.publish();
+        assert!(!port.prepare_sleep(), "not looked at yet: work");
+        let head = port.app_head().unwrap();
+        assert_eq!(port.note_unfinished(head), Unfinished::Wait);
+        assert!(port.prepare_sleep(), "seen and unfinished: may sleep");
+        app.advance(1);
+        app.publish();
+        assert!(app.port_wants_kick(), "asleep: the app kicks for more");
+        assert!(!port.prepare_sleep(), "more published: work");
+        let head = port.app_head().unwrap();
+        for _ in 0..PortRing::STALLED_LOOKS_MAX {
+            assert_eq!(port.note_unfinished(head), Unfinished::Wait);
+        }
+        assert_eq!(port.note_unfinished(head), Unfinished::Drop);
+        port.consumed_to(head);
+        assert!(port.prepare_sleep(), "consumed: nothing left");
+        app.advance(1);
+        app.publish();
+        assert!(
+            !port.prepare_sleep(),
+            "a new slot after the dropped chain is work"
+        );
     }
 }
 

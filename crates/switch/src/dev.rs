@@ -10,9 +10,12 @@
 use ringswitch_netdev::{OffloadHdr, TxError};
 use ringswitch_ring::{Region, RingRef};
 
+use crate::engine::conv::u32_of;
 use crate::engine::{BatchResult, Ft, Scratch, Switch, MIN_FRAME};
 use crate::port::{Counters, DevPort, SwitchPort};
-use crate::staged::{forward_staged, staged_to_queue, Outcome, StageScratch, Tally, FRAME_MAX};
+use crate::staged::{
+    forward_staged, staged_to_queue, Outcome, StageScratch, Staging, Tally, FRAME_MAX,
+};
 
 fn outcome(r: Result<(), TxError>) -> Outcome {
     match r {
@@ -32,7 +35,7 @@ pub(crate) fn forward_from_dev(
     sc: &mut Scratch,
 ) -> BatchResult {
     sc.stage.start();
-    let (mut short, mut long, mut bytes) = (0u64, 0u64, 0u64);
+    let (mut short, mut long, mut malformed, mut bytes) = (0u64, 0u64, 0u64, 0u64);
     let taken = {
         let mut dq = d.queue(q);
         let stage = &mut sc.stage;
@@ -42,8 +45,11 @@ pub(crate) fn forward_from_dev(
             } else if f.len() > FRAME_MAX {
                 long += 1;
             } else {
-                bytes += f.len() as u64;
-                stage.stage(*h, f);
+                match stage.stage(*h, f) {
+                    Staging::Staged => bytes += f.len() as u64,
+                    Staging::Malformed => malformed += 1,
+                    Staging::NoRoom => long += 1,
+                }
             }
             // Stop while one more frame of the largest size still fits.
             stage.has_room()
@@ -52,10 +58,11 @@ pub(crate) fn forward_from_dev(
     if taken == 0 {
         return BatchResult::default();
     }
-    let malformed = if sc.stage.staged.is_empty() {
+    let no_dest = if sc.stage.staged.is_empty() {
         0
     } else {
-        forward_staged(sw, src, q, sc)
+        forward_staged(sw, src, q, sc);
+        sc.no_dest
     };
     let c = &src.counters;
     Counters::add(&c.tx_packets, sc.stage.staged.len() as u64);
@@ -63,9 +70,10 @@ pub(crate) fn forward_from_dev(
     Counters::add(&c.drop_short, short);
     Counters::add(&c.drop_long, long);
     Counters::add(&c.drop_malformed, malformed);
+    Counters::add(&c.drop_no_dest, no_dest);
     BatchResult {
-        slots: taken as u32,
-        packets: taken as u32,
+        slots: u32_of(taken),
+        packets: u32_of(taken),
     }
 }
 
@@ -78,11 +86,10 @@ pub(crate) fn staged_to_dev(
     dport: &SwitchPort,
     dd: &DevPort,
     src_q: usize,
-    malformed: &mut u64,
 ) {
     let mut q = dd.queue(src_q % dd.queues());
     let mut t = Tally::default();
-    staged_to_queue(st, order, dd.tx_caps(), &mut t, malformed, |h, frame| {
+    staged_to_queue(st, order, dd.tx_caps(), &mut t, |h, frame| {
         outcome(q.tx_push(h, frame))
     });
     q.tx_flush();
@@ -119,9 +126,7 @@ pub(crate) fn deliver_ring_to_dev(
             t.push(p.len as usize, || Outcome::TooLong);
             continue;
         }
-        let Some(len) = st.gather(p, sregion, sring) else {
-            continue;
-        };
+        let len = st.gather(p, sregion, sring);
         let frame = &st.bounce[..len];
         t.push(len, || outcome(q.tx_push(&h, frame)));
     }

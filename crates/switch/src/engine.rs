@@ -7,6 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
 use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG, NS_NO_LEARN};
+use ringswitch_ring::sync::Unfinished;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region};
 
 use crate::learning::{Decision, Forwarding, PortIndex};
@@ -22,6 +23,54 @@ pub const DEFAULT_BATCH: u32 = 512;
 pub const MIN_FRAME: u32 = 14;
 
 const NONE: u32 = u32::MAX;
+
+/// Conversions of the data path, none of which can wrap: lengths, counts
+/// and indexes are bounded by the geometry or the batch, and a conversion
+/// that could lose bits is checked (and saturates, which the bounds make
+/// unreachable) instead of cast.
+pub(crate) mod conv {
+    use ringswitch_ring::layout::MAX_FRAGS;
+
+    /// A slot's length: at most a buffer's size, which
+    /// `Geometry::validate` keeps at or below `MAX_BUF_SIZE` (< 2^16).
+    #[inline(always)]
+    pub(crate) fn slot_len(len: u32) -> u16 {
+        u16::try_from(len).unwrap_or(u16::MAX)
+    }
+
+    /// A slot length from a byte count (see [`slot_len`]).
+    #[inline(always)]
+    pub(crate) fn slot_len_of(len: usize) -> u16 {
+        u16::try_from(len).unwrap_or(u16::MAX)
+    }
+
+    /// The fragment count a delivered slot carries in bits 8 to 15 of its
+    /// flags: at most `MAX_FRAGS`.
+    #[inline(always)]
+    pub(crate) fn frag_flags(nfrags: u32) -> u16 {
+        u16::try_from(nfrags.min(MAX_FRAGS)).unwrap_or_default() << 8
+    }
+
+    /// A count, offset or length bounded by the batch, the staging arena
+    /// or a frame (all far below 2^32).
+    #[inline(always)]
+    pub(crate) fn u32_of(x: usize) -> u32 {
+        u32::try_from(x).unwrap_or(u32::MAX)
+    }
+
+    /// Word 0 of a slot split into buffer index, length and flags
+    /// (little-endian fields, as `NetmapSlot`).
+    #[inline(always)]
+    pub(crate) fn split_word0(w0: u64) -> (u32, u16, u16) {
+        let [b0, b1, b2, b3, l0, l1, f0, f1] = w0.to_le_bytes();
+        (
+            u32::from_le_bytes([b0, b1, b2, b3]),
+            u16::from_le_bytes([l0, l1]),
+            u16::from_le_bytes([f0, f1]),
+        )
+    }
+}
+use conv::{frag_flags, slot_len, split_word0, u32_of};
 
 /// A switch is full.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +128,8 @@ pub struct Scratch {
     touched: Vec<PortIndex>,
     flood: Vec<u32>,
     pub(crate) order: Vec<u32>,
+    /// Packets of the batch with no destination (counted on the source).
+    pub(crate) no_dest: u64,
     /// Frames taken from VM and interface queues, and the paths that need
     /// contiguous bytes: allocated on first use by such a port.
     pub(crate) stage: crate::staged::StageScratch,
@@ -94,6 +145,7 @@ impl Default for Scratch {
             touched: Vec::with_capacity(MAX_PORTS),
             flood: Vec::with_capacity(MAX_BATCH as usize),
             order: Vec::with_capacity(MAX_BATCH as usize),
+            no_dest: 0,
             stage: crate::staged::StageScratch::default(),
         }
     }
@@ -106,12 +158,13 @@ impl Scratch {
         self.next.clear();
         self.flood.clear();
         self.touched.clear();
+        self.no_dest = 0;
     }
 
     /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
     #[inline(always)]
     pub(crate) fn push_link(&mut self) -> u32 {
-        let k = self.next.len() as u32;
+        let k = u32_of(self.next.len());
         self.next.push(NONE);
         k
     }
@@ -120,12 +173,13 @@ impl Scratch {
     #[inline(always)]
     pub(crate) fn route(&mut self, table: &PortTable, src: PortIndex, k: u32, decision: Decision) {
         match decision {
-            Decision::Drop => {}
-            Decision::Port(p) if table.get(p).is_some() && p != src => {
-                let p = p as usize;
+            // Addressed to a station behind the source itself.
+            Decision::Drop => self.no_dest += 1,
+            Decision::Port(port) if table.get(port).is_some() && port != src => {
+                let p = usize::from(port);
                 if self.dst_head[p] == NONE {
                     self.dst_head[p] = k;
-                    self.touched.push(p as PortIndex);
+                    self.touched.push(port);
                 } else {
                     self.next[self.dst_tail[p] as usize] = k;
                 }
@@ -145,6 +199,10 @@ impl Scratch {
                 if p != src && self.dst_head[p as usize] == NONE {
                     dests.push(p);
                 }
+            }
+            if dests.is_empty() {
+                // Flooded on a switch with no other port.
+                self.no_dest += self.flood.len() as u64;
             }
         }
         dests
@@ -221,7 +279,7 @@ impl Switch {
 
     /// Seconds since the switch was created (the learning clock).
     pub fn now_s(&self) -> u32 {
-        self.epoch.elapsed().as_secs() as u32
+        u32::try_from(self.epoch.elapsed().as_secs()).unwrap_or(u32::MAX)
     }
 
     /// Batch size.
@@ -244,15 +302,16 @@ impl Switch {
         make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
     ) -> Result<Arc<SwitchPort>, AttachError> {
         let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
-        let Some(i) = t.ports.iter().position(Option::is_none) else {
+        let free = t.ports.iter().position(Option::is_none);
+        let Some(i) = free.and_then(|i| PortIndex::try_from(i).ok()) else {
             return Err(AttachError::Full {
                 switch: self.name.clone(),
                 max: MAX_PORTS,
             });
         };
-        let p = Arc::new(make(i as PortIndex)?);
-        t.ports[i] = Some(p.clone());
-        t.active.push(i as PortIndex);
+        let p = Arc::new(make(i)?);
+        t.ports[usize::from(i)] = Some(p.clone());
+        t.active.push(i);
         Ok(p)
     }
 
@@ -344,10 +403,12 @@ impl Switch {
         let mut consumed = 0u32;
         let mut i = txr.hwcur;
         let mut last: Option<([u8; 12], bool, Decision)> = None;
+        // Slots of an unfinished chain at hwcur (nothing before it).
+        let mut unfinished: Option<u32> = None;
         // Start fetching the first packets' headers while the loop begins.
         const AHEAD: u32 = 4;
         for k in 0..AHEAD.min(limit) {
-            sregion.prefetch_buf(sring.slot_word0(arith::add(i, k, n)) as u32);
+            sregion.prefetch_buf(split_word0(sring.slot_word0(arith::add(i, k, n))).0);
         }
         // Bounded: each pass consumes at least one slot, and stops at `limit`
         // packets' worth of slots (a packet may overshoot by at most
@@ -363,11 +424,11 @@ impl Switch {
             let mut no_learn = false;
             while consumed + nfr < avail {
                 // Word 0 of a slot: buf_idx | len << 32 | flags << 48.
-                let w0 = sring.slot_word0(i);
+                let (buf_idx, len, flags) = split_word0(sring.slot_word0(i));
                 let s = NetmapSlot {
-                    buf_idx: w0 as u32,
-                    len: (w0 >> 32) as u16,
-                    flags: (w0 >> 48) as u16,
+                    buf_idx,
+                    len,
+                    flags,
                     ptr: 0,
                 };
                 if nfr == 0 {
@@ -376,13 +437,14 @@ impl Switch {
                 }
                 nfr += 1;
                 i = arith::next(i, n);
-                if s.len as u32 > sbuf {
+                if u32::from(s.len) > sbuf {
                     too_long = true;
                 }
                 if sregion.buf_ofs(s.buf_idx).is_none() {
                     bad = true;
                 }
-                total += s.len as u32;
+                // At most MAX_FRAGS slots of less than 2^16 bytes each.
+                total += u32::from(s.len);
                 if s.flags & NS_MOREFRAG == 0 {
                     complete = true;
                     break;
@@ -394,12 +456,14 @@ impl Switch {
                 }
             }
             if !complete {
-                // The published slots end inside a packet. Wait for the rest,
-                // unless the packet already fills the ring (it never can
-                // complete): then drop it.
-                if consumed == 0 && nfr >= n - 1 {
-                    malformed += 1;
-                    consumed += nfr;
+                // The published slots end inside a packet. Packets before it
+                // go now; it is looked at again on the next call. Alone, it
+                // waits for its last fragment without keeping the worker
+                // awake (`PortRing::note_unfinished`), unless it already
+                // fills the ring (it never can complete) or made no progress
+                // for a bounded number of looks: then it is dropped.
+                if consumed == 0 {
+                    unfinished = Some(nfr);
                 }
                 break;
             }
@@ -412,12 +476,12 @@ impl Switch {
                 long += 1;
                 continue;
             }
-            if s0.len < MIN_FRAME as u16 {
+            if u32::from(s0.len) < MIN_FRAME {
                 short += 1;
                 continue;
             }
             if consumed + AHEAD < avail {
-                sregion.prefetch_buf(sring.slot_word0(arith::add(i, AHEAD - 1, n)) as u32);
+                sregion.prefetch_buf(split_word0(sring.slot_word0(arith::add(i, AHEAD - 1, n))).0);
             }
             let Some(hdr) = sregion.read_addrs(s0.buf_idx) else {
                 malformed += 1;
@@ -433,7 +497,7 @@ impl Switch {
                 nfrags: nfr,
                 len: total,
                 buf_idx: s0.buf_idx,
-                first_len: s0.len as u32,
+                first_len: u32::from(s0.len),
             });
             // Runs of frames with the same addresses (a flow) are decided
             // once: the decision cannot change within a batch but through a
@@ -455,9 +519,7 @@ impl Switch {
             let Some(dport) = table.get(d) else { continue };
             sc.order_for(d);
             match &dport.backend {
-                Backend::Ring(drp) => {
-                    deliver(&sc.ft, &sc.order, srp, &sring, ring, dport, drp, &mut long)
-                }
+                Backend::Ring(drp) => deliver(&sc.ft, &sc.order, srp, &sring, ring, dport, drp),
                 Backend::Virtio(dv) => crate::virtio::deliver_ring_to_vm(
                     &mut sc.stage,
                     &sc.ft,
@@ -482,7 +544,14 @@ impl Switch {
         }
         sc.give_back(dests);
 
-        txr.hwcur = arith::add(txr.hwcur, consumed, n);
+        if let Some(nfr) = unfinished {
+            if nfr >= n - 1 || txr.note_unfinished(head) == Unfinished::Drop {
+                malformed += 1;
+                consumed += nfr;
+            }
+        }
+        let hwcur = arith::add(txr.hwcur, consumed, n);
+        txr.consumed_to(hwcur);
         txr.hwtail = arith::prev(txr.hwcur, n);
         txr.publish();
         if txr.app_wants_kick() {
@@ -494,9 +563,11 @@ impl Switch {
         Counters::add(&c.drop_malformed, malformed);
         Counters::add(&c.drop_short, short);
         Counters::add(&c.drop_long, long);
+        Counters::add(&c.drop_no_dest, sc.no_dest);
         BatchResult {
             slots: consumed,
-            packets: (tx_pkts + malformed + short + long) as u32,
+            // At most `consumed` packets.
+            packets: u32::try_from(tx_pkts + malformed + short + long).unwrap_or(consumed),
         }
     }
 }
@@ -530,8 +601,10 @@ pub(crate) fn slots_for(len: u32, buf: u32) -> u32 {
 }
 
 /// Copies the packets `order` (indexes into `ft`) into `dport`, in order,
-/// as far as its RX ring has room; the rest are dropped and counted.
-#[allow(clippy::too_many_arguments)]
+/// as far as its RX ring has room; the rest are dropped and counted. Every
+/// packet is counted once on the destination: delivered (`rx_packets`),
+/// or dropped as too long for its buffers (`drop_long`) or for lack of
+/// room (`drop_rx_full`).
 fn deliver(
     ft: &[Ft],
     order: &[u32],
@@ -540,7 +613,6 @@ fn deliver(
     src_ring: usize,
     dport: &SwitchPort,
     drp: &RingPort,
-    long: &mut u64,
 ) {
     let dregion: &Region = drp.region();
     let dbuf = dregion.buf_size();
@@ -551,10 +623,10 @@ fn deliver(
         .filter(|&s| s <= MAX_FRAGS)
         .sum();
     let res = drp.rx(q).reserve(want, &dport.counters);
-    let place = dregion.ring_place(0, Dir::Rx, q as u32);
+    let place = dregion.ring_place(0, Dir::Rx, u32_of(q));
     let dring = dregion.ring_at(place);
     let dn = place.num_slots;
-    let default_buf = dregion.layout().first_buf(0, Dir::Rx, q as u32);
+    let default_buf = dregion.layout().first_buf(0, Dir::Rx, u32_of(q));
     let sregion: &Region = src.region();
     let sn = sring.num_slots();
 
@@ -563,12 +635,12 @@ fn deliver(
     for k in 0..res.len.min(4) {
         dregion.prefetch_buf(dring.buf_idx(arith::add(d, k, dn)));
     }
-    let (mut pkts, mut bytes, mut dropped) = (0u64, 0u64, 0u64);
+    let (mut pkts, mut bytes, mut dropped, mut long) = (0u64, 0u64, 0u64, 0u64);
     for &k in order {
         let p = ft[k as usize];
         let need = slots_for(p.len, dbuf);
         if need > MAX_FRAGS {
-            *long += 1;
+            long += 1;
             continue;
         }
         if need > left {
@@ -589,7 +661,7 @@ fn deliver(
                 b = dest_buf(d);
                 dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize);
             }
-            dring.set_len_flags(d, p.first_len as u16, 1 << 8);
+            dring.set_len_flags(d, slot_len(p.first_len), frag_flags(1));
             d = arith::next(d, dn);
         } else {
             // Stream the fragments into as many destination slots as needed.
@@ -603,7 +675,7 @@ fn deliver(
                 let s = if f == 0 {
                     NetmapSlot {
                         buf_idx: p.buf_idx,
-                        len: p.first_len as u16,
+                        len: slot_len(p.first_len),
                         flags: 0,
                         ptr: 0,
                     }
@@ -618,7 +690,7 @@ fn deliver(
                         if used == need {
                             break;
                         }
-                        dring.set_len_flags(d, doff as u16, NS_MOREFRAG | ((need as u16) << 8));
+                        dring.set_len_flags(d, slot_len(doff), NS_MOREFRAG | frag_flags(need));
                         d = arith::next(d, dn);
                         db = dest_buf(d);
                         doff = 0;
@@ -637,13 +709,13 @@ fn deliver(
                     doff += chunk;
                 }
             }
-            dring.set_len_flags(d, doff as u16, (need as u16) << 8);
+            dring.set_len_flags(d, slot_len(doff), frag_flags(need));
             d = arith::next(d, dn);
             // Slots reserved for this packet but not filled (the sender shrank
             // it meanwhile) are sent as empty fragments.
             while used < need {
                 used += 1;
-                dring.set_len_flags(d, 0, (need as u16) << 8);
+                dring.set_len_flags(d, 0, frag_flags(need));
                 d = arith::next(d, dn);
             }
         }
@@ -656,4 +728,5 @@ fn deliver(
     Counters::add(&c.rx_packets, pkts);
     Counters::add(&c.rx_bytes, bytes);
     Counters::add(&c.drop_rx_full, dropped);
+    Counters::add(&c.drop_long, long);
 }

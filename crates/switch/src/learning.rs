@@ -77,7 +77,9 @@ fn u64_mac(v: u64) -> [u8; 6] {
 fn bucket(mac: u64) -> usize {
     // Multiplicative hashing over the 48-bit address; the top bits are the
     // best mixed.
-    (mac.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - MAC_TABLE_SIZE.trailing_zeros())) as usize
+    let top = mac.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - MAC_TABLE_SIZE.trailing_zeros());
+    // Below MAC_TABLE_SIZE.
+    usize::try_from(top).unwrap_or_default() & (MAC_TABLE_SIZE - 1)
 }
 
 /// Whether an address is multicast or broadcast (never learned, always
@@ -123,7 +125,7 @@ impl LearningBridge {
         if now_s.wrapping_sub(e.seen_s.load(Ordering::Relaxed)) > self.age_s {
             return None;
         }
-        Some(((key & 0xffff) - 1) as PortIndex)
+        PortIndex::try_from((key & 0xffff) - 1).ok()
     }
 }
 
@@ -171,8 +173,8 @@ impl Forwarding for LearningBridge {
             .filter_map(|e| {
                 let k = e.key.load(Ordering::Relaxed);
                 let age = now_s.wrapping_sub(e.seen_s.load(Ordering::Relaxed));
-                (k != 0 && age <= self.age_s)
-                    .then(|| (u64_mac(k >> 16), ((k & 0xffff) - 1) as PortIndex, age))
+                let port = PortIndex::try_from((k & 0xffff).checked_sub(1)?).ok()?;
+                (k != 0 && age <= self.age_s).then(|| (u64_mac(k >> 16), port, age))
             })
             .collect()
     }

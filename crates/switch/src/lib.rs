@@ -5,6 +5,9 @@
 //! interface ports (NIC or TAP queues); the same worker copies between any
 //! two kinds.
 #![warn(missing_docs)]
+// No narrowing cast on a length or an index (issue 15): every conversion
+// that can lose bits is checked or goes through a type that cannot.
+#![deny(clippy::cast_possible_truncation)]
 
 mod dev;
 pub mod engine;

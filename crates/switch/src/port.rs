@@ -39,6 +39,9 @@ pub struct Counters {
     pub ring_reinits: AtomicU64,
     /// Drops: a VM port had no running queues.
     pub drop_link_down: AtomicU64,
+    /// Drops: packets it sent that had no destination (addressed to itself,
+    /// or flooded with no other port attached).
+    pub drop_no_dest: AtomicU64,
 }
 
 impl Counters {
@@ -64,6 +67,7 @@ impl Counters {
             (&self.drop_long, &other.drop_long),
             (&self.ring_reinits, &other.ring_reinits),
             (&self.drop_link_down, &other.drop_link_down),
+            (&self.drop_no_dest, &other.drop_no_dest),
         ];
         for (a, b) in pairs {
             Counters::add(a, b.load(Ordering::Relaxed));
@@ -85,6 +89,7 @@ impl Counters {
             drop_long: g(&self.drop_long),
             ring_reinits: g(&self.ring_reinits),
             drop_link_down: g(&self.drop_link_down),
+            drop_no_dest: g(&self.drop_no_dest),
             drop_kernel: 0,
             kernel_tx_invalid: 0,
             vm_rx_bad_chains: 0,
@@ -505,10 +510,9 @@ impl RingPort {
 
     /// Whether any TX ring has work (the application moved head).
     pub fn has_tx_work(&self) -> bool {
-        self.tx.iter().any(|r| {
-            let r = lock(r);
-            r.csb().head().load(Ordering::Acquire) != r.hwcur
-        })
+        // Slots of an unfinished fragment chain already looked at are not
+        // work: the idle poll must not spin on them either.
+        self.tx.iter().any(|r| lock(r).has_new_work())
     }
 
     /// Before the serving worker sleeps: asks for kicks on every TX ring and

@@ -14,6 +14,7 @@ use ringswitch_offload::{self as offload, Action, Caps, OffloadHdr, Segmenter, F
 use ringswitch_ring::layout::MAX_FRAGS;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region, RingRef};
 
+use crate::engine::conv::{frag_flags, slot_len_of, u32_of};
 use crate::engine::{slots_for, valid_buf, Ft, Scratch, Switch};
 use crate::learning::Decision;
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
@@ -29,6 +30,18 @@ const BOUNCE: usize = 160 * 1024;
 /// Most segments one TSO frame may be cut into here (64 KiB at an MSS of 88
 /// bytes; a smaller MSS is refused as malformed).
 const SEGS_MAX: usize = 768;
+
+/// What staging did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Staging {
+    /// Staged for forwarding.
+    Staged,
+    /// Refused: its offload request is unsound.
+    Malformed,
+    /// The arena is full (the batch stops while a frame of the largest size
+    /// still fits, so only a frame over [`FRAME_MAX`] meets this).
+    NoRoom,
+}
 
 /// A frame in the arena.
 #[derive(Clone, Copy)]
@@ -70,22 +83,16 @@ impl StageScratch {
         self.used = 0;
     }
 
-    /// Copies one frame into the arena. False when it does not fit (the
-    /// caller ends the batch first: see [`StageScratch::has_room`]).
+    /// Copies one frame into the arena and stages it if its offload
+    /// request is sound (see [`StageScratch::commit`]).
     #[inline]
-    pub(crate) fn stage(&mut self, hdr: OffloadHdr, frame: &[u8]) -> bool {
+    pub(crate) fn stage(&mut self, hdr: OffloadHdr, frame: &[u8]) -> Staging {
         let len = frame.len();
         let Some(dst) = self.arena.get_mut(self.used..self.used + len) else {
-            return false;
+            return Staging::NoRoom;
         };
         dst.copy_from_slice(frame);
-        self.staged.push(Staged {
-            off: self.used as u32,
-            len: len as u32,
-            hdr,
-        });
-        self.used += len.next_multiple_of(64);
-        true
+        self.commit(hdr, len)
     }
 
     /// Whether one more frame of the largest size fits.
@@ -101,41 +108,54 @@ impl StageScratch {
         &mut self.arena[self.used..]
     }
 
-    /// Records a frame of `len` bytes written at the start of
-    /// [`StageScratch::tail`].
-    pub(crate) fn commit(&mut self, hdr: OffloadHdr, len: usize) {
+    /// Stages the frame of `len` bytes written at the start of
+    /// [`StageScratch::tail`], once its offload request is checked on that
+    /// copy (the source cannot change it any more): a bad header, a
+    /// checksum field outside the frame, headers a GSO frame cannot be cut
+    /// by, or more segments than [`SEGS_MAX`] make it `Malformed`, refused
+    /// here once for every destination. What passes cannot fail later for
+    /// one destination and not another (but for segments overflowing the
+    /// bounce buffer, counted as too long by that destination).
+    pub(crate) fn commit(&mut self, hdr: OffloadHdr, len: usize) -> Staging {
+        let Some(frame) = self.arena.get(self.used..self.used + len) else {
+            return Staging::NoRoom;
+        };
+        match offload::check(frame, &hdr) {
+            Ok(segs) if segs <= SEGS_MAX => {}
+            _ => return Staging::Malformed,
+        }
         self.staged.push(Staged {
-            off: self.used as u32,
-            len: len as u32,
+            off: u32_of(self.used),
+            len: u32_of(len),
             hdr,
         });
         self.used += len.next_multiple_of(64);
+        Staging::Staged
     }
 
-    /// Gathers packet `p` of a ring port's batch into the bounce buffer:
-    /// its fragments after the first are re-read and re-validated (a sender
-    /// changing them meanwhile only garbles its own frame). Returns its
-    /// length, or None when a buffer turned out invalid.
-    pub(crate) fn gather(
-        &mut self,
-        p: &Ft,
-        sregion: &Region,
-        sring: &RingRef<'_>,
-    ) -> Option<usize> {
-        let len = p.len as usize;
-        let bounce = self.bounce.get_mut(..len)?;
-        if p.nfrags == 1 {
-            return sregion.read_buf(p.buf_idx, 0, bounce).then_some(len);
-        }
+    /// Gathers packet `p` of a ring port's batch into the bounce buffer and
+    /// returns its length (`p.len`, at most [`FRAME_MAX`]: the caller
+    /// checks). Fragments after the first are re-read and re-validated: a
+    /// sender that changed them since the batch was validated (a buffer
+    /// index turned invalid, a length shrunk) only garbles its own frame,
+    /// whose missing bytes are zeros, never what the bounce buffer held
+    /// before. The frame is delivered and counted as such, as the ring to
+    /// ring path does: no frame is lost without a count.
+    pub(crate) fn gather(&mut self, p: &Ft, sregion: &Region, sring: &RingRef<'_>) -> usize {
+        let len = (p.len as usize).min(FRAME_MAX);
+        let bounce = &mut self.bounce[..len];
         let sn = sring.num_slots();
         let sbuf = sregion.buf_size() as usize;
         let mut off = 0usize;
         let mut j = p.slot;
         for f in 0..p.nfrags {
+            if off == len {
+                break;
+            }
             let s = if f == 0 {
                 NetmapSlot {
                     buf_idx: p.buf_idx,
-                    len: p.first_len as u16,
+                    len: u16::try_from(p.first_len).unwrap_or(u16::MAX),
                     flags: 0,
                     ptr: 0,
                 }
@@ -143,13 +163,15 @@ impl StageScratch {
                 sring.slot(j)
             };
             j = arith::next(j, sn);
-            let l = (s.len as usize).min(sbuf).min(len - off);
-            if !sregion.read_buf(s.buf_idx, 0, &mut bounce[off..off + l]) {
-                return None;
+            let l = usize::from(s.len).min(sbuf).min(len - off);
+            let part = &mut bounce[off..off + l];
+            if !sregion.read_buf(s.buf_idx, 0, part) {
+                part.fill(0);
             }
             off += l;
         }
-        Some(len)
+        bounce[off..].fill(0);
+        len
     }
 }
 
@@ -162,9 +184,10 @@ pub(crate) fn checked_hdr() -> OffloadHdr {
 }
 
 /// Looks up the frames staged in `sc.stage` (taken from source queue
-/// `src_q` of `src`) and delivers them destination by destination. Returns
-/// the frames found malformed on the way (bad offload requests).
-pub(crate) fn forward_staged(sw: &Switch, src: &SwitchPort, src_q: usize, sc: &mut Scratch) -> u64 {
+/// `src_q` of `src`) and delivers them destination by destination. Every
+/// frame is counted once by each destination it goes to; frames with no
+/// destination are left in `sc.no_dest` for the source.
+pub(crate) fn forward_staged(sw: &Switch, src: &SwitchPort, src_q: usize, sc: &mut Scratch) {
     sc.clear();
     let table = sw.read_table();
     let now = sw.now_s();
@@ -187,35 +210,21 @@ pub(crate) fn forward_staged(sw: &Switch, src: &SwitchPort, src_q: usize, sc: &m
         };
         sc.route(&table, src.index, kk, decision);
     }
-    let mut malformed = 0u64;
     let dests = sc.destinations(&table, src.index);
     for &d in &dests {
         let Some(dport) = table.get(d) else { continue };
         sc.order_for(d);
         match &dport.backend {
-            Backend::Ring(drp) => {
-                staged_to_ring(&mut sc.stage, &sc.order, dport, drp, src_q, &mut malformed)
+            Backend::Ring(drp) => staged_to_ring(&mut sc.stage, &sc.order, dport, drp, src_q),
+            Backend::Virtio(dv) => {
+                crate::virtio::staged_to_vm(&mut sc.stage, &sc.order, dport, dv, src_q)
             }
-            Backend::Virtio(dv) => crate::virtio::staged_to_vm(
-                &mut sc.stage,
-                &sc.order,
-                dport,
-                dv,
-                src_q,
-                &mut malformed,
-            ),
-            Backend::Dev(dd) => crate::dev::staged_to_dev(
-                &mut sc.stage,
-                &sc.order,
-                dport,
-                dd,
-                src_q,
-                &mut malformed,
-            ),
+            Backend::Dev(dd) => {
+                crate::dev::staged_to_dev(&mut sc.stage, &sc.order, dport, dd, src_q)
+            }
         }
     }
     sc.give_back(dests);
-    malformed
 }
 
 /// What a destination queue said to one frame.
@@ -237,7 +246,7 @@ pub(crate) struct Tally {
     bytes: u64,
     pub(crate) full: u64,
     down: u64,
-    long: u64,
+    pub(crate) long: u64,
     /// The queue filled up: the rest of the batch is dropped, so what
     /// arrives is a prefix.
     pub(crate) stopped: bool,
@@ -295,7 +304,6 @@ pub(crate) fn staged_to_ring(
     dport: &SwitchPort,
     drp: &RingPort,
     src_q: usize,
-    malformed: &mut u64,
 ) {
     let q = src_q % drp.rx_rings();
     let none = Caps::default();
@@ -330,17 +338,14 @@ pub(crate) fn staged_to_ring(
                     .is_ok()
                     {
                         st.hdr = checked_hdr();
-                    } else {
-                        // Delivered as it is: the receiver drops it on its
-                        // bad checksum. Counted here.
-                        *malformed += 1;
                     }
+                    // Else (not for a frame checked when staged) it goes as
+                    // it is, and the receiver drops it on its checksum.
                 }
                 Ok(Action::Segment) => segment = true,
-                Err(_) => {
-                    *malformed += 1;
-                    segment = true;
-                }
+                // Not for a frame checked when staged; its segmentation
+                // fails below and is counted.
+                Err(_) => segment = true,
             }
         }
         if segment || i == order.len() {
@@ -365,7 +370,7 @@ pub(crate) fn staged_to_ring(
                         return false;
                     }
                     dst.copy_from_slice(seg);
-                    segs.push((used as u32, seg.len() as u32));
+                    segs.push((u32_of(used), u32_of(seg.len())));
                     used += seg.len();
                     true
                 });
@@ -376,7 +381,10 @@ pub(crate) fn staged_to_ring(
                             &bounce[o as usize..(o + l) as usize]
                         });
                     }
-                    Err(_) => *malformed += 1,
+                    // Segments overflowing the bounce buffer (a frame
+                    // checked when staged fails for nothing else): too long
+                    // to deliver here.
+                    Err(_) => Counters::add(&dport.counters.drop_long, 1),
                 }
             }
             run_start = i + 1;
@@ -405,14 +413,14 @@ pub(crate) fn ring_put<'a>(
     let dregion: &Region = drp.region();
     let dbuf = dregion.buf_size();
     let want: u32 = (0..n)
-        .map(|j| slots_for(frame(j).len() as u32, dbuf))
+        .map(|j| slots_for(u32_of(frame(j).len()), dbuf))
         .filter(|&s| s <= MAX_FRAGS)
         .sum();
     let res = drp.rx(q).reserve(want, c);
-    let place = dregion.ring_place(0, Dir::Rx, q as u32);
+    let place = dregion.ring_place(0, Dir::Rx, u32_of(q));
     let dring = dregion.ring_at(place);
     let dn = place.num_slots;
-    let default_buf = dregion.layout().first_buf(0, Dir::Rx, q as u32);
+    let default_buf = dregion.layout().first_buf(0, Dir::Rx, u32_of(q));
     let dest_buf = |d: u32| valid_buf(dregion, &dring, default_buf, d);
     let mut left = res.len;
     let mut d = res.start;
@@ -420,7 +428,7 @@ pub(crate) fn ring_put<'a>(
     let mut filled = false;
     for j in 0..n {
         let f = frame(j);
-        let need = slots_for(f.len() as u32, dbuf);
+        let need = slots_for(u32_of(f.len()), dbuf);
         if need > MAX_FRAGS {
             long += 1;
             continue;
@@ -440,7 +448,7 @@ pub(crate) fn ring_put<'a>(
             } else {
                 0
             };
-            dring.set_len_flags(d, chunk as u16, more | ((need as u16) << 8));
+            dring.set_len_flags(d, slot_len_of(chunk), more | frag_flags(need));
             d = arith::next(d, dn);
             off += chunk;
         }
@@ -459,14 +467,13 @@ pub(crate) fn ring_put<'a>(
 /// Delivers staged frames `order` through `push` to a destination that
 /// takes offloads `caps`: passed through where it takes them, done in
 /// software where not (the completed checksum is kept for later
-/// destinations). What happened is added to `t`; frames with bad offload
-/// requests to `malformed`.
+/// destinations). What happened is added to `t`, once per frame or
+/// segment.
 pub(crate) fn staged_to_queue(
     st: &mut StageScratch,
     order: &[u32],
     caps: Caps,
     t: &mut Tally,
-    malformed: &mut u64,
     mut push: impl FnMut(&OffloadHdr, &[u8]) -> Outcome,
 ) {
     let StageScratch {
@@ -492,7 +499,8 @@ pub(crate) fn staged_to_queue(
                 if offload::complete_checksum(frame, oh.csum_start.into(), oh.csum_offset.into())
                     .is_err()
                 {
-                    *malformed += 1;
+                    // Not for a frame checked when staged.
+                    t.long += 1;
                     continue;
                 }
                 // Later destinations get the completed frame.
@@ -503,10 +511,12 @@ pub(crate) fn staged_to_queue(
                 let h = checked_hdr();
                 let r = segmenter.segment(frame, &oh, |seg| t.push(seg.len(), || push(&h, seg)));
                 if r.is_err() {
-                    *malformed += 1;
+                    // Not for a frame checked when staged.
+                    t.long += 1;
                 }
             }
-            Err(_) => *malformed += 1,
+            // Not for a frame checked when staged.
+            Err(_) => t.long += 1,
         }
     }
 }

@@ -11,9 +11,12 @@ use ringswitch_offload::{Caps, OffloadHdr};
 use ringswitch_ring::{Region, RingRef};
 use ringswitch_vhost::{RxError, VirtioNetHdr};
 
+use crate::engine::conv::u32_of;
 use crate::engine::{BatchResult, Ft, Scratch, Switch, MIN_FRAME};
 use crate::port::{Counters, SwitchPort, VirtioPort};
-use crate::staged::{forward_staged, staged_to_queue, Outcome, StageScratch, Tally, FRAME_MAX};
+use crate::staged::{
+    forward_staged, staged_to_queue, Outcome, StageScratch, Staging, Tally, FRAME_MAX,
+};
 
 /// The offload fields of a guest's header, in host order. DATA_VALID is
 /// the device's word on receive, not the guest's on transmit: a guest
@@ -62,7 +65,7 @@ pub(crate) fn forward_from_vm(
     sc: &mut Scratch,
 ) -> BatchResult {
     sc.stage.start();
-    let (mut short, mut bytes) = (0u64, 0u64);
+    let (mut short, mut long, mut malformed, mut bytes) = (0u64, 0u64, 0u64, 0u64);
     let (taken, bad) = {
         let mut q = v.pair(pair);
         let bad0 = q.stats().tx_bad_chains;
@@ -76,11 +79,17 @@ pub(crate) fn forward_from_vm(
             // The chain bound keeps len <= FRAME_MAX, and the batch stops
             // while the arena still has room for one more.
             let Some(dst) = stage.tail().get_mut(..len) else {
+                // Not reached (see above); the chain is taken all the same,
+                // so it is counted.
+                long += 1;
                 return false;
             };
             f.copy_to(dst);
-            stage.commit(offload_hdr(h), len);
-            bytes += len as u64;
+            match stage.commit(offload_hdr(h), len) {
+                Staging::Staged => bytes += len as u64,
+                Staging::Malformed => malformed += 1,
+                Staging::NoRoom => long += 1,
+            }
             stage.has_room()
         });
         if taken > 0 {
@@ -91,15 +100,17 @@ pub(crate) fn forward_from_vm(
     if taken == 0 {
         return BatchResult::default();
     }
-    let malformed = bad + forward_staged(sw, src, pair, sc);
+    forward_staged(sw, src, pair, sc);
     let c = &src.counters;
     Counters::add(&c.tx_packets, sc.stage.staged.len() as u64);
     Counters::add(&c.tx_bytes, bytes);
     Counters::add(&c.drop_short, short);
-    Counters::add(&c.drop_malformed, malformed);
+    Counters::add(&c.drop_long, long);
+    Counters::add(&c.drop_malformed, bad + malformed);
+    Counters::add(&c.drop_no_dest, sc.no_dest);
     BatchResult {
-        slots: taken as u32,
-        packets: taken as u32,
+        slots: u32_of(taken),
+        packets: u32_of(taken),
     }
 }
 
@@ -111,7 +122,6 @@ pub(crate) fn staged_to_vm(
     dport: &SwitchPort,
     dv: &VirtioPort,
     src_q: usize,
-    malformed: &mut u64,
 ) {
     let mut q = dv.pair(src_q % dv.pairs());
     let c = &dport.counters;
@@ -127,7 +137,7 @@ pub(crate) fn staged_to_vm(
         ecn: false,
     };
     let mut t = Tally::default();
-    staged_to_queue(st, order, caps, &mut t, malformed, |h, frame| {
+    staged_to_queue(st, order, caps, &mut t, |h, frame| {
         rx_push(&mut q, &virtio_hdr(h), frame)
     });
     q.notify_rx();
@@ -168,9 +178,7 @@ pub(crate) fn deliver_ring_to_vm(
             t.push(p.len as usize, || Outcome::TooLong);
             continue;
         }
-        let Some(len) = st.gather(p, sregion, sring) else {
-            continue;
-        };
+        let len = st.gather(p, sregion, sring);
         let frame = &st.bounce[..len];
         t.push(len, || rx_push(&mut q, &h, frame));
     }

@@ -171,7 +171,7 @@ pub fn ptr_errno<T>(p: *const T) -> Option<c_int> {
     }
     // The kernel's MAX_ERRNO: the last 4095 addresses are error codes.
     if (-4095..0).contains(&v) {
-        return Some(-v as c_int);
+        return c_int::try_from(-v).ok();
     }
     None
 }

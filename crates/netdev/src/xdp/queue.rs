@@ -132,8 +132,11 @@ pub(super) fn check_rx(d: &XdpDesc, frame_size: u32, rx_frames: u32) -> RxDesc {
     if d.len == 0 || end > fs || d.options & ffi::XDP_PKT_CONTD != 0 {
         return RxDesc::Bad { base };
     }
+    let Ok(off) = usize::try_from(d.addr) else {
+        return RxDesc::Bad { base };
+    };
     RxDesc::Frame {
-        off: d.addr as usize,
+        off,
         len: d.len as usize,
         base,
     }
@@ -152,7 +155,7 @@ pub(super) fn check_completion(
     if addr < lo || addr >= hi || !addr.is_multiple_of(fs) {
         return None;
     }
-    Some(((addr - lo) / fs) as usize)
+    usize::try_from((addr - lo) / fs).ok()
 }
 
 /// The shape of a queue's memory.
@@ -419,7 +422,8 @@ impl XdpQueue {
             match check_completion(addr, self.frame_size, self.frames, self.frames) {
                 Some(i) if self.tx_in_flight[i] => {
                     self.tx_in_flight[i] = false;
-                    self.tx_free.push(i as u32);
+                    // Below tx_frames, a u32.
+                    self.tx_free.push(crate::conv::u32_of(i));
                 }
                 _ => {
                     self.bad_completions += 1;
@@ -440,10 +444,12 @@ impl XdpQueue {
 
     /// Gives back RX frames the fill ring had no room for.
     fn refill_spare(&mut self) {
-        let n = self.rx_spare.len() as u32;
+        let n = crate::conv::u32_of(self.rx_spare.len());
         if let Some(first) = self.umem.fill.reserve(n) {
             for (k, &b) in self.rx_spare.iter().enumerate() {
-                self.umem.fill.write_addr(first.wrapping_add(k as u32), b);
+                self.umem
+                    .fill
+                    .write_addr(first.wrapping_add(crate::conv::u32_of(k)), b);
             }
             self.umem.fill.submit();
             self.rx_spare.clear();
@@ -610,7 +616,7 @@ impl DevQueue for XdpQueue {
         if !self.rx_spare.is_empty() {
             self.refill_spare();
         }
-        let max = max.min(self.frames as usize) as u32;
+        let max = crate::conv::u32_of(max).min(self.frames);
         let (first, n) = self.sock.rx.peek(max);
         if n == 0 {
             return 0;
@@ -651,28 +657,29 @@ impl DevQueue for XdpQueue {
                 TxError::Full
             });
         };
+        // Inside our mapping, whose size is a usize: always converts.
+        let addr = self.frame_addr(i);
+        let Ok(at) = usize::try_from(addr) else {
+            self.tx_free.push(i);
+            return Err(TxError::Full);
+        };
         // With a free frame there is a free TX entry (as many entries as
         // frames), unless the kernel's consumer index is wrong.
         let Some(slot) = self.sock.tx.reserve(1) else {
             self.tx_free.push(i);
             return Err(TxError::Full);
         };
-        let addr = self.frame_addr(i);
         // SAFETY: `addr .. addr + frame.len()` lies in TX frame `i` of our
         // mapping (frame.len() <= max_frame <= frame_size); the frame is free, so the
         // kernel does not read it until the descriptor below is submitted.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                frame.as_ptr(),
-                self.area.ptr.add(addr as usize),
-                frame.len(),
-            );
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), self.area.ptr.add(at), frame.len());
         }
         self.sock.tx.write_desc(
             slot,
             XdpDesc {
                 addr,
-                len: frame.len() as u32,
+                len: crate::conv::u32_of(frame.len()),
                 options: 0,
             },
         );
@@ -783,7 +790,7 @@ fn create_error(ifname: &str, queue: u32, mode: XdpMode, errno: i32) -> DevError
 }
 
 fn getsockopt<T>(fd: RawFd, opt: libc::c_int, v: &mut T) -> io::Result<()> {
-    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    let mut len = crate::conv::socklen_of::<T>();
     // SAFETY: the kernel writes at most `len` bytes into `v`, a plain-data
     // struct of exactly that size that lives across the call.
     let r = unsafe { libc::getsockopt(fd, ffi::SOL_XDP, opt, (v as *mut T).cast(), &mut len) };
@@ -802,7 +809,7 @@ fn setsockopt_u32(fd: RawFd, opt: libc::c_int, v: u32) -> io::Result<()> {
             ffi::SOL_XDP,
             opt,
             (&v as *const u32).cast(),
-            std::mem::size_of::<u32>() as libc::socklen_t,
+            crate::conv::socklen_of::<u32>(),
         )
     };
     if r != 0 {
