@@ -469,6 +469,8 @@ struct Port {
     hwcur: u32,
     hwtail: u32,
     reinits: u32,
+    /// `PortRing::seen`: how far an unfinished chain was looked at.
+    seen: u32,
 }
 
 impl Port {
@@ -482,7 +484,22 @@ impl Port {
             hwcur,
             hwtail,
             reinits: 0,
+            seen: hwcur,
         }
+    }
+
+    /// `PortRing::consumed_to`.
+    fn consumed_to(&mut self, hwcur: u32) {
+        if hwcur != self.hwcur {
+            self.hwcur = hwcur;
+            self.seen = hwcur;
+        }
+    }
+
+    /// `PortRing::has_new_work`.
+    fn has_new_work(&self) -> bool {
+        let head = self.s.head.load(self.o.read_head);
+        head != self.hwcur && head != self.seen
     }
 
     fn n(&self) -> u32 {
@@ -521,7 +538,7 @@ impl Port {
     fn prepare_sleep(&self) -> bool {
         self.s.kern_need_kick.store(1, self.o.set_need_kick);
         fence(self.o.port_sleep_fence);
-        if self.s.head.load(self.o.read_head) != self.hwcur {
+        if self.has_new_work() {
             self.s.kern_need_kick.store(0, self.o.clear_need_kick);
             return false;
         }
@@ -531,6 +548,7 @@ impl Port {
     /// `PortRing::reinit`.
     fn reinit(&mut self) {
         self.reinits += 1;
+        self.seen = self.hwcur;
         self.s.cur.store(self.hwcur, self.o.reset_pointers);
         self.s.head.store(self.hwcur, self.o.reset_pointers);
         self.publish();
@@ -560,7 +578,7 @@ impl Port {
             seen.push(self.s.slots[i as usize].with(|p| unsafe { *p }));
             i = arith::next(i, n);
         }
-        self.hwcur = head;
+        self.consumed_to(head);
         self.hwtail = arith::prev(head, n);
         self.publish();
         if self.app_wants_kick() {
@@ -573,7 +591,7 @@ impl Port {
     /// packet `seq` if there is room. Returns whether it was delivered.
     fn deliver_rx(&mut self, seq: u32) -> bool {
         match self.app_head() {
-            Ok(h) => self.hwcur = h,
+            Ok(h) => self.consumed_to(h),
             Err(_) => self.reinit(),
         }
         let n = self.n();
@@ -1044,13 +1062,10 @@ fn model_steps_match_sync_rs() {
                     assert_eq!(real, mp.app_head(), "step {step}: app_head");
                     match real {
                         Ok(h) => {
-                            for (hwcur, hwtail) in [
-                                (&mut rp.hwcur, &mut rp.hwtail),
-                                (&mut mp.hwcur, &mut mp.hwtail),
-                            ] {
-                                *hwcur = h;
-                                *hwtail = arith::prev(h, N);
-                            }
+                            rp.consumed_to(h);
+                            mp.consumed_to(h);
+                            rp.hwtail = arith::prev(h, N);
+                            mp.hwtail = arith::prev(h, N);
                             rp.publish();
                             mp.publish();
                             let k = rp.app_wants_kick();
