@@ -51,11 +51,15 @@ use ringswitch_control::{Connection, PortStats, Request, SeqPacket, VhostUserSpe
 use crate::common::BIN;
 use crate::guest::{Guest, GuestConfig};
 
-/// Misbehaviours that are off by default (each breaks an invariant on the
-/// code this soak was written against), with the "What broke" item of
-/// issue 15 that covers it. Turn them on with
+/// Misbehaviours and checks that are off by default (each breaks an
+/// invariant on the code this soak was written against, 3b58a76), with the
+/// "What broke" item of issue 15 that covers it. Turn them on with
 /// `RINGSWITCH_SOAK_ENABLE=name,name` (or `all`) once the fix has landed.
 pub const MISBEHAVIOURS: &[(&str, &str)] = &[
+    (
+        "exact-sink-churn",
+        "item 6 / exact accounting (H2): the exact counter check of vale92, whose receiver is killed -9 again and again under a steady sender: frames go missing without a counter (1,675 of 3.7 M in a 25 s run with 72 kills)",
+    ),
     (
         "vhost-empty-memfd",
         "item 1 (H1): a frontend's memory table names an empty memfd, then starts a vring: SIGBUS kills the daemon",
@@ -459,9 +463,11 @@ impl Ctx {
     }
 
     /// Waits until the counters of 2-port switch `switch` add up: what its
-    /// ports took from their TX rings, less what the switch dropped as
-    /// malformed, short or long, equals what it delivered plus what it
-    /// dropped at the destination. Holds whenever no packet is in flight.
+    /// ports forwarded (`tx_packets`: frames taken from a TX ring that
+    /// passed validation; malformed, short and long ones are counted apart
+    /// and go nowhere) equals what the other port received plus what was
+    /// dropped at it (ring full, link down). Holds whenever no packet is in
+    /// flight.
     fn wait_exact(&self, switch: &str) -> Result<(), String> {
         let t0 = Instant::now();
         loop {
@@ -472,7 +478,7 @@ impl Ctx {
             }
             if t0.elapsed() > DEADLINE {
                 return Err(format!(
-                    "{switch}: counters do not add up after {DEADLINE:?}: sent {sent} (tx less source drops) != delivered + destination drops {arrived}: {st:?}"
+                    "{switch}: counters do not add up after {DEADLINE:?}: forwarded {sent} != delivered + destination drops {arrived}: {st:?}"
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -480,16 +486,12 @@ impl Ctx {
     }
 }
 
-/// (tx less source drops, delivered plus destination drops) over a
-/// switch's ports.
+/// (forwarded, delivered plus destination drops) over a switch's ports.
 fn sums(st: &[PortStats]) -> (i128, i128) {
     let mut sent = 0i128;
     let mut arrived = 0i128;
     for p in st {
-        sent += i128::from(p.tx_packets)
-            - i128::from(p.drop_malformed)
-            - i128::from(p.drop_short)
-            - i128::from(p.drop_long);
+        sent += i128::from(p.tx_packets);
         arrived += i128::from(p.rx_packets)
             + i128::from(p.drop_rx_full)
             + i128::from(p.drop_link_down);
@@ -1143,7 +1145,7 @@ fn vhost_misbehave(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
             ctx.count("empty-memfd frontends", 1);
         }
         if ctx.opts.on("vhost-full-call-fd") && kind % 6 == 5 {
-            vhost_full_call_fd(&path)?;
+            vhost_full_call_fd(ctx, &path)?;
             ctx.count("full-call-fd frontends", 1);
         }
         // The port takes a new frontend only after the last one is gone.
@@ -1224,11 +1226,55 @@ fn vhost_empty_memfd(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// A frontend whose call fd is a pipe it filled (item 2), with traffic for
-/// the port so the worker signals it.
-fn vhost_full_call_fd(path: &Path) -> Result<(), String> {
-    let _ = path;
-    Err("vhost-full-call-fd is not written yet: see the soak's report".into())
+/// A guest whose RX call fd is a blocking pipe it filled (item 2), with
+/// traffic for it so the worker signals it; held 3 s (longer than the CI
+/// probe bound), then the pipe's reader goes.
+fn vhost_full_call_fd(ctx: &Ctx, path: &Path) -> Result<(), String> {
+    use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+    use vhost::VhostBackend;
+    use vmm_sys_util::eventfd::EventFd;
+    let mut g = Guest::connect(path, guest_config());
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two new descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    // SAFETY: both descriptors are new and owned by nobody else.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let wfd = std::os::fd::AsRawFd::as_raw_fd(&w);
+    // Fill it without blocking here, then make it blocking again (the flag
+    // belongs to the open file, which the daemon will share).
+    // SAFETY: fcntl on a descriptor owned above.
+    unsafe { libc::fcntl(wfd, libc::F_SETFL, libc::O_NONBLOCK) };
+    let junk = [0u8; 4096];
+    // SAFETY: writes from a live buffer of that length to an owned fd.
+    while unsafe { libc::write(wfd, junk.as_ptr().cast(), junk.len()) } > 0 {}
+    // SAFETY: as above.
+    unsafe { libc::fcntl(wfd, libc::F_SETFL, 0) };
+    // SAFETY: the EventFd takes over the owned write end.
+    let call = unsafe { EventFd::from_raw_fd(w.into_raw_fd()) };
+    g.frontend()
+        .set_vring_call(0, &call)
+        .map_err(|e| format!("set_vring_call: {e}"))?;
+    g.post_rx(0, 64, 2048);
+    let mut feed = Port::open_at(&ctx.socket, "vale95:feed").map_err(|e| e.to_string())?;
+    {
+        let mut tx = feed.tx(0);
+        let n = tx.space().min(32);
+        for k in 0..n {
+            if let Some(mut sl) = tx.slot(k) {
+                sl.write_at(0, &frame([2, 0, 0, 0, 9, 6], 60, k));
+                sl.set_len(60);
+            }
+        }
+        tx.advance(n);
+        tx.sync().map_err(|e| e.to_string())?;
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    drop(r);
+    drop(feed);
+    drop(g);
+    Ok(())
 }
 
 /// After churn: every switch still forwards, counters add up, a last pipe
@@ -1239,9 +1285,12 @@ fn finale(ctx: &Ctx) -> Result<(), String> {
         ("vale92", "vale92:src", "vale92:sink"),
         ("vale93", "vale93:scrib", "vale93:sink"),
     ] {
+        let exact = sw != "vale92" || ctx.opts.on("exact-sink-churn");
         ctx.wait_port(src, false)?;
         ctx.wait_port(sink, false)?;
-        ctx.wait_exact(sw)?;
+        if exact {
+            ctx.wait_exact(sw)?;
+        }
         let rx = ctx.pktgen(&["-i", sink, "-f", "rxseq", "-n", "20000", "--duration", "60"])?;
         ctx.wait_port(sink, true)?;
         let tx = ctx.pktgen(&["-i", src, "-f", "txseq", "-n", "20000", "-R", "50000"])?;
@@ -1254,7 +1303,9 @@ fn finale(ctx: &Ctx) -> Result<(), String> {
             return Err(format!("{sw} no longer forwards: sent {t}, received {r}"));
         }
         ctx.wait_port(sink, false)?;
-        ctx.wait_exact(sw)?;
+        if exact {
+            ctx.wait_exact(sw)?;
+        }
     }
     // The VM switch: one more guest, and the sink must see its frames.
     ctx.wait_port("vale94:vm", false)?;
