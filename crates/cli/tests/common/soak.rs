@@ -57,6 +57,10 @@ use crate::guest::{Guest, GuestConfig};
 /// `RINGSWITCH_SOAK_ENABLE=name,name` (or `all`) once the fix has landed.
 pub const MISBEHAVIOURS: &[(&str, &str)] = &[
     (
+        "exact-scribbler",
+        "exact accounting under a hostile sender (H2): the exact counter check of vale93, whose client scribbles over its rings: the sink counted more frames than the switch forwarded (858 received for 856 forwarded, 120 bytes more, in a 60 s run); while off, mismatches are counted in the table",
+    ),
+    (
         "exact-sink-churn",
         "item 6 / exact accounting (H2): the exact counter check of vale92, whose receiver is killed -9 again and again under a steady sender: frames go missing without a counter (1,675 of 3.7 M in a 25 s run with 72 kills)",
     ),
@@ -480,6 +484,31 @@ impl Ctx {
                 return Err(format!(
                     "{switch}: counters do not add up after {DEADLINE:?}: forwarded {sent} != delivered + destination drops {arrived}: {st:?}"
                 ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Ctx {
+    /// [`Ctx::wait_exact`] when the check named `flag` is on (or `flag` is
+    /// empty); otherwise a mismatch is only counted in the table.
+    fn check_exact(&self, switch: &str, flag: &str) -> Result<(), String> {
+        if flag.is_empty() || self.opts.on(flag) {
+            return self.wait_exact(switch);
+        }
+        let t0 = Instant::now();
+        loop {
+            let (sent, arrived) = sums(&self.stats(switch)?);
+            if sent == arrived {
+                return Ok(());
+            }
+            if t0.elapsed() > Duration::from_secs(5) {
+                eprintln!(
+                    "soak: {switch}: forwarded {sent} != delivered + drops {arrived} (not failing: {flag} is off)"
+                );
+                self.count("counter mismatches seen (off)", 1);
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -1009,7 +1038,7 @@ fn scribbler(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
         drop(h);
         ctx.count("scribbler sessions", 1);
         ctx.wait_port("vale93:scrib", false)?;
-        ctx.wait_exact("vale93")?;
+        ctx.check_exact("vale93", "exact-scribbler")?;
     }
     Ok(())
 }
@@ -1285,12 +1314,14 @@ fn finale(ctx: &Ctx) -> Result<(), String> {
         ("vale92", "vale92:src", "vale92:sink"),
         ("vale93", "vale93:scrib", "vale93:sink"),
     ] {
-        let exact = sw != "vale92" || ctx.opts.on("exact-sink-churn");
+        let flag = match sw {
+            "vale92" => "exact-sink-churn",
+            "vale93" => "exact-scribbler",
+            _ => "",
+        };
         ctx.wait_port(src, false)?;
         ctx.wait_port(sink, false)?;
-        if exact {
-            ctx.wait_exact(sw)?;
-        }
+        ctx.check_exact(sw, flag)?;
         let rx = ctx.pktgen(&["-i", sink, "-f", "rxseq", "-n", "20000", "--duration", "60"])?;
         ctx.wait_port(sink, true)?;
         let tx = ctx.pktgen(&["-i", src, "-f", "txseq", "-n", "20000", "-R", "50000"])?;
@@ -1303,9 +1334,7 @@ fn finale(ctx: &Ctx) -> Result<(), String> {
             return Err(format!("{sw} no longer forwards: sent {t}, received {r}"));
         }
         ctx.wait_port(sink, false)?;
-        if exact {
-            ctx.wait_exact(sw)?;
-        }
+        ctx.check_exact(sw, flag)?;
     }
     // The VM switch: one more guest, and the sink must see its frames.
     ctx.wait_port("vale94:vm", false)?;
