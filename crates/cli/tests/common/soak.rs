@@ -61,8 +61,8 @@ pub const MISBEHAVIOURS: &[(&str, &str)] = &[
         "exact accounting under a hostile sender (H2): the exact counter check of vale93, whose client scribbles over its rings: the sink counted more frames than the switch forwarded (858 received for 856 forwarded, 120 bytes more, in a 60 s run); while off, mismatches are counted in the table",
     ),
     (
-        "exact-sink-churn",
-        "item 6 / exact accounting (H2): the exact counter check of vale92, whose receiver is killed -9 again and again under a steady sender: frames go missing without a counter (1,675 of 3.7 M in a 25 s run with 72 kills)",
+        "sink-churn",
+        "exact accounting and order (H2; H4 for fresh buffers): the checks of vale92, whose receiver is killed -9 again and again under a steady sender: frames go missing without a counter (1,675 of 3.7 M in a 25 s run with 72 kills), and afterwards a fresh txseq -> rxseq on that switch arrives reordered (165 of 20,000, none lost); while off, both are counted in the table",
     ),
     (
         "vhost-empty-memfd",
@@ -70,7 +70,7 @@ pub const MISBEHAVIOURS: &[(&str, &str)] = &[
     ),
     (
         "vhost-full-call-fd",
-        "item 2 (H1): a frontend's call fd is a pipe it filled: the worker blocks in write(), the control thread after it",
+        "item 2 (H1): a guest's RX call fd is a blocking pipe it filled, and frames for it: the worker blocks in write(), the control thread after it (on 3b58a76 this reproduction did not block: the mock guest's interrupt suppression may keep the device from signalling; check before relying on it)",
     ),
     (
         "frag-chain",
@@ -78,7 +78,7 @@ pub const MISBEHAVIOURS: &[(&str, &str)] = &[
     ),
     (
         "fd-flood",
-        "item 7 (H3): control connections up to the daemon's fd limit: the accept loop spins on EMFILE",
+        "item 7 (H3): the daemon started with a 1024-fd limit and 1,100 control connections held: the accept loop spins on EMFILE",
     ),
 ];
 
@@ -558,7 +558,24 @@ pub fn run(opts: Options) -> Report {
             eprintln!("soak: off (RINGSWITCH_SOAK_ENABLE={name}): {what}");
         }
     }
-    let mut daemon = Command::new(BIN)
+    let mut daemon = Command::new(BIN);
+    if opts.on("fd-flood") {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only setrlimit between fork and exec (async-signal-safe).
+        unsafe {
+            daemon.pre_exec(|| {
+                let l = libc::rlimit {
+                    rlim_cur: 1024,
+                    rlim_max: 1024,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut daemon = daemon
         .args(["serve", "--socket"])
         .arg(&socket)
         .env("RINGSWITCH_LOG", "warn")
@@ -1315,7 +1332,7 @@ fn finale(ctx: &Ctx) -> Result<(), String> {
         ("vale93", "vale93:scrib", "vale93:sink"),
     ] {
         let flag = match sw {
-            "vale92" => "exact-sink-churn",
+            "vale92" => "sink-churn",
             "vale93" => "exact-scribbler",
             _ => "",
         };
@@ -1330,8 +1347,15 @@ fn finale(ctx: &Ctx) -> Result<(), String> {
         // The receiver ends at 20000 frames or at its duration: counted
         // drops at a starved receiver are allowed, a dead switch is not.
         let r = pktgen_report(&rx.finish(deadline)?)?;
-        if num(&t, "packets") != 20000 || num(&r, "packets") == 0 || num(&r, "reordered") != 0 {
+        if num(&t, "packets") != 20000 || num(&r, "packets") == 0 {
             return Err(format!("{sw} no longer forwards: sent {t}, received {r}"));
+        }
+        if num(&r, "reordered") != 0 {
+            if flag.is_empty() || ctx.opts.on(flag) {
+                return Err(format!("{sw} reordered frames: sent {t}, received {r}"));
+            }
+            eprintln!("soak: {sw}: reordered frames (not failing: {flag} is off): {r}");
+            ctx.count("reordered final runs seen (off)", 1);
         }
         ctx.wait_port(sink, false)?;
         ctx.check_exact(sw, flag)?;
