@@ -400,7 +400,8 @@ impl Ctx {
 
     /// A control connection whose replies are awaited at most `DEADLINE`.
     fn conn(&self) -> Result<Connection, String> {
-        let c = Connection::connect(&self.socket).map_err(|e| format!("connect: {e}"))?;
+        let s = bounded_connect(&self.socket, DEADLINE)?;
+        let c = Connection::from_socket(s);
         c.socket()
             .set_read_timeout(Some(DEADLINE))
             .map_err(|e| e.to_string())?;
@@ -515,6 +516,23 @@ impl Ctx {
     }
 }
 
+/// Connects to the control socket, giving up after `limit`: a daemon that
+/// stopped accepting leaves a full backlog, where connect() blocks. The
+/// helper thread stays blocked until the daemon goes.
+fn bounded_connect(path: &Path, limit: Duration) -> Result<SeqPacket, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(SeqPacket::connect(&path));
+    });
+    match rx.recv_timeout(limit) {
+        Ok(r) => r.map_err(|e| format!("connect: {e}")),
+        Err(_) => Err(format!(
+            "connect: the daemon did not accept within {limit:?}"
+        )),
+    }
+}
+
 /// (forwarded, delivered plus destination drops) over a switch's ports.
 fn sums(st: &[PortStats]) -> (i128, i128) {
     let mut sent = 0i128;
@@ -585,7 +603,7 @@ pub fn run(opts: Options) -> Report {
         .spawn()
         .expect("daemon starts");
     let t0 = Instant::now();
-    while Connection::connect(&socket).is_err() {
+    while bounded_connect(&socket, DEADLINE).is_err() {
         assert!(t0.elapsed() < DEADLINE, "the daemon never answered");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -953,7 +971,7 @@ fn flood(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
         let conns = 8 + rng.below(40);
         let mut held = Vec::new();
         for _ in 0..conns {
-            let s = SeqPacket::connect(&ctx.socket).map_err(|e| format!("connect: {e}"))?;
+            let s = bounded_connect(&ctx.socket, DEADLINE)?;
             let mut msgs = 0;
             let mut garbage = vec![0u8; 1 + rng.below(512) as usize];
             for b in garbage.iter_mut() {
@@ -998,8 +1016,8 @@ fn flood(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
 /// closed.
 fn fd_flood(ctx: &Ctx) -> Result<(), String> {
     let mut held = Vec::new();
-    while held.len() < 1100 {
-        match SeqPacket::connect(&ctx.socket) {
+    while held.len() < 1050 {
+        match bounded_connect(&ctx.socket, Duration::from_secs(2)) {
             Ok(s) => held.push(s),
             Err(_) => break,
         }
