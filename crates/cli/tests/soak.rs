@@ -22,7 +22,10 @@ fn churn_soak_keeps_every_invariant() {
     let report = driver::run(opts.clone());
     let table = report.table(&opts);
     eprintln!("{table}");
-    assert!(report.failures.is_empty(), "the soak broke invariants:\n{table}");
+    assert!(
+        report.failures.is_empty(),
+        "the soak broke invariants:\n{table}"
+    );
     // The run did what it says: every activity happened.
     for what in [
         "pipe rounds lossless",

@@ -539,9 +539,8 @@ fn sums(st: &[PortStats]) -> (i128, i128) {
     let mut arrived = 0i128;
     for p in st {
         sent += i128::from(p.tx_packets);
-        arrived += i128::from(p.rx_packets)
-            + i128::from(p.drop_rx_full)
-            + i128::from(p.drop_link_down);
+        arrived +=
+            i128::from(p.rx_packets) + i128::from(p.drop_rx_full) + i128::from(p.drop_link_down);
     }
     (sent, arrived)
 }
@@ -661,11 +660,17 @@ pub fn run(opts: Options) -> Report {
     while start.elapsed() < opts.duration && ctx.running() {
         std::thread::sleep(Duration::from_millis(100));
         if let Ok(Some(st)) = daemon.try_wait() {
-            ctx.fail(format!("the daemon exited during churn: {st} (log: {})", log.display()));
+            ctx.fail(format!(
+                "the daemon exited during churn: {st} (log: {})",
+                log.display()
+            ));
             break;
         }
     }
-    eprintln!("soak: churn over after {:.1} s, stopping activities", start.elapsed().as_secs_f64());
+    eprintln!(
+        "soak: churn over after {:.1} s, stopping activities",
+        start.elapsed().as_secs_f64()
+    );
     ctx.stop.store(true, Ordering::Relaxed);
     for (name, h) in threads {
         if h.join().is_err() {
@@ -746,7 +751,11 @@ fn probe(ctx: &Ctx, _: &mut Rng) -> Result<(), String> {
         drop(c);
         let res = Resources::of(ctx.pid).ok_or("the daemon's /proc entry is gone")?;
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", ctx.pid)).unwrap_or_default();
-        if stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z')) {
+        if stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'))
+        {
             return Err("the daemon is a zombie: it exited".into());
         }
         {
@@ -794,7 +803,9 @@ fn pipe_round(ctx: &Ctx, id: u64, n: u64) -> Result<(), String> {
         && num(&r, "drops") == 0
         && num(&r, "reordered") == 0;
     if !ok {
-        return Err(format!("pipe {a} lost or reordered frames: sent {t}, received {r}"));
+        return Err(format!(
+            "pipe {a} lost or reordered frames: sent {t}, received {r}"
+        ));
     }
     Ok(())
 }
@@ -1105,7 +1116,11 @@ fn vhost_guest(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
         g.post_rx(0, 64, 2048);
         let n = 50 + rng.below(2000);
         for k in 0..n {
-            g.send_plain(&frame([2, 0, 0, 0, 9, 4], 60 + rng.below(1400) as usize, k as u32));
+            g.send_plain(&frame(
+                [2, 0, 0, 0, 9, 4],
+                60 + rng.below(1400) as usize,
+                k as u32,
+            ));
             if k % 64 == 0 {
                 g.reclaim_tx(0);
             }
@@ -1152,7 +1167,8 @@ fn vhost_misbehave(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
     let mut kind = 0u64;
     while ctx.running() {
         kind += 1;
-        let mut s = UnixStream::connect(&path).map_err(|e| format!("connect {}: {e}", path.display()))?;
+        let mut s =
+            UnixStream::connect(&path).map_err(|e| format!("connect {}: {e}", path.display()))?;
         s.set_read_timeout(Some(Duration::from_secs(5)))
             .map_err(|e| e.to_string())?;
         let hello = [
@@ -1394,7 +1410,10 @@ fn finale(ctx: &Ctx) -> Result<(), String> {
     let mut got = 0u32;
     while got == 0 {
         let mut rx = sink.rx(0);
-        if rx.wait(Some(Duration::from_millis(200))).map_err(|e| e.to_string())? {
+        if rx
+            .wait(Some(Duration::from_millis(200)))
+            .map_err(|e| e.to_string())?
+        {
             got += rx.space();
             let n = rx.space();
             rx.advance(n);
