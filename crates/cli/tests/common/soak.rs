@@ -815,7 +815,7 @@ fn pipes(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
     let mut id = 0u64;
     while ctx.running() {
         id += 1;
-        if id % 3 == 0 {
+        if id.is_multiple_of(3) {
             let (a, b) = (format!("sk{{{id}"), format!("sk}}{id}"));
             let mut rx = ctx.pktgen(&["-i", &b, "-f", "rxseq"])?;
             ctx.wait_port(&b, true)?;
@@ -919,7 +919,7 @@ fn ctl_churn(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
         ctx.wait_exact(&sw)?;
         ctx.wait_port(&format!("{sw}:a"), false)?;
         ctx.wait_port(&format!("{sw}:od"), false)?;
-        if i % 4 == 0 {
+        if i.is_multiple_of(4) {
             // A VM port: a guest connects, sends, vanishes; the port goes.
             let path = ctx.dir.join(format!("churn{i}.sock"));
             add(
