@@ -1457,9 +1457,33 @@ fn finale(ctx: &Ctx) -> Result<(), String> {
     Ok(())
 }
 
+/// Removes what an activity that failed midway left behind (churned
+/// switches, their ports and pipes), so that the baseline check measures
+/// leaks, not leftovers.
+fn clean_up(ctx: &Ctx) {
+    let churned = |n: &str| n.starts_with("vale7") || n.starts_with("cp{");
+    if let Ok(ports) = ctx.call(&Request::PortList { switch: None }) {
+        for p in ports.as_array().into_iter().flatten() {
+            let name = p["name"].as_str().unwrap_or_default();
+            if churned(name) && p["persistent"] == true {
+                let _ = ctx.call(&Request::PortDel { name: name.into() });
+            }
+        }
+    }
+    if let Ok(sws) = ctx.call(&Request::SwitchList) {
+        for s in sws.as_array().into_iter().flatten() {
+            let name = s["name"].as_str().unwrap_or_default();
+            if churned(name) {
+                let _ = ctx.call(&Request::SwitchDel { name: name.into() });
+            }
+        }
+    }
+}
+
 /// Waits until the daemon's fds and threads are back to their baseline and
 /// its memory within the slack.
 fn back_to_baseline(ctx: &Ctx, base: Resources) {
+    clean_up(ctx);
     let t0 = Instant::now();
     let slack = ctx.opts.rss_slack_bytes;
     loop {
