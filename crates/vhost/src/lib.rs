@@ -21,14 +21,20 @@
 //! destination in one pass. This crate therefore uses the `vhost` crate's
 //! protocol layer with its own backend; DESIGN.md has the whole reasoning.
 
+#![deny(clippy::cast_possible_truncation)]
+
 pub mod chain;
 pub mod device;
+pub mod fault;
 mod guest;
 pub mod hdr;
+pub mod notify;
 pub mod port;
 pub mod socket;
 
 pub use device::{NetConfig, VhostUserNet};
+pub use guest::GuestMemory;
+pub use notify::Interrupt;
 pub use hdr::VirtioNetHdr;
 pub use port::{PortStats, QueueKind, RxCaps, RxError, TxFrame, VirtioNetPort};
 
@@ -38,3 +44,14 @@ pub use port::{PortStats, QueueKind, RxCaps, RxError, TxFrame, VirtioNetPort};
 pub use vhost::vhost_user;
 pub use vhost::vhost_user::Error as VhostError;
 pub use vm_memory;
+
+/// Rate limit for logs a frontend can trigger: true at most once a second
+/// per `last` (the second of the last log).
+pub(crate) fn log_allowed(last: &std::sync::atomic::AtomicU64) -> bool {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let now = EPOCH.get_or_init(Instant::now).elapsed().as_secs();
+    // Relaxed: a rate limit; two threads racing may both log, harmlessly.
+    last.swap(now, std::sync::atomic::Ordering::Relaxed) != now
+}

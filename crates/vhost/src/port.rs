@@ -17,18 +17,20 @@
 //! addresses or size change), buffers through a small region table.
 
 use std::fs::File;
-use std::io::Write;
 use std::num::Wrapping;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 
 use tracing::warn;
 use virtio_bindings::virtio_ring::{VRING_AVAIL_F_NO_INTERRUPT, VRING_USED_F_NO_NOTIFY};
 use vm_memory::{GuestMemoryMmap, VolatileSlice};
 
 use crate::chain::{self, Seg, CHAIN_DESCS_MAX};
-use crate::guest::{GuestMap, VringMem};
+use crate::fault;
+use crate::guest::{GuestMap, GuestMemory, VringMem};
 use crate::hdr::{feature, VirtioNetHdr};
+use crate::notify::{CallFd, FdError, Interrupt, IrqCounters};
 
 /// Largest queue this device accepts (the split-ring maximum).
 pub const QUEUE_SIZE_MAX: u16 = 32_768;
@@ -100,6 +102,13 @@ pub struct PortStats {
     pub ring_errors: u64,
     /// Interrupts sent to the guest (call eventfd writes).
     pub interrupts: u64,
+    /// Interrupts dropped because the call eventfd's write would have
+    /// blocked (the frontend pushed its counter to the maximum) or failed.
+    pub interrupts_dropped: u64,
+    /// Times the guest memory faulted under the device (the frontend
+    /// shrank the file behind it): the queue pair stopped until the next
+    /// frontend.
+    pub guest_faults: u64,
 }
 
 /// Where the device is in one virtqueue. Kept apart from the ring pointers
@@ -145,7 +154,7 @@ struct Vring {
     /// VIRTIO_RING_F_EVENT_IDX negotiated.
     event_idx: bool,
     kick: Option<File>,
-    call: Option<File>,
+    call: Option<Arc<CallFd>>,
     /// SET_VRING_ENABLE (or enabled from the start without PROTOCOL_FEATURES).
     enabled: bool,
     /// Some once SET_VRING_KICK arrived and the rings lie inside guest
@@ -319,6 +328,14 @@ pub struct VirtioNetPort {
     hdr_len: usize,
     generation: u64,
     stats: PortStats,
+    /// Interrupt counters, shared with the call eventfds (signalled after
+    /// the lock is released).
+    irq: Arc<IrqCounters>,
+    /// The guest memory faulted: nothing runs until the frontend resets
+    /// the device (it disconnects).
+    broken: bool,
+    /// `fault::fault_count()` when this pair last looked.
+    faults_seen: u64,
     /// Scratch for one chain's buffers, capacity CHAIN_DESCS_MAX.
     segs: Vec<Seg>,
     /// Scratch for the buffers of every chain one RX frame spans.
@@ -339,6 +356,9 @@ impl VirtioNetPort {
             hdr_len: VirtioNetHdr::LEN_LEGACY,
             generation: 0,
             stats: PortStats::default(),
+            irq: Arc::new(IrqCounters::default()),
+            broken: false,
+            faults_seen: fault::fault_count(),
             segs: Vec::with_capacity(CHAIN_DESCS_MAX),
             rx_segs: Vec::with_capacity(CHAIN_DESCS_MAX * 2),
             rx_chains: Vec::with_capacity(RX_CHAINS_MAX),
@@ -357,6 +377,19 @@ impl VirtioNetPort {
     /// stopped if they no longer fit. Memory with more regions than the
     /// device accepts (8) is refused: nothing runs until the next table.
     pub fn set_memory(&mut self, mem: Option<GuestMemoryMmap>) {
+        let mem = mem.and_then(|m| {
+            GuestMemory::new(m)
+                .map_err(|e| warn!(pair = self.pair, "memory table refused: {e}"))
+                .ok()
+        });
+        self.set_guest_memory(mem);
+    }
+
+    /// [`VirtioNetPort::set_memory`] with memory already registered with
+    /// the fault handler (the device registers a table once for all its
+    /// pairs). Refused (nothing runs) while the pair is broken.
+    pub fn set_guest_memory(&mut self, mem: Option<GuestMemory>) {
+        let mem = mem.filter(|_| !self.broken);
         self.mem = mem.and_then(|m| {
             GuestMap::new(m)
                 .map_err(|e| warn!(pair = self.pair, "memory table refused: {e}"))
@@ -435,8 +468,15 @@ impl VirtioNetPort {
     }
 
     /// SET_VRING_CALL: the eventfd that interrupts the guest (None: polling).
-    pub fn set_vring_call(&mut self, kind: QueueKind, call: Option<File>) {
+    /// Anything but an eventfd is refused (the old one stays); it is made
+    /// non-blocking.
+    pub fn set_vring_call(&mut self, kind: QueueKind, call: Option<File>) -> Result<(), FdError> {
+        let call = match call {
+            Some(f) => Some(Arc::new(CallFd::new(f, self.irq.clone())?)),
+            None => None,
+        };
         self.vring_mut(kind).call = call;
+        Ok(())
     }
 
     /// SET_VRING_KICK: the kick eventfd, which also starts the vring: its
@@ -444,6 +484,9 @@ impl VirtioNetPort {
     /// pointers, each checked to lie inside one memory region and aligned.
     /// Returns false (and leaves it stopped) if they do not.
     pub fn start_vring(&mut self, kind: QueueKind, kick: Option<File>) -> bool {
+        if self.broken {
+            return false;
+        }
         let Some(map) = self.mem.as_ref() else {
             return false;
         };
@@ -480,9 +523,46 @@ impl VirtioNetPort {
         let pair = self.pair;
         let generation = self.generation + 1;
         let stats = self.stats;
+        let irq = self.irq.clone();
         *self = VirtioNetPort::new(pair);
         self.generation = generation;
         self.stats = stats;
+        self.irq = irq;
+    }
+
+    /// Is the pair stopped because its guest memory faulted? It stays so
+    /// until [`VirtioNetPort::reset`] (the frontend goes).
+    pub fn is_broken(&mut self) -> bool {
+        self.check_fault();
+        self.broken
+    }
+
+    /// Looks whether the guest memory faulted since the last look (one
+    /// load when no fault happened anywhere); if it did, the pair stops:
+    /// see [`PortStats::guest_faults`].
+    fn check_fault(&mut self) {
+        let n = fault::fault_count();
+        if n == self.faults_seen {
+            return;
+        }
+        self.faults_seen = n;
+        if !self.mem.as_ref().is_some_and(GuestMap::faulted) {
+            return;
+        }
+        self.stats.guest_faults += 1;
+        self.broken = true;
+        static LAST_S: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+        if crate::log_allowed(&LAST_S) {
+            warn!(
+                pair = self.pair,
+                "guest memory faulted (the frontend shrank the file behind it): queue pair stopped until the frontend reconnects"
+            );
+        }
+        // The rings are not flushed: their memory is gone.
+        self.rx.rings = None;
+        self.tx.rings = None;
+        self.mem = None;
+        self.generation += 1;
     }
 
     /// The size or addresses of vring `kind` changed: a running one is
@@ -516,15 +596,19 @@ impl VirtioNetPort {
         self.mem.is_some() && self.rx.running() && self.tx.running()
     }
 
-    /// The TX queue's kick eventfd, for the worker's epoll set. Readable when
-    /// the guest kicked; the worker drains it with [`VirtioNetPort::drain_tx_kick`].
+    /// The TX queue's kick eventfd, for the worker's epoll set. Every kick
+    /// is an edge (an eventfd wakes its waiters on every write), so a
+    /// worker can watch it edge-triggered and never read it: the
+    /// frontend shares the descriptor and could make it blocking again.
     pub fn tx_kick_fd(&self) -> Option<BorrowedFd<'_>> {
         self.tx.kick.as_ref().map(|f| f.as_fd())
     }
 
     /// Reads the TX kick eventfd's counter, so a level-triggered epoll stops
-    /// reporting it. Call only when epoll said it is readable (the fd may be
-    /// blocking).
+    /// reporting it. The device accepts only eventfds and makes them
+    /// non-blocking, so this does not block unless the frontend made its
+    /// descriptor blocking again; workers watch the kick edge-triggered
+    /// instead (see [`VirtioNetPort::tx_kick_fd`]).
     pub fn drain_tx_kick(&mut self) {
         if let Some(kick) = &self.tx.kick {
             let mut buf = [0u8; 8];
@@ -534,7 +618,12 @@ impl VirtioNetPort {
 
     /// A copy of the counters.
     pub fn stats(&self) -> PortStats {
-        self.stats
+        // Relaxed: counters only; they order nothing.
+        PortStats {
+            interrupts: self.irq.sent.load(Ordering::Relaxed),
+            interrupts_dropped: self.irq.dropped.load(Ordering::Relaxed),
+            ..self.stats
+        }
     }
 
     /// The virtio-net header length in use (12, or 10 for legacy drivers).
@@ -620,6 +709,7 @@ impl VirtioNetPort {
             write_used(rings, idx, head, 0);
         }
         publish_used(rings, idx);
+        self.check_fault();
         taken
     }
 
@@ -814,20 +904,23 @@ impl VirtioNetPort {
     /// interrupt the guest: [`VirtioNetPort::notify_rx`] does both.
     pub fn rx_flush(&mut self) {
         self.rx.flush();
+        self.check_fault();
     }
 
     /// Publishes pending RX frames ([`VirtioNetPort::rx_flush`]), then
     /// interrupts the guest for RX if it wants one (EVENT_IDX: only when the
     /// used index crossed its `used_event`; otherwise unless it set
-    /// NO_INTERRUPT). Call once per batch.
-    pub fn notify_rx(&mut self) {
+    /// NO_INTERRUPT). Call once per batch. The interrupt is returned, to
+    /// be sent after the pair's lock is released.
+    pub fn notify_rx(&mut self) -> Interrupt {
         self.rx.flush();
-        self.notify(QueueKind::Rx);
+        self.notify(QueueKind::Rx)
     }
 
-    /// Interrupts the guest for completed TX chains if it wants one.
-    pub fn notify_tx_done(&mut self) {
-        self.notify(QueueKind::Tx);
+    /// Decides whether the guest wants an interrupt for completed TX
+    /// chains; send the one returned after releasing the pair's lock.
+    pub fn notify_tx_done(&mut self) -> Interrupt {
+        self.notify(QueueKind::Tx)
     }
 
     /// Asks the guest to kick on new TX work (before the worker sleeps) and
@@ -845,6 +938,7 @@ impl VirtioNetPort {
     /// look again after a timeout. Returns true when that many entries are
     /// already pending (work now). Without EVENT_IDX, `more` is ignored.
     pub fn enable_tx_notifications_after(&mut self, more: u16) -> bool {
+        self.check_fault();
         let Some(rings) = running_rings(&self.mem, &self.tx) else {
             return false;
         };
@@ -883,27 +977,26 @@ impl VirtioNetPort {
         }
     }
 
-    fn notify(&mut self, kind: QueueKind) {
+    fn notify(&mut self, kind: QueueKind) -> Interrupt {
+        self.check_fault();
         if self.mem.is_none() {
-            return;
+            return Interrupt::NONE;
         }
         let v = match kind {
             QueueKind::Rx => &mut self.rx,
             QueueKind::Tx => &mut self.tx,
         };
         if !v.enabled || v.idx.unsignalled == 0 {
-            return;
+            return Interrupt::NONE;
         }
         let Some(rings) = v.rings.as_ref() else {
-            return;
+            return Interrupt::NONE;
         };
         let wants = guest_wants_interrupt(rings, &v.idx, v.event_idx);
         v.idx.unsignalled = 0;
-        if wants {
-            if let Some(call) = &v.call {
-                let _ = (&*call).write(&1u64.to_ne_bytes());
-                self.stats.interrupts += 1;
-            }
+        match &v.call {
+            Some(call) if wants => Interrupt::to(call),
+            _ => Interrupt::NONE,
         }
     }
 
@@ -1065,4 +1158,5 @@ unsafe fn write_segs(segs: &[Seg], offset: usize, data: &[u8]) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::cast_possible_truncation)]
 mod tests;
