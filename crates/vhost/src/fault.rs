@@ -66,6 +66,7 @@ struct Slot {
 }
 
 impl Slot {
+    #[allow(clippy::declare_interior_mutable_const)] // only to build the static table
     const EMPTY: Slot = Slot {
         used: AtomicBool::new(false),
         seq: AtomicU64::new(0),

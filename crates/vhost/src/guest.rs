@@ -62,7 +62,9 @@ impl HostPtr {
 
     /// `self + off` (no dereference, so no safety condition).
     fn add(self, off: u64) -> HostPtr {
-        HostPtr(self.0.wrapping_add(off as usize))
+        // Offsets are inside a mapping, so they fit a usize; one that did
+        // not would give an address no region contains.
+        HostPtr(self.0.wrapping_add(usize::try_from(off).unwrap_or(usize::MAX)))
     }
 
     /// Hints the CPU to fetch the cache line at this address. A prefetch
@@ -474,7 +476,7 @@ struct RawDesc {
     next: u16,
 }
 
-const _: () = assert!(std::mem::size_of::<RawDesc>() == DESC_SIZE as usize);
+const _: () = assert!(std::mem::size_of::<RawDesc>() as u64 == DESC_SIZE);
 
 /// A descriptor table (a vring's, or an indirect one) inside one region of
 /// a mapping borrowed for `'m`.

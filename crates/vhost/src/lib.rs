@@ -45,6 +45,15 @@ pub use vhost::vhost_user;
 pub use vhost::vhost_user::Error as VhostError;
 pub use vm_memory;
 
+/// A virtio flag constant (bindgen makes them u32) as the u16 of the
+/// ring fields it belongs in; refuses to compile if it does not fit.
+pub(crate) const fn flag16(f: u32) -> u16 {
+    let [lo, hi, 0, 0] = f.to_le_bytes() else {
+        panic!("flag does not fit in 16 bits");
+    };
+    u16::from_le_bytes([lo, hi])
+}
+
 /// Rate limit for logs a frontend can trigger: true at most once a second
 /// per `last` (the second of the last log).
 pub(crate) fn log_allowed(last: &std::sync::atomic::AtomicU64) -> bool {

@@ -168,10 +168,8 @@ mod tests {
         let f = eventfd(libc::EFD_CLOEXEC);
         let v: u64 = 0xffff_ffff_ffff_fffe;
         // SAFETY: writes 8 bytes of a local u64 to our eventfd.
-        assert_eq!(
-            unsafe { libc::write(f.as_raw_fd(), (&v as *const u64).cast(), 8) },
-            8
-        );
+        let n = unsafe { libc::write(f.as_raw_fd(), (&v as *const u64).cast(), 8) };
+        assert_eq!(n, 8);
         let counters = Arc::new(IrqCounters::default());
         let call = Arc::new(CallFd::new(f, counters.clone()).unwrap());
         Interrupt::to(&call).send();

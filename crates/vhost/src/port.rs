@@ -23,7 +23,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use tracing::warn;
-use virtio_bindings::virtio_ring::{VRING_AVAIL_F_NO_INTERRUPT, VRING_USED_F_NO_NOTIFY};
+use virtio_bindings::virtio_ring;
 use vm_memory::{GuestMemoryMmap, VolatileSlice};
 
 use crate::chain::{self, Seg, CHAIN_DESCS_MAX};
@@ -31,6 +31,9 @@ use crate::fault;
 use crate::guest::{GuestMap, GuestMemory, VringMem};
 use crate::hdr::{feature, VirtioNetHdr};
 use crate::notify::{CallFd, FdError, Interrupt, IrqCounters};
+
+const VRING_USED_F_NO_NOTIFY: u16 = crate::flag16(virtio_ring::VRING_USED_F_NO_NOTIFY);
+const VRING_AVAIL_F_NO_INTERRUPT: u16 = crate::flag16(virtio_ring::VRING_AVAIL_F_NO_INTERRUPT);
 
 /// Largest queue this device accepts (the split-ring maximum).
 pub const QUEUE_SIZE_MAX: u16 = 32_768;
@@ -209,7 +212,7 @@ impl Vring {
                 // so it wants no kick when the driver posts some: without
                 // EVENT_IDX that is NO_NOTIFY; with it, avail_event is never
                 // moved, so the driver kicks once per 65536 entries at most.
-                rings.set_used_flags(VRING_USED_F_NO_NOTIFY as u16);
+                rings.set_used_flags(VRING_USED_F_NO_NOTIFY);
             }
         }
     }
@@ -341,7 +344,7 @@ pub struct VirtioNetPort {
     /// Scratch for the buffers of every chain one RX frame spans.
     rx_segs: Vec<Seg>,
     /// Scratch for those chains: head index, capacity in bytes.
-    rx_chains: Vec<(u16, u32)>,
+    rx_chains: Vec<(u16, u64)>,
 }
 
 impl VirtioNetPort {
@@ -672,15 +675,18 @@ impl VirtioNetPort {
             };
             taken += 1;
             prefetch_ahead(map, rings, idx);
-            let walked = chain::walk(map, rings.desc_table(), head, indirect, false, segs);
+            // At most CHAIN_BYTES_MAX, so it fits a usize.
+            let walked = chain::walk(map, rings.desc_table(), head, indirect, false, segs)
+                .ok()
+                .and_then(|total| usize::try_from(total).ok());
             match walked {
-                Ok(total) if total as usize > hdr_len => {
+                Some(total) if total > hdr_len => {
                     let mut hdr = VirtioNetHdr::default();
                     let frame = TxFrame {
                         _map: map,
                         segs,
                         skip: 0,
-                        len: total as usize,
+                        len: total,
                     };
                     let hdr_bytes = &mut vm_memory::ByteValued::as_mut_slice(&mut hdr)[..hdr_len];
                     match segs.first() {
@@ -696,14 +702,14 @@ impl VirtioNetPort {
                     }
                     let frame = TxFrame {
                         skip: hdr_len,
-                        len: total as usize - hdr_len,
+                        len: total - hdr_len,
                         ..frame
                     };
                     more = f(&frame, &hdr);
                     stats.tx_pkts += 1;
                     stats.tx_bytes += frame.len as u64;
                 }
-                Ok(_) | Err(_) => stats.tx_bad_chains += 1,
+                _ => stats.tx_bad_chains += 1,
             }
             // TX: the device writes nothing, so every used length is 0.
             write_used(rings, idx, head, 0);
@@ -839,8 +845,7 @@ impl VirtioNetPort {
                         // Cannot happen: the chain holds `need` bytes.
                         stats.ring_errors += 1;
                     }
-                    // need <= len <= CHAIN_BYTES_MAX < u32::MAX.
-                    write_used(rings, idx, head, need as u32);
+                    write_used(rings, idx, head, need);
                     stats.rx_pkts += 1;
                     stats.rx_bytes += frame.len() as u64;
                     return Ok(());
@@ -853,8 +858,7 @@ impl VirtioNetPort {
                         return Err(RxError::TooLarge);
                     }
                     rx_segs.extend_from_slice(segs);
-                    // len <= CHAIN_BYTES_MAX < u32::MAX.
-                    rx_chains.push((head, len as u32));
+                    rx_chains.push((head, len));
                     cap += len;
                 }
                 _ => {
@@ -876,8 +880,11 @@ impl VirtioNetPort {
             }
         }
         let mut h = *hdr;
-        // rx_chains.len() <= RX_CHAINS_MAX (1 without MRG_RXBUF).
-        h.num_buffers = (rx_chains.len() as u16).to_le();
+        // rx_chains.len() <= RX_CHAINS_MAX (1 without MRG_RXBUF), so the
+        // saturation never happens.
+        h.num_buffers = u16::try_from(rx_chains.len())
+            .unwrap_or(u16::MAX)
+            .to_le();
         let hdr_bytes = &vm_memory::ByteValued::as_slice(&h)[..hdr_len];
         // SAFETY: every segment in rx_segs was made by chain::walk against
         // `map` during this call, and `map` is borrowed from self.mem until
@@ -889,9 +896,9 @@ impl VirtioNetPort {
         }
         let mut left = need;
         for &(head, chain_cap) in rx_chains.iter() {
-            let used = left.min(u64::from(chain_cap));
+            let used = left.min(chain_cap);
             left -= used;
-            write_used(rings, idx, head, used as u32);
+            write_used(rings, idx, head, used);
         }
         stats.rx_pkts += 1;
         stats.rx_bytes += frame.len() as u64;
@@ -972,7 +979,7 @@ impl VirtioNetPort {
     pub fn disable_tx_notifications(&mut self) {
         if let Some(rings) = running_rings(&self.mem, &self.tx) {
             if !self.tx.event_idx {
-                rings.set_used_flags(VRING_USED_F_NO_NOTIFY as u16);
+                rings.set_used_flags(VRING_USED_F_NO_NOTIFY);
             }
         }
     }
@@ -1068,9 +1075,12 @@ fn prefetch_ahead(map: &GuestMap, rings: &VringMem, idx: &Cursor) {
     }
 }
 
-/// Writes one used element at `next_used` without publishing it.
+/// Writes one used element at `next_used` without publishing it. `len` is
+/// at most a chain's bytes (CHAIN_BYTES_MAX), so the saturation to the
+/// used element's u32 never happens.
 #[inline]
-fn write_used(rings: &VringMem, idx: &mut Cursor, head: u16, len: u32) {
+fn write_used(rings: &VringMem, idx: &mut Cursor, head: u16, len: u64) {
+    let len = u32::try_from(len).unwrap_or(u32::MAX);
     rings.set_used_elem(idx.next_used.0, u32::from(head), len);
     idx.next_used += Wrapping(1);
     idx.unsignalled = idx.unsignalled.wrapping_add(1);
@@ -1100,7 +1110,7 @@ fn guest_wants_interrupt(rings: &VringMem, idx: &Cursor, event_idx: bool) -> boo
         // vring_need_event(): did used_event fall in (old, new]?
         (new - used_event - Wrapping(1)) < (new - old)
     } else {
-        rings.avail_flags() & VRING_AVAIL_F_NO_INTERRUPT as u16 == 0
+        rings.avail_flags() & VRING_AVAIL_F_NO_INTERRUPT == 0
     }
 }
 
