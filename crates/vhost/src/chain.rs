@@ -115,10 +115,7 @@ pub(crate) fn walk(
         // Checks the index against the table, then reads the entry once.
         let desc = table.get(index).ok_or(ChainError::IndexOutOfRange)?;
         if desc.flags & VRING_DESC_F_INDIRECT != 0 {
-            if !indirect_ok
-                || in_indirect
-                || desc.flags & VRING_DESC_F_NEXT != 0
-                || !out.is_empty()
+            if !indirect_ok || in_indirect || desc.flags & VRING_DESC_F_NEXT != 0 || !out.is_empty()
             {
                 return Err(ChainError::BadIndirect);
             }

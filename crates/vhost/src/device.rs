@@ -73,9 +73,14 @@ pub enum RegionError {
 /// (`mmap_offset + memory_size`, checked arithmetic). Seals are logged: a
 /// file sealed against shrinking (QEMU's memfd backend seals by default)
 /// can never fault; one that is not is still survived (module `fault`).
-fn check_region(region: &VhostUserMemoryRegion, file: &File, total: u64) -> Result<u64, RegionError> {
+fn check_region(
+    region: &VhostUserMemoryRegion,
+    file: &File,
+    total: u64,
+) -> Result<u64, RegionError> {
     let (size, gpa) = (region.memory_size, region.guest_phys_addr);
-    if size == 0 || gpa.checked_add(size).is_none() || region.user_addr.checked_add(size).is_none() {
+    if size == 0 || gpa.checked_add(size).is_none() || region.user_addr.checked_add(size).is_none()
+    {
         return Err(RegionError::Range { size, gpa });
     }
     let total = total
@@ -104,7 +109,10 @@ fn check_region(region: &VhostUserMemoryRegion, file: &File, total: u64) -> Resu
     if seals >= 0 && seals & libc::F_SEAL_SHRINK != 0 {
         debug!(gpa, size, "memory region sealed against shrinking");
     } else {
-        debug!(gpa, size, seals, "memory region not sealed against shrinking; faults are survived");
+        debug!(
+            gpa,
+            size, seals, "memory region not sealed against shrinking; faults are survived"
+        );
     }
     Ok(total)
 }

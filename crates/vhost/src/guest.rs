@@ -64,7 +64,10 @@ impl HostPtr {
     fn add(self, off: u64) -> HostPtr {
         // Offsets are inside a mapping, so they fit a usize; one that did
         // not would give an address no region contains.
-        HostPtr(self.0.wrapping_add(usize::try_from(off).unwrap_or(usize::MAX)))
+        HostPtr(
+            self.0
+                .wrapping_add(usize::try_from(off).unwrap_or(usize::MAX)),
+        )
     }
 
     /// Hints the CPU to fetch the cache line at this address. A prefetch

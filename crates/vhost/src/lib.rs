@@ -34,8 +34,8 @@ pub mod socket;
 
 pub use device::{NetConfig, VhostUserNet};
 pub use guest::GuestMemory;
-pub use notify::Interrupt;
 pub use hdr::VirtioNetHdr;
+pub use notify::Interrupt;
 pub use port::{PortStats, QueueKind, RxCaps, RxError, TxFrame, VirtioNetPort};
 
 // Re-exported so users name the same memory type this crate maps, and the

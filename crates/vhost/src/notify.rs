@@ -35,7 +35,8 @@ pub enum FdError {
 
 /// Refuses `f` unless it is an eventfd, and makes it non-blocking.
 pub fn check_eventfd(f: &File) -> Result<(), FdError> {
-    let link = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).map_err(FdError::Io)?;
+    let link =
+        std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).map_err(FdError::Io)?;
     if std::os::unix::ffi::OsStrExt::as_bytes(link.as_os_str()) != EVENTFD_LINK {
         return Err(FdError::NotEventFd);
     }

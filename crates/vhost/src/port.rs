@@ -882,9 +882,7 @@ impl VirtioNetPort {
         let mut h = *hdr;
         // rx_chains.len() <= RX_CHAINS_MAX (1 without MRG_RXBUF), so the
         // saturation never happens.
-        h.num_buffers = u16::try_from(rx_chains.len())
-            .unwrap_or(u16::MAX)
-            .to_le();
+        h.num_buffers = u16::try_from(rx_chains.len()).unwrap_or(u16::MAX).to_le();
         let hdr_bytes = &vm_memory::ByteValued::as_slice(&h)[..hdr_len];
         // SAFETY: every segment in rx_segs was made by chain::walk against
         // `map` during this call, and `map` is borrowed from self.mem until
