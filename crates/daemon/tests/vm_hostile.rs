@@ -323,7 +323,19 @@ fn kick_fd_that_is_not_an_eventfd_is_refused() {
 /// dropped.
 #[test]
 fn full_call_eventfd_drops_interrupts_and_nothing_blocks() {
-    let mut e = env("callfull");
+    full_call_eventfd("callfull", false);
+}
+
+/// Item 2, the same with the frontend clearing O_NONBLOCK again on its
+/// (shared) descriptor after the daemon set it: the blocked write is cut
+/// short and that descriptor is not written again.
+#[test]
+fn call_eventfd_made_blocking_again_is_cut_short() {
+    full_call_eventfd("callblock", true);
+}
+
+fn full_call_eventfd(tag: &str, blocking_again: bool) {
+    let mut e = env(tag);
     let path = e.vm("vale0:vm");
     let mut a = e.open("vale0:a");
     let mut b = e.open("vale0:b");
@@ -333,7 +345,18 @@ fn full_call_eventfd_drops_interrupts_and_nothing_blocks() {
         // Blocking (no EFD_NONBLOCK), counter at its maximum.
         let call = EventFd::new(0).unwrap();
         call.write(0xffff_ffff_ffff_fffe).unwrap();
+        let mine = call.try_clone().unwrap();
         g.replace_call(index, call).unwrap();
+        if blocking_again {
+            // SAFETY: fcntl on an open descriptor; no memory passed.
+            unsafe {
+                let fl = libc::fcntl(mine.as_raw_fd(), libc::F_GETFL);
+                assert_eq!(
+                    libc::fcntl(mine.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK),
+                    0
+                );
+            }
+        }
     }
     // Guest to ring port: 32 frames, each completion wanting an interrupt.
     let tags: Vec<u32> = (100..132).collect();
