@@ -343,6 +343,9 @@ fn pin_to(cpu: usize) -> io::Result<()> {
 impl Worker {
     /// Starts worker number `index`.
     pub fn start(index: usize, cfg: WorkerConfig) -> io::Result<Worker> {
+        // Workers write their clients' interrupt doorbells, which the
+        // clients share and could make blocking: such writes are cut short.
+        ringswitch_ring::eventfd::watch_blocked_writes();
         let shared = Arc::new(Shared {
             epoll: Epoll::new()?,
             ctl: EventFd::new()?,

@@ -131,12 +131,12 @@ static INSTALL: Once = Once::new();
 static INSTALL_ERRNO: AtomicU64 = AtomicU64::new(0);
 
 /// Guest memory faults recovered so far in this process. The data path
-/// reads it once per batch (Relaxed: a hint to look at its own ranges;
-/// the faulting thread's own later loads see its own store anyway, and
-/// another thread's fault is noticed at its next look).
+/// reads it once per batch and looks at its own ranges only when it moved.
 #[inline]
 pub fn fault_count() -> u64 {
-    FAULTS.load(Ordering::Relaxed)
+    // Acquire: pairs with the handler's Release increment, so a reader that
+    // sees the new count also sees the range's faulted flag set before it.
+    FAULTS.load(Ordering::Acquire)
 }
 
 /// A registered guest memory range; unregistered when dropped. Drop it

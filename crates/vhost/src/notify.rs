@@ -14,21 +14,18 @@
 //!   maximum) is dropped and counted.
 //! - The frontend shares the descriptor's open file description, so it can
 //!   clear O_NONBLOCK again after the check. A write that blocks anyway is
-//!   cut short: a watchdog thread (started with the first call descriptor)
-//!   sees a write in flight for two of its ticks and interrupts the writing
-//!   thread with a signal whose handler does nothing and does not restart
-//!   the call, so the write returns EINTR. That descriptor is then never
-//!   written again (its interrupts are dropped and counted), and the
-//!   worker goes on. The cost on the data path is two relaxed stores per
-//!   interrupt.
+//!   cut short by the watchdog of `ringswitch_ring::eventfd` (started with
+//!   the first call descriptor): the write returns EINTR, that descriptor
+//!   is never written again (its interrupts are dropped and counted), and
+//!   the worker goes on.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Once};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
+use ringswitch_ring::eventfd::{watch_blocked_writes, write_one};
 use tracing::warn;
 
 /// What `/proc/self/fd/N` links to for an eventfd.
@@ -91,7 +88,7 @@ pub(crate) struct CallFd {
 impl CallFd {
     pub(crate) fn new(file: File, counters: Arc<IrqCounters>) -> Result<CallFd, FdError> {
         check_eventfd(&file)?;
-        start_watchdog();
+        watch_blocked_writes();
         Ok(CallFd {
             file,
             counters,
@@ -134,13 +131,13 @@ impl Interrupt {
             call.counters.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let r = watched_write(call.file.as_raw_fd());
-        if matches!(r, Ok(8)) {
+        let r = write_one(call.file.as_raw_fd());
+        if r.is_ok() {
             call.counters.sent.fetch_add(1, Ordering::Relaxed);
             return;
         }
         call.counters.dropped.fetch_add(1, Ordering::Relaxed);
-        if matches!(r, Err(e) if e.raw_os_error() == Some(libc::EINTR)) {
+        if matches!(r, Err(e) if e.kind() == io::ErrorKind::Interrupted) {
             call.stuck.store(true, Ordering::Relaxed);
             static LAST_S: AtomicU64 = AtomicU64::new(u64::MAX);
             if crate::log_allowed(&LAST_S) {
@@ -148,155 +145,6 @@ impl Interrupt {
             }
         }
     }
-}
-
-// ---- the watchdog for writes that block anyway ----
-
-/// Threads that may be inside a call eventfd write, watched by the
-/// watchdog. A thread beyond this many writes unwatched.
-const WRITERS_MAX: usize = 256;
-/// The watchdog's period: a write in flight for two ticks is cut short, so
-/// a blocked worker is back within half a second.
-const TICK: Duration = Duration::from_millis(250);
-
-struct Writer {
-    used: AtomicBool,
-    /// The kernel thread id (for tgkill), 0 when free.
-    tid: AtomicI32,
-    /// The watchdog tick at which the current write began, 0 when none.
-    since: AtomicU64,
-}
-
-impl Writer {
-    #[allow(clippy::declare_interior_mutable_const)] // only to build the static table
-    const FREE: Writer = Writer {
-        used: AtomicBool::new(false),
-        tid: AtomicI32::new(0),
-        since: AtomicU64::new(0),
-    };
-}
-
-static WRITERS: [Writer; WRITERS_MAX] = [const { Writer::FREE }; WRITERS_MAX];
-static TICKS: AtomicU64 = AtomicU64::new(1);
-static WATCHDOG: Once = Once::new();
-
-/// This thread's slot in WRITERS, released when the thread ends.
-struct WriterSlot(Option<usize>);
-
-impl WriterSlot {
-    fn claim() -> WriterSlot {
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() };
-        for (i, w) in WRITERS.iter().enumerate() {
-            // Acquire: pairs with the Release that freed the slot.
-            if !w.used.swap(true, Ordering::Acquire) {
-                w.tid.store(tid, Ordering::Relaxed);
-                return WriterSlot(Some(i));
-            }
-        }
-        WriterSlot(None)
-    }
-}
-
-impl Drop for WriterSlot {
-    fn drop(&mut self) {
-        if let Some(i) = self.0 {
-            let w = &WRITERS[i];
-            w.since.store(0, Ordering::Relaxed);
-            w.tid.store(0, Ordering::Relaxed);
-            // Release: pairs with the Acquire swap of the next owner.
-            w.used.store(false, Ordering::Release);
-        }
-    }
-}
-
-thread_local! {
-    static SLOT: WriterSlot = WriterSlot::claim();
-}
-
-/// The signal that cuts a blocked write short (its handler does nothing).
-fn unstick_signal() -> libc::c_int {
-    libc::SIGRTMIN() + 3
-}
-
-extern "C" fn on_unstick(_sig: libc::c_int) {}
-
-/// Starts the watchdog thread and installs the signal's handler, once.
-fn start_watchdog() {
-    WATCHDOG.call_once(|| {
-        // SAFETY: sigaction with a fully initialised action: a handler of
-        // the plain signature, an empty mask, and no SA_RESTART, so the
-        // interrupted write returns EINTR.
-        let ok = unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_unstick as *const () as usize;
-            act.sa_flags = 0;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(unstick_signal(), &act, std::ptr::null_mut()) == 0
-        };
-        if !ok {
-            warn!("cannot install the call eventfd watchdog's signal handler");
-            return;
-        }
-        let spawned = std::thread::Builder::new()
-            .name("rs-irq-watchdog".into())
-            .stack_size(64 * 1024)
-            .spawn(watchdog);
-        if let Err(e) = spawned {
-            warn!(error = %e, "cannot start the call eventfd watchdog");
-        }
-    });
-}
-
-fn watchdog() {
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
-    loop {
-        std::thread::sleep(TICK);
-        // Relaxed: a clock; writers only compare it.
-        let now = TICKS.fetch_add(1, Ordering::Relaxed) + 1;
-        for w in WRITERS.iter() {
-            // Relaxed: a stale value only sends a signal to a thread that
-            // finished its write, whose handler does nothing.
-            let since = w.since.load(Ordering::Relaxed);
-            let tid = w.tid.load(Ordering::Relaxed);
-            if since != 0 && now >= since + 2 && tid > 0 {
-                // SAFETY: tgkill to a thread of this process; the signal's
-                // handler does nothing.
-                unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, unstick_signal()) };
-            }
-        }
-    }
-}
-
-/// Writes 1 to the eventfd `fd`, watched by the watchdog: the bytes
-/// written, or the error (EINTR when it was cut short).
-fn watched_write(fd: RawFd) -> io::Result<isize> {
-    let one: u64 = 1;
-    let write = || {
-        // SAFETY: writes the 8 bytes of a local u64 to a descriptor the
-        // caller keeps open.
-        let n = unsafe { libc::write(fd, (&one as *const u64).cast::<libc::c_void>(), 8) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n)
-        }
-    };
-    SLOT.try_with(|slot| match slot.0 {
-        Some(i) => {
-            let w = &WRITERS[i];
-            // Relaxed: the watchdog only needs to see it eventually (a
-            // write blocked for a tick has long made it visible).
-            w.since
-                .store(TICKS.load(Ordering::Relaxed), Ordering::Relaxed);
-            let n = write();
-            w.since.store(0, Ordering::Relaxed);
-            n
-        }
-        None => write(),
-    })
-    .unwrap_or_else(|_| write())
 }
 
 #[cfg(test)]
@@ -379,7 +227,7 @@ mod tests {
             let _ = done_tx.send(());
         });
         done_rx
-            .recv_timeout(Duration::from_secs(60))
+            .recv_timeout(std::time::Duration::from_secs(60))
             .expect("the blocked write was never cut short");
         assert_eq!(counters.dropped.load(Ordering::Relaxed), 2);
         assert!(call.stuck.load(Ordering::Relaxed));
