@@ -218,8 +218,19 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler;
     // si_code is always set; si_addr is meaningful for a fault (si_code > 0).
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
-    if code > 0 && recover(addr) {
-        return;
+    // Only "no such page behind the mapping" (past the end of its file) and
+    // a memory error on access: a fresh zero page cures both, so the
+    // retried access cannot fault again the same way.
+    if code == libc::BUS_ADRERR || code == libc::BUS_MCEERR_AR {
+        // SAFETY: __errno_location returns this thread's errno; the
+        // interrupted code must find it as it left it.
+        let errno = unsafe { *libc::__errno_location() };
+        let recovered = recover(addr);
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
+        if recovered {
+            return;
+        }
     }
     not_ours(sig, info, ctx);
 }

@@ -13,6 +13,11 @@
 //! - [`socket`]: server and client mode for the vhost-user socket.
 //! - [`chain`]: descriptor chain validation; a bad chain is completed with
 //!   length 0 and counted, never a panic.
+//! - [`fault`]: guest memory a frontend shrinks under the device faults
+//!   into an error for that device (a SIGBUS handler over registered
+//!   ranges), never a crash of the process.
+//! - [`notify`]: kick and call descriptors must be non-blocking eventfds;
+//!   interrupts are sent after the pair's lock is released.
 //!
 //! Why not `vhost-user-backend`'s daemon: its `VhostUserDaemon` owns the
 //! threads that wait on the kick eventfds and calls the device back from
