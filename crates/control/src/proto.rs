@@ -425,6 +425,15 @@ pub struct PortStats {
     /// VM ports: interrupts sent to the guest.
     #[serde(default)]
     pub vm_interrupts: u64,
+    /// VM ports: interrupts dropped because the frontend's call eventfd
+    /// would have blocked (its counter pushed to the maximum).
+    #[serde(default)]
+    pub vm_interrupts_dropped: u64,
+    /// VM ports: times the guest memory faulted under the device (the
+    /// frontend shrank the file behind it); the queue pair stopped until
+    /// the next frontend.
+    #[serde(default)]
+    pub vm_guest_faults: u64,
 }
 
 /// One MAC table entry.

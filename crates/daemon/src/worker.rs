@@ -31,10 +31,11 @@ impl Epoll {
     }
 
     fn ctl(&self, op: libc::c_int, fd: RawFd, data: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: data,
-        };
+        self.ctl_events(op, fd, data, libc::EPOLLIN as u32)
+    }
+
+    fn ctl_events(&self, op: libc::c_int, fd: RawFd, data: u64, events: u32) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: data };
         // SAFETY: epoll_ctl on our epoll fd with a valid event struct.
         if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut ev) } != 0 {
             return Err(io::Error::last_os_error());
@@ -129,10 +130,23 @@ impl Assigned {
         }
     }
 
-    /// Whether the wake fd is an eventfd to drain (not a socket or TAP,
-    /// whose readiness is the queue's own and must not be read here).
+    /// Whether the wake fd is an eventfd to drain: only a VM pair's
+    /// doorbell, which is the daemon's own. A ring port's kick is shared
+    /// with its client (who could make it blocking, or empty it between
+    /// the wake-up and a read), so it is watched edge-triggered and never
+    /// read; a socket's or TAP's readiness is the queue's own.
     fn wake_is_doorbell(&self) -> bool {
-        !matches!(self.source, Source::Queue(_))
+        matches!(self.source, Source::Pair(_))
+    }
+
+    /// epoll events for the wake fd: edge-triggered for a ring port's kick
+    /// (an eventfd wakes its waiters on every write, so each kick is an
+    /// edge; see `wake_is_doorbell`), level-triggered otherwise.
+    fn wake_events(&self) -> u32 {
+        match self.source {
+            Source::Rings => (libc::EPOLLIN | libc::EPOLLET) as u32,
+            Source::Pair(_) | Source::Queue(_) => libc::EPOLLIN as u32,
+        }
     }
 
     /// The worker is awake for this source: no kicks wanted.
@@ -226,9 +240,18 @@ impl Local {
         if let Some(fd) = q.tx_kick_fd() {
             match fd.try_clone_to_owned() {
                 Ok(dup) => {
-                    if let Err(e) =
-                        epoll.ctl(libc::EPOLL_CTL_ADD, dup.as_raw_fd(), self.a.id | VM_KICK)
-                    {
+                    // Edge-triggered, and never read: an eventfd wakes its
+                    // waiters on every write, so each kick is an edge; and
+                    // the frontend shares the descriptor, so it could make
+                    // it blocking again or empty it between our wake-up and
+                    // a read.
+                    let events = (libc::EPOLLIN | libc::EPOLLET) as u32;
+                    if let Err(e) = epoll.ctl_events(
+                        libc::EPOLL_CTL_ADD,
+                        dup.as_raw_fd(),
+                        self.a.id | VM_KICK,
+                        events,
+                    ) {
                         tracing::warn!(port = %self.a.port.name, error = %e, "cannot watch the guest's kick");
                     } else {
                         self.kick = Some(dup);
@@ -252,7 +275,8 @@ impl Local {
 fn drain_fd(fd: RawFd) {
     let mut buf = [0u8; 8];
     // SAFETY: reads at most 8 bytes into a local buffer from an eventfd the
-    // caller holds open; only called when epoll reported it readable.
+    // caller holds open; only called when epoll reported it readable, and
+    // only on the daemon's own non-blocking doorbells (never a peer's).
     let _ = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
 }
 
@@ -319,6 +343,9 @@ fn pin_to(cpu: usize) -> io::Result<()> {
 impl Worker {
     /// Starts worker number `index`.
     pub fn start(index: usize, cfg: WorkerConfig) -> io::Result<Worker> {
+        // Workers write their clients' interrupt doorbells, which the
+        // clients share and could make blocking: such writes are cut short.
+        ringswitch_ring::eventfd::watch_blocked_writes();
         let shared = Arc::new(Shared {
             epoll: Epoll::new()?,
             ctl: EventFd::new()?,
@@ -352,7 +379,9 @@ impl Worker {
                 "source does not match the port",
             )
         })?;
-        self.shared.epoll.ctl(libc::EPOLL_CTL_ADD, fd, a.id)?;
+        self.shared
+            .epoll
+            .ctl_events(libc::EPOLL_CTL_ADD, fd, a.id, a.wake_events())?;
         self.shared
             .ports
             .lock()
@@ -525,9 +554,8 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                     continue;
                 };
                 if data & VM_KICK != 0 {
-                    if let Some(k) = &l.kick {
-                        drain_fd(k.as_raw_fd());
-                    }
+                    // A guest's kick: edge-triggered, nothing to read
+                    // (see Local::sync_kick).
                 } else {
                     if let Some(fd) = l.a.wake_fd().filter(|_| l.a.wake_is_doorbell()) {
                         drain_fd(fd);

@@ -95,6 +95,8 @@ impl Counters {
             vm_rx_bad_chains: 0,
             vm_ring_errors: 0,
             vm_interrupts: 0,
+            vm_interrupts_dropped: 0,
+            vm_guest_faults: 0,
         }
     }
 }
@@ -448,6 +450,8 @@ impl SwitchPort {
                     s.vm_rx_bad_chains += q.rx_bad_chains;
                     s.vm_ring_errors += q.ring_errors;
                     s.vm_interrupts += q.interrupts;
+                    s.vm_interrupts_dropped += q.interrupts_dropped;
+                    s.vm_guest_faults += q.guest_faults;
                 }
             }
             Backend::Ring(_) => {}

@@ -66,7 +66,7 @@ pub(crate) fn forward_from_vm(
 ) -> BatchResult {
     sc.stage.start();
     let (mut short, mut long, mut malformed, mut bytes) = (0u64, 0u64, 0u64, 0u64);
-    let (taken, bad) = {
+    let (taken, bad, irq) = {
         let mut q = v.pair(pair);
         let bad0 = q.stats().tx_bad_chains;
         let stage = &mut sc.stage;
@@ -92,11 +92,16 @@ pub(crate) fn forward_from_vm(
             }
             stage.has_room()
         });
-        if taken > 0 {
-            q.notify_tx_done();
-        }
-        (taken, q.stats().tx_bad_chains.wrapping_sub(bad0))
+        let irq = if taken > 0 {
+            q.notify_tx_done()
+        } else {
+            ringswitch_vhost::Interrupt::NONE
+        };
+        (taken, q.stats().tx_bad_chains.wrapping_sub(bad0), irq)
     };
+    // After the pair's lock is released: never held across a write to the
+    // frontend's descriptor.
+    irq.send();
     if taken == 0 {
         return BatchResult::default();
     }
@@ -140,8 +145,9 @@ pub(crate) fn staged_to_vm(
     staged_to_queue(st, order, caps, &mut t, |h, frame| {
         rx_push(&mut q, &virtio_hdr(h), frame)
     });
-    q.notify_rx();
+    let irq = q.notify_rx();
     drop(q);
+    irq.send();
     t.count(c);
 }
 
@@ -182,7 +188,8 @@ pub(crate) fn deliver_ring_to_vm(
         let frame = &st.bounce[..len];
         t.push(len, || rx_push(&mut q, &h, frame));
     }
-    q.notify_rx();
+    let irq = q.notify_rx();
     drop(q);
+    irq.send();
     t.count(c);
 }

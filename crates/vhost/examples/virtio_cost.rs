@@ -145,7 +145,7 @@ fn run(frame_len: usize, rounds: usize, push: Push) -> f64 {
             used += len.next_multiple_of(64);
             true
         });
-        tx.port.notify_tx_done();
+        tx.port.notify_tx_done().send();
         for &(off, len, ref h) in &staged {
             let frame = &arena[off..off + len];
             match push {
@@ -153,7 +153,7 @@ fn run(frame_len: usize, rounds: usize, push: Push) -> f64 {
                 Push::Deferred => rx.port.rx_push_deferred(h, frame).unwrap(),
             }
         }
-        rx.port.notify_rx();
+        rx.port.notify_rx().send();
         busy += start.elapsed();
         assert_eq!(taken, BATCH);
         pkts += taken;

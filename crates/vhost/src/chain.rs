@@ -21,10 +21,16 @@
 //! memory region when the vring started; an indirect table is checked the
 //! same way when its descriptor is met.
 
-use virtio_bindings::virtio_ring::{VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+use virtio_bindings::virtio_ring;
+
+use crate::flag16;
 
 pub use crate::guest::Seg;
 use crate::guest::{DescTable, GuestMap};
+
+const VRING_DESC_F_NEXT: u16 = flag16(virtio_ring::VRING_DESC_F_NEXT);
+const VRING_DESC_F_WRITE: u16 = flag16(virtio_ring::VRING_DESC_F_WRITE);
+const VRING_DESC_F_INDIRECT: u16 = flag16(virtio_ring::VRING_DESC_F_INDIRECT);
 
 /// Most buffer descriptors accepted in one chain (Linux sends at most
 /// MAX_SKB_FRAGS + 2 = 19 for one frame).
@@ -83,12 +89,12 @@ pub(crate) fn walk(
     // The common case first: one direct descriptor, no NEXT. Same checks,
     // same order, as the loop below.
     let first = ring.get(head).ok_or(ChainError::IndexOutOfRange)?;
-    let chained = (VRING_DESC_F_INDIRECT | VRING_DESC_F_NEXT) as u16;
+    let chained = VRING_DESC_F_INDIRECT | VRING_DESC_F_NEXT;
     if first.flags & chained == 0 {
         if first.len == 0 {
             return Err(ChainError::ZeroLength);
         }
-        if (first.flags & VRING_DESC_F_WRITE as u16 != 0) != writable {
+        if (first.flags & VRING_DESC_F_WRITE != 0) != writable {
             return Err(ChainError::WrongDirection);
         }
         let seg = mem
@@ -108,21 +114,18 @@ pub(crate) fn walk(
     for _ in 0..=CHAIN_DESCS_MAX {
         // Checks the index against the table, then reads the entry once.
         let desc = table.get(index).ok_or(ChainError::IndexOutOfRange)?;
-        if desc.flags & VRING_DESC_F_INDIRECT as u16 != 0 {
-            if !indirect_ok
-                || in_indirect
-                || desc.flags & VRING_DESC_F_NEXT as u16 != 0
-                || !out.is_empty()
+        if desc.flags & VRING_DESC_F_INDIRECT != 0 {
+            if !indirect_ok || in_indirect || desc.flags & VRING_DESC_F_NEXT != 0 || !out.is_empty()
             {
                 return Err(ChainError::BadIndirect);
             }
             let len = desc.len;
-            if len == 0 || !len.is_multiple_of(16) || len / 16 > u32::from(u16::MAX) {
+            if len == 0 || !len.is_multiple_of(16) {
                 return Err(ChainError::BadIndirect);
             }
-            // Fits: checked against u16::MAX just above.
+            let count = u16::try_from(len / 16).map_err(|_| ChainError::BadIndirect)?;
             table = mem
-                .desc_table(desc.addr, (len / 16) as u16)
+                .desc_table(desc.addr, count)
                 .ok_or(ChainError::BadIndirect)?;
             index = 0;
             in_indirect = true;
@@ -131,7 +134,7 @@ pub(crate) fn walk(
         if desc.len == 0 {
             return Err(ChainError::ZeroLength);
         }
-        if (desc.flags & VRING_DESC_F_WRITE as u16 != 0) != writable {
+        if (desc.flags & VRING_DESC_F_WRITE != 0) != writable {
             return Err(ChainError::WrongDirection);
         }
         let seg = mem
@@ -145,7 +148,7 @@ pub(crate) fn walk(
             return Err(ChainError::TooLong);
         }
         out.push(seg);
-        if desc.flags & VRING_DESC_F_NEXT as u16 == 0 {
+        if desc.flags & VRING_DESC_F_NEXT == 0 {
             return Ok(total);
         }
         index = desc.next;

@@ -4,7 +4,10 @@
 //! workers drive.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use tracing::{debug, warn};
 
 use vhost::vhost_user::message::{
     VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
@@ -18,7 +21,9 @@ use vhost::vhost_user::{
 use vhost::VhostUserMemoryRegionBase;
 use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap};
 
+use crate::guest::GuestMemory;
 use crate::hdr::feature;
+use crate::notify::check_eventfd;
 use crate::port::{QueueKind, VirtioNetPort, QUEUE_SIZE_MAX};
 
 /// Most memory regions accepted in SET_MEM_TABLE (QEMU sends at most 8
@@ -26,6 +31,91 @@ use crate::port::{QueueKind, VirtioNetPort, QUEUE_SIZE_MAX};
 pub const MEM_REGIONS_MAX: usize = crate::guest::REGIONS_MAX;
 /// Most queue pairs a device may be configured with.
 pub const QUEUE_PAIRS_MAX: u16 = 16;
+/// Most guest memory one memory table may map, all regions together: far
+/// above any guest this switch serves, far below the address space.
+pub const MEM_BYTES_MAX: u64 = 1 << 40;
+
+/// Why a memory region of SET_MEM_TABLE was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RegionError {
+    /// Zero bytes, or an address range that wraps.
+    #[error("memory region of {size} bytes at guest address {gpa:#x} is empty or wraps around")]
+    Range {
+        /// memory_size.
+        size: u64,
+        /// guest_phys_addr.
+        gpa: u64,
+    },
+    /// Larger than [`MEM_BYTES_MAX`], alone or with the regions before it.
+    #[error("memory table maps more than {MEM_BYTES_MAX} bytes")]
+    TooLarge,
+    /// The descriptor could not be inspected.
+    #[error("cannot inspect the memory region's descriptor")]
+    Stat(#[source] std::io::Error),
+    /// Not a regular file (memfd, tmpfs, hugetlbfs): a device node or a
+    /// socket could map anything, or nothing.
+    #[error("memory region descriptor is not a regular file")]
+    NotAFile,
+    /// The file does not cover `mmap_offset + memory_size`: accesses past
+    /// its end would fault.
+    #[error("memory region needs {need} bytes of its file, which holds {have}")]
+    FileTooShort {
+        /// mmap_offset + memory_size.
+        need: u64,
+        /// The file's size.
+        have: u64,
+    },
+}
+
+/// Checks a memory region and its descriptor before it is mapped: a
+/// non-empty range that does not wrap, at most [`MEM_BYTES_MAX`] with the
+/// `total` mapped before it, and a regular file covering the mapped range
+/// (`mmap_offset + memory_size`, checked arithmetic). Seals are logged: a
+/// file sealed against shrinking (QEMU's memfd backend seals by default)
+/// can never fault; one that is not is still survived (module `fault`).
+fn check_region(
+    region: &VhostUserMemoryRegion,
+    file: &File,
+    total: u64,
+) -> Result<u64, RegionError> {
+    let (size, gpa) = (region.memory_size, region.guest_phys_addr);
+    if size == 0 || gpa.checked_add(size).is_none() || region.user_addr.checked_add(size).is_none()
+    {
+        return Err(RegionError::Range { size, gpa });
+    }
+    let total = total
+        .checked_add(size)
+        .filter(|&t| t <= MEM_BYTES_MAX)
+        .ok_or(RegionError::TooLarge)?;
+    let meta = file.metadata().map_err(RegionError::Stat)?;
+    if !meta.file_type().is_file() {
+        return Err(RegionError::NotAFile);
+    }
+    let need = region
+        .mmap_offset
+        .checked_add(size)
+        .ok_or(RegionError::FileTooShort {
+            need: u64::MAX,
+            have: meta.len(),
+        })?;
+    if meta.len() < need {
+        return Err(RegionError::FileTooShort {
+            need,
+            have: meta.len(),
+        });
+    }
+    // SAFETY: fcntl F_GET_SEALS on a descriptor we hold; no memory passed.
+    let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals >= 0 && seals & libc::F_SEAL_SHRINK != 0 {
+        debug!(gpa, size, "memory region sealed against shrinking");
+    } else {
+        debug!(
+            gpa,
+            size, seals, "memory region not sealed against shrinking; faults are survived"
+        );
+    }
+    Ok(total)
+}
 
 /// How a device is configured by the switch.
 #[derive(Clone, Debug)]
@@ -79,6 +169,17 @@ pub enum ConfigError {
 
 fn invalid() -> VuError {
     VuError::InvalidParam
+}
+
+/// Logs a refused message at most once a second process-wide: a frontend
+/// that reconnects in a loop cannot flood the log.
+macro_rules! refused {
+    ($($arg:tt)*) => {{
+        static LAST_S: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+        if crate::log_allowed(&LAST_S) {
+            warn!($($arg)*);
+        }
+    }};
 }
 
 impl VhostUserNet {
@@ -135,13 +236,24 @@ impl VhostUserNet {
 
     /// Queue `index` as (pair, kind), refusing indexes past the configured pairs.
     fn queue(&self, index: u32) -> VuResult<(MutexGuard<'_, VirtioNetPort>, QueueKind)> {
-        let pair = self.ports.get((index / 2) as usize).ok_or_else(invalid)?;
+        self.refuse_if_broken()?;
+        let pair = usize::try_from(index / 2).map_err(|_| invalid())?;
+        let pair = self.ports.get(pair).ok_or_else(invalid)?;
         let kind = if index.is_multiple_of(2) {
             QueueKind::Rx
         } else {
             QueueKind::Tx
         };
         Ok((lock(pair), kind))
+    }
+
+    /// A frontend whose memory faulted under the device loses its
+    /// connection: every message after the fault is refused.
+    fn refuse_if_broken(&self) -> VuResult<()> {
+        if self.ports.iter().any(|p| lock(p).is_broken()) {
+            return Err(VuError::InvalidOperation("guest memory faulted"));
+        }
+        Ok(())
     }
 
     fn frontend_va_to_gpa(&self, va: u64) -> VuResult<u64> {
@@ -206,21 +318,18 @@ impl VhostUserBackendReqHandlerMut for VhostUserNet {
         if postcopy_listening.is_some() {
             return Err(VuError::InvalidOperation("postcopy not supported"));
         }
+        self.refuse_if_broken()?;
         if ctx.is_empty() || ctx.len() > MEM_REGIONS_MAX || ctx.len() != files.len() {
             return Err(invalid());
         }
         let mut regions = Vec::with_capacity(ctx.len());
         let mut mappings = Vec::with_capacity(ctx.len());
+        let mut total = 0;
         for (region, file) in ctx.iter().zip(files) {
-            if region.memory_size == 0
-                || region
-                    .guest_phys_addr
-                    .checked_add(region.memory_size)
-                    .is_none()
-                || region.user_addr.checked_add(region.memory_size).is_none()
-            {
-                return Err(invalid());
-            }
+            total = check_region(region, &file, total).map_err(|e| {
+                refused!("vhost-user: memory table refused: {e}");
+                invalid()
+            })?;
             // Mapped once, here, MAP_SHARED; never translated per access.
             let mmap = region.mmap_region(file)?;
             let r = GuestRegionMmap::new(mmap, GuestAddress(region.guest_phys_addr))
@@ -234,9 +343,14 @@ impl VhostUserBackendReqHandlerMut for VhostUserNet {
         }
         // Refuses overlapping regions.
         let mem = GuestMemoryMmap::from_regions(regions).map_err(|_| invalid())?;
+        // Registered once with the fault handler, for every pair.
+        let mem = GuestMemory::new(mem).map_err(|e| {
+            refused!("vhost-user: memory table refused: {e}");
+            invalid()
+        })?;
         self.mappings = mappings;
         for p in &self.ports {
-            lock(p).set_memory(Some(mem.clone()));
+            lock(p).set_guest_memory(Some(mem.clone()));
         }
         Ok(None)
     }
@@ -288,6 +402,12 @@ impl VhostUserBackendReqHandlerMut for VhostUserNet {
     }
 
     fn set_vring_kick(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
+        if let Some(f) = &fd {
+            check_eventfd(f).map_err(|e| {
+                refused!(index, "vhost-user: kick descriptor refused: {e}");
+                invalid()
+            })?;
+        }
         let (mut p, kind) = self.queue(u32::from(index))?;
         if p.start_vring(kind, fd) {
             Ok(())
@@ -298,11 +418,21 @@ impl VhostUserBackendReqHandlerMut for VhostUserNet {
 
     fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
         let (mut p, kind) = self.queue(u32::from(index))?;
-        p.set_vring_call(kind, fd);
-        Ok(())
+        p.set_vring_call(kind, fd).map_err(|e| {
+            refused!(index, "vhost-user: call descriptor refused: {e}");
+            invalid()
+        })
     }
 
-    fn set_vring_err(&mut self, index: u8, _fd: Option<File>) -> VuResult<()> {
+    fn set_vring_err(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
+        // Not used (the device never reports vring errors), but held to the
+        // same rule as the others; dropped here.
+        if let Some(f) = &fd {
+            check_eventfd(f).map_err(|e| {
+                refused!(index, "vhost-user: error descriptor refused: {e}");
+                invalid()
+            })?;
+        }
         self.queue(u32::from(index)).map(|_| ())
     }
 

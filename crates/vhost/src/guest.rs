@@ -24,12 +24,16 @@
 //! frame bytes are only ever copied, never lent out as `&[u8]`.
 
 use std::marker::PhantomData;
+use std::os::fd::AsRawFd;
 use std::ptr;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use vm_memory::{
     GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, VolatileSlice,
 };
+
+use crate::fault::{self, FaultError, Registration};
 
 /// Most regions a [`GuestMap`] holds (QEMU sends at most 8 without
 /// CONFIGURE_MEM_SLOTS; the device refuses more).
@@ -58,7 +62,12 @@ impl HostPtr {
 
     /// `self + off` (no dereference, so no safety condition).
     fn add(self, off: u64) -> HostPtr {
-        HostPtr(self.0.wrapping_add(off as usize))
+        // Offsets are inside a mapping, so they fit a usize; one that did
+        // not would give an address no region contains.
+        HostPtr(
+            self.0
+                .wrapping_add(usize::try_from(off).unwrap_or(usize::MAX)),
+        )
     }
 
     /// Hints the CPU to fetch the cache line at this address. A prefetch
@@ -123,13 +132,86 @@ pub enum MapError {
     /// earlier; ring indexes are reduced with a mask).
     #[error("queue size not a power of two")]
     BadSize,
+    /// The mapping could not be registered with the fault handler.
+    #[error("guest memory cannot be guarded against faults")]
+    Guard(#[from] FaultError),
+}
+
+/// `statfs.f_type` of hugetlbfs.
+const HUGETLBFS_MAGIC: libc::c_long = 0x9584_58f6;
+
+/// Guest memory registered with the SIGBUS handler (module `fault`), so a
+/// region the frontend shrinks later faults into an error for this device
+/// instead of killing the process. Cheap to clone; the registrations are
+/// dropped with the last clone, just before the mappings are unmapped.
+#[derive(Clone, Debug)]
+pub struct GuestMemory(Arc<Guarded>);
+
+#[derive(Debug)]
+struct Guarded {
+    /// Declared before `mem`: fields drop in order, so every range is
+    /// unregistered before its mapping goes.
+    guards: Vec<Registration>,
+    mem: GuestMemoryMmap,
+}
+
+impl GuestMemory {
+    /// Registers every region of `mem` with the fault handler.
+    pub fn new(mem: GuestMemoryMmap) -> Result<GuestMemory, MapError> {
+        if mem.num_regions() > REGIONS_MAX {
+            return Err(MapError::TooManyRegions);
+        }
+        let mut guards = Vec::with_capacity(mem.num_regions());
+        for r in mem.iter() {
+            let page = r
+                .file_offset()
+                .map_or_else(page_size, |f| file_page_size(f.file()));
+            let len = usize::try_from(r.len()).map_err(|_| MapError::OutsideMemory)?;
+            guards.push(fault::register(r.as_ptr(), len, page)?);
+        }
+        Ok(GuestMemory(Arc::new(Guarded { guards, mem })))
+    }
+
+    /// The memory itself.
+    pub fn mmap(&self) -> &GuestMemoryMmap {
+        &self.0.mem
+    }
+
+    /// Has an access to any region faulted (the frontend shrank its file)?
+    pub fn faulted(&self) -> bool {
+        self.0.guards.iter().any(Registration::faulted)
+    }
+}
+
+/// The system's base page size.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p).unwrap_or(4096).max(4096)
+}
+
+/// The page size of mappings of `file`: its huge page size on hugetlbfs.
+fn file_page_size(file: &std::fs::File) -> usize {
+    // SAFETY: fstatfs fills the zeroed struct for a valid descriptor.
+    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `file` is open for the call; sfs is a valid output buffer.
+    let r = unsafe { libc::fstatfs(file.as_raw_fd(), &mut sfs) };
+    if r == 0 && sfs.f_type == HUGETLBFS_MAGIC {
+        if let Ok(b) = usize::try_from(sfs.f_bsize) {
+            if b.is_power_of_two() {
+                return b.max(page_size());
+            }
+        }
+    }
+    page_size()
 }
 
 /// Guest memory with its region table. See the module documentation.
 #[derive(Debug)]
 pub struct GuestMap {
-    /// Keeps every region's mapping alive while the table points into it.
-    mem: GuestMemoryMmap,
+    /// Keeps every region's mapping (and its fault registration) alive
+    /// while the table points into it.
+    mem: GuestMemory,
     regions: [Region; REGIONS_MAX],
     /// The slot that matched last (always < REGIONS_MAX). A hint only:
     /// Relaxed, it orders nothing.
@@ -139,13 +221,13 @@ pub struct GuestMap {
 impl GuestMap {
     /// The region table of `mem`. Regions not mapped both readable and
     /// writable are left out, so nothing in them is ever touched.
-    pub fn new(mem: GuestMemoryMmap) -> Result<GuestMap, MapError> {
-        if mem.num_regions() > REGIONS_MAX {
+    pub fn new(mem: GuestMemory) -> Result<GuestMap, MapError> {
+        if mem.mmap().num_regions() > REGIONS_MAX {
             return Err(MapError::TooManyRegions);
         }
         let mut regions = [Region::EMPTY; REGIONS_MAX];
         let rw = libc::PROT_READ | libc::PROT_WRITE;
-        for (slot, r) in regions.iter_mut().zip(mem.iter()) {
+        for (slot, r) in regions.iter_mut().zip(mem.mmap().iter()) {
             if r.prot() & rw != rw {
                 continue;
             }
@@ -160,6 +242,11 @@ impl GuestMap {
             regions,
             last: AtomicUsize::new(0),
         })
+    }
+
+    /// Has an access to this memory faulted? See [`GuestMemory::faulted`].
+    pub fn faulted(&self) -> bool {
+        self.mem.faulted()
     }
 
     /// The host address of `[gpa, gpa + len)`, if it lies inside one
@@ -392,7 +479,7 @@ struct RawDesc {
     next: u16,
 }
 
-const _: () = assert!(std::mem::size_of::<RawDesc>() == DESC_SIZE as usize);
+const _: () = assert!(std::mem::size_of::<RawDesc>() as u64 == DESC_SIZE);
 
 /// A descriptor table (a vring's, or an indirect one) inside one region of
 /// a mapping borrowed for `'m`.
@@ -400,7 +487,7 @@ const _: () = assert!(std::mem::size_of::<RawDesc>() == DESC_SIZE as usize);
 pub struct DescTable<'m> {
     host: HostPtr,
     count: u16,
-    _mem: PhantomData<&'m GuestMemoryMmap>,
+    _mem: PhantomData<&'m GuestMemory>,
 }
 
 impl DescTable<'_> {
@@ -452,7 +539,7 @@ impl DescTable<'_> {
 #[derive(Debug)]
 pub struct VringMem {
     /// Keeps the mappings the three pointers point into alive.
-    _mem: GuestMemoryMmap,
+    _mem: GuestMemory,
     /// `16 * size` bytes, 16-aligned.
     desc: HostPtr,
     /// `6 + 2 * size` bytes, 2-aligned: flags, idx, ring, used_event.

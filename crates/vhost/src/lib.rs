@@ -13,6 +13,11 @@
 //! - [`socket`]: server and client mode for the vhost-user socket.
 //! - [`chain`]: descriptor chain validation; a bad chain is completed with
 //!   length 0 and counted, never a panic.
+//! - [`fault`]: guest memory a frontend shrinks under the device faults
+//!   into an error for that device (a SIGBUS handler over registered
+//!   ranges), never a crash of the process.
+//! - [`notify`]: kick and call descriptors must be non-blocking eventfds;
+//!   interrupts are sent after the pair's lock is released.
 //!
 //! Why not `vhost-user-backend`'s daemon: its `VhostUserDaemon` owns the
 //! threads that wait on the kick eventfds and calls the device back from
@@ -21,15 +26,21 @@
 //! destination in one pass. This crate therefore uses the `vhost` crate's
 //! protocol layer with its own backend; DESIGN.md has the whole reasoning.
 
+#![deny(clippy::cast_possible_truncation)]
+
 pub mod chain;
 pub mod device;
+pub mod fault;
 mod guest;
 pub mod hdr;
+pub mod notify;
 pub mod port;
 pub mod socket;
 
 pub use device::{NetConfig, VhostUserNet};
+pub use guest::GuestMemory;
 pub use hdr::VirtioNetHdr;
+pub use notify::Interrupt;
 pub use port::{PortStats, QueueKind, RxCaps, RxError, TxFrame, VirtioNetPort};
 
 // Re-exported so users name the same memory type this crate maps, and the
@@ -38,3 +49,23 @@ pub use port::{PortStats, QueueKind, RxCaps, RxError, TxFrame, VirtioNetPort};
 pub use vhost::vhost_user;
 pub use vhost::vhost_user::Error as VhostError;
 pub use vm_memory;
+
+/// A virtio flag constant (bindgen makes them u32) as the u16 of the
+/// ring fields it belongs in; refuses to compile if it does not fit.
+pub(crate) const fn flag16(f: u32) -> u16 {
+    let [lo, hi, 0, 0] = f.to_le_bytes() else {
+        panic!("flag does not fit in 16 bits");
+    };
+    u16::from_le_bytes([lo, hi])
+}
+
+/// Rate limit for logs a frontend can trigger: true at most once a second
+/// per `last` (the second of the last log).
+pub(crate) fn log_allowed(last: &std::sync::atomic::AtomicU64) -> bool {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let now = EPOCH.get_or_init(Instant::now).elapsed().as_secs();
+    // Relaxed: a rate limit; two threads racing may both log, harmlessly.
+    last.swap(now, std::sync::atomic::Ordering::Relaxed) != now
+}

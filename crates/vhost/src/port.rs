@@ -17,18 +17,23 @@
 //! addresses or size change), buffers through a small region table.
 
 use std::fs::File;
-use std::io::Write;
 use std::num::Wrapping;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 
 use tracing::warn;
-use virtio_bindings::virtio_ring::{VRING_AVAIL_F_NO_INTERRUPT, VRING_USED_F_NO_NOTIFY};
+use virtio_bindings::virtio_ring;
 use vm_memory::{GuestMemoryMmap, VolatileSlice};
 
 use crate::chain::{self, Seg, CHAIN_DESCS_MAX};
-use crate::guest::{GuestMap, VringMem};
+use crate::fault;
+use crate::guest::{GuestMap, GuestMemory, VringMem};
 use crate::hdr::{feature, VirtioNetHdr};
+use crate::notify::{CallFd, FdError, Interrupt, IrqCounters};
+
+const VRING_USED_F_NO_NOTIFY: u16 = crate::flag16(virtio_ring::VRING_USED_F_NO_NOTIFY);
+const VRING_AVAIL_F_NO_INTERRUPT: u16 = crate::flag16(virtio_ring::VRING_AVAIL_F_NO_INTERRUPT);
 
 /// Largest queue this device accepts (the split-ring maximum).
 pub const QUEUE_SIZE_MAX: u16 = 32_768;
@@ -100,6 +105,13 @@ pub struct PortStats {
     pub ring_errors: u64,
     /// Interrupts sent to the guest (call eventfd writes).
     pub interrupts: u64,
+    /// Interrupts dropped because the call eventfd's write would have
+    /// blocked (the frontend pushed its counter to the maximum) or failed.
+    pub interrupts_dropped: u64,
+    /// Times the guest memory faulted under the device (the frontend
+    /// shrank the file behind it): the queue pair stopped until the next
+    /// frontend.
+    pub guest_faults: u64,
 }
 
 /// Where the device is in one virtqueue. Kept apart from the ring pointers
@@ -145,7 +157,7 @@ struct Vring {
     /// VIRTIO_RING_F_EVENT_IDX negotiated.
     event_idx: bool,
     kick: Option<File>,
-    call: Option<File>,
+    call: Option<Arc<CallFd>>,
     /// SET_VRING_ENABLE (or enabled from the start without PROTOCOL_FEATURES).
     enabled: bool,
     /// Some once SET_VRING_KICK arrived and the rings lie inside guest
@@ -200,7 +212,7 @@ impl Vring {
                 // so it wants no kick when the driver posts some: without
                 // EVENT_IDX that is NO_NOTIFY; with it, avail_event is never
                 // moved, so the driver kicks once per 65536 entries at most.
-                rings.set_used_flags(VRING_USED_F_NO_NOTIFY as u16);
+                rings.set_used_flags(VRING_USED_F_NO_NOTIFY);
             }
         }
     }
@@ -319,12 +331,20 @@ pub struct VirtioNetPort {
     hdr_len: usize,
     generation: u64,
     stats: PortStats,
+    /// Interrupt counters, shared with the call eventfds (signalled after
+    /// the lock is released).
+    irq: Arc<IrqCounters>,
+    /// The guest memory faulted: nothing runs until the frontend resets
+    /// the device (it disconnects).
+    broken: bool,
+    /// `fault::fault_count()` when this pair last looked.
+    faults_seen: u64,
     /// Scratch for one chain's buffers, capacity CHAIN_DESCS_MAX.
     segs: Vec<Seg>,
     /// Scratch for the buffers of every chain one RX frame spans.
     rx_segs: Vec<Seg>,
     /// Scratch for those chains: head index, capacity in bytes.
-    rx_chains: Vec<(u16, u32)>,
+    rx_chains: Vec<(u16, u64)>,
 }
 
 impl VirtioNetPort {
@@ -339,6 +359,9 @@ impl VirtioNetPort {
             hdr_len: VirtioNetHdr::LEN_LEGACY,
             generation: 0,
             stats: PortStats::default(),
+            irq: Arc::new(IrqCounters::default()),
+            broken: false,
+            faults_seen: fault::fault_count(),
             segs: Vec::with_capacity(CHAIN_DESCS_MAX),
             rx_segs: Vec::with_capacity(CHAIN_DESCS_MAX * 2),
             rx_chains: Vec::with_capacity(RX_CHAINS_MAX),
@@ -357,6 +380,19 @@ impl VirtioNetPort {
     /// stopped if they no longer fit. Memory with more regions than the
     /// device accepts (8) is refused: nothing runs until the next table.
     pub fn set_memory(&mut self, mem: Option<GuestMemoryMmap>) {
+        let mem = mem.and_then(|m| {
+            GuestMemory::new(m)
+                .map_err(|e| warn!(pair = self.pair, "memory table refused: {e}"))
+                .ok()
+        });
+        self.set_guest_memory(mem);
+    }
+
+    /// [`VirtioNetPort::set_memory`] with memory already registered with
+    /// the fault handler (the device registers a table once for all its
+    /// pairs). Refused (nothing runs) while the pair is broken.
+    pub fn set_guest_memory(&mut self, mem: Option<GuestMemory>) {
+        let mem = mem.filter(|_| !self.broken);
         self.mem = mem.and_then(|m| {
             GuestMap::new(m)
                 .map_err(|e| warn!(pair = self.pair, "memory table refused: {e}"))
@@ -435,8 +471,15 @@ impl VirtioNetPort {
     }
 
     /// SET_VRING_CALL: the eventfd that interrupts the guest (None: polling).
-    pub fn set_vring_call(&mut self, kind: QueueKind, call: Option<File>) {
+    /// Anything but an eventfd is refused (the old one stays); it is made
+    /// non-blocking.
+    pub fn set_vring_call(&mut self, kind: QueueKind, call: Option<File>) -> Result<(), FdError> {
+        let call = match call {
+            Some(f) => Some(Arc::new(CallFd::new(f, self.irq.clone())?)),
+            None => None,
+        };
         self.vring_mut(kind).call = call;
+        Ok(())
     }
 
     /// SET_VRING_KICK: the kick eventfd, which also starts the vring: its
@@ -444,6 +487,9 @@ impl VirtioNetPort {
     /// pointers, each checked to lie inside one memory region and aligned.
     /// Returns false (and leaves it stopped) if they do not.
     pub fn start_vring(&mut self, kind: QueueKind, kick: Option<File>) -> bool {
+        if self.broken {
+            return false;
+        }
         let Some(map) = self.mem.as_ref() else {
             return false;
         };
@@ -480,9 +526,46 @@ impl VirtioNetPort {
         let pair = self.pair;
         let generation = self.generation + 1;
         let stats = self.stats;
+        let irq = self.irq.clone();
         *self = VirtioNetPort::new(pair);
         self.generation = generation;
         self.stats = stats;
+        self.irq = irq;
+    }
+
+    /// Is the pair stopped because its guest memory faulted? It stays so
+    /// until [`VirtioNetPort::reset`] (the frontend goes).
+    pub fn is_broken(&mut self) -> bool {
+        self.check_fault();
+        self.broken
+    }
+
+    /// Looks whether the guest memory faulted since the last look (one
+    /// load when no fault happened anywhere); if it did, the pair stops:
+    /// see [`PortStats::guest_faults`].
+    fn check_fault(&mut self) {
+        let n = fault::fault_count();
+        if n == self.faults_seen {
+            return;
+        }
+        self.faults_seen = n;
+        if !self.mem.as_ref().is_some_and(GuestMap::faulted) {
+            return;
+        }
+        self.stats.guest_faults += 1;
+        self.broken = true;
+        static LAST_S: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+        if crate::log_allowed(&LAST_S) {
+            warn!(
+                pair = self.pair,
+                "guest memory faulted (the frontend shrank the file behind it): queue pair stopped until the frontend reconnects"
+            );
+        }
+        // The rings are not flushed: their memory is gone.
+        self.rx.rings = None;
+        self.tx.rings = None;
+        self.mem = None;
+        self.generation += 1;
     }
 
     /// The size or addresses of vring `kind` changed: a running one is
@@ -516,15 +599,19 @@ impl VirtioNetPort {
         self.mem.is_some() && self.rx.running() && self.tx.running()
     }
 
-    /// The TX queue's kick eventfd, for the worker's epoll set. Readable when
-    /// the guest kicked; the worker drains it with [`VirtioNetPort::drain_tx_kick`].
+    /// The TX queue's kick eventfd, for the worker's epoll set. Every kick
+    /// is an edge (an eventfd wakes its waiters on every write), so a
+    /// worker can watch it edge-triggered and never read it: the
+    /// frontend shares the descriptor and could make it blocking again.
     pub fn tx_kick_fd(&self) -> Option<BorrowedFd<'_>> {
         self.tx.kick.as_ref().map(|f| f.as_fd())
     }
 
     /// Reads the TX kick eventfd's counter, so a level-triggered epoll stops
-    /// reporting it. Call only when epoll said it is readable (the fd may be
-    /// blocking).
+    /// reporting it. The device accepts only eventfds and makes them
+    /// non-blocking, so this does not block unless the frontend made its
+    /// descriptor blocking again; workers watch the kick edge-triggered
+    /// instead (see [`VirtioNetPort::tx_kick_fd`]).
     pub fn drain_tx_kick(&mut self) {
         if let Some(kick) = &self.tx.kick {
             let mut buf = [0u8; 8];
@@ -534,7 +621,12 @@ impl VirtioNetPort {
 
     /// A copy of the counters.
     pub fn stats(&self) -> PortStats {
-        self.stats
+        // Relaxed: counters only; they order nothing.
+        PortStats {
+            interrupts: self.irq.sent.load(Ordering::Relaxed),
+            interrupts_dropped: self.irq.dropped.load(Ordering::Relaxed),
+            ..self.stats
+        }
     }
 
     /// The virtio-net header length in use (12, or 10 for legacy drivers).
@@ -583,15 +675,18 @@ impl VirtioNetPort {
             };
             taken += 1;
             prefetch_ahead(map, rings, idx);
-            let walked = chain::walk(map, rings.desc_table(), head, indirect, false, segs);
+            // At most CHAIN_BYTES_MAX, so it fits a usize.
+            let walked = chain::walk(map, rings.desc_table(), head, indirect, false, segs)
+                .ok()
+                .and_then(|total| usize::try_from(total).ok());
             match walked {
-                Ok(total) if total as usize > hdr_len => {
+                Some(total) if total > hdr_len => {
                     let mut hdr = VirtioNetHdr::default();
                     let frame = TxFrame {
                         _map: map,
                         segs,
                         skip: 0,
-                        len: total as usize,
+                        len: total,
                     };
                     let hdr_bytes = &mut vm_memory::ByteValued::as_mut_slice(&mut hdr)[..hdr_len];
                     match segs.first() {
@@ -607,19 +702,20 @@ impl VirtioNetPort {
                     }
                     let frame = TxFrame {
                         skip: hdr_len,
-                        len: total as usize - hdr_len,
+                        len: total - hdr_len,
                         ..frame
                     };
                     more = f(&frame, &hdr);
                     stats.tx_pkts += 1;
                     stats.tx_bytes += frame.len as u64;
                 }
-                Ok(_) | Err(_) => stats.tx_bad_chains += 1,
+                _ => stats.tx_bad_chains += 1,
             }
             // TX: the device writes nothing, so every used length is 0.
             write_used(rings, idx, head, 0);
         }
         publish_used(rings, idx);
+        self.check_fault();
         taken
     }
 
@@ -749,8 +845,7 @@ impl VirtioNetPort {
                         // Cannot happen: the chain holds `need` bytes.
                         stats.ring_errors += 1;
                     }
-                    // need <= len <= CHAIN_BYTES_MAX < u32::MAX.
-                    write_used(rings, idx, head, need as u32);
+                    write_used(rings, idx, head, need);
                     stats.rx_pkts += 1;
                     stats.rx_bytes += frame.len() as u64;
                     return Ok(());
@@ -763,8 +858,7 @@ impl VirtioNetPort {
                         return Err(RxError::TooLarge);
                     }
                     rx_segs.extend_from_slice(segs);
-                    // len <= CHAIN_BYTES_MAX < u32::MAX.
-                    rx_chains.push((head, len as u32));
+                    rx_chains.push((head, len));
                     cap += len;
                 }
                 _ => {
@@ -786,8 +880,9 @@ impl VirtioNetPort {
             }
         }
         let mut h = *hdr;
-        // rx_chains.len() <= RX_CHAINS_MAX (1 without MRG_RXBUF).
-        h.num_buffers = (rx_chains.len() as u16).to_le();
+        // rx_chains.len() <= RX_CHAINS_MAX (1 without MRG_RXBUF), so the
+        // saturation never happens.
+        h.num_buffers = u16::try_from(rx_chains.len()).unwrap_or(u16::MAX).to_le();
         let hdr_bytes = &vm_memory::ByteValued::as_slice(&h)[..hdr_len];
         // SAFETY: every segment in rx_segs was made by chain::walk against
         // `map` during this call, and `map` is borrowed from self.mem until
@@ -799,9 +894,9 @@ impl VirtioNetPort {
         }
         let mut left = need;
         for &(head, chain_cap) in rx_chains.iter() {
-            let used = left.min(u64::from(chain_cap));
+            let used = left.min(chain_cap);
             left -= used;
-            write_used(rings, idx, head, used as u32);
+            write_used(rings, idx, head, used);
         }
         stats.rx_pkts += 1;
         stats.rx_bytes += frame.len() as u64;
@@ -814,20 +909,23 @@ impl VirtioNetPort {
     /// interrupt the guest: [`VirtioNetPort::notify_rx`] does both.
     pub fn rx_flush(&mut self) {
         self.rx.flush();
+        self.check_fault();
     }
 
     /// Publishes pending RX frames ([`VirtioNetPort::rx_flush`]), then
     /// interrupts the guest for RX if it wants one (EVENT_IDX: only when the
     /// used index crossed its `used_event`; otherwise unless it set
-    /// NO_INTERRUPT). Call once per batch.
-    pub fn notify_rx(&mut self) {
+    /// NO_INTERRUPT). Call once per batch. The interrupt is returned, to
+    /// be sent after the pair's lock is released.
+    pub fn notify_rx(&mut self) -> Interrupt {
         self.rx.flush();
-        self.notify(QueueKind::Rx);
+        self.notify(QueueKind::Rx)
     }
 
-    /// Interrupts the guest for completed TX chains if it wants one.
-    pub fn notify_tx_done(&mut self) {
-        self.notify(QueueKind::Tx);
+    /// Decides whether the guest wants an interrupt for completed TX
+    /// chains; send the one returned after releasing the pair's lock.
+    pub fn notify_tx_done(&mut self) -> Interrupt {
+        self.notify(QueueKind::Tx)
     }
 
     /// Asks the guest to kick on new TX work (before the worker sleeps) and
@@ -845,6 +943,7 @@ impl VirtioNetPort {
     /// look again after a timeout. Returns true when that many entries are
     /// already pending (work now). Without EVENT_IDX, `more` is ignored.
     pub fn enable_tx_notifications_after(&mut self, more: u16) -> bool {
+        self.check_fault();
         let Some(rings) = running_rings(&self.mem, &self.tx) else {
             return false;
         };
@@ -878,32 +977,31 @@ impl VirtioNetPort {
     pub fn disable_tx_notifications(&mut self) {
         if let Some(rings) = running_rings(&self.mem, &self.tx) {
             if !self.tx.event_idx {
-                rings.set_used_flags(VRING_USED_F_NO_NOTIFY as u16);
+                rings.set_used_flags(VRING_USED_F_NO_NOTIFY);
             }
         }
     }
 
-    fn notify(&mut self, kind: QueueKind) {
+    fn notify(&mut self, kind: QueueKind) -> Interrupt {
+        self.check_fault();
         if self.mem.is_none() {
-            return;
+            return Interrupt::NONE;
         }
         let v = match kind {
             QueueKind::Rx => &mut self.rx,
             QueueKind::Tx => &mut self.tx,
         };
         if !v.enabled || v.idx.unsignalled == 0 {
-            return;
+            return Interrupt::NONE;
         }
         let Some(rings) = v.rings.as_ref() else {
-            return;
+            return Interrupt::NONE;
         };
         let wants = guest_wants_interrupt(rings, &v.idx, v.event_idx);
         v.idx.unsignalled = 0;
-        if wants {
-            if let Some(call) = &v.call {
-                let _ = (&*call).write(&1u64.to_ne_bytes());
-                self.stats.interrupts += 1;
-            }
+        match &v.call {
+            Some(call) if wants => Interrupt::to(call),
+            _ => Interrupt::NONE,
         }
     }
 
@@ -975,9 +1073,12 @@ fn prefetch_ahead(map: &GuestMap, rings: &VringMem, idx: &Cursor) {
     }
 }
 
-/// Writes one used element at `next_used` without publishing it.
+/// Writes one used element at `next_used` without publishing it. `len` is
+/// at most a chain's bytes (CHAIN_BYTES_MAX), so the saturation to the
+/// used element's u32 never happens.
 #[inline]
-fn write_used(rings: &VringMem, idx: &mut Cursor, head: u16, len: u32) {
+fn write_used(rings: &VringMem, idx: &mut Cursor, head: u16, len: u64) {
+    let len = u32::try_from(len).unwrap_or(u32::MAX);
     rings.set_used_elem(idx.next_used.0, u32::from(head), len);
     idx.next_used += Wrapping(1);
     idx.unsignalled = idx.unsignalled.wrapping_add(1);
@@ -1007,7 +1108,7 @@ fn guest_wants_interrupt(rings: &VringMem, idx: &Cursor, event_idx: bool) -> boo
         // vring_need_event(): did used_event fall in (old, new]?
         (new - used_event - Wrapping(1)) < (new - old)
     } else {
-        rings.avail_flags() & VRING_AVAIL_F_NO_INTERRUPT as u16 == 0
+        rings.avail_flags() & VRING_AVAIL_F_NO_INTERRUPT == 0
     }
 }
 
@@ -1065,4 +1166,5 @@ unsafe fn write_segs(segs: &[Seg], offset: usize, data: &[u8]) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::cast_possible_truncation)]
 mod tests;

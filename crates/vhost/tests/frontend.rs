@@ -141,7 +141,7 @@ fn handshake_and_one_frame_each_way() {
             true
         });
         assert_eq!(n, 1);
-        p.notify_tx_done();
+        p.notify_tx_done().send();
         assert!(!p.enable_tx_notifications());
     }
     assert_eq!(seen, vec![(VirtioNetHdr::default(), frame.clone())]);
@@ -159,7 +159,7 @@ fn handshake_and_one_frame_each_way() {
         let mut p = port.lock().unwrap();
         assert_eq!(p.rx_space(), 1);
         p.rx_push(&VirtioNetHdr::default(), &frame).unwrap();
-        p.notify_rx();
+        p.notify_rx().send();
     }
     assert_eq!(mem.read_obj::<u16>(GuestAddress(RX.2 + 2)).unwrap(), 1);
     assert_eq!(mem.read_obj::<u32>(GuestAddress(RX.2 + 8)).unwrap(), 76);

@@ -1192,6 +1192,40 @@ impl Guest {
             || matches!(r, Err(ref e) if e.kind() == std::io::ErrorKind::ConnectionReset)
     }
 
+    /// The memfd behind the guest memory (a hostile frontend shrinks it).
+    /// Once it is shrunk, nothing of this guest that touches its memory may
+    /// be called: only `kick_tx`, `replace_call` and dropping it.
+    pub fn memory_file(&self) -> &File {
+        self.mem
+            .iter()
+            .next()
+            .and_then(|r| r.file_offset())
+            .map(|f| f.file())
+            .expect("file-backed guest memory")
+    }
+
+    /// Kicks `pair`'s TX queue whether or not the device asked (touches no
+    /// guest memory).
+    pub fn kick_tx(&self, pair: usize) {
+        let _ = self.pairs[pair].tx.kick.write(1);
+    }
+
+    /// Sends SET_VRING_CALL for vring `index` (2 * pair for RX, + 1 for TX)
+    /// with `call`, which the guest then waits on.
+    pub fn replace_call(&mut self, index: usize, call: EventFd) -> Result<(), String> {
+        self.fe
+            .set_vring_call(index, &call)
+            .map_err(|e| format!("SET_VRING_CALL: {e}"))?;
+        let p = &mut self.pairs[index / 2];
+        let vq = if index.is_multiple_of(2) {
+            &mut p.rx
+        } else {
+            &mut p.tx
+        };
+        vq.call = call;
+        Ok(())
+    }
+
     /// Closes the connection (the frontend goes away, like QEMU quitting).
     pub fn disconnect(self) {
         drop(self);
