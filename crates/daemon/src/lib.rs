@@ -107,12 +107,32 @@ pub fn serve_until_signalled(cfg: Config) -> Result<(), DaemonError> {
     let d = Daemon::start(cfg)?;
     // Acquire: pairs with the signal handler's store.
     while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
     info!("stopping");
-    drop(d);
+    // Stopping joins every thread; each one notices its stop at once, but
+    // the process must go within a second whatever a peer does, so the
+    // wait is bounded and what is left is ended with the process.
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let stopper = std::thread::Builder::new()
+        .name("rs-stop".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            drop(d);
+            let _ = done.send(());
+        });
+    if stopper.is_ok() && finished.recv_timeout(STOP_WAIT).is_err() {
+        warn!(
+            wait_ms = STOP_WAIT.as_millis() as u64,
+            "some threads did not stop in time; exiting without waiting for them"
+        );
+    }
     Ok(())
 }
+
+/// How long [`serve_until_signalled`] waits for the daemon's threads once
+/// a stop signal arrived (with the signal's own detection, under a second).
+pub const STOP_WAIT: Duration = Duration::from_millis(800);
 
 /// Replays a saved configuration, request by request: what cannot be
 /// recreated (an interface that is gone) is logged and left out, and the
@@ -469,6 +489,11 @@ fn handle(
     if changes_config && res.is_ok() {
         r.save_config();
     }
+    // Threads of removed ports are joined after the lock is released, so
+    // one that is slow to stop never holds up other requests.
+    let retired = r.take_retired();
+    drop(r);
+    drop(retired);
     match res {
         Ok((v, fds)) => (
             Reply {

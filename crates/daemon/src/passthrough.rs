@@ -110,11 +110,24 @@ impl PassthroughServer {
     }
 }
 
+impl PassthroughServer {
+    /// Tells the thread to stop without waiting for it (never blocks: the
+    /// registry calls it under its lock and joins after unlocking).
+    pub fn request_stop(&self) {
+        self.stop.signal();
+    }
+}
+
 impl Drop for PassthroughServer {
     fn drop(&mut self) {
-        self.stop.signal();
+        self.request_stop();
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            // The thread itself may drop the last reference to the registry
+            // (it renews its port's memory through it) while the daemon
+            // stops: it cannot join itself.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
         let _ = std::fs::remove_file(&self.path);
     }

@@ -105,6 +105,22 @@ enum Handle {
     Pipe { key: String, end: usize },
 }
 
+/// Threads the registry stopped while it held its lock: their stop was
+/// requested at once (which never blocks), and they are joined when this is
+/// dropped, which the caller does after unlocking, so the registry lock is
+/// never held across a join (a thread stuck on a peer would otherwise hang
+/// every request).
+#[must_use = "dropping joins the threads: do it after unlocking the registry"]
+#[derive(Default)]
+pub struct Retired(Vec<Box<dyn Send>>);
+
+impl Retired {
+    /// Nothing to join.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The registry. One lock around all of it: only the control plane takes it.
 pub struct Registry {
     cfg: SwitchConfig,
@@ -118,6 +134,9 @@ pub struct Registry {
     state: Option<std::path::PathBuf>,
     /// Where the configuration is saved (`serve --config`).
     config: Option<std::path::PathBuf>,
+    /// Threads stopped under the lock, to be joined after it (see
+    /// [`Registry::take_retired`]).
+    retired: Retired,
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorReply {
@@ -143,6 +162,38 @@ impl Registry {
             workers,
             state: None,
             config: None,
+            retired: Retired::default(),
+        }
+    }
+
+    /// The threads of ports and pipes removed since the last call, already
+    /// told to stop. Drop the result after unlocking the registry: that
+    /// joins them.
+    pub fn take_retired(&mut self) -> Retired {
+        std::mem::take(&mut self.retired)
+    }
+
+    fn retire_vm(&mut self, vm: Option<Box<VmEntry>>) {
+        if let Some(vm) = vm {
+            vm.thread.request_stop();
+            self.retired.0.push(vm);
+        }
+    }
+
+    fn retire_pt(&mut self, pt: Option<Box<PassthroughServer>>) {
+        if let Some(pt) = pt {
+            pt.request_stop();
+            self.retired.0.push(pt);
+        }
+    }
+
+    /// Removes a pipe, retiring its passthrough servers.
+    fn remove_pipe(&mut self, key: &str) {
+        if let Some(mut p) = self.pipes.remove(key) {
+            for e in 0..2 {
+                let pt = p.pt[e].take().map(Box::new);
+                self.retire_pt(pt);
+            }
         }
     }
 
@@ -453,14 +504,16 @@ impl Registry {
             return;
         };
         let mut released = None;
-        if let Some(p) = s.ports.remove(port) {
+        let mut threads = (None, None);
+        if let Some(mut p) = s.ports.remove(port) {
             for &(id, w) in &p.assigned {
                 if let Some(w) = self.workers.get(w) {
                     w.unassign(id);
                 }
             }
-            // A VM port's protocol thread stops here (dropping it joins).
-            drop(p.vm);
+            // A VM port's protocol thread and a passthrough port's server
+            // are told to stop here and joined after the lock is released.
+            threads = (p.vm.take(), p.pt.take());
             s.switch.detach(p.port.index);
             info!(port = %p.port.name, "port removed");
             released = p.iface.map(|i| (p.port, i));
@@ -469,6 +522,8 @@ impl Registry {
             self.switches.remove(sw);
             info!(switch = sw, "switch removed with its last port");
         }
+        self.retire_vm(threads.0);
+        self.retire_pt(threads.1);
         if let Some((port, i)) = released {
             // The interface goes back to the kernel when the last reference
             // to its queues goes: the workers drop theirs on their next
@@ -644,8 +699,8 @@ impl Registry {
                         format!("pipe {base}{{{id} is open by a client: close it first"),
                     ));
                 }
-                // Dropping the entry stops its passthrough servers.
-                self.pipes.remove(&key);
+                // Its passthrough servers stop (joined after the lock).
+                self.remove_pipe(&key);
                 Ok(())
             }
             Target::Nic { ifname } => Err(nic_unsupported(ifname)),
