@@ -1,0 +1,167 @@
+//! Lifecycle attacks (issue 15): a vhost-user frontend that never accepts
+//! the daemon's connection, replies too large for one message, and pipe
+//! ends reopened by a new owner while a former owner kept the memory. Each
+//! goes through the real control socket of a running daemon and checks the
+//! daemon keeps answering and other ports keep forwarding.
+
+mod common;
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ringswitch_client::Port;
+use ringswitch_control::{Connection, PortInfo, PortStats, Request, VhostUserSpec};
+
+/// Generous: a loaded machine is slow, but a hang never ends.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Runs `f` on its own thread and waits for it at most [`DEADLINE`]: a
+/// request that hangs fails the test instead of hanging it. Returns the
+/// result and how long it took.
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> (T, Duration) {
+    let (tx, rx) = mpsc::channel();
+    let t0 = Instant::now();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(DEADLINE) {
+        Ok(v) => (v, t0.elapsed()),
+        Err(_) => panic!("{what} did not return within {DEADLINE:?}: the daemon hangs"),
+    }
+}
+
+/// A non-blocking connect to a stream socket; `None` when the listener's
+/// backlog is full (`EAGAIN`).
+fn try_connect(path: &Path) -> Option<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: sockaddr_un is plain data; all-zero is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket() with constant arguments.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    assert!(raw >= 0);
+    // SAFETY: a fresh descriptor.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: connect with a valid, NUL-terminated sockaddr_un.
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        return Some(fd);
+    }
+    let e = std::io::Error::last_os_error();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(libc::EAGAIN),
+        "connecting to the test's listener: {e}"
+    );
+    None
+}
+
+/// A "frontend" listening with a backlog of 0 that never accepts, its
+/// backlog filled: a blocking connect to it never returns.
+fn full_listener(path: &Path) -> (UnixListener, Vec<OwnedFd>) {
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path).unwrap();
+    // SAFETY: listen on our own bound socket (again: it sets the backlog).
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let mut held = Vec::new();
+    while let Some(fd) = try_connect(path) {
+        held.push(fd);
+        assert!(held.len() < 64, "the backlog never filled");
+    }
+    (l, held)
+}
+
+/// Frames from `a` reach `b` through switch `sw`.
+fn forwards(s: &Path, sw: &str) {
+    let mut a = Port::open_at(s, &format!("{sw}:fa")).unwrap();
+    let mut b = Port::open_at(s, &format!("{sw}:fb")).unwrap();
+    let frames: Vec<Vec<u8>> = (0..8).map(|i| frame(mac(2), mac(1), 60, i)).collect();
+    let deadline = Instant::now() + DEADLINE;
+    let mut got = Vec::new();
+    // Broadcast first so the bridge learns b; then unicast to it.
+    send(&mut b, &[frame([0xff; 6], mac(2), 60, 999)]);
+    let _ = recv(&mut a, Duration::from_secs(5));
+    assert_eq!(send(&mut a, &frames), frames.len());
+    while got.len() < frames.len() && Instant::now() < deadline {
+        got.extend(recv(&mut b, Duration::from_secs(5)).iter().map(|f| tag_of(f)));
+    }
+    assert_eq!(got, (0..8).collect::<Vec<u32>>(), "{sw}: a -> b");
+}
+
+#[test]
+fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_daemon() {
+    let d = daemon("never-accepts");
+    let s = d.socket().to_path_buf();
+    let fe = std::env::temp_dir().join(format!("rs-test-{}-fe.sock", std::process::id()));
+    let (_listener, _held) = full_listener(&fe);
+    let mut c = Connection::connect(&s).unwrap();
+    c.call(&Request::PortAdd {
+        name: "vale0:vm".into(),
+        vhost_user: Some(VhostUserSpec {
+            path: fe.display().to_string(),
+            client: true,
+            queues: 1,
+            offloads: true,
+        }),
+        passthrough: None,
+    })
+    .unwrap();
+    // Other requests answer while the port's thread tries to connect.
+    let list: Vec<PortInfo> = c.call_as(&Request::PortList { switch: None }).unwrap().0;
+    assert!(list.iter().any(|p| p.name == "vale0:vm" && !p.open));
+    // Deleting the port stops its thread wherever it is.
+    let (res, took) = within("port-del of the VM port", move || {
+        c.call(&Request::PortDel {
+            name: "vale0:vm".into(),
+        })
+        .map(|_| c)
+    });
+    let mut c = res.unwrap();
+    eprintln!("port-del returned after {took:?}");
+    // Everything else still works: requests on a new connection, and
+    // traffic between two other ports.
+    let (res, _) = within("port-list after the delete", move || {
+        let mut c2 = Connection::connect(&s).unwrap();
+        c2.call_as::<Vec<PortInfo>>(&Request::PortList { switch: None })
+            .map(|(v, _)| v)
+    });
+    assert!(res.unwrap().iter().all(|p| p.name != "vale0:vm"));
+    let _: Vec<PortStats> = c.call_as(&Request::Stats { switch: None }).unwrap().0;
+    forwards(d.socket(), "vale0");
+    // A daemon whose VM port is still trying to connect stops all the same:
+    // dropping it joins every thread.
+    c.call(&Request::PortAdd {
+        name: "vale0:vm2".into(),
+        vhost_user: Some(VhostUserSpec {
+            path: fe.display().to_string(),
+            client: true,
+            queues: 1,
+            offloads: true,
+        }),
+        passthrough: None,
+    })
+    .unwrap();
+    drop(c);
+    let (_, took) = within("stopping the daemon", move || drop(d));
+    eprintln!("the daemon stopped after {took:?}");
+    let _ = std::fs::remove_file(&fe);
+}
