@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod listen;
+mod page;
 pub mod passthrough;
 pub mod registry;
 pub mod signals;
@@ -364,6 +365,19 @@ fn give_back_free_memory() {
 
 fn send_reply(sock: &SeqPacket, reply: &Reply, fds: &[BorrowedFd<'_>]) -> bool {
     match serde_json::to_vec(reply) {
+        Ok(bytes) if bytes.len() > MAX_UNPAGED_REPLY => {
+            // Only a listing asked for whole grows this large: say how to
+            // ask for it instead of failing the connection.
+            let e = Reply::err(ErrorReply::new(
+                ErrorCode::Limit,
+                format!(
+                    "the reply is {} bytes, more than one message carries ({MAX_UNPAGED_REPLY}): \
+                     ask for it in pages with the page request (docs/protocol.md)",
+                    bytes.len()
+                ),
+            ));
+            send_reply(sock, &e, &[])
+        }
         // Never block the control plane on one client: a client that does not
         // read its replies until its socket is full is disconnected.
         Ok(bytes) => sock.try_send(&bytes, fds).is_ok(),
@@ -425,6 +439,8 @@ fn handle(
     registry: &Mutex<Registry>,
 ) -> (Reply, Vec<std::os::fd::OwnedFd>) {
     let mut r = lock(registry);
+    // The cursor of the next page, for a page of a listing.
+    let mut next = None;
     let changes_config = matches!(
         req,
         Request::SwitchAdd { .. }
@@ -485,6 +501,12 @@ fn handle(
             .attach(&switch, nic.as_ref(), host.as_ref())
             .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
         Request::Detach { name } => r.detach(&name).map(|_| (serde_json::Value::Null, vec![])),
+        Request::Page { request, after } => listing(&r, *request)
+            .and_then(|v| page::page(v, &after))
+            .map(|(v, n)| {
+                next = n;
+                (v, vec![])
+            }),
     };
     if changes_config && res.is_ok() {
         r.save_config();
@@ -500,9 +522,27 @@ fn handle(
                 ok: true,
                 result: Some(v),
                 error: None,
+                next,
             },
             fds,
         ),
         Err(e) => (Reply::err(e), vec![]),
     }
+}
+
+/// The whole listing a page is cut from.
+fn listing(r: &Registry, req: Request) -> Result<serde_json::Value, ErrorReply> {
+    let v = match req {
+        Request::SwitchList => serde_json::to_value(r.switch_list()),
+        Request::PortList { switch } => serde_json::to_value(r.port_list(switch.as_deref())?),
+        Request::Stats { switch } => serde_json::to_value(r.stats(switch.as_deref())?),
+        Request::Macs { switch } => serde_json::to_value(r.macs(&switch)?),
+        _ => {
+            return Err(ErrorReply::new(
+                ErrorCode::BadRequest,
+                "only listings come in pages: switch-list, port-list, stats and macs",
+            ))
+        }
+    };
+    v.map_err(|e| ErrorReply::new(ErrorCode::Internal, format!("encoding the listing: {e}")))
 }

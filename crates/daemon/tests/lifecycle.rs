@@ -165,3 +165,84 @@ fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_dae
     eprintln!("the daemon stopped after {took:?}");
     let _ = std::fs::remove_file(&fe);
 }
+
+/// `n` persistent ring ports over switches of 250, small so that they
+/// cost little memory.
+fn many_ports(c: &mut Connection, n: usize) -> Vec<String> {
+    let names: Vec<String> = (0..n)
+        .map(|i| format!("vale{}:port-{i:05}", i / 250))
+        .collect();
+    for name in &names {
+        c.call(&Request::PortAdd {
+            name: format!("{name}@conf:slots=64"),
+            vhost_user: None,
+            passthrough: None,
+        })
+        .unwrap();
+    }
+    names
+}
+
+#[test]
+fn listings_of_a_thousand_ports_come_in_pages_and_whole_ones_get_a_clear_error() {
+    use ringswitch_control::proto::{ErrorCode, Reply, MAX_MESSAGE};
+    use ringswitch_control::SeqPacket;
+    let d = daemon("pages");
+    let mut c = Connection::connect(d.socket()).unwrap();
+    let mut names = many_ports(&mut c, 1000);
+    names.sort();
+    // The client library asks in pages and puts them together.
+    let stats: Vec<PortStats> = c.call_as(&Request::Stats { switch: None }).unwrap().0;
+    let mut got: Vec<String> = stats.into_iter().map(|p| p.name).collect();
+    got.sort();
+    assert_eq!(got, names);
+    let list: Vec<PortInfo> = c.call_as(&Request::PortList { switch: None }).unwrap().0;
+    assert_eq!(list.len(), 1000);
+    // On the wire: each page is one message within MAX_MESSAGE, and the
+    // last one has no `next`.
+    let raw = SeqPacket::connect(d.socket()).unwrap();
+    let mut buf = SeqPacket::reply_buffer();
+    let mut ask = |req: &Request| -> Reply {
+        raw.send(&serde_json::to_vec(req).unwrap(), &[]).unwrap();
+        let m = raw.recv(&mut buf).unwrap();
+        assert!(m.len > 0 && m.len <= MAX_MESSAGE, "a reply of {} bytes", m.len);
+        serde_json::from_slice(&buf[..m.len]).unwrap()
+    };
+    let mut after = String::new();
+    let mut pages = 0;
+    let mut seen = 0;
+    loop {
+        let r = ask(&Request::Page {
+            request: Box::new(Request::Stats { switch: None }),
+            after: after.clone(),
+        });
+        assert!(r.ok, "{:?}", r.error);
+        seen += r.result.unwrap().as_array().unwrap().len();
+        pages += 1;
+        match r.next {
+            Some(n) => after = n,
+            None => break,
+        }
+    }
+    assert_eq!(seen, 1000);
+    assert!(pages > 1, "1000 ports fit in one page?");
+    // Asked whole, a listing too large for a message is a clear error, and
+    // the connection goes on.
+    let r = ask(&Request::Stats { switch: None });
+    assert!(!r.ok);
+    let e = r.error.unwrap();
+    assert_eq!(e.code, ErrorCode::Limit);
+    assert!(e.message.contains("pages"), "{}", e.message);
+    let r = ask(&Request::SwitchList);
+    assert!(r.ok);
+    // Only listings come in pages.
+    let r = ask(&Request::Page {
+        request: Box::new(Request::PortDel {
+            name: "vale0:port-00000".into(),
+        }),
+        after: String::new(),
+    });
+    assert_eq!(r.error.unwrap().code, ErrorCode::BadRequest);
+    // Other ports keep forwarding.
+    forwards(d.socket(), "vale9");
+}
