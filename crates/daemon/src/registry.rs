@@ -96,6 +96,10 @@ struct PipeEntry {
     id: String,
     /// Per end, the ivshmem server of a passthrough end.
     pt: [Option<PassthroughServer>; 2],
+    /// The connection that closed an end while the other end stayed open:
+    /// it may keep the memory mapped, so no other client gets an end of
+    /// this region; the pipe gets a fresh one once both ends are closed.
+    former: Option<ConnId>,
 }
 
 /// What an open handle refers to.
@@ -569,6 +573,7 @@ impl Registry {
                 base: base.to_string(),
                 id: id.to_string(),
                 pt: [None, None],
+                former: None,
             },
         );
         info!(pipe = %n0, "pipe created");
@@ -922,6 +927,18 @@ impl Registry {
                         format!("pipe end {pn} is already open by another client"),
                     ));
                 }
+                if p.former.is_some_and(|f| f != conn) {
+                    // Handing this region to a new client would let the
+                    // former one, which may still map it, read its traffic.
+                    let other = if e == 0 { '}' } else { '{' };
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!(
+                            "pipe end {pn} was open by another client that may still map the pipe's memory; \
+                             the pipe gets fresh memory once its other end {base}{other}{id} is closed too"
+                        ),
+                    ));
+                }
                 let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
                     let mut v = vec![p.region.dup_fd()?];
                     for irq in p.irq[e].iter().chain(p.irq[1 - e].iter()) {
@@ -1003,6 +1020,10 @@ impl Registry {
                     return Ok(());
                 };
                 p.open_by[end] = None;
+                if p.open_by[1 - end].is_some() {
+                    // The other end stays with the memory this client saw.
+                    p.former = Some(conn);
+                }
                 if p.open_by.iter().all(Option::is_none) {
                     let p = self.pipes.remove(&key).expect("present");
                     if p.persistent {

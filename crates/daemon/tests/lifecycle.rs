@@ -246,3 +246,122 @@ fn listings_of_a_thousand_ports_come_in_pages_and_whole_ones_get_a_clear_error()
     // Other ports keep forwarding.
     forwards(d.socket(), "vale9");
 }
+
+/// A read-only view of a whole memfd, as a client that kept it maps it.
+struct Kept {
+    ptr: *const u8,
+    len: usize,
+    _fd: OwnedFd,
+}
+
+impl Kept {
+    fn map(fd: OwnedFd) -> Kept {
+        // SAFETY: fstat into a local struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat on an open descriptor we own.
+        assert_eq!(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) }, 0);
+        let len = st.st_size as usize;
+        // SAFETY: a shared read-only mapping of the whole file; nothing
+        // shrinks it (the region is sealed against shrinking).
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED);
+        Kept {
+            ptr: ptr.cast(),
+            len,
+            _fd: fd,
+        }
+    }
+
+    /// Whether `pat` appears anywhere in the memory.
+    fn contains(&self, pat: &[u8]) -> bool {
+        // SAFETY: the mapping is `len` readable bytes for our lifetime.
+        let m = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
+        m.windows(pat.len()).any(|w| w == pat)
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `map` mapped.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// Frames with `marker` in them, tagged 0..n.
+fn marked(marker: &[u8], n: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let mut f = frame(mac(2), mac(1), 120, i);
+            f[18..18 + marker.len()].copy_from_slice(marker);
+            f
+        })
+        .collect()
+}
+
+#[test]
+fn a_former_pipe_end_owner_that_kept_the_memory_never_sees_the_next_owners_frames() {
+    use ringswitch_control::proto::{ErrorCode, OpenReply};
+    use ringswitch_control::CallError;
+    let d = daemon("pipe-owner");
+    let s = d.socket().to_path_buf();
+    // The old holder of x{1: opens it, keeps the memfd, closes (by hanging
+    // up, as a process that exits after passing the fd on would).
+    let mut old = Connection::connect(&s).unwrap();
+    let (_, mut fds): (OpenReply, _) = old
+        .call_as(&Request::Open {
+            name: "x{1".into(),
+        })
+        .unwrap();
+    let kept = Kept::map(fds.remove(0));
+    // The other end stays open meanwhile.
+    let mut b = Port::open_at(&s, "x}1").unwrap();
+    drop(old);
+    // A new client cannot get x{1 of the memory the old one kept.
+    let mut c = Connection::connect(&s).unwrap();
+    let e = within("reopening the pipe end", move || {
+        let r = c.call(&Request::Open {
+            name: "x{1".into(),
+        });
+        (r.map(|_| ()), c)
+    });
+    let ((r, _c), _) = e;
+    match r {
+        Err(CallError::Daemon(e)) => {
+            assert_eq!(e.code, ErrorCode::Busy, "{}", e.message);
+            assert!(e.message.contains("x}1"), "{}", e.message);
+        }
+        other => panic!("the new owner got the old memory: {other:?}"),
+    }
+    // Once the other end closes too, the pipe is fresh: the new owners'
+    // frames never reach the memory the old holder kept.
+    drop(b.tx(0));
+    drop(b);
+    let marker = b"H4-FRESH-MEMORY!";
+    let (res, _) = within("a fresh pipe between new owners", move || {
+        let mut a2 = Port::open_at(&s, "x{1").unwrap();
+        let mut b2 = Port::open_at(&s, "x}1").unwrap();
+        let frames = marked(marker, 16);
+        assert_eq!(send(&mut a2, &frames), 16);
+        let mut got = Vec::new();
+        let deadline = Instant::now() + DEADLINE;
+        while got.len() < 16 && Instant::now() < deadline {
+            got.extend(recv(&mut b2, Duration::from_secs(5)).iter().map(|f| tag_of(f)));
+        }
+        got
+    });
+    assert_eq!(res, (0..16).collect::<Vec<u32>>(), "the new owners talk");
+    assert!(
+        !kept.contains(marker),
+        "the former owner's mapping saw the next owner's frames"
+    );
+    forwards(d.socket(), "vale0");
+}
