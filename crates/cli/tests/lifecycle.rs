@@ -79,7 +79,10 @@ fn sigterm_stops_the_daemon_whatever_its_vhost_user_peers_do() {
         .unwrap();
     let t0 = Instant::now();
     while !sock.exists() {
-        assert!(t0.elapsed() < DEADLINE, "the daemon never created its socket");
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "the daemon never created its socket"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     // A frontend that never accepts, its backlog of 0 filled.
@@ -154,7 +157,10 @@ fn ctl_stats_and_port_list_work_with_5000_ports() {
         .unwrap();
     let t0 = Instant::now();
     while !sock.exists() {
-        assert!(t0.elapsed() < DEADLINE, "the daemon never created its socket");
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "the daemon never created its socket"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut c = Connection::connect(&sock).unwrap();

@@ -225,6 +225,7 @@ impl Daemon {
             None => Vec::new(),
         };
         let registry = Arc::new(Mutex::new(registry));
+        lock(&registry).set_self(Arc::downgrade(&registry));
         if let Some(path) = &cfg.config {
             // Replayed before the file is set: a crash while restoring
             // leaves the file as it was.

@@ -102,7 +102,11 @@ fn forwards(s: &Path, sw: &str) {
     let _ = recv(&mut a, Duration::from_secs(5));
     assert_eq!(send(&mut a, &frames), frames.len());
     while got.len() < frames.len() && Instant::now() < deadline {
-        got.extend(recv(&mut b, Duration::from_secs(5)).iter().map(|f| tag_of(f)));
+        got.extend(
+            recv(&mut b, Duration::from_secs(5))
+                .iter()
+                .map(|f| tag_of(f)),
+        );
     }
     assert_eq!(got, (0..8).collect::<Vec<u32>>(), "{sw}: a -> b");
 }
@@ -205,7 +209,11 @@ fn listings_of_a_thousand_ports_come_in_pages_and_whole_ones_get_a_clear_error()
     let mut ask = |req: &Request| -> Reply {
         raw.send(&serde_json::to_vec(req).unwrap(), &[]).unwrap();
         let m = raw.recv(&mut buf).unwrap();
-        assert!(m.len > 0 && m.len <= MAX_MESSAGE, "a reply of {} bytes", m.len);
+        assert!(
+            m.len > 0 && m.len <= MAX_MESSAGE,
+            "a reply of {} bytes",
+            m.len
+        );
         serde_json::from_slice(&buf[..m.len]).unwrap()
     };
     let mut after = String::new();
@@ -316,11 +324,7 @@ fn a_former_pipe_end_owner_that_kept_the_memory_never_sees_the_next_owners_frame
     // The old holder of x{1: opens it, keeps the memfd, closes (by hanging
     // up, as a process that exits after passing the fd on would).
     let mut old = Connection::connect(&s).unwrap();
-    let (_, mut fds): (OpenReply, _) = old
-        .call_as(&Request::Open {
-            name: "x{1".into(),
-        })
-        .unwrap();
+    let (_, mut fds): (OpenReply, _) = old.call_as(&Request::Open { name: "x{1".into() }).unwrap();
     let kept = Kept::map(fds.remove(0));
     // The other end stays open meanwhile.
     let mut b = Port::open_at(&s, "x}1").unwrap();
@@ -328,9 +332,7 @@ fn a_former_pipe_end_owner_that_kept_the_memory_never_sees_the_next_owners_frame
     // A new client cannot get x{1 of the memory the old one kept.
     let mut c = Connection::connect(&s).unwrap();
     let e = within("reopening the pipe end", move || {
-        let r = c.call(&Request::Open {
-            name: "x{1".into(),
-        });
+        let r = c.call(&Request::Open { name: "x{1".into() });
         (r.map(|_| ()), c)
     });
     let ((r, _c), _) = e;
@@ -354,7 +356,11 @@ fn a_former_pipe_end_owner_that_kept_the_memory_never_sees_the_next_owners_frame
         let mut got = Vec::new();
         let deadline = Instant::now() + DEADLINE;
         while got.len() < 16 && Instant::now() < deadline {
-            got.extend(recv(&mut b2, Duration::from_secs(5)).iter().map(|f| tag_of(f)));
+            got.extend(
+                recv(&mut b2, Duration::from_secs(5))
+                    .iter()
+                    .map(|f| tag_of(f)),
+            );
         }
         got
     });
