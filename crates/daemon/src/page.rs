@@ -16,10 +16,12 @@ use serde_json::Value;
 fn key(name: &str) -> (u8, &str, &str, &str) {
     if let Some(i) = name.find([':', '{', '}']) {
         let (a, rest) = name.split_at(i);
-        if rest.starts_with(':') {
-            return (0, a, &rest[1..], "");
+        if let Some(port) = rest.strip_prefix(':') {
+            return (0, a, port, "");
         }
-        return (1, a, &rest[1..], &rest[..1]);
+        // The separator is one ASCII byte.
+        let (end, id) = rest.split_at(1);
+        return (1, a, id, end);
     }
     (2, name, "", "")
 }

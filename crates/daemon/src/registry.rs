@@ -1152,7 +1152,7 @@ impl Registry {
                 else {
                     return;
                 };
-                if !p.pt.as_ref().is_some_and(|t| t.tag() == tag) {
+                if p.pt.as_ref().is_none_or(|t| t.tag() != tag) {
                     return; // deleted, or another port of that name now
                 }
                 let pt = p.pt.take();
@@ -1200,7 +1200,7 @@ impl Registry {
                 let Some(p) = self.pipes.get_mut(&key) else {
                     return;
                 };
-                if !p.pt[end.index()].as_ref().is_some_and(|t| t.tag() == tag) {
+                if p.pt[end.index()].as_ref().is_none_or(|t| t.tag() != tag) {
                     return;
                 }
                 p.former = Some(PASSTHROUGH);
