@@ -276,6 +276,11 @@ impl Drop for Daemon {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // Port threads are joined here, after the lock: a passthrough
+        // thread may be waiting for it to renew its port's memory, and
+        // must not outlive the daemon holding the registry.
+        let threads = lock(&self.registry).stop_threads();
+        drop(threads);
     }
 }
 

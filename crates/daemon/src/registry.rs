@@ -195,6 +195,32 @@ impl Registry {
         }
     }
 
+    /// Tells every protocol and passthrough thread to stop and hands them
+    /// over for joining (the daemon is stopping): afterwards no thread but
+    /// the workers runs for this registry, and none can keep it alive.
+    pub fn stop_threads(&mut self) -> Retired {
+        let mut vms = Vec::new();
+        let mut pts = Vec::new();
+        for s in self.switches.values_mut() {
+            for p in s.ports.values_mut() {
+                vms.push(p.vm.take());
+                pts.push(p.pt.take());
+            }
+        }
+        for p in self.pipes.values_mut() {
+            for t in p.pt.iter_mut() {
+                pts.push(t.take().map(Box::new));
+            }
+        }
+        for vm in vms {
+            self.retire_vm(vm);
+        }
+        for pt in pts {
+            self.retire_pt(pt);
+        }
+        self.take_retired()
+    }
+
     /// Removes a pipe, retiring its passthrough servers.
     fn remove_pipe(&mut self, key: &str) {
         if let Some(mut p) = self.pipes.remove(key) {
