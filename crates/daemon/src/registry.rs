@@ -946,7 +946,11 @@ impl Registry {
                         format!("pipe end {pn} is already open by another client"),
                     ));
                 }
-                if p.former.is_some_and(|f| f != conn) {
+                // Not enforced when the other end is a guest's: its memory
+                // cannot be replaced while its QEMU stays, and host programs
+                // taking turns at this end is how such a pipe is used. It
+                // gets fresh memory when the QEMU goes and no end is open.
+                if p.former.is_some_and(|f| f != conn) && p.pt[1 - e].is_none() {
                     // Handing this region to a new client would let the
                     // former one, which may still map it, read its traffic.
                     let other = if e == 0 { '}' } else { '{' };
