@@ -28,8 +28,9 @@
 //! may have handed the memory on, or kept it), the server forgets what it
 //! handed out and asks the registry to renew the port ([`Renew`]). A switch
 //! port is recreated at once, with a fresh region, as for a ring port's
-//! next client; a pipe gets a fresh region when neither of its ends is in
-//! use. Until the registry hands the server new memory
+//! next client; a pipe gets a fresh region when the next QEMU comes (or a
+//! client closes the other end) and neither of its ends is in use, so what
+//! the last guest sent stays readable by the other end until then. Until the registry hands the server new memory
 //! ([`PassthroughServer::set_peers`]), a QEMU that connects is refused.
 
 use std::io;
@@ -56,9 +57,10 @@ pub enum PassthroughError {
     Io(#[from] io::Error),
 }
 
-/// Asks the registry for fresh memory after a QEMU went; the registry
-/// answers with [`PassthroughServer::set_peers`] (at once, or later).
-pub type Renew = Box<dyn Fn() + Send>;
+/// Asks the registry for fresh memory: with `false` when a QEMU went, with
+/// `true` when one connects and the port has none; the registry answers
+/// with [`PassthroughServer::set_peers`] (at once, or later).
+pub type Renew = Box<dyn Fn(bool) + Send>;
 
 /// What a guest gets.
 pub struct Peers {
@@ -257,7 +259,7 @@ fn release(slot: &Mutex<Slot>, renew: &Renew) {
         s.in_use = false;
         s.peers = None;
     }
-    renew();
+    renew(false);
 }
 
 fn run(
@@ -282,7 +284,14 @@ fn run(
                 continue;
             }
         };
-        let peers = match take(slot) {
+        let mut peers = take(slot);
+        if matches!(peers, Ok(None)) {
+            // A pipe end renews lazily, when the next QEMU comes: what the
+            // last guest sent stays readable by the other end until then.
+            renew(true);
+            peers = take(slot);
+        }
+        let peers = match peers {
             Ok(Some(p)) => p,
             Ok(None) => {
                 // Logged once per run of refusals: a QEMU retrying in a

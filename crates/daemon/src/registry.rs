@@ -1156,23 +1156,24 @@ impl Registry {
     /// QEMU went: [`Registry::passthrough_left`], under the lock.
     fn renewer(&self, target: Target, tag: u64) -> Renew {
         let me = self.me.clone();
-        Box::new(move || {
+        Box::new(move |wanted| {
             // Upgraded only for the call: a registry being dropped is gone.
             if let Some(r) = me.upgrade() {
                 r.lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .passthrough_left(&target, tag);
+                    .passthrough_left(&target, tag, wanted);
             }
         })
     }
 
-    /// A QEMU left passthrough server `tag` of `target`; it may keep the
-    /// memory it had, so that memory is never handed out again. A switch
-    /// port is recreated with a fresh region at once (keeping its
-    /// counters), as a ring port is for its next client; a pipe gets a
-    /// fresh region when neither end is in use
-    /// ([`Registry::renew_pipe_if_idle`]).
-    fn passthrough_left(&mut self, target: &Target, tag: u64) {
+    /// A QEMU left passthrough server `tag` of `target` (`wanted` false),
+    /// or one connected and the server has no memory to hand it (`wanted`
+    /// true). The QEMU that left may keep the memory it had, so that memory
+    /// is never handed to a QEMU again. A switch port is recreated with a
+    /// fresh region at once (keeping its counters), as a ring port is for
+    /// its next client; a pipe gets a fresh region when a QEMU wants one
+    /// and neither end is in use ([`Registry::renew_pipe_if_idle`]).
+    fn passthrough_left(&mut self, target: &Target, tag: u64, wanted: bool) {
         match target {
             Target::Vale { switch, port } => {
                 let Some(p) = self
@@ -1233,7 +1234,13 @@ impl Registry {
                 if p.pt[end.index()].as_ref().is_none_or(|t| t.tag() != tag) {
                     return;
                 }
-                p.former = Some(PASSTHROUGH);
+                if !wanted {
+                    // The guest that went may keep the memory; the pipe is
+                    // renewed when a QEMU next wants it (what the guest
+                    // sent stays for the other end until then).
+                    p.former = Some(PASSTHROUGH);
+                    return;
+                }
                 self.renew_pipe_if_idle(&key);
             }
             Target::Nic { .. } => {}
