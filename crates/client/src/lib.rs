@@ -89,7 +89,9 @@ impl ClientError {
                 ErrorCode::Internal => libc::EIO,
             },
             ClientError::Call(CallError::HungUp) => libc::ECONNRESET,
-            ClientError::Call(CallError::BadReply(_)) | ClientError::Reply(_) => libc::EPROTO,
+            ClientError::Call(CallError::BadReply(_) | CallError::BadPage)
+            | ClientError::Reply(_) => libc::EPROTO,
+            ClientError::Call(CallError::ListingTooLarge) => libc::E2BIG,
             ClientError::Call(CallError::Io(e)) | ClientError::Io(e) => {
                 e.raw_os_error().unwrap_or(libc::EIO)
             }

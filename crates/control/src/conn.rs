@@ -1,4 +1,5 @@
-//! The client end of the control socket: one request, one reply.
+//! The client end of the control socket: one request, one reply; a
+//! listing is asked for in pages and put back together here.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -33,6 +34,12 @@ pub enum CallError {
     /// The daemon refused the request.
     #[error(transparent)]
     Daemon(ErrorReply),
+    /// A listing's pages went past what this client gathers.
+    #[error("the daemon's listing is larger than {max} bytes; ask for less (one switch)", max = crate::proto::MAX_LISTING_BYTES)]
+    ListingTooLarge,
+    /// A page of a listing did not move on from the previous one.
+    #[error("the daemon sent a page of a listing that does not follow the previous one")]
+    BadPage,
 }
 
 /// A connection to the daemon. Ports opened on it live as long as it does.
@@ -63,8 +70,66 @@ impl Connection {
         }
     }
 
-    /// Sends a request and waits for its reply and descriptors.
+    /// Sends a request and waits for its reply and descriptors. A listing
+    /// (`switch-list`, `port-list`, `stats`, `macs`) is asked for page by
+    /// page ([`Request::Page`]) and returned whole, so it may be of any
+    /// length up to [`MAX_LISTING_BYTES`](crate::proto::MAX_LISTING_BYTES).
     pub fn call(&mut self, req: &Request) -> Result<(serde_json::Value, Vec<OwnedFd>), CallError> {
+        if !req.is_listing() {
+            let (reply, fds) = self.call_one(req)?;
+            return Ok((reply.result.unwrap_or(serde_json::Value::Null), fds));
+        }
+        let mut all: Vec<serde_json::Value> = Vec::new();
+        let mut after = String::new();
+        let mut total = 0usize;
+        loop {
+            let page = Request::Page {
+                request: Box::new(req.clone()),
+                after: std::mem::take(&mut after),
+            };
+            let (reply, bytes) = self.call_page(&page)?;
+            total = total.saturating_add(bytes);
+            if total > crate::proto::MAX_LISTING_BYTES {
+                return Err(CallError::ListingTooLarge);
+            }
+            let entries = match reply.result {
+                Some(serde_json::Value::Array(v)) => v,
+                Some(serde_json::Value::Null) | None => Vec::new(),
+                Some(_) => return Err(CallError::BadPage),
+            };
+            // A page that is not the last holds something, so the bound on
+            // the total also bounds the number of pages.
+            if entries.is_empty() && reply.next.is_some() {
+                return Err(CallError::BadPage);
+            }
+            all.extend(entries);
+            match reply.next {
+                // Each page must start after the previous one: a daemon
+                // repeating a cursor would otherwise keep this loop going.
+                Some(n) if n.is_empty() || n == page_after(&page) => {
+                    return Err(CallError::BadPage)
+                }
+                Some(n) => after = n,
+                None => return Ok((serde_json::Value::Array(all), Vec::new())),
+            }
+        }
+    }
+
+    /// One page: the reply and its size in bytes.
+    fn call_page(&mut self, page: &Request) -> Result<(Reply, usize), CallError> {
+        let (reply, fds) = self.call_one(page)?;
+        if !fds.is_empty() {
+            return Err(CallError::BadPage);
+        }
+        let bytes = reply
+            .result
+            .as_ref()
+            .map_or(0, |v| serde_json::to_vec(v).map_or(0, |b| b.len()));
+        Ok((reply, bytes))
+    }
+
+    /// One request, one reply message.
+    fn call_one(&mut self, req: &Request) -> Result<(Reply, Vec<OwnedFd>), CallError> {
         let bytes = serde_json::to_vec(req).map_err(CallError::BadReply)?;
         self.sock.send(&bytes, &[])?;
         let m = self.sock.recv(&mut self.buf)?;
@@ -81,7 +146,7 @@ impl Connection {
                 )
             })));
         }
-        Ok((reply.result.unwrap_or(serde_json::Value::Null), m.fds))
+        Ok((reply, m.fds))
     }
 
     /// Like [`Connection::call`], decoding the result as `T`.
@@ -96,5 +161,12 @@ impl Connection {
     /// The socket.
     pub fn socket(&self) -> &SeqPacket {
         &self.sock
+    }
+}
+
+fn page_after(r: &Request) -> &str {
+    match r {
+        Request::Page { after, .. } => after,
+        _ => "",
     }
 }

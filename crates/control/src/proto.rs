@@ -11,6 +11,16 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 /// Largest reply a client reads. Replies travel in one datagram, so the
 /// sender's socket buffer also bounds them (about 200 KiB by default).
 pub const MAX_REPLY: usize = 1024 * 1024;
+/// Largest reply the daemon sends in one message unasked: a listing larger
+/// than this is refused with a `limit` error saying to ask for it in pages
+/// ([`Request::Page`]). Well within the default socket buffer.
+pub const MAX_UNPAGED_REPLY: usize = 128 * 1024;
+/// Most bytes of entries in one page of a listing: a page, with its
+/// envelope and cursor, always fits in one [`MAX_MESSAGE`].
+pub const PAGE_BYTES: usize = 60 * 1024;
+/// Most bytes of a whole listing a client gathers from its pages before it
+/// gives up with an error: bounds what a daemon can make a client hold.
+pub const MAX_LISTING_BYTES: usize = 64 * 1024 * 1024;
 /// Most descriptors a message may carry: a memfd, a kick eventfd and one
 /// interrupt eventfd per ring pair (two sets for a pipe), with room to spare.
 pub const MAX_FDS: usize = 40;
@@ -101,6 +111,31 @@ pub enum Request {
         /// Port name (`vale0:eth0`).
         name: String,
     },
+    /// One page of a listing (`switch-list`, `port-list`, `stats` or
+    /// `macs`), so that a listing of any length travels in messages of
+    /// bounded size: the entries that sort after `after`, as many as fit in
+    /// [`PAGE_BYTES`]. The reply's `next` is the `after` of the next page;
+    /// there is none on the last page.
+    Page {
+        /// The listing.
+        request: Box<Request>,
+        /// The `next` of the previous page; empty for the first page.
+        #[serde(default)]
+        after: String,
+    },
+}
+
+impl Request {
+    /// Whether the reply is a listing that can come in pages.
+    pub fn is_listing(&self) -> bool {
+        matches!(
+            self,
+            Request::SwitchList
+                | Request::PortList { .. }
+                | Request::Stats { .. }
+                | Request::Macs { .. }
+        )
+    }
 }
 
 /// A NIC to attach.
@@ -265,6 +300,10 @@ pub struct Reply {
     /// Error otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorReply>,
+    /// A page of a listing that is not the last: where the next page
+    /// starts (see [`Request::Page`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 impl Reply {
@@ -274,6 +313,7 @@ impl Reply {
             ok: true,
             result: Some(serde_json::to_value(v).unwrap_or(serde_json::Value::Null)),
             error: None,
+            next: None,
         }
     }
     /// An error reply.
@@ -282,6 +322,7 @@ impl Reply {
             ok: false,
             result: None,
             error: Some(e),
+            next: None,
         }
     }
 }

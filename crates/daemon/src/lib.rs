@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod listen;
+mod page;
 pub mod passthrough;
 pub mod registry;
 pub mod signals;
@@ -107,12 +108,32 @@ pub fn serve_until_signalled(cfg: Config) -> Result<(), DaemonError> {
     let d = Daemon::start(cfg)?;
     // Acquire: pairs with the signal handler's store.
     while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
     info!("stopping");
-    drop(d);
+    // Stopping joins every thread; each one notices its stop at once, but
+    // the process must go within a second whatever a peer does, so the
+    // wait is bounded and what is left is ended with the process.
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let stopper = std::thread::Builder::new()
+        .name("rs-stop".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            drop(d);
+            let _ = done.send(());
+        });
+    if stopper.is_ok() && finished.recv_timeout(STOP_WAIT).is_err() {
+        warn!(
+            wait_ms = STOP_WAIT.as_millis() as u64,
+            "some threads did not stop in time; exiting without waiting for them"
+        );
+    }
     Ok(())
 }
+
+/// How long [`serve_until_signalled`] waits for the daemon's threads once
+/// a stop signal arrived (with the signal's own detection, under a second).
+pub const STOP_WAIT: Duration = Duration::from_millis(800);
 
 /// Replays a saved configuration, request by request: what cannot be
 /// recreated (an interface that is gone) is logged and left out, and the
@@ -204,6 +225,7 @@ impl Daemon {
             None => Vec::new(),
         };
         let registry = Arc::new(Mutex::new(registry));
+        lock(&registry).set_self(Arc::downgrade(&registry));
         if let Some(path) = &cfg.config {
             // Replayed before the file is set: a crash while restoring
             // leaves the file as it was.
@@ -254,6 +276,11 @@ impl Drop for Daemon {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // Port threads are joined here, after the lock: a passthrough
+        // thread may be waiting for it to renew its port's memory, and
+        // must not outlive the daemon holding the registry.
+        let threads = lock(&self.registry).stop_threads();
+        drop(threads);
     }
 }
 
@@ -344,6 +371,19 @@ fn give_back_free_memory() {
 
 fn send_reply(sock: &SeqPacket, reply: &Reply, fds: &[BorrowedFd<'_>]) -> bool {
     match serde_json::to_vec(reply) {
+        Ok(bytes) if bytes.len() > MAX_UNPAGED_REPLY => {
+            // Only a listing asked for whole grows this large: say how to
+            // ask for it instead of failing the connection.
+            let e = Reply::err(ErrorReply::new(
+                ErrorCode::Limit,
+                format!(
+                    "the reply is {} bytes, more than one message carries ({MAX_UNPAGED_REPLY}): \
+                     ask for it in pages with the page request (docs/protocol.md)",
+                    bytes.len()
+                ),
+            ));
+            send_reply(sock, &e, &[])
+        }
         // Never block the control plane on one client: a client that does not
         // read its replies until its socket is full is disconnected.
         Ok(bytes) => sock.try_send(&bytes, fds).is_ok(),
@@ -405,6 +445,8 @@ fn handle(
     registry: &Mutex<Registry>,
 ) -> (Reply, Vec<std::os::fd::OwnedFd>) {
     let mut r = lock(registry);
+    // The cursor of the next page, for a page of a listing.
+    let mut next = None;
     let changes_config = matches!(
         req,
         Request::SwitchAdd { .. }
@@ -465,19 +507,48 @@ fn handle(
             .attach(&switch, nic.as_ref(), host.as_ref())
             .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
         Request::Detach { name } => r.detach(&name).map(|_| (serde_json::Value::Null, vec![])),
+        Request::Page { request, after } => listing(&r, *request)
+            .and_then(|v| page::page(v, &after))
+            .map(|(v, n)| {
+                next = n;
+                (v, vec![])
+            }),
     };
     if changes_config && res.is_ok() {
         r.save_config();
     }
+    // Threads of removed ports are joined after the lock is released, so
+    // one that is slow to stop never holds up other requests.
+    let retired = r.take_retired();
+    drop(r);
+    drop(retired);
     match res {
         Ok((v, fds)) => (
             Reply {
                 ok: true,
                 result: Some(v),
                 error: None,
+                next,
             },
             fds,
         ),
         Err(e) => (Reply::err(e), vec![]),
     }
+}
+
+/// The whole listing a page is cut from.
+fn listing(r: &Registry, req: Request) -> Result<serde_json::Value, ErrorReply> {
+    let v = match req {
+        Request::SwitchList => serde_json::to_value(r.switch_list()),
+        Request::PortList { switch } => serde_json::to_value(r.port_list(switch.as_deref())?),
+        Request::Stats { switch } => serde_json::to_value(r.stats(switch.as_deref())?),
+        Request::Macs { switch } => serde_json::to_value(r.macs(&switch)?),
+        _ => {
+            return Err(ErrorReply::new(
+                ErrorCode::BadRequest,
+                "only listings come in pages: switch-list, port-list, stats and macs",
+            ))
+        }
+    };
+    v.map_err(|e| ErrorReply::new(ErrorCode::Internal, format!("encoding the listing: {e}")))
 }

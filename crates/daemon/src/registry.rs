@@ -14,7 +14,7 @@ use ringswitch_vhost::socket::SharedNet;
 use ringswitch_vhost::{NetConfig, VhostUserNet};
 use tracing::{info, warn};
 
-use crate::passthrough::{PassthroughServer, Peers};
+use crate::passthrough::{PassthroughServer, Peers, Renew};
 use crate::vhost_user::VhostUserThread;
 
 mod config;
@@ -96,6 +96,10 @@ struct PipeEntry {
     id: String,
     /// Per end, the ivshmem server of a passthrough end.
     pt: [Option<PassthroughServer>; 2],
+    /// The connection that closed an end while the other end stayed open:
+    /// it may keep the memory mapped, so no other client gets an end of
+    /// this region; the pipe gets a fresh one once both ends are closed.
+    former: Option<ConnId>,
 }
 
 /// What an open handle refers to.
@@ -103,6 +107,22 @@ struct PipeEntry {
 enum Handle {
     Vale { switch: String, port: String },
     Pipe { key: String, end: usize },
+}
+
+/// Threads the registry stopped while it held its lock: their stop was
+/// requested at once (which never blocks), and they are joined when this is
+/// dropped, which the caller does after unlocking, so the registry lock is
+/// never held across a join (a thread stuck on a peer would otherwise hang
+/// every request).
+#[must_use = "dropping joins the threads: do it after unlocking the registry"]
+#[derive(Default)]
+pub struct Retired(Vec<Box<dyn Send>>);
+
+impl Retired {
+    /// Nothing to join.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// The registry. One lock around all of it: only the control plane takes it.
@@ -118,6 +138,12 @@ pub struct Registry {
     state: Option<std::path::PathBuf>,
     /// Where the configuration is saved (`serve --config`).
     config: Option<std::path::PathBuf>,
+    /// Threads stopped under the lock, to be joined after it (see
+    /// [`Registry::take_retired`]).
+    retired: Retired,
+    /// The lock this registry lives behind, for passthrough servers (see
+    /// [`Registry::set_self`]).
+    me: std::sync::Weak<std::sync::Mutex<Registry>>,
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorReply {
@@ -143,6 +169,65 @@ impl Registry {
             workers,
             state: None,
             config: None,
+            retired: Retired::default(),
+            me: std::sync::Weak::new(),
+        }
+    }
+
+    /// The threads of ports and pipes removed since the last call, already
+    /// told to stop. Drop the result after unlocking the registry: that
+    /// joins them.
+    pub fn take_retired(&mut self) -> Retired {
+        std::mem::take(&mut self.retired)
+    }
+
+    fn retire_vm(&mut self, vm: Option<Box<VmEntry>>) {
+        if let Some(vm) = vm {
+            vm.thread.request_stop();
+            self.retired.0.push(vm);
+        }
+    }
+
+    fn retire_pt(&mut self, pt: Option<Box<PassthroughServer>>) {
+        if let Some(pt) = pt {
+            pt.request_stop();
+            self.retired.0.push(pt);
+        }
+    }
+
+    /// Tells every protocol and passthrough thread to stop and hands them
+    /// over for joining (the daemon is stopping): afterwards no thread but
+    /// the workers runs for this registry, and none can keep it alive.
+    pub fn stop_threads(&mut self) -> Retired {
+        let mut vms = Vec::new();
+        let mut pts = Vec::new();
+        for s in self.switches.values_mut() {
+            for p in s.ports.values_mut() {
+                vms.push(p.vm.take());
+                pts.push(p.pt.take());
+            }
+        }
+        for p in self.pipes.values_mut() {
+            for t in p.pt.iter_mut() {
+                pts.push(t.take().map(Box::new));
+            }
+        }
+        for vm in vms {
+            self.retire_vm(vm);
+        }
+        for pt in pts {
+            self.retire_pt(pt);
+        }
+        self.take_retired()
+    }
+
+    /// Removes a pipe, retiring its passthrough servers.
+    fn remove_pipe(&mut self, key: &str) {
+        if let Some(mut p) = self.pipes.remove(key) {
+            for e in 0..2 {
+                let pt = p.pt[e].take().map(Box::new);
+                self.retire_pt(pt);
+            }
         }
     }
 
@@ -453,14 +538,16 @@ impl Registry {
             return;
         };
         let mut released = None;
-        if let Some(p) = s.ports.remove(port) {
+        let mut threads = (None, None);
+        if let Some(mut p) = s.ports.remove(port) {
             for &(id, w) in &p.assigned {
                 if let Some(w) = self.workers.get(w) {
                     w.unassign(id);
                 }
             }
-            // A VM port's protocol thread stops here (dropping it joins).
-            drop(p.vm);
+            // A VM port's protocol thread and a passthrough port's server
+            // are told to stop here and joined after the lock is released.
+            threads = (p.vm.take(), p.pt.take());
             s.switch.detach(p.port.index);
             info!(port = %p.port.name, "port removed");
             released = p.iface.map(|i| (p.port, i));
@@ -469,6 +556,8 @@ impl Registry {
             self.switches.remove(sw);
             info!(switch = sw, "switch removed with its last port");
         }
+        self.retire_vm(threads.0);
+        self.retire_pt(threads.1);
         if let Some((port, i)) = released {
             // The interface goes back to the kernel when the last reference
             // to its queues goes: the workers drop theirs on their next
@@ -491,19 +580,8 @@ impl Registry {
                 format!("the daemon already has {MAX_PIPES} pipes"),
             ));
         }
-        let layout =
-            RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        let (region, irq) = pipe_memory(base, id, g)?;
         let n0 = format!("{base}{{{id}");
-        let n1 = format!("{base}}}{id}");
-        let region = Region::create(layout, [&n0, &n1])
-            .map_err(|e| internal("creating the pipe's memory", e))?;
-        let pairs = g.tx_rings.max(g.rx_rings);
-        let irqs = || -> Result<Vec<EventFd>, ErrorReply> {
-            (0..pairs)
-                .map(|_| EventFd::new().map_err(|e| internal("creating an eventfd", e)))
-                .collect()
-        };
-        let irq = [irqs()?, irqs()?];
         self.pipes.insert(
             Target::pipe_key(base, id),
             PipeEntry {
@@ -514,6 +592,7 @@ impl Registry {
                 base: base.to_string(),
                 id: id.to_string(),
                 pt: [None, None],
+                former: None,
             },
         );
         info!(pipe = %n0, "pipe created");
@@ -644,8 +723,8 @@ impl Registry {
                         format!("pipe {base}{{{id} is open by a client: close it first"),
                     ));
                 }
-                // Dropping the entry stops its passthrough servers.
-                self.pipes.remove(&key);
+                // Its passthrough servers stop (joined after the lock).
+                self.remove_pipe(&key);
                 Ok(())
             }
             Target::Nic { ifname } => Err(nic_unsupported(ifname)),
@@ -867,6 +946,22 @@ impl Registry {
                         format!("pipe end {pn} is already open by another client"),
                     ));
                 }
+                // Not enforced when the other end is a guest's: its memory
+                // cannot be replaced while its QEMU stays, and host programs
+                // taking turns at this end is how such a pipe is used. It
+                // gets fresh memory when the QEMU goes and no end is open.
+                if p.former.is_some_and(|f| f != conn) && p.pt[1 - e].is_none() {
+                    // Handing this region to a new client would let the
+                    // former one, which may still map it, read its traffic.
+                    let other = if e == 0 { '}' } else { '{' };
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!(
+                            "pipe end {pn} was open by another client that may still map the pipe's memory; \
+                             the pipe gets fresh memory once its other end {base}{other}{id} is closed too"
+                        ),
+                    ));
+                }
                 let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
                     let mut v = vec![p.region.dup_fd()?];
                     for irq in p.irq[e].iter().chain(p.irq[1 - e].iter()) {
@@ -948,6 +1043,16 @@ impl Registry {
                     return Ok(());
                 };
                 p.open_by[end] = None;
+                if p.open_by[1 - end].is_some() {
+                    // The other end stays with the memory this client saw.
+                    p.former = Some(conn);
+                }
+                if p.pt.iter().any(Option::is_some) {
+                    // A passthrough end keeps the pipe: it gets fresh memory
+                    // once no end is in use.
+                    self.renew_pipe_if_idle(&key);
+                    return Ok(());
+                }
                 if p.open_by.iter().all(Option::is_none) {
                     let p = self.pipes.remove(&key).expect("present");
                     if p.persistent {
@@ -990,21 +1095,225 @@ fn pt_info(t: &PassthroughServer) -> PassthroughInfo {
     }
 }
 
+/// A guest's view of switch port `p`: its region, its interrupts, and the
+/// kick of the worker for the doorbell.
+fn vale_peers(p: &PortEntry) -> Result<Peers, ErrorReply> {
+    let dup = |e: &EventFd| {
+        e.try_clone()
+            .map_err(|e| internal("duplicating an eventfd", e))
+    };
+    let rp = p
+        .port
+        .ring()
+        .ok_or_else(|| internal("creating a passthrough port", "not a ring port"))?;
+    let irqs = rp.irqs.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
+    let kicks = (0..irqs.len())
+        .map(|_| dup(&rp.kick))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Peers {
+        memfd: rp
+            .region()
+            .dup_fd()
+            .map_err(|e| internal("duplicating the region", e))?,
+        guest_id: 1,
+        guest_irqs: irqs,
+        host_id: 0,
+        host_kicks: kicks,
+    })
+}
+
+/// A guest's view of end `e` of pipe `p`.
+fn pipe_peers(p: &PipeEntry, e: usize) -> Result<Peers, ErrorReply> {
+    pipe_peers_of(&p.region, &p.irq, e)
+}
+
+/// A guest's view of end `e` of a pipe's memory and interrupts.
+fn pipe_peers_of(region: &Region, irq: &[Vec<EventFd>; 2], e: usize) -> Result<Peers, ErrorReply> {
+    let dup = |e: &EventFd| {
+        e.try_clone()
+            .map_err(|e| internal("duplicating an eventfd", e))
+    };
+    Ok(Peers {
+        memfd: region
+            .dup_fd()
+            .map_err(|e| internal("duplicating the region", e))?,
+        guest_id: 1 + e as u16,
+        guest_irqs: irq[e].iter().map(dup).collect::<Result<Vec<_>, _>>()?,
+        host_id: 2 - e as u16,
+        host_kicks: irq[1 - e].iter().map(dup).collect::<Result<Vec<_>, _>>()?,
+    })
+}
+
 impl Registry {
+    /// Lets passthrough servers reach the registry that owns them (to renew
+    /// their memory after each QEMU). Set once, right after the registry is
+    /// put behind its lock.
+    pub fn set_self(&mut self, me: std::sync::Weak<std::sync::Mutex<Registry>>) {
+        self.me = me;
+    }
+
+    /// What the passthrough server tagged `tag` of `target` calls after a
+    /// QEMU went: [`Registry::passthrough_left`], under the lock.
+    fn renewer(&self, target: Target, tag: u64) -> Renew {
+        let me = self.me.clone();
+        Box::new(move |wanted| {
+            // Upgraded only for the call: a registry being dropped is gone.
+            if let Some(r) = me.upgrade() {
+                r.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .passthrough_left(&target, tag, wanted);
+            }
+        })
+    }
+
+    /// A QEMU left passthrough server `tag` of `target` (`wanted` false),
+    /// or one connected and the server has no memory to hand it (`wanted`
+    /// true). The QEMU that left may keep the memory it had, so that memory
+    /// is never handed to a QEMU again. A switch port is recreated with a
+    /// fresh region at once (keeping its counters), as a ring port is for
+    /// its next client; a pipe gets a fresh region when a QEMU wants one
+    /// and neither end is in use ([`Registry::renew_pipe_if_idle`]).
+    fn passthrough_left(&mut self, target: &Target, tag: u64, wanted: bool) {
+        match target {
+            Target::Vale { switch, port } => {
+                let Some(p) = self
+                    .switches
+                    .get_mut(switch)
+                    .and_then(|s| s.ports.get_mut(port))
+                else {
+                    return;
+                };
+                if p.pt.as_ref().is_none_or(|t| t.tag() != tag) {
+                    return; // deleted, or another port of that name now
+                }
+                let pt = p.pt.take();
+                let (g, old) = (p.geometry, p.port.clone());
+                p.open_by = None;
+                self.remove_vale_port(switch, port);
+                let res = self.new_vale_port(switch, port, g, true).and_then(|()| {
+                    let p = self
+                        .switches
+                        .get_mut(switch)
+                        .and_then(|s| s.ports.get_mut(port))
+                        .expect("just created");
+                    p.port.counters.absorb(&old.counters);
+                    vale_peers(p)
+                });
+                match res {
+                    Ok(peers) => {
+                        let p = self
+                            .switches
+                            .get_mut(switch)
+                            .and_then(|s| s.ports.get_mut(port))
+                            .expect("just created");
+                        if let Some(t) = &pt {
+                            t.set_peers(peers);
+                        }
+                        p.pt = pt;
+                        p.open_by = Some(PASSTHROUGH);
+                    }
+                    Err(e) => {
+                        warn!(port = %format!("{switch}:{port}"), error = %e, "cannot give a passthrough port fresh memory; the port is removed");
+                        let (sw, po) = (switch.clone(), port.clone());
+                        if self
+                            .switches
+                            .get(&sw)
+                            .is_some_and(|s| s.ports.contains_key(&po))
+                        {
+                            self.remove_vale_port(&sw, &po);
+                        }
+                        self.retire_pt(pt);
+                    }
+                }
+            }
+            Target::Pipe { base, id, end } => {
+                let key = Target::pipe_key(base, id);
+                let Some(p) = self.pipes.get_mut(&key) else {
+                    return;
+                };
+                if p.pt[end.index()].as_ref().is_none_or(|t| t.tag() != tag) {
+                    return;
+                }
+                if !wanted {
+                    // The guest that went may keep the memory; the pipe is
+                    // renewed when a QEMU next wants it (what the guest
+                    // sent stays for the other end until then).
+                    p.former = Some(PASSTHROUGH);
+                    return;
+                }
+                self.renew_pipe_if_idle(&key);
+            }
+            Target::Nic { .. } => {}
+        }
+    }
+
+    /// Gives a pipe a fresh region if a former owner may keep the current
+    /// one and no end is in use (no client has one open, no QEMU is on a
+    /// passthrough end): its passthrough servers get the new memory.
+    fn renew_pipe_if_idle(&mut self, key: &str) {
+        let Some(p) = self.pipes.get_mut(key) else {
+            return;
+        };
+        if p.former.is_none()
+            || p.open_by
+                .iter()
+                .any(|c| c.is_some_and(|c| c != PASSTHROUGH))
+        {
+            return;
+        }
+        // Both servers' slots are held from the check to the replacement,
+        // so no QEMU takes the old memory in between.
+        let mut slots: Vec<(usize, std::sync::MutexGuard<'_, crate::passthrough::Slot>)> =
+            p.pt.iter()
+                .enumerate()
+                .filter_map(|(e, t)| {
+                    t.as_ref().map(|t| {
+                        (
+                            e,
+                            t.slot()
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner),
+                        )
+                    })
+                })
+                .collect();
+        if slots.iter().any(|(_, s)| s.in_use()) {
+            return;
+        }
+        let g = p.region.layout().geometry;
+        let (region, irq) = match pipe_memory(&p.base, &p.id, g) {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(pipe = %key, error = %e, "cannot give a pipe fresh memory; its passthrough ends refuse guests");
+                return;
+            }
+        };
+        p.region = Arc::new(region);
+        p.irq = irq;
+        p.former = None;
+        for (e, slot) in slots.iter_mut() {
+            match pipe_peers_of(&p.region, &p.irq, *e) {
+                Ok(peers) => slot.set_peers(peers),
+                Err(er) => {
+                    warn!(pipe = %key, error = %er, "cannot hand a passthrough end its fresh memory")
+                }
+            }
+        }
+        info!(pipe = %key, "pipe given fresh memory");
+    }
+
     /// `port-add NAME --passthrough PATH`: a persistent switch port or pipe
     /// end whose region a guest gets through QEMU's ivshmem-doorbell.
     fn passthrough_add(&mut self, pn: &PortName, path: &std::path::Path) -> Result<(), ErrorReply> {
+        let tag = self.id();
+        let renew = self.renewer(pn.target.clone(), tag);
         let start = |what: &str, peers: Peers| {
-            PassthroughServer::start(what, path, peers).map_err(|e| {
+            PassthroughServer::start(tag, what, path, peers, renew).map_err(|e| {
                 err(
                     ErrorCode::BadRequest,
                     format!("{what}: {}", error_chain(&e)),
                 )
             })
-        };
-        let dup = |e: &EventFd| {
-            e.try_clone()
-                .map_err(|e| internal("duplicating an eventfd", e))
         };
         match &pn.target {
             Target::Vale { switch, port } => {
@@ -1024,26 +1333,7 @@ impl Registry {
                     .get_mut(switch)
                     .and_then(|s| s.ports.get_mut(port))
                     .expect("just created");
-                let peers = (|| -> Result<Peers, ErrorReply> {
-                    let rp = p.port.ring().ok_or_else(|| {
-                        internal("creating a passthrough port", "not a ring port")
-                    })?;
-                    let irqs = rp.irqs.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
-                    let kicks = (0..irqs.len())
-                        .map(|_| dup(&rp.kick))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    Ok(Peers {
-                        memfd: rp
-                            .region()
-                            .dup_fd()
-                            .map_err(|e| internal("duplicating the region", e))?,
-                        guest_id: 1,
-                        guest_irqs: irqs,
-                        host_id: 0,
-                        host_kicks: kicks,
-                    })
-                })();
-                match peers.and_then(|peers| start(&pn.to_string(), peers)) {
+                match vale_peers(p).and_then(|peers| start(&pn.to_string(), peers)) {
                     Ok(server) => {
                         p.pt = Some(Box::new(server));
                         p.open_by = Some(PASSTHROUGH);
@@ -1076,22 +1366,13 @@ impl Registry {
                         format!("pipe end {pn} is open already; close it first"),
                     ));
                 }
-                let peers = (|| -> Result<Peers, ErrorReply> {
-                    Ok(Peers {
-                        memfd: p
-                            .region
-                            .dup_fd()
-                            .map_err(|e| internal("duplicating the region", e))?,
-                        guest_id: 1 + e as u16,
-                        guest_irqs: p.irq[e].iter().map(dup).collect::<Result<Vec<_>, _>>()?,
-                        host_id: 2 - e as u16,
-                        host_kicks: p.irq[1 - e]
-                            .iter()
-                            .map(dup)
-                            .collect::<Result<Vec<_>, _>>()?,
-                    })
-                })();
-                match peers.and_then(|peers| start(&pn.to_string(), peers)) {
+                if p.former.is_some() {
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!("pipe end {pn} was open by a client that may still map the pipe's memory; the pipe gets fresh memory once its other end is closed too"),
+                    ));
+                }
+                match pipe_peers(p, e).and_then(|peers| start(&pn.to_string(), peers)) {
                     Ok(server) => {
                         p.pt[e] = Some(server);
                         p.open_by[e] = Some(PASSTHROUGH);
@@ -1109,6 +1390,26 @@ impl Registry {
             Target::Nic { ifname } => Err(nic_unsupported(ifname)),
         }
     }
+}
+
+/// A pipe's region and its interrupt eventfds (per end, one per ring pair).
+fn pipe_memory(
+    base: &str,
+    id: &str,
+    g: Geometry,
+) -> Result<(Region, [Vec<EventFd>; 2]), ErrorReply> {
+    let layout = RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+    let n0 = format!("{base}{{{id}");
+    let n1 = format!("{base}}}{id}");
+    let region = Region::create(layout, [&n0, &n1])
+        .map_err(|e| internal("creating the pipe's memory", e))?;
+    let pairs = g.tx_rings.max(g.rx_rings);
+    let irqs = || -> Result<Vec<EventFd>, ErrorReply> {
+        (0..pairs)
+            .map(|_| EventFd::new().map_err(|e| internal("creating an eventfd", e)))
+            .collect()
+    };
+    Ok((region, [irqs()?, irqs()?]))
 }
 
 /// `add` of something that exists: an on-demand object becomes persistent;

@@ -25,6 +25,9 @@ use tracing::{debug, info, warn};
 
 /// How often client mode tries to connect again.
 const RECONNECT: Duration = Duration::from_millis(250);
+/// How long one connection attempt in client mode may take before it is
+/// given up (a frontend whose listen backlog is full never completes it).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Errors starting a vhost-user port.
 #[derive(Debug, thiserror::Error)]
@@ -93,8 +96,12 @@ impl VhostUserThread {
     }
 }
 
-impl Drop for VhostUserThread {
-    fn drop(&mut self) {
+impl VhostUserThread {
+    /// Tells the thread to stop, without waiting: it notices at its next
+    /// wait, and a connection it is blocked on is shut down. Never blocks,
+    /// so the registry calls it under its lock and joins later (on drop),
+    /// after unlocking.
+    pub fn request_stop(&self) {
         self.stop.signal();
         if let Some(fd) = *self
             .current
@@ -105,6 +112,12 @@ impl Drop for VhostUserThread {
             // `current` under this lock before it closes the socket.
             unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         }
+    }
+}
+
+impl Drop for VhostUserThread {
+    fn drop(&mut self) {
+        self.request_stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -183,7 +196,7 @@ fn run(
             info!(port = %name, path = %path.display(), "vhost-user: connecting to the frontend");
             let mut warned = false;
             loop {
-                match UnixStream::connect(&path) {
+                match connect(&path, stop, CONNECT_TIMEOUT) {
                     Ok(s) => {
                         warned = false;
                         serve(&port, &dev, s, stop, connected, current);
@@ -203,6 +216,103 @@ fn run(
             }
         }
     }
+}
+
+/// Connects to the frontend's socket at `path` without ever blocking for
+/// longer than `timeout`, and not at all once `stop` fires: the socket is
+/// non-blocking, so a listener whose backlog is full fails the attempt
+/// (`WouldBlock`) instead of holding the thread, and an attempt still in
+/// progress is polled together with `stop`.
+fn connect(path: &Path, stop: &EventFd, timeout: Duration) -> io::Result<UnixStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the socket path is too long",
+        ));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    // SAFETY: socket() with constant arguments returns a new fd or -1.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: connect with a valid sockaddr_un of the stated length (at
+    // most its size, checked above).
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            // Unix sockets say EAGAIN when the backlog is full: the caller
+            // retries later.
+            return Err(e);
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: `fds` is a valid array of two pollfd for the call's duration.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 || fds[1].revents != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the frontend did not accept the connection in time",
+            ));
+        }
+        let mut err: libc::c_int = 0;
+        let mut elen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes one c_int into `err`, whose size is `elen`.
+        let r = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut elen,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if err != 0 {
+            return Err(io::Error::from_raw_os_error(err));
+        }
+    }
+    Ok(UnixStream::from(fd))
 }
 
 /// Serves one frontend until it goes, sends something invalid, or the port

@@ -60,10 +60,20 @@ fn recv_msg(s: &UnixStream) -> Option<(i64, Option<OwnedFd>)> {
 
 /// Connects like QEMU's ivshmem-doorbell and reads the whole handshake.
 fn attach(path: &Path) -> Handshake {
+    try_attach(path).expect("the server hands QEMU the port")
+}
+
+/// Like [`attach`], but `None` when the server refuses this QEMU (closes
+/// the connection without a word).
+fn try_attach(path: &Path) -> Option<Handshake> {
     let conn = UnixStream::connect(path).expect("the passthrough socket accepts");
+    // A refusal is an immediate end of file; a loaded machine may take long
+    // to send the first message.
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let (version, _) = recv_msg(&conn)?;
     conn.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
-    let (version, _) = recv_msg(&conn).expect("version");
     assert_eq!(version, 0, "ivshmem protocol version");
     let (own_id, _) = recv_msg(&conn).expect("own id");
     let (minus_one, shm) = recv_msg(&conn).expect("shared memory");
@@ -77,12 +87,12 @@ fn attach(path: &Path) -> Handshake {
             .or_default()
             .push(EventFd::from_fd(fd.expect("an eventfd per vector")));
     }
-    Handshake {
+    Some(Handshake {
         _conn: conn,
         own_id,
         region,
         peers,
-    }
+    })
 }
 
 fn add_pt(c: &mut Connection, name: &str, path: &Path) -> Result<(), CallError> {
@@ -257,7 +267,8 @@ fn a_guest_on_a_switch_port_sends_and_receives_through_the_switch() {
         "the guest's interrupt woke it for every batch"
     );
 
-    // QEMU goes and a new one attaches (a guest restart): same region.
+    // QEMU goes and a new one attaches (a guest restart): a fresh region
+    // (see a_qemu_that_kept_the_memory_never_sees_the_next_guests_frames).
     drop(hs);
     std::thread::sleep(Duration::from_millis(100));
     let hs2 = attach(&path);
@@ -391,4 +402,139 @@ fn passthrough_ports_come_back_after_a_daemon_restart() {
     assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], &frames), 200);
     assert_eq!(recv(&mut host, Duration::from_millis(300)).len(), 200);
     let _ = std::fs::remove_file(&conf);
+}
+
+/// Whether `pat` appears anywhere in `r`'s memory.
+fn region_contains(r: &Region, pat: &[u8]) -> bool {
+    // SAFETY: the region maps `len` bytes for its lifetime; a test reads a
+    // snapshot of memory the daemon may write, which is fine for a search.
+    let m = unsafe { std::slice::from_raw_parts(r.base(), r.len()) };
+    m.windows(pat.len()).any(|w| w == pat)
+}
+
+/// Issue 15, item 11: a process that connected as QEMU once and kept the
+/// memfd reads nothing of the next guest's traffic, in either direction:
+/// each QEMU connection gets a fresh region.
+#[test]
+fn a_qemu_that_kept_the_memory_never_sees_the_next_guests_frames() {
+    let d = daemon("pt-fresh");
+    let mut c = Connection::connect(d.socket()).unwrap();
+    let path = pt_path("fresh");
+    add_pt(&mut c, "vale0:g", &path).unwrap();
+    let mut host = Port::open_at(d.socket(), "vale0:h").unwrap();
+    // The spy: attaches, keeps the memory, goes.
+    let spy = attach(&path);
+    let kept = spy.region.clone();
+    drop(spy);
+    // The next guest's QEMU (accepted once the port has fresh memory).
+    let hs = attach(&path);
+    assert_ne!(
+        hs.region.file_id(),
+        kept.file_id(),
+        "the next QEMU got the memory the last one kept"
+    );
+    let out = b"H4-GUEST-TO-HOST";
+    let back = b"H4-HOST-TO-GUEST";
+    let with = |m: &[u8; 16], dst: [u8; 6], src: [u8; 6], i: u32| {
+        let mut f = frame(dst, src, 120, i);
+        f[18..34].copy_from_slice(m);
+        f
+    };
+    // guest -> host
+    let mut tx = AppRing::new(hs.region.clone(), 0, Dir::Tx, 0);
+    let frames: Vec<Vec<u8>> = (0..50).map(|i| with(out, [0xff; 6], mac(1), i)).collect();
+    assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], &frames), 50);
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < 50 && Instant::now() < deadline {
+        got.extend(recv(&mut host, Duration::from_secs(5)));
+    }
+    assert_eq!(got.len(), 50, "the new guest reaches the host port");
+    // host -> guest (its MAC learned: unicast)
+    let mut rx = AppRing::new(hs.region.clone(), 0, Dir::Rx, 0);
+    let irq = hs.peers[&1][0].try_clone().unwrap();
+    let receiver = std::thread::spawn(move || {
+        guest_recv(&mut rx, &irq, 50, Duration::from_secs(30), None).len()
+    });
+    let frames: Vec<Vec<u8>> = (0..50).map(|i| with(back, mac(1), mac(2), i)).collect();
+    assert_eq!(send(&mut host, &frames), 50);
+    assert_eq!(
+        receiver.join().unwrap(),
+        50,
+        "the host port reaches the new guest"
+    );
+    assert!(
+        !region_contains(&kept, out) && !region_contains(&kept, back),
+        "the memory the last QEMU kept saw the next guest's frames"
+    );
+    assert!(region_contains(&hs.region, out) || region_contains(&hs.region, back));
+}
+
+/// Item 11 on a pipe end: the memory a QEMU kept is shared with the other
+/// end, so the next QEMU is refused while that end stays open, and gets a
+/// fresh pipe once it closes.
+#[test]
+fn a_pipe_end_qemu_that_kept_the_memory_never_sees_the_next_guests_frames() {
+    let d = daemon("pt-pipe-fresh");
+    let mut c = Connection::connect(d.socket()).unwrap();
+    let path = pt_path("pipe-fresh");
+    add_pt(&mut c, "pf{1", &path).unwrap();
+    let host = Port::open_at(d.socket(), "pf}1").unwrap();
+    let spy = attach(&path);
+    let kept = spy.region.clone();
+    drop(spy);
+    // The other end still maps the memory the spy kept: refused.
+    let mut next = UnixStream::connect(&path).unwrap();
+    next.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut b = [0u8; 8];
+    assert_eq!(
+        next.read(&mut b).unwrap_or(0),
+        0,
+        "the next QEMU is refused"
+    );
+    // The host end closes: the pipe gets fresh memory for both ends. (The
+    // close is handled by the control thread: a QEMU that comes before is
+    // refused, as above, and retries.)
+    drop(host);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let hs = loop {
+        if let Some(hs) = try_attach(&path) {
+            break hs;
+        }
+        assert!(Instant::now() < deadline, "the pipe never got fresh memory");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_ne!(hs.region.file_id(), kept.file_id());
+    let mut host = Port::open_at(d.socket(), "pf}1").unwrap();
+    // host -> guest, through the fresh memory only.
+    let marker = b"H4-PIPE-TO-GUEST";
+    let mut rx = AppRing::new(hs.region.clone(), 0, Dir::Rx, 0);
+    let irq = hs.peers[&1][0].try_clone().unwrap();
+    let peer = PipePeer {
+        region: hs.region.clone(),
+        other_end: 1,
+        doorbell: hs.peers[&2][0].try_clone().unwrap(),
+    };
+    let receiver = std::thread::spawn(move || {
+        guest_recv(&mut rx, &irq, 20, Duration::from_secs(30), Some(&peer)).len()
+    });
+    let frames: Vec<Vec<u8>> = (0..20)
+        .map(|i| {
+            let mut f = frame([0xff; 6], mac(3), 120, i);
+            f[18..34].copy_from_slice(marker);
+            f
+        })
+        .collect();
+    assert_eq!(send(&mut host, &frames), 20);
+    assert_eq!(
+        receiver.join().unwrap(),
+        20,
+        "the host end reaches the new guest"
+    );
+    assert!(region_contains(&hs.region, marker));
+    assert!(
+        !region_contains(&kept, marker),
+        "the memory the last QEMU kept saw the next guest's frames"
+    );
 }
