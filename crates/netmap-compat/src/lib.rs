@@ -41,10 +41,6 @@ pub mod nmport;
 mod real;
 mod table;
 
-/// The `/dev/netmap` ioctl handling, for the fuzz targets in `fuzz/` only.
-#[cfg(feature = "fuzzing")]
-pub use dev::ioctl as fuzz_ioctl;
-
 /// An errno with the sentence that explains it.
 #[derive(Debug)]
 pub struct Errno {
