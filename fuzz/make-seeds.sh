@@ -41,6 +41,14 @@ hand config_file valid '{"version":1,"requests":[{"cmd":"switch-add","name":"val
 hand config_file empty '{"version":1,"requests":[]}'
 hand config_file future '{"version":2,"requests":[]}'
 
+# Keeps the seeds few: the hand-written ones and the $keep largest merged
+# inputs (for operation sequences, the longest scenarios).
+keep=48
+cap() {
+    ls -S "corpus/$1" | tail -n +$((keep + 1)) | sed "s|^|corpus/$1/|" | xargs -r rm -f
+    [ ! -d "hand/$1" ] || cp "hand/$1/." "corpus/$1/" -r
+}
+
 for t in $(cargo +nightly fuzz list); do
     run=$(mktemp -d)
     [ ! -d "hand/$t" ] || cp "hand/$t/." "$run/" -r
@@ -51,6 +59,7 @@ for t in $(cargo +nightly fuzz list); do
     rm -rf "corpus/$t" && mkdir -p "corpus/$t"
     "$bindir/$t" "${opts[@]}" -merge=1 "corpus/$t" "$run" >/dev/null 2>&1
     rm -rf "$run"
+    cap "$t"
     echo "$t: $(ls "corpus/$t" | wc -l) seeds, $(du -sk "corpus/$t" | cut -f1) KiB"
 done
 rm -rf hand

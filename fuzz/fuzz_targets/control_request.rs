@@ -19,7 +19,10 @@ fuzz_target!(|data: &[u8]| {
         let _ = check_switch_name(s);
         if let Ok(name) = s.parse::<PortName>() {
             if let Some(g) = name.conf {
-                assert!(g.validate().is_ok(), "a parsed @conf geometry is in range: {g:?}");
+                assert!(
+                    g.validate().is_ok(),
+                    "a parsed @conf geometry is in range: {g:?}"
+                );
             }
             // The canonical spelling parses to the same name.
             let shown = name.to_string();

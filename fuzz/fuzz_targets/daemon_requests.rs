@@ -68,12 +68,22 @@ impl Req {
             Req::SwitchAdd(i) => Request::SwitchAdd { name: switch(*i) },
             Req::SwitchDel(i) => Request::SwitchDel { name: switch(*i) },
             Req::SwitchList => Request::SwitchList,
-            Req::PortAdd(n) => Request::PortAdd { name: n.render(0), vhost_user: None, passthrough: None },
+            Req::PortAdd(n) => Request::PortAdd {
+                name: n.render(0),
+                vhost_user: None,
+                passthrough: None,
+            },
             Req::PortDel(n) => Request::PortDel { name: n.render(0) },
-            Req::PortList(s) => Request::PortList { switch: s.map(switch) },
-            Req::Stats(s) => Request::Stats { switch: s.map(switch) },
+            Req::PortList(s) => Request::PortList {
+                switch: s.map(switch),
+            },
+            Req::Stats(s) => Request::Stats {
+                switch: s.map(switch),
+            },
             Req::Macs(s) => Request::Macs { switch: switch(*s) },
-            Req::Open(n, conf) => Request::Open { name: n.render(*conf) },
+            Req::Open(n, conf) => Request::Open {
+                name: n.render(*conf),
+            },
             Req::Close(h) => Request::Close { handle: *h % 8 },
             Req::Detach(n) => Request::Detach { name: n.render(0) },
         }
@@ -96,15 +106,27 @@ enum Op {
 fn touches_host(data: &[u8]) -> bool {
     match serde_json::from_slice::<Request>(data) {
         Ok(Request::Attach { .. }) => true,
-        Ok(Request::PortAdd { name, vhost_user, passthrough }) => {
-            vhost_user.is_some() || passthrough.is_some() || name.contains("netmap") || name.contains('@')
+        Ok(Request::PortAdd {
+            name,
+            vhost_user,
+            passthrough,
+        }) => {
+            vhost_user.is_some()
+                || passthrough.is_some()
+                || name.contains("netmap")
+                || name.contains('@')
         }
         Ok(Request::Open { name }) => name.contains("netmap") || name.contains('@'),
         _ => false,
     }
 }
 
-fn call(sock: &SeqPacket, data: &[u8], fds: &[std::os::fd::BorrowedFd<'_>], buf: &mut [u8]) -> bool {
+fn call(
+    sock: &SeqPacket,
+    data: &[u8],
+    fds: &[std::os::fd::BorrowedFd<'_>],
+    buf: &mut [u8],
+) -> bool {
     if sock.send(data, fds).is_err() {
         return false;
     }
@@ -129,7 +151,9 @@ fuzz_target!(|ops: Vec<Op>| {
     let ev = ringswitch_ring::EventFd::new().expect("eventfd");
     for op in ops.iter().take(48) {
         let c = match op {
-            Op::Call { c, .. } | Op::Raw { c, .. } | Op::Huge { c, .. } | Op::Drop { c } => usize::from(*c) % 3,
+            Op::Call { c, .. } | Op::Raw { c, .. } | Op::Huge { c, .. } | Op::Drop { c } => {
+                usize::from(*c) % 3
+            }
         };
         if let Op::Drop { .. } = op {
             clients[c] = None;

@@ -44,19 +44,49 @@ impl Name {
 #[derive(Arbitrary, Debug)]
 enum Body {
     Null,
-    Register { mode: u32, ringid: u16, flags: u64, slots: u32, rings: u16, extra: u32 },
+    Register {
+        mode: u32,
+        ringid: u16,
+        flags: u64,
+        slots: u32,
+        rings: u16,
+        extra: u32,
+    },
     PortInfo,
 }
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Ctrl { version: u16, reqtype: u16, name: Name, options: bool, body: Body },
-    Legacy { info: bool, name: Name, version: u32, ringid: u16, flags: u32, cmd: u16, arg1: u16, arg3: u32 },
+    Ctrl {
+        version: u16,
+        reqtype: u16,
+        name: Name,
+        options: bool,
+        body: Body,
+    },
+    Legacy {
+        info: bool,
+        name: Name,
+        version: u32,
+        ringid: u16,
+        flags: u32,
+        cmd: u16,
+        arg1: u16,
+        arg3: u32,
+    },
     TxSync,
     RxSync,
     /// Writes head/cur/tail of ring `ring` in the mapping, then syncs.
-    Pointers { ring: u8, rx: bool, head: u32, cur: u32, tail: u32 },
-    Poll { events: i16 },
+    Pointers {
+        ring: u8,
+        rx: bool,
+        head: u32,
+        cur: u32,
+        tail: u32,
+    },
+    Poll {
+        events: i16,
+    },
     Spec(String),
     BadIoctl(u32),
 }
@@ -71,16 +101,33 @@ fuzz_target!(|ops: Vec<Op>| {
     daemon_socket();
     // SAFETY: a constant C string; the emulation answers for /dev/netmap.
     let fd = unsafe { libc::open(c"/dev/netmap".as_ptr(), libc::O_RDWR) };
-    assert!(fd >= 0, "the emulation opens /dev/netmap: {}", std::io::Error::last_os_error());
+    assert!(
+        fd >= 0,
+        "the emulation opens /dev/netmap: {}",
+        std::io::Error::last_os_error()
+    );
     let mut map: Option<Mapped> = None;
     for op in ops.iter().take(32) {
         match op {
-            Op::Ctrl { version, reqtype, name, options, body } => {
+            Op::Ctrl {
+                version,
+                reqtype,
+                name,
+                options,
+                body,
+            } => {
                 let mut reg = NmreqRegister::default();
                 let mut info = NmreqPortInfo::default();
                 let body_ptr = match body {
                     Body::Null => 0,
-                    Body::Register { mode, ringid, flags, slots, rings, extra } => {
+                    Body::Register {
+                        mode,
+                        ringid,
+                        flags,
+                        slots,
+                        rings,
+                        extra,
+                    } => {
                         reg.nr_mode = *mode;
                         reg.nr_ringid = *ringid;
                         reg.nr_flags = *flags;
@@ -94,7 +141,11 @@ fuzz_target!(|ops: Vec<Op>| {
                     Body::PortInfo => &mut info as *mut NmreqPortInfo as u64,
                 };
                 let mut h = NmreqHeader {
-                    nr_version: if *version == 0 { abi::NETMAP_API } else { *version },
+                    nr_version: if *version == 0 {
+                        abi::NETMAP_API
+                    } else {
+                        *version
+                    },
                     nr_reqtype: *reqtype % 20,
                     nr_reserved: 0,
                     nr_name: name.bytes(),
@@ -109,14 +160,34 @@ fuzz_target!(|ops: Vec<Op>| {
                     let len = reg.nr_memsize as usize;
                     // SAFETY: mmap of the emulated descriptor, as a netmap program does.
                     let p = unsafe {
-                        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+                        libc::mmap(
+                            std::ptr::null_mut(),
+                            len,
+                            libc::PROT_READ | libc::PROT_WRITE,
+                            libc::MAP_SHARED,
+                            fd,
+                            0,
+                        )
                     };
                     if p != libc::MAP_FAILED {
-                        map = Some(Mapped { base: p.cast(), len, nifp: reg.nr_offset as usize });
+                        map = Some(Mapped {
+                            base: p.cast(),
+                            len,
+                            nifp: reg.nr_offset as usize,
+                        });
                     }
                 }
             }
-            Op::Legacy { info, name, version, ringid, flags, cmd, arg1, arg3 } => {
+            Op::Legacy {
+                info,
+                name,
+                version,
+                ringid,
+                flags,
+                cmd,
+                arg1,
+                arg3,
+            } => {
                 let mut q = Nmreq {
                     nr_name: name.bytes(),
                     nr_version: *version % 16,
@@ -134,7 +205,11 @@ fuzz_target!(|ops: Vec<Op>| {
                     nr_flags: *flags,
                     spare2: [0],
                 };
-                let req = if *info { abi::NIOCGINFO } else { abi::NIOCREGIF };
+                let req = if *info {
+                    abi::NIOCGINFO
+                } else {
+                    abi::NIOCREGIF
+                };
                 // SAFETY: a live legacy request for the call.
                 unsafe { libc::ioctl(fd, req, &mut q as *mut Nmreq) };
             }
@@ -146,7 +221,13 @@ fuzz_target!(|ops: Vec<Op>| {
                 // SAFETY: as above.
                 unsafe { libc::ioctl(fd, abi::NIOCRXSYNC, 0usize) };
             }
-            Op::Pointers { ring, rx, head, cur, tail } => {
+            Op::Pointers {
+                ring,
+                rx,
+                head,
+                cur,
+                tail,
+            } => {
                 let Some(m) = &map else { continue };
                 let ofs = m.nifp + NIFP_RING_OFS_OFFSET;
                 if ofs + 8 * 32 > m.len {
@@ -157,8 +238,12 @@ fuzz_target!(|ops: Vec<Op>| {
                 let (ntx, nrx) = unsafe {
                     let h = m.base.add(m.nifp);
                     (
-                        h.add(offset_of!(NetmapIfHeader, ni_tx_rings)).cast::<u32>().read_unaligned(),
-                        h.add(offset_of!(NetmapIfHeader, ni_rx_rings)).cast::<u32>().read_unaligned(),
+                        h.add(offset_of!(NetmapIfHeader, ni_tx_rings))
+                            .cast::<u32>()
+                            .read_unaligned(),
+                        h.add(offset_of!(NetmapIfHeader, ni_rx_rings))
+                            .cast::<u32>()
+                            .read_unaligned(),
                     )
                 };
                 let count = if *rx { nrx } else { ntx };
@@ -168,25 +253,45 @@ fuzz_target!(|ops: Vec<Op>| {
                 let k = (u32::from(*ring) % count + if *rx { ntx } else { 0 }) as usize;
                 // SAFETY: k < 32, inside the offset table checked above.
                 let off = unsafe { m.base.add(ofs + 8 * k).cast::<i64>().read_unaligned() };
-                let Some(at) = (m.nifp as i64).checked_add(off).and_then(|o| usize::try_from(o).ok()) else {
+                let Some(at) = (m.nifp as i64)
+                    .checked_add(off)
+                    .and_then(|o| usize::try_from(o).ok())
+                else {
                     continue;
                 };
-                if at.checked_add(size_of::<NetmapRingHeader>()).is_none_or(|e| e > m.len) {
+                if at
+                    .checked_add(size_of::<NetmapRingHeader>())
+                    .is_none_or(|e| e > m.len)
+                {
                     continue;
                 }
                 // SAFETY: a ring header inside the mapping (checked above).
                 unsafe {
                     let r = m.base.add(at);
-                    r.add(offset_of!(NetmapRingHeader, head)).cast::<u32>().write_unaligned(*head);
-                    r.add(offset_of!(NetmapRingHeader, cur)).cast::<u32>().write_unaligned(*cur);
-                    r.add(offset_of!(NetmapRingHeader, tail)).cast::<u32>().write_unaligned(*tail);
+                    r.add(offset_of!(NetmapRingHeader, head))
+                        .cast::<u32>()
+                        .write_unaligned(*head);
+                    r.add(offset_of!(NetmapRingHeader, cur))
+                        .cast::<u32>()
+                        .write_unaligned(*cur);
+                    r.add(offset_of!(NetmapRingHeader, tail))
+                        .cast::<u32>()
+                        .write_unaligned(*tail);
                 }
-                let req = if *rx { abi::NIOCRXSYNC } else { abi::NIOCTXSYNC };
+                let req = if *rx {
+                    abi::NIOCRXSYNC
+                } else {
+                    abi::NIOCTXSYNC
+                };
                 // SAFETY: a sync takes no argument.
                 unsafe { libc::ioctl(fd, req, 0usize) };
             }
             Op::Poll { events } => {
-                let mut p = libc::pollfd { fd, events: *events, revents: 0 };
+                let mut p = libc::pollfd {
+                    fd,
+                    events: *events,
+                    revents: 0,
+                };
                 // SAFETY: one live pollfd, no wait.
                 unsafe { libc::poll(&mut p, 1, 0) };
             }

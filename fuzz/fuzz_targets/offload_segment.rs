@@ -41,7 +41,11 @@ struct Input {
 fn sum16(data: &[u8], init: u32) -> u16 {
     let mut s = u64::from(init);
     for c in data.chunks(2) {
-        let w = if c.len() == 2 { u16::from_be_bytes([c[0], c[1]]) } else { u16::from(c[0]) << 8 };
+        let w = if c.len() == 2 {
+            u16::from_be_bytes([c[0], c[1]])
+        } else {
+            u16::from(c[0]) << 8
+        };
         s += u64::from(w);
     }
     while s > 0xffff {
@@ -122,27 +126,60 @@ fn build(inp: &Input) -> Built {
     f.extend_from_slice(&t);
     let payload = f.len();
     f.extend((0..payload_len).map(|i| inp.fill.wrapping_add(i as u8)));
-    Built { frame: f, l3, l4, payload }
+    Built {
+        frame: f,
+        l3,
+        l4,
+        payload,
+    }
 }
 
 /// Checks one segment of the well-formed frame `b`; returns its payload
 /// and sequence number.
 fn check_segment(b: &Built, ip6: bool, seg: &[u8], index: usize, count: usize) -> (u32, Vec<u8>) {
-    let Built { frame, l3, l4, payload } = b;
-    assert!(seg.len() >= *payload, "segment {index} shorter than the headers");
+    let Built {
+        frame,
+        l3,
+        l4,
+        payload,
+    } = b;
+    assert!(
+        seg.len() >= *payload,
+        "segment {index} shorter than the headers"
+    );
     assert_eq!(seg[..*l3], frame[..*l3], "link header changed");
     let ip = &seg[*l3..*l4];
     let tcp_len = seg.len() - l4;
     if ip6 {
-        assert_eq!(usize::from(u16::from_be_bytes([ip[4], ip[5]])), tcp_len, "IPv6 payload length");
+        assert_eq!(
+            usize::from(u16::from_be_bytes([ip[4], ip[5]])),
+            tcp_len,
+            "IPv6 payload length"
+        );
         assert_eq!(ip[6..40], frame[l3 + 6..l3 + 40], "IPv6 header changed");
     } else {
-        assert_eq!(sum16(ip, 0), 0xffff, "segment {index}: IPv4 header checksum does not verify");
-        assert_eq!(usize::from(u16::from_be_bytes([ip[2], ip[3]])), seg.len() - l3, "IPv4 total length");
-        assert_eq!(ip[12..20], frame[l3 + 12..l3 + 20], "IPv4 addresses changed");
+        assert_eq!(
+            sum16(ip, 0),
+            0xffff,
+            "segment {index}: IPv4 header checksum does not verify"
+        );
+        assert_eq!(
+            usize::from(u16::from_be_bytes([ip[2], ip[3]])),
+            seg.len() - l3,
+            "IPv4 total length"
+        );
+        assert_eq!(
+            ip[12..20],
+            frame[l3 + 12..l3 + 20],
+            "IPv4 addresses changed"
+        );
     }
     let tcp = &seg[*l4..];
-    assert_eq!(sum16(tcp, pseudo(ip6, ip, tcp_len)), 0xffff, "segment {index}: TCP checksum does not verify");
+    assert_eq!(
+        sum16(tcp, pseudo(ip6, ip, tcp_len)),
+        0xffff,
+        "segment {index}: TCP checksum does not verify"
+    );
     let orig_flags = frame[l4 + 13];
     let mut expect = orig_flags;
     if index + 1 < count {
@@ -182,7 +219,10 @@ fuzz_target!(|inp: Input| {
             csum_offset: 16,
         },
     };
-    assert_eq!(OffloadHdr::from_le_bytes(&hdr.to_le_bytes()).ok(), Some(hdr));
+    assert_eq!(
+        OffloadHdr::from_le_bytes(&hdr.to_le_bytes()).ok(),
+        Some(hdr)
+    );
 
     // Segmentation.
     let mut seg = Segmenter::new();
@@ -205,17 +245,29 @@ fuzz_target!(|inp: Input| {
         let n = r.unwrap_or_else(|e| panic!("a well-formed frame was refused: {e}"));
         let mss = usize::from(inp.mss);
         let plen = b.frame.len() - b.payload;
-        assert_eq!(n, plen.div_ceil(mss).max(1), "segment count for {plen} bytes at MSS {mss}");
+        assert_eq!(
+            n,
+            plen.div_ceil(mss).max(1),
+            "segment count for {plen} bytes at MSS {mss}"
+        );
         let mut joined = Vec::with_capacity(plen);
         let mut next_seq = inp.seq;
         for (i, s) in segs.iter().enumerate() {
             let (seq, p) = check_segment(&b, inp.ipv6, s, i, n);
             assert_eq!(seq, next_seq, "segment {i}: sequence number");
-            assert!(p.len() <= mss, "segment {i}: {} bytes over MSS {mss}", p.len());
+            assert!(
+                p.len() <= mss,
+                "segment {i}: {} bytes over MSS {mss}",
+                p.len()
+            );
             next_seq = next_seq.wrapping_add(p.len() as u32);
             joined.extend_from_slice(&p);
         }
-        assert_eq!(joined, b.frame[b.payload..], "segments reassemble to the original payload");
+        assert_eq!(
+            joined,
+            b.frame[b.payload..],
+            "segments reassemble to the original payload"
+        );
     } else if let Ok(n) = r {
         for s in &segs {
             assert!(!s.is_empty() && n > 0);
@@ -240,6 +292,11 @@ fuzz_target!(|inp: Input| {
         );
     } else {
         let r = complete_checksum(&mut single, cs, co);
-        assert_eq!(r.is_ok(), cs.checked_add(co).and_then(|x| x.checked_add(2)).is_some_and(|e| e <= single.len()));
+        assert_eq!(
+            r.is_ok(),
+            cs.checked_add(co)
+                .and_then(|x| x.checked_add(2))
+                .is_some_and(|e| e <= single.len())
+        );
     }
 });

@@ -27,13 +27,38 @@ struct PortSpec {
 #[derive(Arbitrary, Debug)]
 enum Op {
     /// A well-behaved client queues `n` frames to MAC `dst` (0xff: broadcast).
-    Send { port: u8, ring: u8, n: u8, dst: u8, len: u16, morefrag_every: u8 },
+    Send {
+        port: u8,
+        ring: u8,
+        n: u8,
+        dst: u8,
+        len: u16,
+        morefrag_every: u8,
+    },
     /// Raw slot write, anywhere in the TX ring.
-    Slot { port: u8, ring: u8, slot: u16, buf_idx: Option<u32>, len: u16, flags: u16 },
+    Slot {
+        port: u8,
+        ring: u8,
+        slot: u16,
+        buf_idx: Option<u32>,
+        len: u16,
+        flags: u16,
+    },
     /// Raw head and cur in the CSB (what the switch reads).
-    Head { port: u8, ring: u8, head: u32, cur: u32 },
+    Head {
+        port: u8,
+        ring: u8,
+        head: u32,
+        cur: u32,
+    },
     /// Raw head/cur/tail in the ring header (what netmap programs write).
-    Header { port: u8, ring: u8, head: u32, cur: u32, tail: u32 },
+    Header {
+        port: u8,
+        ring: u8,
+        head: u32,
+        cur: u32,
+        tail: u32,
+    },
     /// The switch takes one batch from a TX ring.
     Forward { port: u8, ring: u8 },
     /// A well-behaved client consumes up to `n` received frames.
@@ -41,11 +66,22 @@ enum Op {
     /// Raw RX head in the CSB (the client hands back slots it never had).
     RxHead { port: u8, ring: u8, head: u32 },
     /// The client side meets a `hwtail` a peer wrote.
-    Tail { port: u8, ring: u8, rx: bool, hwtail: u32 },
+    Tail {
+        port: u8,
+        ring: u8,
+        rx: bool,
+        hwtail: u32,
+    },
     /// Bytes anywhere in the region.
     Scribble { port: u8, off: u32, data: Vec<u8> },
     /// Writes into the buffer of a TX slot.
-    Payload { port: u8, ring: u8, slot: u16, off: u16, data: Vec<u8> },
+    Payload {
+        port: u8,
+        ring: u8,
+        slot: u16,
+        off: u16,
+        data: Vec<u8>,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -98,14 +134,30 @@ fuzz_target!(|inp: Input| {
         let Ok(p) = sw.attach(|idx| SwitchPort::new(name.clone(), idx, region.clone())) else {
             return;
         };
-        let tx = (0..g.tx_rings).map(|r| AppRing::new(region.clone(), 0, Dir::Tx, r)).collect();
-        let rx = (0..g.rx_rings).map(|r| AppRing::new(region.clone(), 0, Dir::Rx, r)).collect();
-        ports.push(Port { sw: p, region, tx, rx });
+        let tx = (0..g.tx_rings)
+            .map(|r| AppRing::new(region.clone(), 0, Dir::Tx, r))
+            .collect();
+        let rx = (0..g.rx_rings)
+            .map(|r| AppRing::new(region.clone(), 0, Dir::Rx, r))
+            .collect();
+        ports.push(Port {
+            sw: p,
+            region,
+            tx,
+            rx,
+        });
     }
     let mut sc = Scratch::default();
     for op in inp.ops.iter().take(256) {
         match op {
-            Op::Send { port, ring, n, dst, len, morefrag_every } => {
+            Op::Send {
+                port,
+                ring,
+                n,
+                dst,
+                len,
+                morefrag_every,
+            } => {
                 let p = pick(&mut ports, *port);
                 let me = p.sw.index;
                 let tx = pick(&mut p.tx, *ring);
@@ -114,7 +166,11 @@ fuzz_target!(|inp: Input| {
                 for j in 0..k {
                     let Some(mut s) = tx.slot_mut(j) else { break };
                     let mut hdr = [0u8; 14];
-                    hdr[..6].copy_from_slice(&if *dst == 0xff { [0xff; 6] } else { [2, 0, 0, 0, 0, *dst] });
+                    hdr[..6].copy_from_slice(&if *dst == 0xff {
+                        [0xff; 6]
+                    } else {
+                        [2, 0, 0, 0, 0, *dst]
+                    });
                     hdr[6..12].copy_from_slice(&[2, 0, 0, 0, 0, me as u8]);
                     s.write_at(0, &hdr);
                     let flags = if *morefrag_every != 0 && j % u32::from(*morefrag_every) != 0 {
@@ -127,7 +183,14 @@ fuzz_target!(|inp: Input| {
                 tx.advance(k);
                 tx.publish();
             }
-            Op::Slot { port, ring, slot, buf_idx, len, flags } => {
+            Op::Slot {
+                port,
+                ring,
+                slot,
+                buf_idx,
+                len,
+                flags,
+            } => {
                 let p = pick(&mut ports, *port);
                 let tx = pick(&mut p.tx, *ring);
                 let r = tx.ring();
@@ -135,16 +198,32 @@ fuzz_target!(|inp: Input| {
                 let old = r.slot(i);
                 r.set_slot(
                     i,
-                    NetmapSlot { buf_idx: buf_idx.unwrap_or(old.buf_idx), len: *len, flags: *flags, ptr: old.ptr },
+                    NetmapSlot {
+                        buf_idx: buf_idx.unwrap_or(old.buf_idx),
+                        len: *len,
+                        flags: *flags,
+                        ptr: old.ptr,
+                    },
                 );
             }
-            Op::Head { port, ring, head, cur } => {
+            Op::Head {
+                port,
+                ring,
+                head,
+                cur,
+            } => {
                 let p = pick(&mut ports, *port);
                 let tx = pick(&mut p.tx, *ring);
                 tx.csb().cur().store(*cur, Ordering::Relaxed);
                 tx.csb().head().store(*head, Ordering::Release);
             }
-            Op::Header { port, ring, head, cur, tail } => {
+            Op::Header {
+                port,
+                ring,
+                head,
+                cur,
+                tail,
+            } => {
                 let p = pick(&mut ports, *port);
                 let tx = pick(&mut p.tx, *ring);
                 tx.ring().set_pointers(*head, *cur, *tail);
@@ -156,15 +235,30 @@ fuzz_target!(|inp: Input| {
                 let rings = p.tx.len();
                 let r = sw.forward(&p.sw, usize::from(*ring) % rings, &mut sc);
                 let slots = p.tx[0].num_slots().max(p.tx[rings - 1].num_slots());
-                assert!(r.slots <= slots, "{} slots consumed from a ring of {slots}", r.slots);
-                assert!(r.packets <= r.slots, "{} packets from {} slots", r.packets, r.slots);
+                assert!(
+                    r.slots <= slots,
+                    "{} slots consumed from a ring of {slots}",
+                    r.slots
+                );
+                assert!(
+                    r.packets <= r.slots,
+                    "{} packets from {} slots",
+                    r.packets,
+                    r.slots
+                );
                 for q in &ports {
                     for rx in &q.rx {
                         let n = rx.num_slots();
                         let c = rx.csb();
                         // The switch publishes only values in range.
-                        assert!(c.hwtail().load(Ordering::Acquire) < n, "RX hwtail out of range");
-                        assert!(c.hwcur().load(Ordering::Relaxed) < n, "RX hwcur out of range");
+                        assert!(
+                            c.hwtail().load(Ordering::Acquire) < n,
+                            "RX hwtail out of range"
+                        );
+                        assert!(
+                            c.hwcur().load(Ordering::Relaxed) < n,
+                            "RX hwcur out of range"
+                        );
                     }
                 }
             }
@@ -188,9 +282,18 @@ fuzz_target!(|inp: Input| {
                 rx.csb().head().store(*head, Ordering::Release);
                 rx.csb().cur().store(*head, Ordering::Relaxed);
             }
-            Op::Tail { port, ring, rx, hwtail } => {
+            Op::Tail {
+                port,
+                ring,
+                rx,
+                hwtail,
+            } => {
                 let p = pick(&mut ports, *port);
-                let a = if *rx { pick(&mut p.rx, *ring) } else { pick(&mut p.tx, *ring) };
+                let a = if *rx {
+                    pick(&mut p.rx, *ring)
+                } else {
+                    pick(&mut p.tx, *ring)
+                };
                 let before = a.tail();
                 let moved = a.accept_tail(*hwtail);
                 let n = a.num_slots();
@@ -203,7 +306,13 @@ fuzz_target!(|inp: Input| {
                 let len = p.region.len().max(1);
                 let _ = p.region.scribble(*off as usize % len, data);
             }
-            Op::Payload { port, ring, slot, off, data } => {
+            Op::Payload {
+                port,
+                ring,
+                slot,
+                off,
+                data,
+            } => {
                 let p = pick(&mut ports, *port);
                 let region = p.region.clone();
                 let tx = pick(&mut p.tx, *ring);

@@ -50,7 +50,11 @@ impl Guarded {
         let base = base.cast::<u8>();
         // SAFETY: the middle of the mapping just made.
         let r = unsafe {
-            libc::mprotect(base.add(PAGE).cast(), len, libc::PROT_READ | libc::PROT_WRITE)
+            libc::mprotect(
+                base.add(PAGE).cast(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
         };
         assert_eq!(r, 0, "mprotect");
         Guarded { base, total }
@@ -102,32 +106,75 @@ impl Addr {
 #[derive(Arbitrary, Debug)]
 enum Op {
     /// Writes descriptor `i` of a queue's table (or of an indirect table at `table`).
-    Desc { tx: bool, table: Option<Addr>, i: u16, addr: Addr, len: u16, big: bool, flags: u16, next: u16 },
+    Desc {
+        tx: bool,
+        table: Option<Addr>,
+        i: u16,
+        addr: Addr,
+        len: u16,
+        big: bool,
+        flags: u16,
+        next: u16,
+    },
     /// Offers chain `head` in a queue's available ring.
-    Offer { tx: bool, head: u16 },
+    Offer {
+        tx: bool,
+        head: u16,
+    },
     /// Sets a queue's available index directly.
-    AvailIdx { tx: bool, idx: u16 },
+    AvailIdx {
+        tx: bool,
+        idx: u16,
+    },
     /// Sets the `used_event` field (EVENT_IDX).
-    UsedEvent { tx: bool, v: u16 },
+    UsedEvent {
+        tx: bool,
+        v: u16,
+    },
     /// Writes bytes anywhere in guest memory.
-    Poke { at: Addr, data: Vec<u8> },
+    Poke {
+        at: Addr,
+        data: Vec<u8>,
+    },
     /// The switch drains up to `max` TX frames.
-    DrainTx { max: u8, stop_after: u8 },
+    DrainTx {
+        max: u8,
+        stop_after: u8,
+    },
     /// The switch delivers a frame into the guest's RX buffers.
-    Rx { len: u16, fill: u8, deferred: bool, flags: u8, gso_type: u8, gso_size: u16 },
+    Rx {
+        len: u16,
+        fill: u8,
+        deferred: bool,
+        flags: u8,
+        gso_type: u8,
+        gso_size: u16,
+    },
     /// Ends a batch: flush and interrupt.
     Notify,
     /// Notification toggles the worker makes before it sleeps.
-    EnableTx { more: Option<u16> },
+    EnableTx {
+        more: Option<u16>,
+    },
     DisableTx,
     /// The frontend reconfigures a vring.
-    Restart { tx: bool, base: u16, size_log: u8 },
+    Restart {
+        tx: bool,
+        base: u16,
+        size_log: u8,
+    },
     /// The frontend stops a vring (GET_VRING_BASE).
-    Stop { tx: bool },
+    Stop {
+        tx: bool,
+    },
     /// SET_FEATURES mid-run.
-    Features { bits: u64 },
+    Features {
+        bits: u64,
+    },
     /// SET_MEM_TABLE again with the same memory (vrings re-resolved).
-    Remap { drop_b: bool },
+    Remap {
+        drop_b: bool,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -150,7 +197,12 @@ fn layout(base: u16, size: u16) -> Layout {
     let desc = u64::from(base & !15);
     let avail = desc + 16 * u64::from(size);
     let used = (avail + 6 + 2 * u64::from(size) + 3) & !3;
-    Layout { size, desc, avail, used }
+    Layout {
+        size,
+        desc,
+        avail,
+        used,
+    }
 }
 
 fn eventfd() -> Option<File> {
@@ -172,7 +224,8 @@ fn start(port: &mut VirtioNetPort, kind: QueueKind, l: &Layout, base: u16) {
 fuzz_target!(|inp: Input| {
     let a = Guarded::new(A_LEN);
     let b = Guarded::new(B_LEN);
-    let mem = GuestMemoryMmap::from_regions(vec![a.region(A_GPA), b.region(B_GPA)]).expect("memory");
+    let mem =
+        GuestMemoryMmap::from_regions(vec![a.region(A_GPA), b.region(B_GPA)]).expect("memory");
     let mem_a_only = GuestMemoryMmap::from_regions(vec![a.region(A_GPA)]).expect("memory");
     let mut port = VirtioNetPort::new(0);
     port.set_memory(Some(mem.clone()));
@@ -185,11 +238,24 @@ fuzz_target!(|inp: Input| {
     let frame_buf = vec![0u8; 65_600];
     for op in inp.ops.iter().take(200) {
         match op {
-            Op::Desc { tx: t, table, i, addr, len, big, flags, next } => {
+            Op::Desc {
+                tx: t,
+                table,
+                i,
+                addr,
+                len,
+                big,
+                flags,
+                next,
+            } => {
                 let l = if *t { &tx } else { &rx };
                 let base = table.map(Addr::gpa).unwrap_or(l.desc);
                 let at = base.wrapping_add(16 * u64::from(*i % 512));
-                let len = if *big { u32::from(*len) << 8 } else { u32::from(*len) };
+                let len = if *big {
+                    u32::from(*len) << 8
+                } else {
+                    u32::from(*len)
+                };
                 let mut d = [0u8; 16];
                 d[..8].copy_from_slice(&addr.gpa().to_le_bytes());
                 d[8..12].copy_from_slice(&len.to_le_bytes());
@@ -232,7 +298,14 @@ fuzz_target!(|inp: Input| {
                 assert!(taken <= usize::from(*max).min(usize::from(tx.size)));
                 assert!(seen <= taken);
             }
-            Op::Rx { len, fill, deferred, flags, gso_type, gso_size } => {
+            Op::Rx {
+                len,
+                fill,
+                deferred,
+                flags,
+                gso_type,
+                gso_size,
+            } => {
                 let mut f = frame_buf[..usize::from(*len)].to_vec();
                 f.iter_mut().for_each(|b| *b = *fill);
                 let h = VirtioNetHdr {
@@ -242,7 +315,11 @@ fuzz_target!(|inp: Input| {
                     ..Default::default()
                 };
                 let before = port.rx_space();
-                let r = if *deferred { port.rx_push_deferred(&h, &f) } else { port.rx_push(&h, &f) };
+                let r = if *deferred {
+                    port.rx_push_deferred(&h, &f)
+                } else {
+                    port.rx_push(&h, &f)
+                };
                 if r.is_ok() {
                     assert!(before > 0, "a frame went into an RX queue with no buffers");
                 }
@@ -259,7 +336,11 @@ fuzz_target!(|inp: Input| {
                 };
             }
             Op::DisableTx => port.disable_tx_notifications(),
-            Op::Restart { tx: t, base, size_log } => {
+            Op::Restart {
+                tx: t,
+                base,
+                size_log,
+            } => {
                 let size = 1u16 << (size_log % 9);
                 let kind = if *t { QueueKind::Tx } else { QueueKind::Rx };
                 let l = if *t { &mut tx } else { &mut rx };
@@ -271,7 +352,11 @@ fuzz_target!(|inp: Input| {
             }
             Op::Features { bits } => port.set_features(bits & feature::OFFERED),
             Op::Remap { drop_b } => {
-                let m = if *drop_b { mem_a_only.clone() } else { mem.clone() };
+                let m = if *drop_b {
+                    mem_a_only.clone()
+                } else {
+                    mem.clone()
+                };
                 port.set_memory(Some(m));
             }
         }

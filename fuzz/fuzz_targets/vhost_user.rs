@@ -30,7 +30,9 @@ const NEED_REPLY: u32 = 0x8;
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum Fd {
     /// A memfd of `pages` pages (its index in the target's list).
-    Memfd { pages: u8 },
+    Memfd {
+        pages: u8,
+    },
     EventFd,
     /// The write end of a pipe (a call fd that can fill up).
     PipeWrite,
@@ -59,7 +61,12 @@ enum Body {
     Addr(u32, u32, u64, u64, u64, u64),
     MemTable(Vec<Region>),
     Single(Region),
-    Config { offset: u32, size: u32, flags: u32, data: Vec<u8> },
+    Config {
+        offset: u32,
+        size: u32,
+        flags: u32,
+        data: Vec<u8>,
+    },
     Raw(Vec<u8>),
 }
 
@@ -78,9 +85,15 @@ struct Msg {
 enum Op {
     Send(Msg),
     /// What a worker does between messages.
-    Drive { pair: u8, rx_len: u16 },
+    Drive {
+        pair: u8,
+        rx_len: u16,
+    },
     /// The frontend shrinks the `i`-th memory file it sent.
-    Shrink { i: u8, pages: u8 },
+    Shrink {
+        i: u8,
+        pages: u8,
+    },
 }
 
 fn fit() -> bool {
@@ -100,10 +113,19 @@ fn memfd(len: u64) -> Option<OwnedFd> {
     (unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } == 0).then_some(fd)
 }
 
-fn make_fd(f: Fd, keep: &mut Vec<OwnedFd>, memfds: &mut Vec<OwnedFd>, want: u64) -> Option<OwnedFd> {
+fn make_fd(
+    f: Fd,
+    keep: &mut Vec<OwnedFd>,
+    memfds: &mut Vec<OwnedFd>,
+    want: u64,
+) -> Option<OwnedFd> {
     match f {
         Fd::Memfd { pages } => {
-            let len = if fit() { want.max(u64::from(pages) * 4096) } else { u64::from(pages % 33) * 4096 };
+            let len = if fit() {
+                want.max(u64::from(pages) * 4096)
+            } else {
+                u64::from(pages % 33) * 4096
+            };
             let fd = memfd(len)?;
             memfds.push(fd.try_clone().ok()?);
             Some(fd)
@@ -139,7 +161,11 @@ fn region_bytes(r: &Region, out: &mut Vec<u8>) -> u64 {
 
 fuzz_target!(|ops: Vec<Op>| {
     let dev = Arc::new(Mutex::new(
-        VhostUserNet::new(NetConfig { queue_pairs: 2, ..NetConfig::default() }).expect("device"),
+        VhostUserNet::new(NetConfig {
+            queue_pairs: 2,
+            ..NetConfig::default()
+        })
+        .expect("device"),
     ));
     let (front, back) = UnixStream::pair().expect("socketpair");
     front.set_nonblocking(true).expect("nonblocking");
@@ -186,7 +212,12 @@ fuzz_target!(|ops: Vec<Op>| {
                         body.extend_from_slice(&0u64.to_le_bytes());
                         wants.push(region_bytes(r, &mut body));
                     }
-                    Body::Config { offset, size, flags, data } => {
+                    Body::Config {
+                        offset,
+                        size,
+                        flags,
+                        data,
+                    } => {
                         body.extend_from_slice(&offset.to_le_bytes());
                         body.extend_from_slice(&size.to_le_bytes());
                         body.extend_from_slice(&flags.to_le_bytes());
@@ -195,7 +226,9 @@ fuzz_target!(|ops: Vec<Op>| {
                     Body::Raw(b) => body.extend_from_slice(&b[..b.len().min(512)]),
                 }
                 let declared = m.size.map_or(body.len(), usize::from);
-                let flags = m.bad_flags.unwrap_or(VERSION_1 | if m.need_reply { NEED_REPLY } else { 0 });
+                let flags = m
+                    .bad_flags
+                    .unwrap_or(VERSION_1 | if m.need_reply { NEED_REPLY } else { 0 });
                 let mut hdr = Vec::with_capacity(12);
                 hdr.extend_from_slice(&u32::from(m.request % 60).to_le_bytes());
                 hdr.extend_from_slice(&flags.to_le_bytes());
@@ -205,7 +238,14 @@ fuzz_target!(|ops: Vec<Op>| {
                     .iter()
                     .take(9)
                     .enumerate()
-                    .filter_map(|(k, f)| make_fd(*f, &mut keep, &mut memfds, wants.get(k).copied().unwrap_or(0)))
+                    .filter_map(|(k, f)| {
+                        make_fd(
+                            *f,
+                            &mut keep,
+                            &mut memfds,
+                            wants.get(k).copied().unwrap_or(0),
+                        )
+                    })
                     .collect();
                 let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
                 let mut msg = hdr;

@@ -27,7 +27,10 @@ pub fn daemon_socket() -> &'static Path {
         // Set once, before any thread of this process reads the environment.
         std::env::set_var("RINGSWITCH_SOCKET", &socket);
         let daemon = Daemon::start(Config::new(socket.clone())).expect("in-process daemon");
-        Shared { socket, _daemon: daemon }
+        Shared {
+            socket,
+            _daemon: daemon,
+        }
     })
     .socket
 }
@@ -54,6 +57,11 @@ pub fn reset_daemon() {
 /// for gigabytes of shared memory; the daemon's budgets are another item).
 pub fn safe_name(raw: &str, conf: u8) -> String {
     let base: String = raw.split('@').next().unwrap_or("").replace("netmap", "nm");
-    const CONFS: [&str; 4] = ["", "@conf:slots=64", "@conf:rings=2,slots=128,buf-size=256", "@conf:bogus=1"];
+    const CONFS: [&str; 4] = [
+        "",
+        "@conf:slots=64",
+        "@conf:rings=2,slots=128,buf-size=256",
+        "@conf:bogus=1",
+    ];
     format!("{base}{}", CONFS[usize::from(conf) % CONFS.len()])
 }

@@ -30,7 +30,11 @@ struct Run {
 /// The number after `key` in `line` (`cov: 123` -> 123).
 fn field(line: &str, key: &str) -> Option<u64> {
     let rest = &line[line.find(key)? + key.len()..];
-    let digits: String = rest.trim_start().chars().take_while(char::is_ascii_digit).collect();
+    let digits: String = rest
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().ok()
 }
 
@@ -57,7 +61,10 @@ fn parse(log: &str) -> Run {
             r.peak_rss_mb = n;
         } else if let Some(i) = line.find("Test unit written to ") {
             let path = line[i + "Test unit written to ".len()..].trim().to_string();
-            let name = Path::new(&path).file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let name = Path::new(&path)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("");
             if !name.starts_with("slow-unit-") {
                 r.artifacts.push(path);
             }
@@ -102,7 +109,9 @@ fn table(rows: &[(&Target, Run)]) -> String {
             .corpus
             .as_deref()
             .and_then(corpus_size)
-            .map_or("-".to_string(), |(f, b)| format!("{f} / {}", b.div_ceil(1024)));
+            .map_or("-".to_string(), |(f, b)| {
+                format!("{f} / {}", b.div_ceil(1024))
+            });
         let crashes = if r.artifacts.is_empty() && r.error.is_none() {
             "0".to_string()
         } else if r.artifacts.is_empty() {
@@ -134,12 +143,18 @@ fn main() -> ExitCode {
             markdown = Some(PathBuf::from(f));
             continue;
         }
-        let Some((name, rest)) = a.split_once('=') else { return usage() };
+        let Some((name, rest)) = a.split_once('=') else {
+            return usage();
+        };
         let (log, corpus) = match rest.split_once(',') {
             Some((l, c)) => (l, Some(PathBuf::from(c))),
             None => (rest, None),
         };
-        targets.push(Target { name: name.to_string(), log: PathBuf::from(log), corpus });
+        targets.push(Target {
+            name: name.to_string(),
+            log: PathBuf::from(log),
+            corpus,
+        });
     }
     if targets.is_empty() {
         return usage();
@@ -149,7 +164,11 @@ fn main() -> ExitCode {
         match std::fs::read(&t.log) {
             Ok(b) => rows.push((t, parse(&String::from_utf8_lossy(&b)))),
             Err(e) => {
-                eprintln!("cannot read the log of {} at {}: {e}", t.name, t.log.display());
+                eprintln!(
+                    "cannot read the log of {} at {}: {e}",
+                    t.name,
+                    t.log.display()
+                );
                 return ExitCode::from(2);
             }
         }
@@ -162,14 +181,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let crashed: Vec<_> = rows.iter().filter(|(_, r)| !r.artifacts.is_empty() || r.error.is_some()).collect();
+    let crashed: Vec<_> = rows
+        .iter()
+        .filter(|(_, r)| !r.artifacts.is_empty() || r.error.is_some())
+        .collect();
     for (t, r) in &crashed {
         eprintln!(
             "{} crashed: {}; reproduce with: cargo +nightly fuzz run {} {}",
             t.name,
             r.error.as_deref().unwrap_or("see its log"),
             t.name,
-            r.artifacts.first().map_or("<no reproducer written>", String::as_str)
+            r.artifacts
+                .first()
+                .map_or("<no reproducer written>", String::as_str)
         );
     }
     if crashed.is_empty() {
@@ -197,7 +221,15 @@ mod tests {
         let r = parse(CLEAN);
         assert_eq!(
             r,
-            Run { execs: 11690, cov: 1054, ft: 2427, exec_per_s: 730, peak_rss_mb: 306, artifacts: vec![], error: None }
+            Run {
+                execs: 11690,
+                cov: 1054,
+                ft: 2427,
+                exec_per_s: 730,
+                peak_rss_mb: 306,
+                artifacts: vec![],
+                error: None
+            }
         );
     }
 
