@@ -159,3 +159,29 @@ impl Registry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_config_reads_requests_and_refuses_the_rest_with_a_sentence() {
+        let p = Path::new("/etc/rs.json");
+        let ok = r#"{"version":1,"requests":[{"cmd":"switch-add","name":"vale0"}]}"#;
+        assert_eq!(
+            parse_config(ok, p).unwrap(),
+            vec![Request::SwitchAdd {
+                name: "vale0".into()
+            }]
+        );
+        let e = parse_config("{\"version\":1", p).unwrap_err();
+        assert!(
+            e.starts_with("/etc/rs.json is not a ringswitch configuration"),
+            "{e}"
+        );
+        let e = parse_config(r#"{"version":7,"requests":[]}"#, p).unwrap_err();
+        assert!(e.contains("version 7"), "{e}");
+        let e = parse_config(r#"{"version":1,"requests":[],"x":1}"#, p).unwrap_err();
+        assert!(e.contains("not a ringswitch configuration"), "{e}");
+    }
+}
