@@ -33,7 +33,7 @@ enum Fd {
     Memfd {
         pages: u8,
     },
-    EventFd,
+    Eventfd,
     /// The write end of a pipe (a call fd that can fill up).
     PipeWrite,
     /// A socket: not an eventfd, not a file.
@@ -167,7 +167,7 @@ fn make_fd(
             memfds.push(fd.try_clone().ok()?);
             Some(fd)
         }
-        Fd::EventFd => {
+        Fd::Eventfd => {
             // SAFETY: eventfd with valid flags.
             let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
             // SAFETY: a fresh descriptor nobody else owns.
@@ -323,8 +323,8 @@ fn handshake(h: &Handshake) -> Vec<Msg> {
         v.push(msg(8, Body::State(q, 1 << (h.size_log % 9)), vec![]));
         v.push(msg(9, Body::Addr(q, 0, h.desc, h.used, h.avail, 0), vec![]));
         v.push(msg(10, Body::State(q, 0), vec![]));
-        v.push(msg(13, Body::U64(u64::from(q)), vec![Fd::EventFd]));
-        v.push(msg(12, Body::U64(u64::from(q)), vec![Fd::EventFd]));
+        v.push(msg(13, Body::U64(u64::from(q)), vec![Fd::Eventfd]));
+        v.push(msg(12, Body::U64(u64::from(q)), vec![Fd::Eventfd]));
         v.push(msg(18, Body::State(q, 1), vec![]));
     }
     v
