@@ -91,6 +91,13 @@ enum Op {
     BadIoctl(u32),
 }
 
+/// A request body as large as the largest the emulation reads.
+#[repr(C)]
+union AnyBody {
+    reg: NmreqRegister,
+    info: NmreqPortInfo,
+}
+
 struct Mapped {
     base: *mut u8,
     len: usize,
@@ -116,8 +123,11 @@ fuzz_target!(|ops: Vec<Op>| {
                 options,
                 body,
             } => {
-                let mut reg = NmreqRegister::default();
-                let mut info = NmreqPortInfo::default();
+                // Room for whichever body the request type names (C
+                // callers must pass that one; the type is fuzz-chosen).
+                let mut any = AnyBody {
+                    reg: NmreqRegister::default(),
+                };
                 let body_ptr = match body {
                     Body::Null => 0,
                     Body::Register {
@@ -128,17 +138,23 @@ fuzz_target!(|ops: Vec<Op>| {
                         rings,
                         extra,
                     } => {
-                        reg.nr_mode = *mode;
-                        reg.nr_ringid = *ringid;
-                        reg.nr_flags = *flags;
-                        reg.nr_tx_slots = *slots;
-                        reg.nr_rx_slots = *slots;
-                        reg.nr_tx_rings = *rings;
-                        reg.nr_rx_rings = *rings;
-                        reg.nr_extra_bufs = *extra;
-                        &mut reg as *mut NmreqRegister as u64
+                        any.reg = NmreqRegister {
+                            nr_mode: *mode,
+                            nr_ringid: *ringid,
+                            nr_flags: *flags,
+                            nr_tx_slots: *slots,
+                            nr_rx_slots: *slots,
+                            nr_tx_rings: *rings,
+                            nr_rx_rings: *rings,
+                            nr_extra_bufs: *extra,
+                            ..NmreqRegister::default()
+                        };
+                        &mut any as *mut AnyBody as u64
                     }
-                    Body::PortInfo => &mut info as *mut NmreqPortInfo as u64,
+                    Body::PortInfo => {
+                        any.info = NmreqPortInfo::default();
+                        &mut any as *mut AnyBody as u64
+                    }
                 };
                 let mut h = NmreqHeader {
                     nr_version: if *version == 0 {
@@ -152,11 +168,13 @@ fuzz_target!(|ops: Vec<Op>| {
                     nr_options: u64::from(*options),
                     nr_body: body_ptr,
                 };
-                // SAFETY: the header and the body it points to (or 0) live
-                // across the call; an options value of 1 is never followed
-                // (the emulation refuses options before reading them).
+                // SAFETY: the header and the body it points to (or 0, as large
+                // as any body) live across the call; an options value of 1 is
+                // never followed (the emulation refuses options before reading them).
                 let r = unsafe { libc::ioctl(fd, abi::NIOCCTRL, &mut h as *mut NmreqHeader) };
-                if r == 0 && matches!(body, Body::Register { .. }) && map.is_none() {
+                if r == 0 && h.nr_reqtype == abi::req::REGISTER && map.is_none() {
+                    // SAFETY: a REGISTER that succeeded wrote a whole register body.
+                    let reg = unsafe { any.reg };
                     let len = reg.nr_memsize as usize;
                     // SAFETY: mmap of the emulated descriptor, as a netmap program does.
                     let p = unsafe {
