@@ -20,8 +20,8 @@ use crate::vhost_user::VhostUserThread;
 mod config;
 mod iface;
 use crate::worker::{Assigned, Source, Worker};
-pub use config::load_config;
 use config::IfaceRequest;
+pub use config::{load_config, parse_config};
 pub use iface::clean_stale_attachments;
 use iface::DIRECT_APP;
 

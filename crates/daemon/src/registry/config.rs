@@ -45,7 +45,14 @@ pub fn load_config(path: &Path) -> Result<Vec<Request>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
-    let saved: Saved = serde_json::from_str(&text)
+    parse_config(&text, path)
+}
+
+/// Parses the text of a configuration file read from `path` (named in
+/// errors only). The file is untrusted input: any text gives the requests or
+/// an error, never a panic (fuzzed by `fuzz/fuzz_targets/config_file.rs`).
+pub fn parse_config(text: &str, path: &Path) -> Result<Vec<Request>, String> {
+    let saved: Saved = serde_json::from_str(text)
         .map_err(|e| format!("{} is not a ringswitch configuration: {e}", path.display()))?;
     if saved.version != VERSION {
         return Err(format!(
@@ -150,5 +157,31 @@ impl Registry {
         if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
             warn!(path = %path.display(), error = %e, "cannot save the configuration");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_config_reads_requests_and_refuses_the_rest_with_a_sentence() {
+        let p = Path::new("/etc/rs.json");
+        let ok = r#"{"version":1,"requests":[{"cmd":"switch-add","name":"vale0"}]}"#;
+        assert_eq!(
+            parse_config(ok, p).unwrap(),
+            vec![Request::SwitchAdd {
+                name: "vale0".into()
+            }]
+        );
+        let e = parse_config("{\"version\":1", p).unwrap_err();
+        assert!(
+            e.starts_with("/etc/rs.json is not a ringswitch configuration"),
+            "{e}"
+        );
+        let e = parse_config(r#"{"version":7,"requests":[]}"#, p).unwrap_err();
+        assert!(e.contains("version 7"), "{e}");
+        let e = parse_config(r#"{"version":1,"requests":[],"x":1}"#, p).unwrap_err();
+        assert!(e.contains("not a ringswitch configuration"), "{e}");
     }
 }

@@ -1,0 +1,331 @@
+//! Ring validation and forwarding over shared memory a hostile client
+//! writes: two or three ring ports on one switch, each with a fuzz-chosen
+//! geometry, driven by a sequence of operations that mix well-behaved
+//! client actions (queue frames, publish, consume RX) with raw writes a
+//! hostile client can make (any head/cur, any slot word, fragment flags,
+//! any `hwtail` in the CSB a peer should not write, bytes anywhere in the
+//! region). After every operation the switch's own view stays in range and
+//! nothing panics: `PortRing::app_head` and `AppRing::accept_tail` refuse
+//! what is out of range, fragment chains are bounded.
+#![no_main]
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use ringswitch_ring::{AppRing, Dir, Geometry, NetmapSlot, Region, RegionLayout};
+use ringswitch_switch::{Hub, LearningBridge, Scratch, Switch, SwitchPort};
+
+#[derive(Arbitrary, Debug)]
+struct PortSpec {
+    slots: u8,
+    buf: u8,
+    tx_rings: bool,
+}
+
+#[derive(Arbitrary, Debug)]
+enum Op {
+    /// A well-behaved client queues `n` frames to MAC `dst` (0xff: broadcast).
+    Send {
+        port: u8,
+        ring: u8,
+        n: u8,
+        dst: u8,
+        len: u16,
+        morefrag_every: u8,
+    },
+    /// Raw slot write, anywhere in the TX ring.
+    Slot {
+        port: u8,
+        ring: u8,
+        slot: u16,
+        buf_idx: Option<u32>,
+        len: u16,
+        flags: u16,
+    },
+    /// Raw head and cur in the CSB (what the switch reads).
+    Head {
+        port: u8,
+        ring: u8,
+        head: u32,
+        cur: u32,
+    },
+    /// Raw head/cur/tail in the ring header (what netmap programs write).
+    Header {
+        port: u8,
+        ring: u8,
+        head: u32,
+        cur: u32,
+        tail: u32,
+    },
+    /// The switch takes one batch from a TX ring.
+    Forward { port: u8, ring: u8 },
+    /// A well-behaved client consumes up to `n` received frames.
+    Consume { port: u8, ring: u8, n: u16 },
+    /// Raw RX head in the CSB (the client hands back slots it never had).
+    RxHead { port: u8, ring: u8, head: u32 },
+    /// The client side meets a `hwtail` a peer wrote.
+    Tail {
+        port: u8,
+        ring: u8,
+        rx: bool,
+        hwtail: u32,
+    },
+    /// Bytes anywhere in the region.
+    Scribble { port: u8, off: u32, data: Vec<u8> },
+    /// Writes into the buffer of a TX slot.
+    Payload {
+        port: u8,
+        ring: u8,
+        slot: u16,
+        off: u16,
+        data: Vec<u8>,
+    },
+}
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    hub: bool,
+    batch: u16,
+    ports: [PortSpec; 3],
+    three: bool,
+    ops: Vec<Op>,
+}
+
+struct Port {
+    sw: Arc<SwitchPort>,
+    region: Arc<Region>,
+    tx: Vec<AppRing>,
+    rx: Vec<AppRing>,
+}
+
+const SLOTS: [u32; 4] = [64, 128, 256, 64];
+const BUFS: [u32; 5] = [128, 192, 2048, 4096, 65536];
+
+fn pick<T>(v: &mut [T], i: u8) -> &mut T {
+    let n = v.len();
+    &mut v[usize::from(i) % n]
+}
+
+fuzz_target!(|inp: Input| {
+    let fwd: Box<dyn ringswitch_switch::Forwarding> = if inp.hub {
+        Box::new(Hub)
+    } else {
+        Box::new(LearningBridge::default())
+    };
+    let sw = Switch::new("vale0", fwd, u32::from(inp.batch % 600).max(1));
+    let count = if inp.three { 3 } else { 2 };
+    let mut ports: Vec<Port> = Vec::new();
+    for (i, spec) in inp.ports.iter().take(count).enumerate() {
+        let slots = SLOTS[usize::from(spec.slots) % SLOTS.len()];
+        let g = Geometry {
+            tx_rings: if spec.tx_rings { 2 } else { 1 },
+            rx_rings: 1,
+            tx_slots: slots,
+            rx_slots: SLOTS[usize::from(spec.slots >> 4) % SLOTS.len()],
+            buf_size: BUFS[usize::from(spec.buf) % BUFS.len()],
+        };
+        let Ok(layout) = RegionLayout::new(g, 1) else {
+            return;
+        };
+        let name = format!("p{i}");
+        let region = Arc::new(Region::create(layout, [&name, ""]).expect("memfd region"));
+        let Ok(p) = sw.attach(|idx| SwitchPort::new(name.clone(), idx, region.clone())) else {
+            return;
+        };
+        let tx = (0..g.tx_rings)
+            .map(|r| AppRing::new(region.clone(), 0, Dir::Tx, r))
+            .collect();
+        let rx = (0..g.rx_rings)
+            .map(|r| AppRing::new(region.clone(), 0, Dir::Rx, r))
+            .collect();
+        ports.push(Port {
+            sw: p,
+            region,
+            tx,
+            rx,
+        });
+    }
+    let mut sc = Scratch::default();
+    for op in inp.ops.iter().take(256) {
+        match op {
+            Op::Send {
+                port,
+                ring,
+                n,
+                dst,
+                len,
+                morefrag_every,
+            } => {
+                let p = pick(&mut ports, *port);
+                let me = p.sw.index;
+                let tx = pick(&mut p.tx, *ring);
+                tx.refresh_tail();
+                let k = u32::from(*n).min(tx.space());
+                for j in 0..k {
+                    let Some(mut s) = tx.slot_mut(j) else { break };
+                    let mut hdr = [0u8; 14];
+                    hdr[..6].copy_from_slice(&if *dst == 0xff {
+                        [0xff; 6]
+                    } else {
+                        [2, 0, 0, 0, 0, *dst]
+                    });
+                    hdr[6..12].copy_from_slice(&[2, 0, 0, 0, 0, me as u8]);
+                    s.write_at(0, &hdr);
+                    let flags = if *morefrag_every != 0 && j % u32::from(*morefrag_every) != 0 {
+                        ringswitch_ring::layout::NS_MOREFRAG
+                    } else {
+                        0
+                    };
+                    s.set_len_flags(*len, flags);
+                }
+                tx.advance(k);
+                tx.publish();
+            }
+            Op::Slot {
+                port,
+                ring,
+                slot,
+                buf_idx,
+                len,
+                flags,
+            } => {
+                let p = pick(&mut ports, *port);
+                let tx = pick(&mut p.tx, *ring);
+                let r = tx.ring();
+                let i = u32::from(*slot) % r.num_slots();
+                let old = r.slot(i);
+                r.set_slot(
+                    i,
+                    NetmapSlot {
+                        buf_idx: buf_idx.unwrap_or(old.buf_idx),
+                        len: *len,
+                        flags: *flags,
+                        ptr: old.ptr,
+                    },
+                );
+            }
+            Op::Head {
+                port,
+                ring,
+                head,
+                cur,
+            } => {
+                let p = pick(&mut ports, *port);
+                let tx = pick(&mut p.tx, *ring);
+                tx.csb().cur().store(*cur, Ordering::Relaxed);
+                tx.csb().head().store(*head, Ordering::Release);
+            }
+            Op::Header {
+                port,
+                ring,
+                head,
+                cur,
+                tail,
+            } => {
+                let p = pick(&mut ports, *port);
+                let tx = pick(&mut p.tx, *ring);
+                tx.ring().set_pointers(*head, *cur, *tail);
+                let _ = tx.adopt_header_pointers();
+            }
+            Op::Forward { port, ring } => {
+                let n = ports.len();
+                let p = &ports[usize::from(*port) % n];
+                let rings = p.tx.len();
+                let r = sw.forward(&p.sw, usize::from(*ring) % rings, &mut sc);
+                let slots = p.tx[0].num_slots().max(p.tx[rings - 1].num_slots());
+                assert!(
+                    r.slots <= slots,
+                    "{} slots consumed from a ring of {slots}",
+                    r.slots
+                );
+                assert!(
+                    r.packets <= r.slots,
+                    "{} packets from {} slots",
+                    r.packets,
+                    r.slots
+                );
+                for q in &ports {
+                    for rx in &q.rx {
+                        let n = rx.num_slots();
+                        let c = rx.csb();
+                        // The switch publishes only values in range.
+                        assert!(
+                            c.hwtail().load(Ordering::Acquire) < n,
+                            "RX hwtail out of range"
+                        );
+                        assert!(
+                            c.hwcur().load(Ordering::Relaxed) < n,
+                            "RX hwcur out of range"
+                        );
+                    }
+                }
+            }
+            Op::Consume { port, ring, n } => {
+                let p = pick(&mut ports, *port);
+                let buf = p.region.buf_size() as usize;
+                let rx = pick(&mut p.rx, *ring);
+                rx.refresh_tail();
+                let k = u32::from(*n).min(rx.space());
+                for j in 0..k {
+                    if let Some(s) = rx.slot_mut(j) {
+                        assert!(s.payload().len() <= buf, "payload view past its buffer");
+                    }
+                }
+                rx.advance(k);
+                rx.publish();
+            }
+            Op::RxHead { port, ring, head } => {
+                let p = pick(&mut ports, *port);
+                let rx = pick(&mut p.rx, *ring);
+                rx.csb().head().store(*head, Ordering::Release);
+                rx.csb().cur().store(*head, Ordering::Relaxed);
+            }
+            Op::Tail {
+                port,
+                ring,
+                rx,
+                hwtail,
+            } => {
+                let p = pick(&mut ports, *port);
+                let a = if *rx {
+                    pick(&mut p.rx, *ring)
+                } else {
+                    pick(&mut p.tx, *ring)
+                };
+                let before = a.tail();
+                let moved = a.accept_tail(*hwtail);
+                let n = a.num_slots();
+                assert!(a.tail() < n, "accepted tail out of range");
+                assert!(moved || a.tail() == before);
+                assert!(a.space() < n);
+            }
+            Op::Scribble { port, off, data } => {
+                let p = pick(&mut ports, *port);
+                let len = p.region.len().max(1);
+                let _ = p.region.scribble(*off as usize % len, data);
+            }
+            Op::Payload {
+                port,
+                ring,
+                slot,
+                off,
+                data,
+            } => {
+                let p = pick(&mut ports, *port);
+                let region = p.region.clone();
+                let tx = pick(&mut p.tx, *ring);
+                let r = tx.ring();
+                let i = u32::from(*slot) % r.num_slots();
+                let _ = region.write_buf(r.buf_idx(i), usize::from(*off), data);
+            }
+        }
+    }
+    // Everything still moves: every port's rings can be forwarded once more.
+    for p in &ports {
+        for r in 0..p.tx.len() {
+            sw.forward(&p.sw, r, &mut sc);
+        }
+    }
+});
