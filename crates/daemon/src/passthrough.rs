@@ -116,7 +116,7 @@ impl Drop for PassthroughServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        crate::listen::unlink_if_ours(&self.path);
     }
 }
 

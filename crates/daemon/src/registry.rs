@@ -17,9 +17,11 @@ use tracing::{info, warn};
 use crate::passthrough::{PassthroughServer, Peers};
 use crate::vhost_user::VhostUserThread;
 
+pub mod budget;
 mod config;
 mod iface;
 use crate::worker::{Assigned, Source, Worker};
+use budget::{Budget, Charge, Limits, Who};
 pub use config::load_config;
 use config::IfaceRequest;
 pub use iface::clean_stale_attachments;
@@ -63,6 +65,8 @@ struct PortEntry {
     /// A passthrough port's ivshmem server (the port is then open by
     /// [`PASSTHROUGH`]).
     pt: Option<Box<PassthroughServer>>,
+    /// The port region's share of the budgets, given back with the entry.
+    _charge: Option<Charge>,
 }
 
 struct IfaceEntry {
@@ -96,6 +100,8 @@ struct PipeEntry {
     id: String,
     /// Per end, the ivshmem server of a passthrough end.
     pt: [Option<PassthroughServer>; 2],
+    /// The region's share of the budgets, given back with the entry.
+    _charge: Charge,
 }
 
 /// What an open handle refers to.
@@ -118,6 +124,10 @@ pub struct Registry {
     state: Option<std::path::PathBuf>,
     /// Where the configuration is saved (`serve --config`).
     config: Option<std::path::PathBuf>,
+    /// Shared memory and descriptors held, per connection, uid and in all.
+    budget: Budget,
+    /// Who the request being served comes from (charged for what it makes).
+    client: Who,
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorReply {
@@ -143,6 +153,34 @@ impl Registry {
             workers,
             state: None,
             config: None,
+            budget: Budget::default(),
+            client: Who::DAEMON,
+        }
+    }
+
+    /// Sets the budgets' limits.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.budget.set_limits(limits);
+    }
+
+    /// The budgets (for statistics and tests).
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// Charges what the following requests create to `who` (until the next
+    /// call); [`Who::DAEMON`] for the daemon's own work.
+    pub fn set_client(&mut self, who: Who) {
+        self.client = who;
+    }
+
+    /// Who pays for a new object: the client asking, or the daemon for a
+    /// persistent one (it outlives its clients).
+    fn payer(&self, persistent: bool) -> Who {
+        if persistent {
+            Who::DAEMON
+        } else {
+            self.client
         }
     }
 
@@ -272,13 +310,6 @@ impl Registry {
         g: Geometry,
         persistent: bool,
     ) -> Result<(), ErrorReply> {
-        let entry = self.ensure_switch(sw, false)?;
-        if entry.ports.len() >= MAX_PORTS {
-            return Err(err(
-                ErrorCode::Limit,
-                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
-            ));
-        }
         let full = if port == DIRECT_APP {
             sw.to_string()
         } else {
@@ -286,6 +317,22 @@ impl Registry {
         };
         let layout =
             RegionLayout::new(g, 1).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        // Held by the daemon: the memfd, the kick eventfd, one interrupt
+        // eventfd per ring pair.
+        let fds = 2 + u64::from(g.tx_rings.max(g.rx_rings));
+        let charge = self.budget.charge(
+            self.payer(persistent),
+            &format!("port {full}"),
+            layout.size as u64,
+            fds,
+        )?;
+        let entry = self.ensure_switch(sw, false)?;
+        if entry.ports.len() >= MAX_PORTS {
+            return Err(err(
+                ErrorCode::Limit,
+                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
+            ));
+        }
         let region = Arc::new(
             // netmap's ni_name of a VALE port is its full name.
             Region::create(layout, [&full, ""])
@@ -316,6 +363,7 @@ impl Registry {
                 vm: None,
                 iface: None,
                 pt: None,
+                _charge: Some(charge),
             },
         );
         Ok(())
@@ -443,6 +491,7 @@ impl Registry {
                 })),
                 iface: None,
                 pt: None,
+                _charge: None,
             },
         );
         Ok(())
@@ -495,6 +544,15 @@ impl Registry {
             RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
         let n0 = format!("{base}{{{id}");
         let n1 = format!("{base}}}{id}");
+        // Held by the daemon: the memfd and one interrupt eventfd per ring
+        // pair and end.
+        let fds = 1 + 2 * u64::from(g.tx_rings.max(g.rx_rings));
+        let charge = self.budget.charge(
+            self.payer(persistent),
+            &format!("pipe {n0}"),
+            layout.size as u64,
+            fds,
+        )?;
         let region = Region::create(layout, [&n0, &n1])
             .map_err(|e| internal("creating the pipe's memory", e))?;
         let pairs = g.tx_rings.max(g.rx_rings);
@@ -514,6 +572,7 @@ impl Registry {
                 base: base.to_string(),
                 id: id.to_string(),
                 pt: [None, None],
+                _charge: charge,
             },
         );
         info!(pipe = %n0, "pipe created");
