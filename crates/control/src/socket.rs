@@ -321,6 +321,20 @@ impl SeqPacket {
         })
     }
 
+    /// Makes calls on this socket fail with `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&self) -> io::Result<()> {
+        // SAFETY: fcntl on our own fd.
+        let flags = unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_GETFL) };
+        // SAFETY: fcntl on our own fd with flags it returned plus one.
+        if flags < 0
+            || unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }
+                != 0
+        {
+            return Err(last());
+        }
+        Ok(())
+    }
+
     /// Sets a receive timeout.
     pub fn set_read_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
         let tv = match t {

@@ -376,6 +376,13 @@ struct Client {
     sock: SeqPacket,
 }
 
+/// Refused connections kept open after their refusal was sent, so that a
+/// client that writes its first request before reading reads the reason
+/// instead of a broken pipe: at most this many, each for at most
+/// [`LINGER`].
+const MAX_LINGERING: usize = 64;
+const LINGER: Duration = Duration::from_secs(2);
+
 /// Shortest and longest pause of the accept loop when the daemon is out of
 /// descriptors or memory.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -453,8 +460,10 @@ fn control_loop(
     let mut reserve = reserve_fd();
     let mut accept_log = RateLimited::new(Duration::from_secs(10));
     let mut refuse_log = RateLimited::new(Duration::from_secs(10));
+    let mut lingering: Vec<(SeqPacket, Instant)> = Vec::new();
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
+        lingering.retain(|(_, until)| *until > now);
         let paused = accept_at.filter(|&t| t > now);
         pfds.clear();
         pfds.push(libc::pollfd {
@@ -474,6 +483,13 @@ fn control_loop(
                 revents: 0,
             });
         }
+        for (s, _) in &lingering {
+            pfds.push(libc::pollfd {
+                fd: s.as_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
         let timeout_ms = paused.map_or(200, |t| {
             t.duration_since(now).as_millis().clamp(1, 200) as libc::c_int
         });
@@ -487,6 +503,22 @@ fn control_loop(
             continue;
         }
         served = true;
+        // A refused client that wrote or hung up has its refusal (or
+        // never will read it): close it, after reading what it sent (a
+        // socket closed with unread messages resets the peer's, and the
+        // refusal would be lost).
+        let first_lingering = 1 + conns.len();
+        for i in (0..lingering.len()).rev() {
+            if pfds[first_lingering + i].revents != 0 {
+                let (s, _) = lingering.swap_remove(i);
+                for _ in 0..16 {
+                    match s.recv(&mut buf) {
+                        Ok(m) if m.len > 0 || m.truncated => {}
+                        _ => break,
+                    }
+                }
+            }
+        }
         // Connections first, from the back, so swap_remove keeps the
         // remaining indexes matched with `pfds`.
         for i in (0..conns.len()).rev() {
@@ -553,7 +585,12 @@ fn control_loop(
                 if let Some(held) = refuse_log.ready() {
                     warn!(reason = %e.message, held_back = held, "connection refused");
                 }
-                send_reply(&sock, &Reply::err(e), &[]);
+                if send_reply(&sock, &Reply::err(e), &[])
+                    && lingering.len() < MAX_LINGERING
+                    && sock.set_nonblocking().is_ok()
+                {
+                    lingering.push((sock, Instant::now() + LINGER));
+                }
                 continue;
             }
         };
