@@ -353,11 +353,11 @@ mod tests {
         assert_eq!(e.code, ErrorCode::Limit);
         assert!(e.message.contains("--max-shm-per-conn"), "{}", e.message);
         let c2 = b.charge(a2, "x", 60, 2).unwrap();
-        let e = b.charge(a2, "x", 60, 2).unwrap_err();
+        let e = b.charge(Who { conn: 4, uid: 7 }, "x", 60, 2).unwrap_err();
         assert!(e.message.contains("--max-shm-per-uid"), "{}", e.message);
         let c3 = b.charge(Who::DAEMON, "x", 100, 2).unwrap();
         let e = b.charge(Who { conn: 3, uid: 8 }, "x", 60, 2).unwrap_err();
-        assert!(e.message.contains("--max-shm "), "{}", e.message);
+        assert!(e.message.contains("--max-shm)"), "{}", e.message);
         let e = b.charge(Who { conn: 3, uid: 8 }, "x", 1, 11).unwrap_err();
         assert!(e.message.contains("--max-fds-per-conn"), "{}", e.message);
         assert_eq!(b.total(), (220, 6));
