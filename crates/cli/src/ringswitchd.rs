@@ -72,7 +72,7 @@ enum ArgError {
 }
 
 enum Parsed {
-    Run(ringswitch_daemon::Config),
+    Run(Box<ringswitch_daemon::Config>),
     Help,
     Version,
 }
@@ -170,7 +170,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
         }
     }
     cfg.socket = ringswitch_client::socket_for(socket.as_deref());
-    Ok(Parsed::Run(cfg))
+    Ok(Parsed::Run(Box::new(cfg)))
 }
 
 /// One malloc arena for every thread. The workers allocate nothing per
@@ -189,7 +189,7 @@ fn one_malloc_arena() {
 fn main() -> ExitCode {
     one_malloc_arena();
     let cfg = match parse(std::env::args().skip(1)) {
-        Ok(Parsed::Run(cfg)) => cfg,
+        Ok(Parsed::Run(cfg)) => *cfg,
         Ok(Parsed::Help) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -225,7 +225,7 @@ mod tests {
 
     fn run(args: &[&str]) -> Result<ringswitch_daemon::Config, ArgError> {
         match parse(args.iter().map(|s| s.to_string()))? {
-            Parsed::Run(c) => Ok(c),
+            Parsed::Run(c) => Ok(*c),
             _ => panic!("expected a configuration"),
         }
     }

@@ -325,10 +325,11 @@ impl SeqPacket {
     pub fn set_nonblocking(&self) -> io::Result<()> {
         // SAFETY: fcntl on our own fd.
         let flags = unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_GETFL) };
-        // SAFETY: fcntl on our own fd with flags it returned plus one.
-        if flags < 0
-            || unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }
-                != 0
+        if flags < 0 {
+            return Err(last());
+        }
+        // SAFETY: fcntl on our own fd with the flags it returned plus one.
+        if unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } != 0
         {
             return Err(last());
         }

@@ -137,7 +137,7 @@ pub struct Charge {
 }
 
 fn mib(b: u64) -> String {
-    if b >= GIB && b % GIB == 0 {
+    if b >= GIB && b.is_multiple_of(GIB) {
         format!("{} GiB", b / GIB)
     } else {
         format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
