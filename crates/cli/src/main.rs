@@ -67,6 +67,45 @@ struct ServeArgs {
     /// after every change, so a restarted daemon comes back as it was.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Members of this group (name or number) may connect, open ports and
+    /// pipes and read counters. Without it only root and the daemon's user
+    /// may connect.
+    #[arg(long, value_name = "GROUP")]
+    allow_group: Option<String>,
+    /// Members of this group may also add and delete switches and ports,
+    /// attach interfaces, and create vhost-user and passthrough sockets.
+    #[arg(long, value_name = "GROUP")]
+    admin_group: Option<String>,
+    /// Connections one user may hold at once.
+    #[arg(long, value_name = "N", default_value_t = ringswitch_daemon::DEFAULT_CONNS_PER_UID)]
+    max_conns_per_uid: usize,
+    /// Shared memory the ports and pipes of one connection may hold (K, M,
+    /// G suffixes; default 1G).
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    max_shm_per_conn: Option<u64>,
+    /// Shared memory the ports and pipes of one user may hold (default 4G).
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    max_shm_per_uid: Option<u64>,
+    /// Shared memory of all ports and pipes (default: half the RAM).
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    max_shm: Option<u64>,
+    /// Descriptors the daemon may hold for one connection's ports (default:
+    /// a quarter of --max-fds).
+    #[arg(long, value_name = "N")]
+    max_fds_per_conn: Option<u64>,
+    /// Descriptors the daemon may hold for one user's ports (default: half
+    /// of --max-fds).
+    #[arg(long, value_name = "N")]
+    max_fds_per_uid: Option<u64>,
+    /// Descriptors the daemon may hold for all ports (default: three
+    /// quarters of its RLIMIT_NOFILE).
+    #[arg(long, value_name = "N")]
+    max_fds: Option<u64>,
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    ringswitch_daemon::parse_size(s)
+        .ok_or_else(|| format!("{s:?} is not a size in bytes (K, M, G suffixes)"))
 }
 
 #[derive(clap::Args)]
@@ -128,6 +167,22 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     cfg.worker_cpus = a.worker_cpus;
     cfg.worker_rt_priority = a.worker_rt_priority;
     cfg.config = a.config.map(|p| std::path::absolute(&p).unwrap_or(p));
+    cfg.allow_group = a.allow_group;
+    cfg.admin_group = a.admin_group;
+    cfg.max_conns_per_uid = a.max_conns_per_uid;
+    let l = &mut cfg.limits;
+    for (v, field) in [
+        (a.max_shm_per_conn, &mut l.shm_per_conn),
+        (a.max_shm_per_uid, &mut l.shm_per_uid),
+        (a.max_shm, &mut l.shm_total),
+        (a.max_fds_per_conn, &mut l.fds_per_conn),
+        (a.max_fds_per_uid, &mut l.fds_per_uid),
+        (a.max_fds, &mut l.fds_total),
+    ] {
+        if let Some(v) = v {
+            *field = v;
+        }
+    }
     cfg.check()?;
     // The daemon proper is ringswitchd, installed beside this binary: its
     // resident memory then holds only the daemon's code. Without it (a
@@ -168,6 +223,20 @@ fn daemon_args(cfg: &ringswitch_daemon::Config) -> Vec<std::ffi::OsString> {
     if let Some(p) = cfg.worker_rt_priority {
         opt("--worker-rt-priority", p.to_string());
     }
+    if let Some(g) = &cfg.allow_group {
+        opt("--allow-group", g.clone());
+    }
+    if let Some(g) = &cfg.admin_group {
+        opt("--admin-group", g.clone());
+    }
+    opt("--max-conns-per-uid", cfg.max_conns_per_uid.to_string());
+    let l = cfg.limits;
+    opt("--max-shm-per-conn", l.shm_per_conn.to_string());
+    opt("--max-shm-per-uid", l.shm_per_uid.to_string());
+    opt("--max-shm", l.shm_total.to_string());
+    opt("--max-fds-per-conn", l.fds_per_conn.to_string());
+    opt("--max-fds-per-uid", l.fds_per_uid.to_string());
+    opt("--max-fds", l.fds_total.to_string());
     if let Some(c) = &cfg.config {
         v.push("--config".into());
         v.push(c.clone().into());

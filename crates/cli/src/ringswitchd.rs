@@ -15,7 +15,10 @@ use std::process::ExitCode;
 const USAGE: &str = "\
 usage: ringswitchd [--socket PATH] [--workers N] [--idle-poll-us US] [--batch N]
                    [--mac-age S] [--worker-cpus CPUS] [--worker-rt-priority PRIO]
-                   [--config FILE]
+                   [--config FILE] [--allow-group G] [--admin-group G]
+                   [--max-conns-per-uid N] [--max-shm-per-conn SIZE]
+                   [--max-shm-per-uid SIZE] [--max-shm SIZE] [--max-fds-per-conn N]
+                   [--max-fds-per-uid N] [--max-fds N]
 
 The ringswitch daemon, in the foreground (what `ringswitch serve` runs).
 
@@ -32,6 +35,22 @@ The ringswitch daemon, in the foreground (what `ringswitch serve` runs).
   --worker-cpus CPUS         pin workers to these CPUs, round robin (e.g. 1 or 0,1)
   --worker-rt-priority PRIO  run workers under SCHED_FIFO at PRIO (1..99)
   --config FILE              keep the configuration in FILE and restore it at start
+  --allow-group G            members of group G may connect, open ports and pipes
+                             and read counters (default: only root and the
+                             daemon's user may connect)
+  --admin-group G            members of group G may also add and delete switches
+                             and ports, attach interfaces, and create vhost-user
+                             and passthrough sockets
+  --max-conns-per-uid N      connections one user may hold (default 256)
+  --max-shm-per-conn SIZE    shared memory of ports and pipes one connection may
+                             make (default 1G; K, M, G suffixes)
+  --max-shm-per-uid SIZE     the same for all connections of one user (default 4G)
+  --max-shm SIZE             the same for the whole daemon (default: half the RAM)
+  --max-fds-per-conn N       descriptors the daemon may hold for one connection's
+                             ports (default: a quarter of --max-fds)
+  --max-fds-per-uid N        the same for one user (default: half of --max-fds)
+  --max-fds N                the same for the whole daemon (default: three
+                             quarters of the daemon's RLIMIT_NOFILE)
   -h, --help                 this text
   -V, --version              the version
 
@@ -53,7 +72,7 @@ enum ArgError {
 }
 
 enum Parsed {
-    Run(ringswitch_daemon::Config),
+    Run(Box<ringswitch_daemon::Config>),
     Help,
     Version,
 }
@@ -62,6 +81,14 @@ fn number<T: std::str::FromStr>(opt: &str, v: &str, what: &'static str) -> Resul
     v.parse().map_err(|_| ArgError::Bad {
         opt: opt.to_string(),
         what,
+        value: v.to_string(),
+    })
+}
+
+fn size(opt: &str, v: &str) -> Result<u64, ArgError> {
+    ringswitch_daemon::parse_size(v).ok_or_else(|| ArgError::Bad {
+        opt: opt.to_string(),
+        what: "a size in bytes (K, M, G suffixes)",
         value: v.to_string(),
     })
 }
@@ -89,6 +116,15 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
             "--worker-cpus",
             "--worker-rt-priority",
             "--config",
+            "--allow-group",
+            "--admin-group",
+            "--max-conns-per-uid",
+            "--max-shm-per-conn",
+            "--max-shm-per-uid",
+            "--max-shm",
+            "--max-fds-per-conn",
+            "--max-fds-per-uid",
+            "--max-fds",
         ];
         if !known.contains(&opt.as_str()) {
             return Err(ArgError::Unknown(arg));
@@ -112,6 +148,21 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
             "--worker-rt-priority" => {
                 cfg.worker_rt_priority = Some(number(&opt, &v, "a priority from 1 to 99")?);
             }
+            "--allow-group" => cfg.allow_group = Some(v),
+            "--admin-group" => cfg.admin_group = Some(v),
+            "--max-conns-per-uid" => {
+                cfg.max_conns_per_uid = number(&opt, &v, "a number of connections")?;
+            }
+            "--max-shm-per-conn" => cfg.limits.shm_per_conn = size(&opt, &v)?,
+            "--max-shm-per-uid" => cfg.limits.shm_per_uid = size(&opt, &v)?,
+            "--max-shm" => cfg.limits.shm_total = size(&opt, &v)?,
+            "--max-fds-per-conn" => {
+                cfg.limits.fds_per_conn = number(&opt, &v, "a number of descriptors")?;
+            }
+            "--max-fds-per-uid" => {
+                cfg.limits.fds_per_uid = number(&opt, &v, "a number of descriptors")?;
+            }
+            "--max-fds" => cfg.limits.fds_total = number(&opt, &v, "a number of descriptors")?,
             _ => {
                 let p = PathBuf::from(v);
                 cfg.config = Some(std::path::absolute(&p).unwrap_or(p));
@@ -119,7 +170,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
         }
     }
     cfg.socket = ringswitch_client::socket_for(socket.as_deref());
-    Ok(Parsed::Run(cfg))
+    Ok(Parsed::Run(Box::new(cfg)))
 }
 
 /// One malloc arena for every thread. The workers allocate nothing per
@@ -138,7 +189,7 @@ fn one_malloc_arena() {
 fn main() -> ExitCode {
     one_malloc_arena();
     let cfg = match parse(std::env::args().skip(1)) {
-        Ok(Parsed::Run(cfg)) => cfg,
+        Ok(Parsed::Run(cfg)) => *cfg,
         Ok(Parsed::Help) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -174,7 +225,7 @@ mod tests {
 
     fn run(args: &[&str]) -> Result<ringswitch_daemon::Config, ArgError> {
         match parse(args.iter().map(|s| s.to_string()))? {
-            Parsed::Run(c) => Ok(c),
+            Parsed::Run(c) => Ok(*c),
             _ => panic!("expected a configuration"),
         }
     }
@@ -201,6 +252,42 @@ mod tests {
         );
         assert_eq!(c.worker_cpus, vec![0, 1]);
         assert!(c.check().is_ok());
+        let c = run(&[
+            "--allow-group=root",
+            "--admin-group",
+            "0",
+            "--max-conns-per-uid",
+            "8",
+            "--max-shm-per-conn",
+            "64M",
+            "--max-shm-per-uid=1G",
+            "--max-shm",
+            "2G",
+            "--max-fds-per-conn",
+            "100",
+            "--max-fds-per-uid",
+            "200",
+            "--max-fds",
+            "300",
+        ])
+        .unwrap();
+        assert_eq!(c.allow_group.as_deref(), Some("root"));
+        assert_eq!(c.admin_group.as_deref(), Some("0"));
+        assert_eq!(c.max_conns_per_uid, 8);
+        let l = c.limits;
+        assert_eq!(
+            (l.shm_per_conn, l.shm_per_uid, l.shm_total),
+            (64 << 20, 1 << 30, 2 << 30)
+        );
+        assert_eq!(
+            (l.fds_per_conn, l.fds_per_uid, l.fds_total),
+            (100, 200, 300)
+        );
+        assert!(c.check().is_ok());
+        let c = run(&["--allow-group", "no-such-group-here"]).unwrap();
+        assert!(c.check().unwrap_err().to_string().contains("no such group"));
+        let e = run(&["--max-shm", "lots"]).unwrap_err().to_string();
+        assert!(e.contains("a size in bytes"), "{e}");
     }
 
     #[test]

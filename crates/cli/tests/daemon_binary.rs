@@ -112,6 +112,12 @@ fn serve_options_reach_the_daemon() {
             "5",
             "--worker-cpus",
             "0,1",
+            "--allow-group",
+            "0",
+            "--max-conns-per-uid",
+            "9",
+            "--max-shm-per-conn",
+            "64M",
         ],
     );
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap();
@@ -122,6 +128,9 @@ fn serve_options_reach_the_daemon() {
         "--mac-age 7",
         "--idle-poll-us 5",
         "--worker-cpus 0,1",
+        "--allow-group 0",
+        "--max-conns-per-uid 9",
+        "--max-shm-per-conn 67108864",
     ] {
         assert!(joined.contains(want), "{want} missing from {joined}");
     }

@@ -78,6 +78,7 @@ impl ClientError {
         use ringswitch_control::ErrorCode;
         match self {
             ClientError::Call(CallError::NoDaemon { .. }) => libc::ECONNREFUSED,
+            ClientError::Call(CallError::Untrusted { .. }) => libc::EACCES,
             ClientError::Call(CallError::Daemon(r)) => match r.code {
                 ErrorCode::BadName | ErrorCode::Geometry | ErrorCode::BadRequest => libc::EINVAL,
                 ErrorCode::NotFound => libc::ENOENT,
@@ -86,6 +87,7 @@ impl ClientError {
                 ErrorCode::Limit => libc::ENOMEM,
                 ErrorCode::Unsupported => libc::EOPNOTSUPP,
                 ErrorCode::Permission => libc::EPERM,
+                ErrorCode::Denied => libc::EACCES,
                 ErrorCode::Internal => libc::EIO,
             },
             ClientError::Call(CallError::HungUp) => libc::ECONNRESET,

@@ -22,6 +22,17 @@ pub enum CallError {
         #[source]
         source: io::Error,
     },
+    /// The process listening on the socket runs as a user this client does
+    /// not trust to be its daemon.
+    #[error("the socket {} is served by uid {uid}, not by root or by you (uid {me}): another user may have put it there; if you trust that daemon, set RINGSWITCH_DAEMON_UID={uid}", path.display())]
+    Untrusted {
+        /// The socket path.
+        path: PathBuf,
+        /// The uid of the process listening on it.
+        uid: u32,
+        /// This client's uid.
+        me: u32,
+    },
     /// The socket failed.
     #[error("talking to the daemon failed")]
     Io(#[from] io::Error),
@@ -50,12 +61,22 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to the daemon at `path`.
+    /// Connects to the daemon at `path`, after checking that the process
+    /// listening there runs as root, as this user, or as the uid in
+    /// `RINGSWITCH_DAEMON_UID` ([`crate::trusted_daemon_uid`]).
     pub fn connect(path: &Path) -> Result<Connection, CallError> {
         let sock = SeqPacket::connect(path).map_err(|source| CallError::NoDaemon {
             path: path.to_path_buf(),
             source,
         })?;
+        let uid = sock.peer_cred()?.uid;
+        if !crate::trusted_daemon_uid(uid) {
+            return Err(CallError::Untrusted {
+                path: path.to_path_buf(),
+                uid,
+                me: crate::socket::euid(),
+            });
+        }
         Ok(Connection {
             sock,
             buf: SeqPacket::reply_buffer(),

@@ -11,7 +11,9 @@ pub mod socket;
 pub use conn::{CallError, Connection};
 pub use name::{NameError, PipeEnd, PortName, Target};
 pub use proto::*;
-pub use socket::{default_socket_path, Listener, SeqPacket};
+pub use socket::{
+    default_socket_path, trusted_daemon_uid, Listener, PeerCred, SeqPacket, SocketAccess,
+};
 
 /// An error and its causes as one sentence: "outer: cause: root cause".
 pub fn error_chain(e: &dyn std::error::Error) -> String {

@@ -265,6 +265,9 @@ pub enum ErrorCode {
     Unsupported,
     /// The daemon lacks a privilege (a capability) the request needs.
     Permission,
+    /// The client is not allowed to do this (the daemon's access policy:
+    /// see `serve --allow-group` and `--admin-group`).
+    Denied,
     /// The daemon failed.
     Internal,
 }

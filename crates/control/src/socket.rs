@@ -40,6 +40,46 @@ fn new_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Tries a non-blocking stream connect to `path` and closes it at once:
+/// `Ok` when something accepts connections there, the connect error
+/// otherwise (ECONNREFUSED: nothing listens; EAGAIN: a listener with a
+/// full backlog; EPROTOTYPE: a listener of another socket type). Never
+/// waits on whoever is there.
+pub fn probe_connect(path: &Path) -> io::Result<()> {
+    // SAFETY: socket() with constant arguments returns a new fd or -1.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if raw < 0 {
+        return Err(last());
+    }
+    // SAFETY: a fresh fd nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let (addr, len) = sockaddr(path)?;
+    // SAFETY: connect with a valid sockaddr_un of the stated length, on a
+    // non-blocking socket.
+    if unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    } != 0
+    {
+        let e = last();
+        // In progress means a listener is there.
+        if e.raw_os_error() == Some(libc::EINPROGRESS) {
+            return Ok(());
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
 /// A received message.
 #[derive(Debug)]
 pub struct Message {
@@ -51,6 +91,68 @@ pub struct Message {
     pub truncated: bool,
     /// More descriptors came than fit (the excess were closed by the kernel).
     pub fds_truncated: bool,
+}
+
+/// Who is at the other end of a unix socket (SO_PEERCRED).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    /// Process id at connect time.
+    pub pid: i32,
+    /// Effective user id.
+    pub uid: u32,
+    /// Effective group id.
+    pub gid: u32,
+}
+
+/// SO_PEERGROUPS (Linux 4.13), the same number on every architecture
+/// ringswitch builds for.
+const SO_PEERGROUPS: libc::c_int = 59;
+
+/// Most supplementary groups read from a peer; a process in more groups is
+/// judged on these (NGROUPS_MAX is 65536, but real accounts have a few).
+pub const MAX_PEER_GROUPS: usize = 256;
+
+fn peer_cred(fd: BorrowedFd<'_>) -> io::Result<PeerCred> {
+    // SAFETY: ucred is plain data; all-zero is a valid value.
+    let mut c: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `c`, which is that
+    // large.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(last());
+    }
+    Ok(PeerCred {
+        pid: c.pid,
+        uid: c.uid,
+        gid: c.gid,
+    })
+}
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether a client may trust a daemon running as `uid`: root, the client's
+/// own uid, or the uid named in `RINGSWITCH_DAEMON_UID`. Anyone else could
+/// have bound the path first to answer in the daemon's place.
+pub fn trusted_daemon_uid(uid: u32) -> bool {
+    uid == 0
+        || uid == euid()
+        || std::env::var("RINGSWITCH_DAEMON_UID")
+            .ok()
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .is_some_and(|u| u == uid)
 }
 
 /// A connected seqpacket socket.
@@ -219,6 +321,21 @@ impl SeqPacket {
         })
     }
 
+    /// Makes calls on this socket fail with `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&self) -> io::Result<()> {
+        // SAFETY: fcntl on our own fd.
+        let flags = unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_GETFL) };
+        if flags < 0 {
+            return Err(last());
+        }
+        // SAFETY: fcntl on our own fd with the flags it returned plus one.
+        if unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } != 0
+        {
+            return Err(last());
+        }
+        Ok(())
+    }
+
     /// Sets a receive timeout.
     pub fn set_read_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
         let tv = match t {
@@ -247,6 +364,36 @@ impl SeqPacket {
         Ok(())
     }
 
+    /// The credentials of the process at the other end, as the kernel
+    /// recorded them when the connection was made (SO_PEERCRED).
+    pub fn peer_cred(&self) -> io::Result<PeerCred> {
+        peer_cred(self.0.as_fd())
+    }
+
+    /// The supplementary groups of the process at the other end, as the
+    /// kernel recorded them when the connection was made (SO_PEERGROUPS),
+    /// at most [`MAX_PEER_GROUPS`].
+    pub fn peer_groups(&self) -> io::Result<Vec<u32>> {
+        let mut groups = vec![0 as libc::gid_t; MAX_PEER_GROUPS];
+        let mut len = std::mem::size_of_val(groups.as_slice()) as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `groups`, which
+        // holds that many, and updates `len` to what it wrote.
+        let r = unsafe {
+            libc::getsockopt(
+                self.0.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(last());
+        }
+        groups.truncate(len as usize / std::mem::size_of::<libc::gid_t>());
+        Ok(groups)
+    }
+
     /// A buffer of the largest accepted request size plus one byte, so that
     /// an oversized request shows up as truncated.
     pub fn message_buffer() -> Vec<u8> {
@@ -271,51 +418,135 @@ impl AsFd for SeqPacket {
 pub struct Listener {
     fd: OwnedFd,
     path: PathBuf,
+    /// (device, inode) of the socket file bound: only that file is removed
+    /// on drop.
+    id: (u64, u64),
+}
+
+/// Who may open a socket file: its mode, and the group it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SocketAccess {
+    /// Permission bits (0600: the owner only; 0660: and the group).
+    pub mode: u32,
+    /// The group the file is given, if not the daemon's own.
+    pub gid: Option<u32>,
+}
+
+impl SocketAccess {
+    /// The owner alone (0600).
+    pub const OWNER: SocketAccess = SocketAccess {
+        mode: 0o600,
+        gid: None,
+    };
+}
+
+/// Binds `fd` at `path` so that the file never has more permissions than
+/// `access` allows, not even for a moment: the socket inode's mode is set
+/// before bind (Linux creates the file with it, less the umask), then the
+/// file gets exactly `access`. Returns the file's (device, inode).
+pub fn bind_with_mode(
+    fd: BorrowedFd<'_>,
+    path: &Path,
+    access: SocketAccess,
+) -> io::Result<(u64, u64)> {
+    let (addr, len) = sockaddr(path)?;
+    let mode = access.mode & 0o777;
+    // SAFETY: fchmod on our own socket fd; it sets the mode bind() gives the file.
+    if unsafe { libc::fchmod(fd.as_raw_fd(), mode) } != 0 {
+        return Err(last());
+    }
+    // SAFETY: bind with a valid sockaddr_un of the stated length.
+    if unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    } != 0
+    {
+        return Err(last());
+    }
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path)?;
+    let id = (m.dev(), m.ino());
+    let set = || -> io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the path has a NUL byte"))?;
+        if let Some(gid) = access.gid {
+            // SAFETY: lchown with a NUL-terminated path; -1 keeps the owner.
+            if unsafe { libc::lchown(c.as_ptr(), u32::MAX, gid) } != 0 {
+                return Err(last());
+            }
+        }
+        // The umask may have taken bits away: give the file exactly `mode`.
+        // SAFETY: chmod with a NUL-terminated path.
+        if unsafe { libc::chmod(c.as_ptr(), mode) } != 0 {
+            return Err(last());
+        }
+        Ok(())
+    };
+    if let Err(e) = set() {
+        unlink_if_same(path, id);
+        return Err(e);
+    }
+    Ok(id)
+}
+
+/// Removes `path` if it still is the file `id` (device, inode): never a
+/// file someone else put there since.
+pub fn unlink_if_same(path: &Path, id: (u64, u64)) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if (m.dev(), m.ino()) == id => std::fs::remove_file(path).is_ok(),
+        _ => false,
+    }
 }
 
 impl Listener {
-    /// Binds `path` with mode 0660. A stale socket file nobody listens on is
-    /// replaced; a live one is an `AddrInUse` error.
-    pub fn bind(path: &Path) -> io::Result<Listener> {
+    /// Binds `path` with the mode and group of `access`, creating missing
+    /// parent directories with mode 0700. Nothing already at the path is
+    /// removed: whatever is there is an `AddrInUse` error (the daemon
+    /// decides beforehand whether a stale socket may go, see
+    /// `ringswitch_daemon::listen`).
+    pub fn bind(path: &Path, access: SocketAccess) -> io::Result<Listener> {
         if let Some(dir) = path.parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir)?;
-            }
-        }
-        if path.exists() {
-            match SeqPacket::connect(path) {
-                Ok(_) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!("a daemon is already listening on {}", path.display()),
-                    ))
-                }
-                Err(_) => std::fs::remove_file(path)?,
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                use std::os::unix::fs::DirBuilderExt;
+                // Private, but whoever may open the socket may reach it.
+                let m = access.mode;
+                let dir_mode = 0o700
+                    | if m & 0o070 != 0 { 0o010 } else { 0 }
+                    | if m & 0o007 != 0 { 0o001 } else { 0 };
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(dir_mode)
+                    .create(dir)?;
             }
         }
         let fd = new_socket()?;
-        let (addr, len) = sockaddr(path)?;
-        // SAFETY: bind with a valid sockaddr_un of the stated length.
-        if unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_un).cast(),
-                len,
-            )
-        } != 0
-        {
-            return Err(last());
-        }
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
-        // SAFETY: listen on our bound socket.
-        if unsafe { libc::listen(fd.as_raw_fd(), 64) } != 0 {
-            return Err(last());
+        let id = bind_with_mode(fd.as_fd(), path, access)?;
+        // SAFETY: listen on our bound socket; then fcntl on it: accept
+        // never waits for a client that went away after poll saw it.
+        let ok = unsafe {
+            libc::listen(fd.as_raw_fd(), 64) == 0
+                && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) == 0
+        };
+        if !ok {
+            let e = last();
+            unlink_if_same(path, id);
+            return Err(e);
         }
         Ok(Listener {
             fd,
             path: path.to_path_buf(),
+            id,
         })
+    }
+
+    /// The device and inode of the socket file this listener created.
+    pub fn file_id(&self) -> (u64, u64) {
+        self.id
     }
 
     /// Accepts one connection.
@@ -356,26 +587,68 @@ impl AsFd for Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        unlink_if_same(&self.path, self.id);
     }
 }
 
 /// The socket path when none is given: `$RINGSWITCH_SOCKET`, else
 /// `/run/ringswitch/ringswitch.sock` for root, else
-/// `$XDG_RUNTIME_DIR/ringswitch.sock` (or `/tmp/ringswitch-<uid>.sock`).
+/// `$XDG_RUNTIME_DIR/ringswitch.sock`, else `ringswitch.sock` in the
+/// private directory `/tmp/ringswitch-<uid>` (see [`private_dir`]).
 pub fn default_socket_path() -> PathBuf {
     if let Some(p) = std::env::var_os("RINGSWITCH_SOCKET").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = euid();
     if uid == 0 {
         return PathBuf::from("/run/ringswitch/ringswitch.sock");
     }
     match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
         Some(d) => PathBuf::from(d).join("ringswitch.sock"),
-        None => PathBuf::from(format!("/tmp/ringswitch-{uid}.sock")),
+        None => fallback_dir(uid).join("ringswitch.sock"),
     }
+}
+
+/// The private directory of the fallback socket path of `uid`.
+pub fn fallback_dir(uid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/ringswitch-{uid}"))
+}
+
+/// Makes sure `dir` is a directory only this user can enter: created with
+/// mode 0700 if missing; refused if it is a symbolic link, not a
+/// directory, or owned by someone else (another user may have created it
+/// first to put their own socket in it); its mode tightened to 0700 if
+/// looser.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let m = std::fs::symlink_metadata(dir)?;
+    let refuse = |why: String| {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} {why}, so it is not a private directory: remove it, or set XDG_RUNTIME_DIR or use --socket",
+                dir.display()
+            ),
+        ))
+    };
+    if m.file_type().is_symlink() {
+        return refuse("is a symbolic link".into());
+    }
+    if !m.is_dir() {
+        return refuse("is not a directory".into());
+    }
+    if m.uid() != euid() {
+        return refuse(format!("belongs to uid {}, not to uid {}", m.uid(), euid()));
+    }
+    if m.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! ports and pipes, and the worker threads that run the switches.
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod listen;
 mod page;
 pub mod passthrough;
@@ -14,12 +15,14 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ringswitch_control::proto::*;
 use ringswitch_control::{Listener, SeqPacket};
 use tracing::{debug, info, warn};
 
+use access::{Policy, Role};
+pub use registry::budget::{parse_size, Limits, Who};
 pub use registry::{Registry, SwitchConfig};
 use worker::{Worker, WorkerConfig};
 
@@ -47,6 +50,17 @@ pub struct Config {
     /// attached interfaces) in this file: replayed at start, saved after
     /// every change.
     pub config: Option<PathBuf>,
+    /// Members of this group (a name or a number) may connect and open
+    /// ports and pipes (`serve --allow-group`).
+    pub allow_group: Option<String>,
+    /// Members of this group may also do what changes the daemon's
+    /// configuration: switches, persistent ports, VM and passthrough
+    /// sockets, interfaces (`serve --admin-group`).
+    pub admin_group: Option<String>,
+    /// Most connections one peer uid may hold at once.
+    pub max_conns_per_uid: usize,
+    /// Shared memory and descriptor budgets.
+    pub limits: Limits,
 }
 
 impl Config {
@@ -61,9 +75,16 @@ impl Config {
             worker_cpus: Vec::new(),
             worker_rt_priority: None,
             config: None,
+            allow_group: None,
+            admin_group: None,
+            max_conns_per_uid: DEFAULT_CONNS_PER_UID,
+            limits: Limits::default(),
         }
     }
 }
+
+/// Default of [`Config::max_conns_per_uid`].
+pub const DEFAULT_CONNS_PER_UID: usize = 256;
 
 impl Config {
     /// Refuses settings the daemon cannot run with, saying which and why.
@@ -96,7 +117,49 @@ impl Config {
                 ));
             }
         }
+        if !(1..=MAX_CONNECTIONS).contains(&self.max_conns_per_uid) {
+            return Err(DaemonError::Config(format!(
+                "{} connections per uid is out of range: use 1 to {MAX_CONNECTIONS}",
+                self.max_conns_per_uid
+            )));
+        }
+        let l = &self.limits;
+        for (v, opt) in [
+            (l.shm_per_conn, "--max-shm-per-conn"),
+            (l.shm_per_uid, "--max-shm-per-uid"),
+            (l.shm_total, "--max-shm"),
+            (l.fds_per_conn, "--max-fds-per-conn"),
+            (l.fds_per_uid, "--max-fds-per-uid"),
+            (l.fds_total, "--max-fds"),
+        ] {
+            if v == 0 {
+                return Err(DaemonError::Config(format!(
+                    "{opt} 0 would refuse every port: give a positive limit"
+                )));
+            }
+        }
+        self.policy()?;
         Ok(())
+    }
+
+    /// The access policy these settings describe (groups resolved).
+    pub fn policy(&self) -> Result<Policy, DaemonError> {
+        let group = |g: &Option<String>, opt: &str| -> Result<Option<u32>, DaemonError> {
+            g.as_deref()
+                .map(|name| {
+                    access::resolve_group(name).ok_or_else(|| {
+                        DaemonError::Config(format!(
+                            "{opt} {name}: there is no such group (give a group name or number)"
+                        ))
+                    })
+                })
+                .transpose()
+        };
+        Ok(Policy {
+            daemon_uid: ringswitch_control::socket::euid(),
+            allow_gid: group(&self.allow_group, "--allow-group")?,
+            admin_gid: group(&self.admin_group, "--admin-group")?,
+        })
     }
 }
 
@@ -143,7 +206,7 @@ fn restore(registry: &Mutex<Registry>, saved: Vec<Request>, path: &Path) {
     let mut failed = 0;
     for req in saved {
         let what = serde_json::to_string(&req).unwrap_or_default();
-        let (reply, _) = handle(0, req, registry);
+        let (reply, _) = handle(Who::DAEMON, Role::Admin, req, registry);
         if let Some(e) = reply.error {
             failed += 1;
             warn!(request = %what, error = %e.message, "cannot restore part of the saved configuration");
@@ -173,6 +236,15 @@ pub enum DaemonError {
     /// Bad settings.
     #[error("{0}")]
     Config(String),
+    /// The socket path cannot be used.
+    #[error("cannot listen on {}", path.display())]
+    Socket {
+        /// Path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: listen::ListenError,
+    },
 }
 
 /// A running daemon. Dropping it stops accepting connections and the
@@ -192,10 +264,34 @@ impl Daemon {
     /// Binds the socket, starts the workers and the control thread.
     pub fn start(cfg: Config) -> Result<Daemon, DaemonError> {
         cfg.check()?;
-        let listener = Listener::bind(&cfg.socket).map_err(|source| DaemonError::Bind {
+        let policy = cfg.policy()?;
+        let bind_err = |source| DaemonError::Bind {
             path: cfg.socket.clone(),
             source,
+        };
+        // The fallback path's directory must be ours alone: in a shared
+        // /tmp another user could have made it first.
+        let uid = ringswitch_control::socket::euid();
+        if let Some(dir) = cfg.socket.parent() {
+            if dir == ringswitch_control::socket::fallback_dir(uid) {
+                ringswitch_control::socket::private_dir(dir).map_err(bind_err)?;
+            }
+        }
+        listen::set_state_file(cfg.socket.with_extension("sockets"));
+        listen::set_vm_access(policy.vm_socket_access());
+        listen::clear(&cfg.socket).map_err(|e| match e {
+            listen::ListenError::Live(p) => bind_err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("a daemon is already listening on {}", p.display()),
+            )),
+            source => DaemonError::Socket {
+                path: cfg.socket.clone(),
+                source,
+            },
         })?;
+        let listener =
+            Listener::bind(&cfg.socket, policy.control_socket_access()).map_err(bind_err)?;
+        listen::record(&cfg.socket, listener.file_id());
         let workers = (0..cfg.workers)
             .map(|i| {
                 let cpu = (!cfg.worker_cpus.is_empty())
@@ -220,6 +316,7 @@ impl Daemon {
         let state = cfg.socket.with_extension("attached");
         registry::clean_stale_attachments(&state);
         registry.set_state_file(state);
+        registry.set_limits(cfg.limits);
         let saved = match &cfg.config {
             Some(path) => registry::load_config(path).map_err(DaemonError::Config)?,
             None => Vec::new(),
@@ -236,10 +333,14 @@ impl Daemon {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (r, s) = (registry.clone(), stop.clone());
+        let plane = ControlPlane {
+            policy,
+            max_conns_per_uid: cfg.max_conns_per_uid,
+        };
         let thread = std::thread::Builder::new()
             .name("rs-control".into())
             .stack_size(256 * 1024)
-            .spawn(move || control_loop(listener, r, s))
+            .spawn(move || control_loop(listener, plane, r, s))
             .map_err(DaemonError::Worker)?;
         info!(socket = %cfg.socket.display(), workers = cfg.workers, "ringswitch daemon listening");
         Ok(Daemon {
@@ -281,39 +382,147 @@ impl Drop for Daemon {
         // must not outlive the daemon holding the registry.
         let threads = lock(&self.registry).stop_threads();
         drop(threads);
+        // The listener removed its file (if still its own).
+        listen::forget(&self.socket);
     }
 }
 
 /// Most client connections served at once.
 pub const MAX_CONNECTIONS: usize = 4096;
 
+/// The control plane's settings.
+struct ControlPlane {
+    policy: Policy,
+    max_conns_per_uid: usize,
+}
+
+/// A client connection and who is behind it.
+struct Client {
+    who: Who,
+    role: Role,
+    sock: SeqPacket,
+}
+
+/// Refused connections kept open after their refusal was sent, so that a
+/// client that writes its first request before reading reads the reason
+/// instead of a broken pipe: at most this many, each for at most
+/// [`LINGER`].
+const MAX_LINGERING: usize = 64;
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Shortest and longest pause of the accept loop when the daemon is out of
+/// descriptors or memory.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// A warning a peer can trigger, logged at most once per period with the
+/// number of times it was held back.
+struct RateLimited {
+    period: Duration,
+    last: Option<Instant>,
+    held: u64,
+}
+
+impl RateLimited {
+    const fn new(period: Duration) -> RateLimited {
+        RateLimited {
+            period,
+            last: None,
+            held: 0,
+        }
+    }
+
+    /// Whether to log now, and how many were held back since the last.
+    fn ready(&mut self) -> Option<u64> {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < self.period)
+        {
+            self.held += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.held))
+    }
+}
+
+/// Whether an accept error means the daemon (or the system) is out of
+/// descriptors or memory: the connection stays queued and the listener
+/// readable, so accepting again at once would spin.
+fn out_of_resources(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// A descriptor kept open to be given up when the daemon runs out: with it
+/// free, the connection at the head of the queue can be accepted, told why,
+/// and closed, instead of waiting in the backlog.
+fn reserve_fd() -> Option<std::os::fd::OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(Into::into)
+}
+
 /// The control plane: one thread, one poll set with the listener and every
 /// client connection. Requests are short and never block, so one thread
 /// serves all clients, and the daemon's memory does not grow with threads.
-fn control_loop(listener: Listener, registry: Arc<Mutex<Registry>>, stop: Arc<AtomicBool>) {
+fn control_loop(
+    listener: Listener,
+    plane: ControlPlane,
+    registry: Arc<Mutex<Registry>>,
+    stop: Arc<AtomicBool>,
+) {
     let mut next_conn: u64 = 1;
-    let mut conns: Vec<(u64, SeqPacket)> = Vec::new();
+    let mut conns: Vec<Client> = Vec::new();
+    let mut per_uid: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     let mut pfds: Vec<libc::pollfd> = Vec::new();
     let mut buf = SeqPacket::message_buffer();
     // Requests served since the control plane last went quiet.
     let mut served = false;
+    // Out of descriptors: the listener is left out of the poll set until
+    // `accept_at`, for a pause that doubles while it lasts.
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut accept_at: Option<Instant> = None;
+    let mut reserve = reserve_fd();
+    let mut accept_log = RateLimited::new(Duration::from_secs(10));
+    let mut refuse_log = RateLimited::new(Duration::from_secs(10));
+    let mut lingering: Vec<(SeqPacket, Instant)> = Vec::new();
     while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        lingering.retain(|(_, until)| *until > now);
+        let paused = accept_at.filter(|&t| t > now);
         pfds.clear();
         pfds.push(libc::pollfd {
-            fd: listener.as_fd().as_raw_fd(),
+            // A negative fd is skipped by poll.
+            fd: if paused.is_some() {
+                -1
+            } else {
+                listener.as_fd().as_raw_fd()
+            },
             events: libc::POLLIN,
             revents: 0,
         });
-        for (_, c) in &conns {
+        for c in &conns {
             pfds.push(libc::pollfd {
-                fd: c.as_fd().as_raw_fd(),
+                fd: c.sock.as_fd().as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             });
         }
+        for (s, _) in &lingering {
+            pfds.push(libc::pollfd {
+                fd: s.as_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        let timeout_ms = paused.map_or(200, |t| {
+            t.duration_since(now).as_millis().clamp(1, 200) as libc::c_int
+        });
         // SAFETY: `pfds` holds pfds.len() initialized pollfds for the call;
         // the timeout bounds the wait so `stop` is noticed.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 200) };
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
         if n <= 0 {
             if n == 0 && std::mem::take(&mut served) {
                 give_back_free_memory();
@@ -321,38 +530,163 @@ fn control_loop(listener: Listener, registry: Arc<Mutex<Registry>>, stop: Arc<At
             continue;
         }
         served = true;
+        // A refused client that wrote or hung up has its refusal (or
+        // never will read it): close it, after reading what it sent (a
+        // socket closed with unread messages resets the peer's, and the
+        // refusal would be lost).
+        let first_lingering = 1 + conns.len();
+        for i in (0..lingering.len()).rev() {
+            if pfds[first_lingering + i].revents != 0 {
+                let (s, _) = lingering.swap_remove(i);
+                for _ in 0..16 {
+                    match s.recv(&mut buf) {
+                        Ok(m) if m.len > 0 || m.truncated => {}
+                        _ => break,
+                    }
+                }
+            }
+        }
         // Connections first, from the back, so swap_remove keeps the
         // remaining indexes matched with `pfds`.
         for i in (0..conns.len()).rev() {
             if pfds[i + 1].revents == 0 {
                 continue;
             }
-            let (id, sock) = &conns[i];
-            if !serve_one(*id, sock, &mut buf, &registry) {
-                let (id, _) = conns.swap_remove(i);
-                lock(&registry).disconnect(id);
-                debug!(conn = id, "client disconnected");
-            }
-        }
-        if pfds[0].revents & libc::POLLIN != 0 {
-            match listener.accept() {
-                Ok(sock) if conns.len() < MAX_CONNECTIONS => {
-                    debug!(conn = next_conn, "client connected");
-                    conns.push((next_conn, sock));
-                    next_conn += 1;
+            let c = &conns[i];
+            if !serve_one(c.who, c.role, &c.sock, &mut buf, &registry) {
+                let c = conns.swap_remove(i);
+                if let Some(k) = per_uid.get_mut(&c.who.uid) {
+                    *k -= 1;
+                    if *k == 0 {
+                        per_uid.remove(&c.who.uid);
+                    }
                 }
-                Ok(_) => warn!(
-                    max = MAX_CONNECTIONS,
-                    "too many clients: refusing a connection"
-                ),
-                Err(e) => warn!(error = %e, "accept failed"),
+                lock(&registry).disconnect(c.who.conn);
+                debug!(conn = c.who.conn, "client disconnected");
             }
         }
+        if pfds[0].revents & libc::POLLIN == 0 {
+            continue;
+        }
+        let sock = match listener.accept() {
+            Ok(sock) => sock,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) if out_of_resources(&e) => {
+                accept_at = Some(Instant::now() + backoff);
+                if let Some(held) = accept_log.ready() {
+                    warn!(error = %e, pause_ms = backoff.as_millis() as u64, held_back = held, "cannot accept a connection: the daemon is out of descriptors or memory; pausing new connections");
+                }
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                // Tell the client at the head of the queue, with the
+                // descriptor kept for this.
+                if reserve.take().is_some() {
+                    if let Ok(s) = listener.accept() {
+                        send_reply(
+                            &s,
+                            &Reply::err(ErrorReply::new(
+                                ErrorCode::Limit,
+                                "the daemon is out of file descriptors: try again later",
+                            )),
+                            &[],
+                        );
+                    }
+                    reserve = reserve_fd();
+                }
+                continue;
+            }
+            Err(e) => {
+                if let Some(held) = accept_log.ready() {
+                    warn!(error = %e, held_back = held, "accept failed");
+                }
+                continue;
+            }
+        };
+        backoff = ACCEPT_BACKOFF_MIN;
+        accept_at = None;
+        if reserve.is_none() {
+            reserve = reserve_fd();
+        }
+        let (who, role) = match admit(&sock, &plane, &per_uid, conns.len()) {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(held) = refuse_log.ready() {
+                    warn!(reason = %e.message, held_back = held, "connection refused");
+                }
+                if send_reply(&sock, &Reply::err(e), &[])
+                    && lingering.len() < MAX_LINGERING
+                    && sock.set_nonblocking().is_ok()
+                {
+                    lingering.push((sock, Instant::now() + LINGER));
+                }
+                continue;
+            }
+        };
+        let who = Who {
+            conn: next_conn,
+            uid: who,
+        };
+        next_conn += 1;
+        debug!(conn = who.conn, uid = who.uid, ?role, "client connected");
+        *per_uid.entry(who.uid).or_default() += 1;
+        conns.push(Client { who, role, sock });
     }
     let mut r = lock(&registry);
-    for (id, _) in conns {
-        r.disconnect(id);
+    for c in conns {
+        r.disconnect(c.who.conn);
     }
+}
+
+/// Decides whether a new connection may stay: who it is (SO_PEERCRED),
+/// what the policy lets it do, and whether its uid has room for one more
+/// connection. Returns the peer's uid and role, or the reply that says why
+/// not.
+fn admit(
+    sock: &SeqPacket,
+    plane: &ControlPlane,
+    per_uid: &std::collections::HashMap<u32, usize>,
+    open: usize,
+) -> Result<(u32, Role), ErrorReply> {
+    let cred = sock.peer_cred().map_err(|e| {
+        ErrorReply::new(
+            ErrorCode::Internal,
+            format!("cannot read the credentials of the connection: {e}"),
+        )
+    })?;
+    let groups = if plane.policy.uses_groups() {
+        sock.peer_groups().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let role = plane
+        .policy
+        .role(cred.uid, cred.gid, &groups)
+        .ok_or_else(|| {
+            ErrorReply::new(
+                ErrorCode::Denied,
+                format!(
+                    "uid {} may not use this daemon: it serves its own uid, root{}",
+                    cred.uid,
+                    plane.policy.describe_groups()
+                ),
+            )
+        })?;
+    if open >= MAX_CONNECTIONS {
+        return Err(ErrorReply::new(
+            ErrorCode::Limit,
+            format!("the daemon already serves {MAX_CONNECTIONS} connections, the most it serves"),
+        ));
+    }
+    let mine = per_uid.get(&cred.uid).copied().unwrap_or(0);
+    if mine >= plane.max_conns_per_uid {
+        return Err(ErrorReply::new(
+            ErrorCode::Limit,
+            format!(
+                "uid {} already has {mine} connections to the daemon, the most one user may have: close some, or raise the limit (serve --max-conns-per-uid)",
+                cred.uid
+            ),
+        ));
+    }
+    Ok((cred.uid, role))
 }
 
 /// Returns the heap pages freed since the last call to the system, once a
@@ -397,7 +731,14 @@ fn bad(msg: impl Into<String>) -> Reply {
 
 /// Reads and answers one request from a readable connection. Returns false
 /// when the connection is over (hang-up, crash, or a failed reply).
-fn serve_one(conn: u64, sock: &SeqPacket, buf: &mut [u8], registry: &Mutex<Registry>) -> bool {
+fn serve_one(
+    who: Who,
+    role: Role,
+    sock: &SeqPacket,
+    buf: &mut [u8],
+    registry: &Mutex<Registry>,
+) -> bool {
+    let conn = who.conn;
     let m = match sock.recv(buf) {
         Ok(m) => m,
         Err(e) => {
@@ -434,17 +775,23 @@ fn serve_one(conn: u64, sock: &SeqPacket, buf: &mut [u8], registry: &Mutex<Regis
             )
         }
     };
-    let (reply, fds) = handle(conn, req, registry);
+    let (reply, fds) = handle(who, role, req, registry);
     let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
     send_reply(sock, &reply, &borrowed)
 }
 
 fn handle(
-    conn: u64,
+    who: Who,
+    role: Role,
     req: Request,
     registry: &Mutex<Registry>,
 ) -> (Reply, Vec<std::os::fd::OwnedFd>) {
+    if let Err(e) = access::allowed(role, &req) {
+        return (Reply::err(e), vec![]);
+    }
+    let conn = who.conn;
     let mut r = lock(registry);
+    r.set_client(who);
     // The cursor of the next page, for a page of a listing.
     let mut next = None;
     let changes_config = matches!(

@@ -214,7 +214,7 @@ impl Drop for PassthroughServer {
                 let _ = t.join();
             }
         }
-        let _ = std::fs::remove_file(&self.path);
+        crate::listen::unlink_if_ours(&self.path);
     }
 }
 

@@ -17,9 +17,12 @@ use tracing::{info, warn};
 use crate::passthrough::{PassthroughServer, Peers, Renew};
 use crate::vhost_user::VhostUserThread;
 
+pub mod budget;
 mod config;
 mod iface;
 use crate::worker::{Assigned, Source, Worker};
+use budget::{Budget, Charge, Limits, Who};
+pub use config::load_config;
 use config::IfaceRequest;
 pub use config::{load_config, parse_config};
 pub use iface::clean_stale_attachments;
@@ -63,6 +66,8 @@ struct PortEntry {
     /// A passthrough port's ivshmem server (the port is then open by
     /// [`PASSTHROUGH`]).
     pt: Option<Box<PassthroughServer>>,
+    /// The port region's share of the budgets, given back with the entry.
+    _charge: Option<Charge>,
 }
 
 struct IfaceEntry {
@@ -100,6 +105,8 @@ struct PipeEntry {
     /// it may keep the memory mapped, so no other client gets an end of
     /// this region; the pipe gets a fresh one once both ends are closed.
     former: Option<ConnId>,
+    /// The region's share of the budgets, given back with the entry.
+    _charge: Charge,
 }
 
 /// What an open handle refers to.
@@ -144,6 +151,10 @@ pub struct Registry {
     /// The lock this registry lives behind, for passthrough servers (see
     /// [`Registry::set_self`]).
     me: std::sync::Weak<std::sync::Mutex<Registry>>,
+    /// Shared memory and descriptors held, per connection, uid and in all.
+    budget: Budget,
+    /// Who the request being served comes from (charged for what it makes).
+    client: Who,
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorReply {
@@ -171,6 +182,8 @@ impl Registry {
             config: None,
             retired: Retired::default(),
             me: std::sync::Weak::new(),
+            budget: Budget::default(),
+            client: Who::DAEMON,
         }
     }
 
@@ -228,6 +241,32 @@ impl Registry {
                 let pt = p.pt[e].take().map(Box::new);
                 self.retire_pt(pt);
             }
+        }
+    }
+
+    /// Sets the budgets' limits.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.budget.set_limits(limits);
+    }
+
+    /// The budgets (for statistics and tests).
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// Charges what the following requests create to `who` (until the next
+    /// call); [`Who::DAEMON`] for the daemon's own work.
+    pub fn set_client(&mut self, who: Who) {
+        self.client = who;
+    }
+
+    /// Who pays for a new object: the client asking, or the daemon for a
+    /// persistent one (it outlives its clients).
+    fn payer(&self, persistent: bool) -> Who {
+        if persistent {
+            Who::DAEMON
+        } else {
+            self.client
         }
     }
 
@@ -357,13 +396,6 @@ impl Registry {
         g: Geometry,
         persistent: bool,
     ) -> Result<(), ErrorReply> {
-        let entry = self.ensure_switch(sw, false)?;
-        if entry.ports.len() >= MAX_PORTS {
-            return Err(err(
-                ErrorCode::Limit,
-                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
-            ));
-        }
         let full = if port == DIRECT_APP {
             sw.to_string()
         } else {
@@ -371,6 +403,22 @@ impl Registry {
         };
         let layout =
             RegionLayout::new(g, 1).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        // Held by the daemon: the memfd, the kick eventfd, one interrupt
+        // eventfd per ring pair.
+        let fds = 2 + u64::from(g.tx_rings.max(g.rx_rings));
+        let charge = self.budget.charge(
+            self.payer(persistent),
+            &format!("port {full}"),
+            layout.size as u64,
+            fds,
+        )?;
+        let entry = self.ensure_switch(sw, false)?;
+        if entry.ports.len() >= MAX_PORTS {
+            return Err(err(
+                ErrorCode::Limit,
+                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
+            ));
+        }
         let region = Arc::new(
             // netmap's ni_name of a VALE port is its full name.
             Region::create(layout, [&full, ""])
@@ -401,6 +449,7 @@ impl Registry {
                 vm: None,
                 iface: None,
                 pt: None,
+                _charge: Some(charge),
             },
         );
         Ok(())
@@ -528,6 +577,7 @@ impl Registry {
                 })),
                 iface: None,
                 pt: None,
+                _charge: None,
             },
         );
         Ok(())
@@ -580,8 +630,19 @@ impl Registry {
                 format!("the daemon already has {MAX_PIPES} pipes"),
             ));
         }
-        let (region, irq) = pipe_memory(base, id, g)?;
         let n0 = format!("{base}{{{id}");
+        let layout =
+            RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        // Held by the daemon: the memfd and one interrupt eventfd per ring
+        // pair and end.
+        let fds = 1 + 2 * u64::from(g.tx_rings.max(g.rx_rings));
+        let charge = self.budget.charge(
+            self.payer(persistent),
+            &format!("pipe {n0}"),
+            layout.size as u64,
+            fds,
+        )?;
+        let (region, irq) = pipe_memory(base, id, g)?;
         self.pipes.insert(
             Target::pipe_key(base, id),
             PipeEntry {
@@ -593,6 +654,7 @@ impl Registry {
                 id: id.to_string(),
                 pt: [None, None],
                 former: None,
+                _charge: charge,
             },
         );
         info!(pipe = %n0, "pipe created");

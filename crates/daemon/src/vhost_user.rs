@@ -190,7 +190,7 @@ fn run(
                     break;
                 }
             }
-            let _ = std::fs::remove_file(&path);
+            crate::listen::unlink_if_ours(&path);
         }
         Mode::Client(path) => {
             info!(port = %name, path = %path.display(), "vhost-user: connecting to the frontend");

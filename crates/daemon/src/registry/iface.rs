@@ -324,6 +324,7 @@ impl Registry {
                     request,
                 })),
                 pt: None,
+                _charge: None,
             },
         );
         Ok(())
