@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+
 
 use common::{Daemon, BIN};
 

@@ -114,6 +114,8 @@ pub fn allowed(role: Role, req: &Request) -> Result<(), ErrorReply> {
         return Ok(());
     }
     let what = match req {
+        // A page of a listing is allowed when the listing is.
+        Request::Page { request, .. } => return allowed(role, request),
         Request::Hello { .. }
         | Request::SwitchList
         | Request::PortList { .. }

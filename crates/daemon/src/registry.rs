@@ -22,7 +22,6 @@ mod config;
 mod iface;
 use crate::worker::{Assigned, Source, Worker};
 use budget::{Budget, Charge, Limits, Who};
-pub use config::load_config;
 use config::IfaceRequest;
 pub use config::{load_config, parse_config};
 pub use iface::clean_stale_attachments;
