@@ -7,7 +7,6 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-
 use common::{Daemon, BIN};
 
 const DAEMON_BIN: &str = env!("CARGO_BIN_EXE_ringswitchd");
