@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ringswitch_control::proto::*;
 use ringswitch_control::{error_chain, name, PipeEnd, PortName, Target};
 use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout};
-use ringswitch_switch::{LearningBridge, Switch, SwitchPort, MAX_PORTS};
+use ringswitch_switch::{Counters, LearningBridge, Switch, SwitchPort, MAX_PORTS};
 use ringswitch_vhost::socket::SharedNet;
 use ringswitch_vhost::{NetConfig, VhostUserNet};
 use tracing::{info, warn};
@@ -370,8 +370,9 @@ impl Registry {
         port: &str,
         g: Geometry,
         persistent: bool,
+        counters: Option<Arc<Counters>>,
     ) -> Result<(), ErrorReply> {
-        let res = self.attach_new_port(sw, port, g, persistent);
+        let res = self.attach_new_port(sw, port, g, persistent, counters);
         self.drop_failed_switch(sw, &res);
         res
     }
@@ -394,6 +395,7 @@ impl Registry {
         port: &str,
         g: Geometry,
         persistent: bool,
+        counters: Option<Arc<Counters>>,
     ) -> Result<(), ErrorReply> {
         let full = if port == DIRECT_APP {
             sw.to_string()
@@ -425,7 +427,13 @@ impl Registry {
         );
         let sp = entry
             .switch
-            .attach(|idx| SwitchPort::new(full.clone(), idx, region))
+            .attach(|idx| {
+                let p = SwitchPort::new(full.clone(), idx, region)?;
+                Ok(match counters {
+                    Some(c) => p.with_counters(c),
+                    None => p,
+                })
+            })
             .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
         let switch = entry.switch.clone();
         let assigned = match self.assign(&switch, &sp, &[Source::Rings]) {
@@ -730,7 +738,7 @@ impl Registry {
                     }
                     return make_persistent(&mut p.persistent, || format!("port {pn}"));
                 }
-                self.new_vale_port(switch, port, g, true)
+                self.new_vale_port(switch, port, g, true, None)
             }
             Target::Pipe { base, id, end } => {
                 let g = if *end == PipeEnd::Slave {
@@ -908,7 +916,7 @@ impl Registry {
                     .get(&switch)
                     .is_some_and(|s| s.ports.contains_key(&port));
                 if !exists {
-                    self.new_vale_port(&switch, &port, pn.conf.unwrap_or_default(), false)?;
+                    self.new_vale_port(&switch, &port, pn.conf.unwrap_or_default(), false, None)?;
                 }
                 let handle = self.id();
                 let p = self
@@ -1083,16 +1091,10 @@ impl Registry {
                     // A persistent port outlives its clients, but its memory
                     // does not: the next client gets a fresh region, so one
                     // that kept the old mapping is cut off from the switch.
-                    match self.new_vale_port(&switch, &port, g, true) {
-                        // The counters describe the port, not one client's
-                        // use of it: carry them over.
-                        Ok(()) => {
-                            if let Some(p) =
-                                self.switches.get(&switch).and_then(|s| s.ports.get(&port))
-                            {
-                                p.port.counters.absorb(&old.counters);
-                            }
-                        }
+                    // The counters describe the port, not one client's use
+                    // of it: the new port shares them.
+                    match self.new_vale_port(&switch, &port, g, true, Some(old.counters.clone())) {
+                        Ok(()) => {}
                         Err(e) => {
                             warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");
                         }
@@ -1251,15 +1253,17 @@ impl Registry {
                 let (g, old) = (p.geometry, p.port.clone());
                 p.open_by = None;
                 self.remove_vale_port(switch, port);
-                let res = self.new_vale_port(switch, port, g, true).and_then(|()| {
-                    let p = self
-                        .switches
-                        .get_mut(switch)
-                        .and_then(|s| s.ports.get_mut(port))
-                        .expect("just created");
-                    p.port.counters.absorb(&old.counters);
-                    vale_peers(p)
-                });
+                let counters = Some(old.counters.clone());
+                let res = self
+                    .new_vale_port(switch, port, g, true, counters)
+                    .and_then(|()| {
+                        let p = self
+                            .switches
+                            .get_mut(switch)
+                            .and_then(|s| s.ports.get_mut(port))
+                            .expect("just created");
+                        vale_peers(p)
+                    });
                 match res {
                     Ok(peers) => {
                         let p = self
@@ -1388,7 +1392,7 @@ impl Registry {
                         format!("port {pn} already exists; a passthrough port is created by this command (delete the port first)"),
                     ));
                 }
-                self.new_vale_port(switch, port, pn.conf.unwrap_or_default(), true)?;
+                self.new_vale_port(switch, port, pn.conf.unwrap_or_default(), true, None)?;
                 let p = self
                     .switches
                     .get_mut(switch)

@@ -53,27 +53,6 @@ impl Counters {
         }
     }
 
-    /// Adds another set of counters to these (a port's history carried over
-    /// to its replacement).
-    pub fn absorb(&self, other: &Counters) {
-        let pairs = [
-            (&self.tx_packets, &other.tx_packets),
-            (&self.tx_bytes, &other.tx_bytes),
-            (&self.rx_packets, &other.rx_packets),
-            (&self.rx_bytes, &other.rx_bytes),
-            (&self.drop_rx_full, &other.drop_rx_full),
-            (&self.drop_malformed, &other.drop_malformed),
-            (&self.drop_short, &other.drop_short),
-            (&self.drop_long, &other.drop_long),
-            (&self.ring_reinits, &other.ring_reinits),
-            (&self.drop_link_down, &other.drop_link_down),
-            (&self.drop_no_dest, &other.drop_no_dest),
-        ];
-        for (a, b) in pairs {
-            Counters::add(a, b.load(Ordering::Relaxed));
-        }
-    }
-
     /// A snapshot for `stats`.
     pub fn snapshot(&self, name: &str) -> PortStats {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -355,8 +334,12 @@ pub struct SwitchPort {
     pub index: u16,
     /// Its rings or queues.
     pub backend: Backend,
-    /// Counters.
-    pub counters: Counters,
+    /// Counters. Shared with the port's earlier and later incarnations
+    /// (a persistent port gets a new `SwitchPort` with fresh memory for
+    /// each client): a worker still finishing a batch on the old one counts
+    /// into the same counters, so no frame goes uncounted across the
+    /// replacement.
+    pub counters: Arc<Counters>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -372,7 +355,7 @@ impl SwitchPort {
             name,
             index,
             backend: Backend::Ring(RingPort::new(region)?),
-            counters: Counters::default(),
+            counters: Arc::default(),
         })
     }
 
@@ -382,7 +365,7 @@ impl SwitchPort {
             name,
             index,
             backend: Backend::Virtio(VirtioPort::new(dev)?),
-            counters: Counters::default(),
+            counters: Arc::default(),
         })
     }
 
@@ -392,8 +375,14 @@ impl SwitchPort {
             name,
             index,
             backend: Backend::Dev(dev),
-            counters: Counters::default(),
+            counters: Arc::default(),
         }
+    }
+
+    /// The same port counting into `counters` (its predecessor's).
+    pub fn with_counters(mut self, counters: Arc<Counters>) -> SwitchPort {
+        self.counters = counters;
+        self
     }
 
     /// The rings, if a ring port.

@@ -379,7 +379,7 @@ impl Registry {
             rx_rings: info.queues,
             ..Geometry::default()
         });
-        if let Err(e) = self.new_vale_port(&sw, DIRECT_APP, g, false) {
+        if let Err(e) = self.new_vale_port(&sw, DIRECT_APP, g, false, None) {
             self.remove_direct(&sw);
             return Err(e);
         }
