@@ -21,15 +21,30 @@ fn status_kib(pid: u32, field: &str) -> u64 {
 
 /// `BIN --socket SOCK serve ARGS`, returned once the socket exists.
 fn spawn_serve(bin: &Path, sock: &Path, args: &[&str]) -> std::process::Child {
-    let child = Command::new(bin)
-        .arg("--socket")
-        .arg(sock)
-        .arg("serve")
-        .args(args)
-        .env("RINGSWITCH_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+    // A binary copied a moment ago can be busy (ETXTBSY): a process another
+    // test thread forked meanwhile holds the copy's write descriptor until
+    // it execs. Wait for that to pass.
+    let mut child = None;
+    common::wait_until(
+        &format!("{} to start", bin.display()),
+        || match Command::new(bin)
+            .arg("--socket")
+            .arg(sock)
+            .arg("serve")
+            .args(args)
+            .env("RINGSWITCH_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+        {
+            Ok(c) => {
+                child = Some(c);
+                true
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => false,
+            Err(e) => panic!("cannot start {}: {e}", bin.display()),
+        },
+    );
+    let child = child.expect("started");
     common::wait_until(&format!("a socket at {}", sock.display()), || sock.exists());
     child
 }
