@@ -624,9 +624,18 @@ pub fn run(opts: Options) -> Report {
             });
         }
     }
+    let mut extra: Vec<&str> = Vec::new();
+    if opts.on("fd-flood") {
+        // The flooding user (nobody) may connect: as a user, not an admin.
+        extra.extend(["--allow-group", "nogroup"]);
+        // Its directory must let that user reach the socket.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
+    }
     let mut daemon = daemon
         .args(["serve", "--socket"])
         .arg(&socket)
+        .args(&extra)
         .env("RINGSWITCH_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -1060,21 +1069,72 @@ fn flood(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
     Ok(())
 }
 
-/// Connections until the daemon runs out of descriptors (item 7), then all
-/// closed.
+/// Another local user (nobody) opens as many connections as it can and
+/// holds them (item 7): its per-user limit stops it, and everyone else
+/// (this soak's root clients, the probe among them) keeps being served.
+/// Running out of descriptors altogether is tested by
+/// `access.rs::out_of_descriptors_the_daemon_backs_off`.
 fn fd_flood(ctx: &Ctx) -> Result<(), String> {
-    let mut held = Vec::new();
-    while held.len() < 1050 {
-        match bounded_connect(&ctx.socket, Duration::from_secs(2)) {
-            Ok(s) => held.push(s),
-            Err(_) => break,
-        }
+    const FLOOD: &str = r#"
+import errno, socket, sys, time
+held = []
+busy = 0
+while len(held) < 1050 and busy < 500:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(2)
+    try:
+        s.connect(sys.argv[1])
+    except OSError as e:
+        s.close()
+        if e.errno != errno.EAGAIN:
+            break
+        busy += 1
+        time.sleep(0.01)
+        continue
+    held.append(s)
+print(len(held), flush=True)
+sys.stdin.read()
+"#;
+    let mut child = Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            FLOOD,
+        ])
+        .arg(&ctx.socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting the flood as nobody: {e}"))?;
+    let mut line = String::new();
+    {
+        use std::io::BufRead;
+        let out = child.stdout.take().expect("piped");
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
     }
-    ctx.count("fd-flood connections", held.len() as u64);
-    // The daemon must still answer while they are held.
-    std::thread::sleep(Duration::from_millis(500));
-    drop(held);
-    Ok(())
+    let Ok(held) = line.trim().parse::<u64>() else {
+        drop(child.stdin.take());
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        return Err(format!(
+            "the flood as nobody did not run: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    };
+    ctx.count("fd-flood connections (nobody)", held);
+    // Everyone else is still served while they are held.
+    let r = ctx
+        .call(&Request::Hello {
+            version: ringswitch_control::PROTOCOL_VERSION,
+        })
+        .map(|_| ())
+        .map_err(|e| format!("a root client while nobody floods: {e}"));
+    drop(child.stdin.take());
+    let _ = child.wait();
+    r
 }
 
 /// vale93: a client that writes garbage over its rings and CSB, and makes
@@ -1370,9 +1430,12 @@ fn vhost_full_call_fd(ctx: &Ctx, path: &Path) -> Result<(), String> {
     unsafe { libc::fcntl(wfd, libc::F_SETFL, 0) };
     // SAFETY: the EventFd takes over the owned write end.
     let call = unsafe { EventFd::from_raw_fd(w.into_raw_fd()) };
-    g.frontend()
-        .set_vring_call(0, &call)
-        .map_err(|e| format!("set_vring_call: {e}"))?;
+    if g.frontend().set_vring_call(0, &call).is_err() {
+        // The daemon refuses a call descriptor that is not an eventfd
+        // (item 2): the frontend loses its connection, nothing blocks.
+        ctx.count("pipes as call fds refused", 1);
+        return Ok(());
+    }
     g.post_rx(0, 64, 2048);
     let mut feed = Port::open_at(&ctx.socket, "vale95:feed").map_err(|e| e.to_string())?;
     {
