@@ -69,31 +69,31 @@ pub const ON_BY_DEFAULT: &[&str] = &[
 pub const MISBEHAVIOURS: &[(&str, &str)] = &[
     (
         "exact-source-close",
-        "exact accounting (H2): the exact counter checks of vale91 after each sender killed -9, and of each churned switch after its client sent 8 frames and closed: frames delivered that the source never counted as sent (512, one batch, after a kill in the 10-minute run; 8 of 8 on a churned switch); while off, mismatches are counted in the table",
+        "exact accounting: the exact counter checks of vale91 after each sender killed -9, and of each churned switch after its client sent 8 frames and closed: frames delivered that the source never counted as sent (512, one batch, after a kill in the 10-minute run; 8 of 8 on a churned switch); while off, mismatches are counted in the table",
     ),
     (
         "exact-scribbler",
-        "exact accounting under a hostile sender (H2): the exact counter check of vale93, whose client scribbles over its rings: the sink counted more frames than the switch forwarded (858 received for 856 forwarded, 120 bytes more, in a 60 s run); while off, mismatches are counted in the table",
+        "exact accounting under a hostile sender: the exact counter check of vale93, whose client scribbles over its rings: the sink counted more frames than the switch forwarded (858 received for 856 forwarded, 120 bytes more, in a 60 s run); while off, mismatches are counted in the table",
     ),
     (
         "sink-churn",
-        "exact accounting and order (H2; cause not yet known): the checks of vale92, whose receiver is killed -9 again and again under a steady sender: frames go missing without a counter (1,675 of 3.7 M in a 25 s run with 72 kills), and afterwards a fresh txseq -> rxseq on that switch arrives reordered (165 of 20,000, none lost); while off, both are counted in the table",
+        "exact accounting and order (cause not yet known): the checks of vale92, whose receiver is killed -9 again and again under a steady sender: frames go missing without a counter (1,675 of 3.7 M in a 25 s run with 72 kills), and afterwards a fresh txseq -> rxseq on that switch arrives reordered (165 of 20,000, none lost); while off, both are counted in the table",
     ),
     (
         "vhost-empty-memfd",
-        "item 1 (H1): a frontend's memory table names an empty memfd, then starts a vring: SIGBUS kills the daemon (found on 3b58a76: the daemon died of signal 7 within 10 s)",
+        "item 1: a frontend's memory table names an empty memfd, then starts a vring: SIGBUS kills the daemon (found on 3b58a76: the daemon died of signal 7 within 10 s)",
     ),
     (
         "vhost-full-call-fd",
-        "item 2 (H1): a guest's RX call fd is a blocking pipe it filled, and frames for it: the worker blocks in write(), the control thread after it (on 3b58a76 this reproduction did not block: the mock guest's interrupt suppression may keep the device from signalling; check before relying on it)",
+        "item 2: a guest gives a blocking pipe it filled as its RX call fd, then frames arrive for it: the daemon refuses the descriptor and nothing blocks (on 3b58a76 the worker could block in write(), and the control thread after it)",
     ),
     (
         "frag-chain",
-        "item 4 (H2): a client publishes one slot with NS_MOREFRAG and never the rest: a worker spins at 100 % CPU (on 3b58a76 no invariant failed, but the probe latency rose to 40 ms)",
+        "item 4: a client publishes one slot with NS_MOREFRAG and never the rest: a worker spins at 100 % CPU (on 3b58a76 no invariant failed, but the probe latency rose to 40 ms)",
     ),
     (
         "fd-flood",
-        "item 7 (H3): the daemon started with a 1024-fd limit and 1,050 control connections held (found on 3b58a76: every control request then fails and the log grew by 131 MB in 5 minutes): the accept loop spins on EMFILE",
+        "item 7: another local user (nobody, let in by --allow-group) holds every control connection it can while the daemon runs with a 1024-fd limit; its per-user limit stops it and everyone else is served (on 3b58a76, 1,050 held connections made every control request fail and the log grow by 131 MB in 5 minutes)",
     ),
 ];
 
