@@ -194,76 +194,58 @@ impl Budget {
         let mut s = self.lock();
         let l = s.limits.unwrap_or_default();
         let t = s.total;
-        if t.shm.saturating_add(shm) > l.shm_total {
-            return Err(over(
-                what,
-                "shared memory",
-                shm,
+        // (held, limit, whose, option, shared memory or descriptors):
+        // the daemon's total, and for a client also its connection and uid.
+        let mut checks = vec![
+            (
                 t.shm,
                 l.shm_total,
-                "the daemon",
+                "the daemon".to_string(),
                 "--max-shm",
-            ));
-        }
-        if t.fds.saturating_add(fds) > l.fds_total {
-            return Err(over(
-                what,
-                "descriptors",
-                fds,
+                true,
+            ),
+            (
                 t.fds,
                 l.fds_total,
-                "the daemon",
+                "the daemon".to_string(),
                 "--max-fds",
-            ));
-        }
+                false,
+            ),
+        ];
         if who != Who::DAEMON {
             let c = s.per_conn.get(&who.conn).copied().unwrap_or_default();
             let u = s.per_uid.get(&who.uid).copied().unwrap_or_default();
             let uid = format!("uid {}", who.uid);
-            if c.shm.saturating_add(shm) > l.shm_per_conn {
-                return Err(over(
-                    what,
-                    "shared memory",
-                    shm,
+            checks.extend([
+                (
                     c.shm,
                     l.shm_per_conn,
-                    "this connection",
+                    "this connection".into(),
                     "--max-shm-per-conn",
-                ));
-            }
-            if u.shm.saturating_add(shm) > l.shm_per_uid {
-                return Err(over(
-                    what,
-                    "shared memory",
-                    shm,
-                    u.shm,
-                    l.shm_per_uid,
-                    &uid,
-                    "--max-shm-per-uid",
-                ));
-            }
-            if c.fds.saturating_add(fds) > l.fds_per_conn {
-                return Err(over(
-                    what,
-                    "descriptors",
-                    fds,
+                    true,
+                ),
+                (u.shm, l.shm_per_uid, uid.clone(), "--max-shm-per-uid", true),
+                (
                     c.fds,
                     l.fds_per_conn,
-                    "this connection",
+                    "this connection".into(),
                     "--max-fds-per-conn",
-                ));
+                    false,
+                ),
+                (u.fds, l.fds_per_uid, uid, "--max-fds-per-uid", false),
+            ]);
+        }
+        for (held, limit, whose, opt, is_shm) in checks {
+            let (kind, need) = if is_shm {
+                ("shared memory", shm)
+            } else {
+                ("descriptors", fds)
+            };
+            if held.saturating_add(need) > limit {
+                return Err(over(what, kind, need, held, limit, &whose, opt));
             }
-            if u.fds.saturating_add(fds) > l.fds_per_uid {
-                return Err(over(
-                    what,
-                    "descriptors",
-                    fds,
-                    u.fds,
-                    l.fds_per_uid,
-                    &uid,
-                    "--max-fds-per-uid",
-                ));
-            }
+        }
+        if who != Who::DAEMON {
             let s = &mut *s;
             for usage in [
                 s.per_conn.entry(who.conn).or_default(),
