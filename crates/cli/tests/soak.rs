@@ -3,8 +3,9 @@
 //! connect, misbehave and vanish, for `RINGSWITCH_SOAK_SECS` (default 60)
 //! seconds, with its invariants checked throughout (common/soak.rs).
 //!
-//! The probe latency is recorded and bounded generously here (2 s,
-//! `RINGSWITCH_SOAK_PROBE_MS`: CI machines are loaded); bench/soak.sh runs
+//! The probe latency is recorded, and bounded here only against a hang (10 s,
+//! `RINGSWITCH_SOAK_PROBE_MS`: a loaded CI machine may stall any process for a
+//! while, which says nothing about the daemon); bench/soak.sh runs
 //! the same driver for minutes and asserts 100 ms.
 //!
 //! Needs the release binaries: `cargo build --release --bins`, then
@@ -18,7 +19,7 @@ mod guest;
 
 #[test]
 fn churn_soak_keeps_every_invariant() {
-    let opts = driver::Options::from_env(60, 2000);
+    let opts = driver::Options::from_env(60, 10_000);
     let report = driver::run(opts.clone());
     let table = report.table(&opts);
     eprintln!("{table}");
