@@ -218,7 +218,8 @@ fn start(port: &mut VirtioNetPort, kind: QueueKind, l: &Layout, base: u16) {
     port.set_vring_base(kind, base);
     port.set_vring_enabled(kind, true);
     port.start_vring(kind, None);
-    port.set_vring_call(kind, eventfd());
+    port.set_vring_call(kind, eventfd())
+        .expect("a fresh eventfd is a valid call fd");
 }
 
 fuzz_target!(|inp: Input| {
@@ -326,8 +327,8 @@ fuzz_target!(|inp: Input| {
             }
             Op::Notify => {
                 port.rx_flush();
-                port.notify_rx();
-                port.notify_tx_done();
+                port.notify_rx().send();
+                port.notify_tx_done().send();
             }
             Op::EnableTx { more } => {
                 let _ = match more {

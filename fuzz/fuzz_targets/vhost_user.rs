@@ -379,8 +379,8 @@ fuzz_target!(|ops: Vec<Op>| {
                 });
                 let len = usize::from(*rx_len) % frame.len();
                 let _ = p.rx_push(&VirtioNetHdr::default(), &frame[..len]);
-                p.notify_rx();
-                p.notify_tx_done();
+                p.notify_rx().send();
+                p.notify_tx_done().send();
                 let _ = p.enable_tx_notifications();
             }
             Op::Shrink { i, pages } => {

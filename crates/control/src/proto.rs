@@ -422,7 +422,8 @@ pub struct PortInfo {
 pub struct PortStats {
     /// Name.
     pub name: String,
-    /// Packets taken from the port's TX rings.
+    /// Packets taken from the port's TX rings and forwarded to at least
+    /// one port (not those counted in `drop_no_dest`).
     pub tx_packets: u64,
     /// Bytes taken from the port's TX rings.
     pub tx_bytes: u64,
@@ -442,8 +443,10 @@ pub struct PortStats {
     pub drop_long: u64,
     /// Times the port's ring pointers were invalid and the ring was reset.
     pub ring_reinits: u64,
-    /// Packets for a VM port dropped because no frontend was connected (or
-    /// its queues were not running).
+    /// Packets for this port dropped because no one was behind it: no
+    /// client had the ring port open, no QEMU had the passthrough port's
+    /// memory, no frontend was connected to the VM port (or its queues
+    /// were not running), the interface was down.
     #[serde(default)]
     pub drop_link_down: u64,
     /// Packets from this port that had no destination: addressed to a
@@ -451,6 +454,12 @@ pub struct PortStats {
     /// other port.
     #[serde(default)]
     pub drop_no_dest: u64,
+    /// Frames this port was offered that software segmentation made
+    /// beyond one per TSO frame (each segment is counted in `rx_packets`
+    /// or a drop; subtract this to count frames as their senders sent
+    /// them).
+    #[serde(default)]
+    pub rx_segments_added: u64,
     /// Interface ports: frames the kernel dropped before the switch saw
     /// them (AF_XDP ring full or no fill buffers, AF_PACKET drops).
     #[serde(default)]
@@ -478,6 +487,10 @@ pub struct PortStats {
     /// the next frontend.
     #[serde(default)]
     pub vm_guest_faults: u64,
+    /// VM ports: frontend connections closed after a vhost-user message
+    /// the device refused.
+    #[serde(default)]
+    pub vm_frontend_errors: u64,
 }
 
 /// One MAC table entry.

@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ringswitch_ring::EventFd;
+use ringswitch_switch::Link;
 use tracing::{info, warn};
 
 /// The ivshmem protocol version this server speaks.
@@ -74,6 +75,9 @@ pub struct Peers {
     pub host_id: u16,
     /// That peer's vectors.
     pub host_kicks: Vec<EventFd>,
+    /// A switch port's link: up once a QEMU has the memory (a pipe end has
+    /// none; a pipe never drops).
+    pub link: Option<Link>,
 }
 
 impl Peers {
@@ -86,6 +90,7 @@ impl Peers {
             guest_irqs: dup(&self.guest_irqs)?,
             host_id: self.host_id,
             host_kicks: dup(&self.host_kicks)?,
+            link: self.link.clone(),
         })
     }
 }
@@ -310,6 +315,7 @@ fn run(
         refused = 0;
         let handed = hand_over(&conn, &peers);
         let guest = peers.guest_id;
+        let link = peers.link.clone();
         drop(peers);
         if let Err(e) = handed {
             warn!(port, error = %e, "the ivshmem handshake with QEMU failed");
@@ -319,6 +325,11 @@ fn run(
             continue;
         }
         connected.store(true, Ordering::Relaxed);
+        if let Some(l) = &link {
+            // Frames for the port now have a reader. The port is replaced
+            // (fresh memory, link down) when this QEMU goes.
+            l.set_up(true);
+        }
         info!(port, guest, "a guest attached over ivshmem");
         // Hold the connection until QEMU goes; refuse a second QEMU
         // meanwhile (the guest side of the port is taken).

@@ -429,6 +429,11 @@ impl Registry {
             .switch
             .attach(|idx| {
                 let p = SwitchPort::new(full.clone(), idx, region)?;
+                // Down until a client opens it (or a QEMU gets its memory):
+                // frames for it are dropped, not kept for whoever comes.
+                if let Some(r) = p.ring() {
+                    r.link.set_up(false);
+                }
                 Ok(match counters {
                     Some(c) => p.with_counters(c),
                     None => p,
@@ -971,6 +976,7 @@ impl Registry {
                 })()
                 .map_err(|e| internal("duplicating the port's descriptors", e))?;
                 p.open_by = Some(conn);
+                rp.link.set_up(true);
                 let r = rp.region();
                 let reply = OpenReply {
                     handle,
@@ -1182,6 +1188,7 @@ fn vale_peers(p: &PortEntry) -> Result<Peers, ErrorReply> {
         guest_irqs: irqs,
         host_id: 0,
         host_kicks: kicks,
+        link: Some(rp.link.clone()),
     })
 }
 
@@ -1204,6 +1211,7 @@ fn pipe_peers_of(region: &Region, irq: &[Vec<EventFd>; 2], e: usize) -> Result<P
         guest_irqs: irq[e].iter().map(dup).collect::<Result<Vec<_>, _>>()?,
         host_id: 2 - e as u16,
         host_kicks: irq[1 - e].iter().map(dup).collect::<Result<Vec<_>, _>>()?,
+        link: None,
     })
 }
 

@@ -373,7 +373,11 @@ fn serve(
                     info!(port = %name, "vhost-user: frontend disconnected")
                 }
                 e => {
-                    warn!(port = %name, error = %e, "vhost-user: closing the connection after an invalid message")
+                    v.frontend_errors.fetch_add(1, Ordering::Relaxed);
+                    // A frontend can reconnect and fail again in a loop.
+                    if ringswitch_vhost::log_allowed(&REFUSED_LOGGED) {
+                        warn!(port = %name, error = %e, "vhost-user: closing the connection after an invalid message")
+                    }
                 }
             }
             break;
@@ -389,6 +393,9 @@ fn serve(
         c.signal();
     }
 }
+
+/// The second the last refused frontend was logged (one line a second).
+static REFUSED_LOGGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
 
 /// vhost-user request code of SET_VRING_ENABLE.
 const SET_VRING_ENABLE: u32 = 18;

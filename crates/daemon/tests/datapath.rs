@@ -19,6 +19,7 @@ use ringswitch_client::Port;
 use ringswitch_control::{Connection, PortStats, Request, VhostUserSpec};
 use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG};
 use ringswitch_ring::AppRing;
+use ringswitch_vhost::VirtioNetHdr;
 
 /// Upper bound of every wait for a condition.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -81,15 +82,6 @@ fn stat(sock: &std::path::Path, name: &str) -> PortStats {
         .into_iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no counters for {name}"))
-}
-
-/// Waits until `cond` holds; panics with `what` after the deadline.
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Receives one frame on `p`'s RX ring 0 (its fragments joined).
@@ -385,9 +377,11 @@ fn source_sum(s: &PortStats) -> u64 {
     s.tx_packets + s.drop_malformed + s.drop_short + s.drop_long + s.drop_no_dest
 }
 
-/// What a destination did with what it was offered.
+/// What a destination did with what it was offered, in the frames the
+/// source sent (segments made in software counted once).
 fn destination_sum(s: &PortStats) -> u64 {
     s.rx_packets + s.drop_rx_full + s.drop_long + s.drop_link_down + s.drop_malformed
+        - s.rx_segments_added
 }
 
 /// Waits until the source's counters account for `units`, then checks
@@ -508,7 +502,14 @@ fn counters_add_up_for_a_vm_source_with_bad_chains_and_offloads() {
         g.send_plain(&frame([0xff; 6], src, 60, 0)[..10]);
         // A checksum field past the frame's end.
         g.send(&csum_hdr(50, 16), &frame([0xff; 6], src, 60, 1));
-        chains += 2;
+        // A TSO frame the ring port gets as segments (some may find the
+        // ring full).
+        let payload: Vec<u8> = (0..MSS as usize * 5 + 17).map(|i| i as u8).collect();
+        g.send(
+            &gso_hdr(VirtioNetHdr::GSO_TCPV4, TCP_HDRS as u16, MSS, 34, 16),
+            &tcp4_frame([0xff; 6], src, round, &payload),
+        );
+        chains += 3;
         assert!(g.flush_tx(0, DEADLINE), "the guest's chains were taken");
     }
     wait_until("the VM port's counters to account for every chain", || {
@@ -523,7 +524,11 @@ fn counters_add_up_for_a_vm_source_with_bad_chains_and_offloads() {
     assert_eq!(vm.drop_short, 3, "{vm:?}");
     assert_eq!(vm.tx_packets, destination_sum(&r), "{vm:?} {r:?}");
     assert!(r.drop_rx_full > 0 && r.rx_packets > 0, "{r:?}");
+    assert_eq!(r.rx_segments_added, 3 * 5, "{r:?}");
 }
+
+/// TCP payload per segment of the TSO frames above.
+const MSS: u16 = 1000;
 
 /// Exact accounting (issue 15), interface destination through the daemon:
 /// a TAP the daemon creates (`attach --host`). Needs root and /dev/net/tun;
@@ -564,4 +569,63 @@ fn counters_add_up_for_a_tap_destination_under_a_hostile_sender() {
         assert!(t.rx_packets > 0, "{t:?}");
     }
     c.call(&Request::Detach { name: dst }).unwrap();
+}
+
+/// A port no client has open is down, as a VALE port not in netmap mode
+/// is: frames for it are dropped and counted (`drop_link_down`), not kept
+/// in its rings for whoever opens it next (who would read them first and
+/// out of order). Frames with no destination at all are counted once, in
+/// `drop_no_dest`, and not in `tx_packets`.
+#[test]
+fn a_port_without_a_client_gets_nothing_and_counts_it() {
+    let d = daemon("link-down");
+    let s = d.socket().to_path_buf();
+    let mut c = Connection::connect(&s).unwrap();
+    c.call(&Request::PortAdd {
+        name: "vale3:b".into(),
+        vhost_user: None,
+        passthrough: None,
+    })
+    .unwrap();
+    let mut a = Port::open_at(&s, "vale3:a").unwrap();
+    let early: Vec<_> = (0..10).map(|k| frame([0xff; 6], mac(1), 60, k)).collect();
+    assert_eq!(send(&mut a, &early), 10);
+    wait_until("the frames for the closed port to be counted", || {
+        stat(&s, "vale3:b").drop_link_down == 10
+    });
+    let (sa, sb) = (stat(&s, "vale3:a"), stat(&s, "vale3:b"));
+    assert_eq!((sa.tx_packets, sb.rx_packets), (10, 0), "{sa:?} {sb:?}");
+
+    // Its first client reads what was sent after it opened, nothing older.
+    let mut b = Port::open_at(&s, "vale3:b").unwrap();
+    assert_eq!(send(&mut a, &[frame([0xff; 6], mac(1), 60, 77)]), 1);
+    assert_eq!(tag_of(&recv_one(&mut b)), 77);
+    drop(b);
+    wait_until("vale3:b to be closed", || {
+        let mut c = Connection::connect(&s).unwrap();
+        let ports: Vec<ringswitch_control::PortInfo> =
+            c.call_as(&Request::PortList { switch: None }).unwrap().0;
+        ports.iter().any(|p| p.name == "vale3:b" && !p.open)
+    });
+    let late: Vec<_> = (0..5).map(|k| frame([0xff; 6], mac(1), 60, k)).collect();
+    assert_eq!(send(&mut a, &late), 5);
+    wait_until("the frames after the client left to be counted", || {
+        stat(&s, "vale3:b").drop_link_down == 15
+    });
+    let (sa, sb) = (stat(&s, "vale3:a"), stat(&s, "vale3:b"));
+    assert_eq!(
+        sa.tx_packets,
+        sb.rx_packets + sb.drop_link_down,
+        "{sa:?} {sb:?}"
+    );
+
+    // Alone on its switch: nothing is forwarded, everything is counted.
+    let mut solo = Port::open_at(&s, "vale4:solo").unwrap();
+    let frames: Vec<_> = (0..3).map(|k| frame([0xff; 6], mac(2), 60, k)).collect();
+    assert_eq!(send(&mut solo, &frames), 3);
+    wait_until("the frames with no destination to be counted", || {
+        stat(&s, "vale4:solo").drop_no_dest == 3
+    });
+    let st = stat(&s, "vale4:solo");
+    assert_eq!((st.tx_packets, st.tx_bytes), (0, 0), "{st:?}");
 }

@@ -252,6 +252,10 @@ fn huge_offset_and_size_are_refused() {
     let (r, _w) = std::io::pipe().unwrap();
     let pipe = File::from(std::os::fd::OwnedFd::from(r));
     refused_table(&path, &[region(&pipe, MEM, 0)], "a pipe as memory");
+    // Each refused frontend is counted on the port.
+    wait_until("the four refused frontends to be counted", || {
+        e.stat("vale0:vm").vm_frontend_errors == 4
+    });
     ring_ports_forward(&mut a, &mut b, 10);
     e.still_works();
     guest_forwards(&path, &mut a, 20);

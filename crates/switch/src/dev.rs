@@ -58,15 +58,16 @@ pub(crate) fn forward_from_dev(
     if taken == 0 {
         return BatchResult::default();
     }
-    let no_dest = if sc.stage.staged.is_empty() {
-        0
+    let (no_dest, no_dest_bytes) = if sc.stage.staged.is_empty() {
+        (0, 0)
     } else {
         forward_staged(sw, src, q, sc);
-        sc.no_dest
+        (sc.no_dest, sc.no_dest_bytes)
     };
     let c = &src.counters;
-    Counters::add(&c.tx_packets, sc.stage.staged.len() as u64);
-    Counters::add(&c.tx_bytes, bytes);
+    // Taken with no destination: counted as drop_no_dest only.
+    Counters::add(&c.tx_packets, sc.stage.staged.len() as u64 - no_dest);
+    Counters::add(&c.tx_bytes, bytes - no_dest_bytes);
     Counters::add(&c.drop_short, short);
     Counters::add(&c.drop_long, long);
     Counters::add(&c.drop_malformed, malformed);

@@ -128,8 +128,12 @@ pub struct Scratch {
     touched: Vec<PortIndex>,
     flood: Vec<u32>,
     pub(crate) order: Vec<u32>,
-    /// Packets of the batch with no destination (counted on the source).
+    /// Packets of the batch with no destination (counted on the source,
+    /// in `drop_no_dest` and not in `tx_packets`), and their bytes.
     pub(crate) no_dest: u64,
+    pub(crate) no_dest_bytes: u64,
+    /// Bytes of the packets in `flood`.
+    flood_bytes: u64,
     /// Frames taken from VM and interface queues, and the paths that need
     /// contiguous bytes: allocated on first use by such a port.
     pub(crate) stage: crate::staged::StageScratch,
@@ -146,6 +150,8 @@ impl Default for Scratch {
             flood: Vec::with_capacity(MAX_BATCH as usize),
             order: Vec::with_capacity(MAX_BATCH as usize),
             no_dest: 0,
+            no_dest_bytes: 0,
+            flood_bytes: 0,
             stage: crate::staged::StageScratch::default(),
         }
     }
@@ -159,6 +165,8 @@ impl Scratch {
         self.flood.clear();
         self.touched.clear();
         self.no_dest = 0;
+        self.no_dest_bytes = 0;
+        self.flood_bytes = 0;
     }
 
     /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
@@ -169,12 +177,22 @@ impl Scratch {
         k
     }
 
-    /// Files packet `k` under its destination(s).
+    /// Files packet `k` (`len` bytes) under its destination(s).
     #[inline(always)]
-    pub(crate) fn route(&mut self, table: &PortTable, src: PortIndex, k: u32, decision: Decision) {
+    pub(crate) fn route(
+        &mut self,
+        table: &PortTable,
+        src: PortIndex,
+        k: u32,
+        len: u32,
+        decision: Decision,
+    ) {
         match decision {
             // Addressed to a station behind the source itself.
-            Decision::Drop => self.no_dest += 1,
+            Decision::Drop => {
+                self.no_dest += 1;
+                self.no_dest_bytes += u64::from(len);
+            }
             Decision::Port(port) if table.get(port).is_some() && port != src => {
                 let p = usize::from(port);
                 if self.dst_head[p] == NONE {
@@ -186,7 +204,10 @@ impl Scratch {
                 self.dst_tail[p] = k;
             }
             // A stale entry (port gone) floods, as an unknown address.
-            Decision::Port(_) | Decision::Flood => self.flood.push(k),
+            Decision::Port(_) | Decision::Flood => {
+                self.flood.push(k);
+                self.flood_bytes += u64::from(len);
+            }
         }
     }
 
@@ -203,6 +224,7 @@ impl Scratch {
             if dests.is_empty() {
                 // Flooded on a switch with no other port.
                 self.no_dest += self.flood.len() as u64;
+                self.no_dest_bytes += self.flood_bytes;
             }
         }
         dests
@@ -510,7 +532,7 @@ impl Switch {
                     d
                 }
             };
-            sc.route(&table, src.index, k, decision);
+            sc.route(&table, src.index, k, total, decision);
         }
 
         // Deliver, destination by destination.
@@ -558,8 +580,9 @@ impl Switch {
             srp.irq(ring).signal();
         }
         let c = &src.counters;
-        Counters::add(&c.tx_packets, tx_pkts);
-        Counters::add(&c.tx_bytes, tx_bytes);
+        // Taken with no destination: counted as drop_no_dest only.
+        Counters::add(&c.tx_packets, tx_pkts - sc.no_dest);
+        Counters::add(&c.tx_bytes, tx_bytes - sc.no_dest_bytes);
         Counters::add(&c.drop_malformed, malformed);
         Counters::add(&c.drop_short, short);
         Counters::add(&c.drop_long, long);
@@ -603,8 +626,9 @@ pub(crate) fn slots_for(len: u32, buf: u32) -> u32 {
 /// Copies the packets `order` (indexes into `ft`) into `dport`, in order,
 /// as far as its RX ring has room; the rest are dropped and counted. Every
 /// packet is counted once on the destination: delivered (`rx_packets`),
-/// or dropped as too long for its buffers (`drop_long`) or for lack of
-/// room (`drop_rx_full`).
+/// or dropped as too long for its buffers (`drop_long`), for lack of
+/// room (`drop_rx_full`) or because no client has the port
+/// (`drop_link_down`).
 fn deliver(
     ft: &[Ft],
     order: &[u32],
@@ -614,6 +638,10 @@ fn deliver(
     dport: &SwitchPort,
     drp: &RingPort,
 ) {
+    if !drp.link.is_up() {
+        Counters::add(&dport.counters.drop_link_down, order.len() as u64);
+        return;
+    }
     let dregion: &Region = drp.region();
     let dbuf = dregion.buf_size();
     let q = src_ring % drp.rx_rings();

@@ -18,4 +18,4 @@ mod virtio;
 
 pub use engine::{AttachError, BatchResult, Scratch, Switch, DEFAULT_BATCH, MAX_BATCH, MAX_PORTS};
 pub use learning::{Decision, Forwarding, Hub, LearningBridge, PortIndex};
-pub use port::{Backend, Counters, DevPort, RingPort, SwitchPort, VirtioPort};
+pub use port::{Backend, Counters, DevPort, Link, RingPort, SwitchPort, VirtioPort};

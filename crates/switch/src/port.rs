@@ -3,7 +3,7 @@
 //! pairs) or an interface port (the queues of a NIC or a TAP), and its
 //! counters.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringswitch_control::PortStats;
@@ -19,7 +19,8 @@ pub const MAX_LEASES: usize = 16;
 /// Lock-free per-port counters, added to once per batch.
 #[derive(Default, Debug)]
 pub struct Counters {
-    /// Packets taken from the port's TX rings.
+    /// Packets taken from the port's TX rings and forwarded to at least
+    /// one port (not those counted in `drop_no_dest`).
     pub tx_packets: AtomicU64,
     /// Bytes taken from the port's TX rings.
     pub tx_bytes: AtomicU64,
@@ -37,11 +38,17 @@ pub struct Counters {
     pub drop_long: AtomicU64,
     /// Ring reinitializations.
     pub ring_reinits: AtomicU64,
-    /// Drops: a VM port had no running queues.
+    /// Drops: the port had no one behind it (a ring port no client has
+    /// open, a VM port with no running queues).
     pub drop_link_down: AtomicU64,
     /// Drops: packets it sent that had no destination (addressed to itself,
     /// or flooded with no other port attached).
     pub drop_no_dest: AtomicU64,
+    /// Frames it was offered (delivered or dropped) that software
+    /// segmentation made beyond one per TSO frame: a TSO frame cut into n
+    /// segments adds n - 1, so the destination's outcomes minus this are
+    /// the frames the sources sent it.
+    pub rx_segments_added: AtomicU64,
 }
 
 impl Counters {
@@ -69,6 +76,7 @@ impl Counters {
             ring_reinits: g(&self.ring_reinits),
             drop_link_down: g(&self.drop_link_down),
             drop_no_dest: g(&self.drop_no_dest),
+            rx_segments_added: g(&self.rx_segments_added),
             drop_kernel: 0,
             kernel_tx_invalid: 0,
             vm_rx_bad_chains: 0,
@@ -76,6 +84,7 @@ impl Counters {
             vm_interrupts: 0,
             vm_interrupts_dropped: 0,
             vm_guest_faults: 0,
+            vm_frontend_errors: 0,
         }
     }
 }
@@ -199,9 +208,43 @@ impl RxState {
     }
 }
 
+/// Whether a ring port has someone behind it: a client that opened it, or a
+/// QEMU that was handed its memory. As in netmap, where a VALE port not in
+/// netmap mode gets nothing, frames for a port that is down are dropped and
+/// counted (`drop_link_down`), not queued for whoever opens it next.
+///
+/// The flag guards no memory (delivering into the rings is safe either
+/// way), so Relaxed suffices on both sides; a batch that read "up" just
+/// before the client went is delivered into rings no one reads, which
+/// happens to a client killed mid-batch anyway.
+#[derive(Clone, Debug)]
+pub struct Link(Arc<AtomicBool>);
+
+impl Link {
+    /// A link that is up.
+    pub fn up() -> Link {
+        Link(Arc::new(AtomicBool::new(true)))
+    }
+
+    /// Marks the port up (opened) or down.
+    pub fn set_up(&self, up: bool) {
+        self.0.store(up, Ordering::Relaxed);
+    }
+
+    /// Whether the port is up.
+    #[inline(always)]
+    pub fn is_up(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// The rings, doorbells and memory of a netmap port (a ring port).
 pub struct RingPort {
     region: Arc<Region>,
+    /// Up while someone has the port (see [`Link`]). A new port is up (a
+    /// port made in-process has its user); the daemon marks its ports down
+    /// until a client opens them.
+    pub link: Link,
     /// Port side of the TX rings; locked by the one worker serving the port.
     tx: Box<[Mutex<PortRing>]>,
     /// Port side of the RX rings.
@@ -223,6 +266,9 @@ pub struct VirtioPort {
     /// reconfigured the pair (new kick eventfd, vrings started or stopped),
     /// so the worker serving the pair registers the new kick.
     pub changed: Box<[EventFd]>,
+    /// Frontend connections closed after a message the device refused
+    /// (counted by the protocol thread; a statistic, Relaxed).
+    pub frontend_errors: AtomicU64,
 }
 
 impl VirtioPort {
@@ -236,6 +282,7 @@ impl VirtioPort {
             dev,
             pairs,
             changed,
+            frontend_errors: AtomicU64::new(0),
         })
     }
 
@@ -434,6 +481,7 @@ impl SwitchPort {
                 s.drop_malformed += k.rx_bad_hdr;
             }
             Backend::Virtio(v) => {
+                s.vm_frontend_errors = v.frontend_errors.load(Ordering::Relaxed);
                 for i in 0..v.pairs() {
                     let q = v.pair(i).stats();
                     s.vm_rx_bad_chains += q.rx_bad_chains;
@@ -461,6 +509,7 @@ impl RingPort {
             .collect();
         Ok(RingPort {
             region,
+            link: Link::up(),
             tx,
             rx,
             kick: EventFd::new()?,

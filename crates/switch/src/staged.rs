@@ -208,7 +208,7 @@ pub(crate) fn forward_staged(sw: &Switch, src: &SwitchPort, src_q: usize, sc: &m
                 d
             }
         };
-        sc.route(&table, src.index, kk, decision);
+        sc.route(&table, src.index, kk, st.len, decision);
     }
     let dests = sc.destinations(&table, src.index);
     for &d in &dests {
@@ -247,6 +247,8 @@ pub(crate) struct Tally {
     pub(crate) full: u64,
     down: u64,
     pub(crate) long: u64,
+    /// Outcomes beyond one per frame, from software segmentation.
+    added: u64,
     /// The queue filled up: the rest of the batch is dropped, so what
     /// arrives is a prefix.
     pub(crate) stopped: bool,
@@ -290,6 +292,7 @@ impl Tally {
         Counters::add(&c.drop_rx_full, self.full);
         Counters::add(&c.drop_link_down, self.down);
         Counters::add(&c.drop_long, self.long);
+        Counters::add(&c.rx_segments_added, self.added);
     }
 }
 
@@ -305,6 +308,10 @@ pub(crate) fn staged_to_ring(
     drp: &RingPort,
     src_q: usize,
 ) {
+    if !drp.link.is_up() {
+        Counters::add(&dport.counters.drop_link_down, order.len() as u64);
+        return;
+    }
     let q = src_q % drp.rx_rings();
     let none = Caps::default();
     let StageScratch {
@@ -376,6 +383,12 @@ pub(crate) fn staged_to_ring(
                 });
                 match r {
                     Ok(_) => {
+                        // Each segment is counted by ring_put; the frame
+                        // they came from was one.
+                        Counters::add(
+                            &dport.counters.rx_segments_added,
+                            segs.len().saturating_sub(1) as u64,
+                        );
                         full |= ring_put(dport, drp, q, segs.len(), full, |j| {
                             let (o, l) = segs[j];
                             &bounce[o as usize..(o + l) as usize]
@@ -509,11 +522,19 @@ pub(crate) fn staged_to_queue(
             }
             Ok(Action::Segment) => {
                 let h = checked_hdr();
-                let r = segmenter.segment(frame, &oh, |seg| t.push(seg.len(), || push(&h, seg)));
+                let mut n = 0u64;
+                let r = segmenter.segment(frame, &oh, |seg| {
+                    n += 1;
+                    t.push(seg.len(), || push(&h, seg))
+                });
                 if r.is_err() {
                     // Not for a frame checked when staged.
                     t.long += 1;
+                    n += 1;
                 }
+                // Each segment (and a failure) is counted once; the frame
+                // they came from was one.
+                t.added += n.saturating_sub(1);
             }
             // Not for a frame checked when staged.
             Err(_) => t.long += 1,

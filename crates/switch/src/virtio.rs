@@ -107,8 +107,9 @@ pub(crate) fn forward_from_vm(
     }
     forward_staged(sw, src, pair, sc);
     let c = &src.counters;
-    Counters::add(&c.tx_packets, sc.stage.staged.len() as u64);
-    Counters::add(&c.tx_bytes, bytes);
+    // Taken with no destination: counted as drop_no_dest only.
+    Counters::add(&c.tx_packets, sc.stage.staged.len() as u64 - sc.no_dest);
+    Counters::add(&c.tx_bytes, bytes - sc.no_dest_bytes);
     Counters::add(&c.drop_short, short);
     Counters::add(&c.drop_long, long);
     Counters::add(&c.drop_malformed, bad + malformed);

@@ -61,7 +61,7 @@ pub(crate) const fn flag16(f: u32) -> u16 {
 
 /// Rate limit for logs a frontend can trigger: true at most once a second
 /// per `last` (the second of the last log).
-pub(crate) fn log_allowed(last: &std::sync::atomic::AtomicU64) -> bool {
+pub fn log_allowed(last: &std::sync::atomic::AtomicU64) -> bool {
     use std::sync::OnceLock;
     use std::time::Instant;
     static EPOCH: OnceLock<Instant> = OnceLock::new();

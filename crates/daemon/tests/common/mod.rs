@@ -81,3 +81,13 @@ pub fn recv(p: &mut Port, wait: Duration) -> Vec<Vec<u8>> {
 pub fn tag_of(f: &[u8]) -> u32 {
     u32::from_be_bytes([f[14], f[15], f[16], f[17]])
 }
+
+/// Waits until `cond` holds, looking every 10 ms; panics with `what` after
+/// a minute (a deadline for a condition, not a window to fit in).
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
