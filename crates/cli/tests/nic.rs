@@ -630,11 +630,21 @@ fn an_application_opens_the_nic_itself() {
     must(&format!(
         "ip -n {a} neigh replace 10.78.0.9 lladdr 02:00:00:00:00:09 dev {va}"
     ));
+    // -w: an upper bound for a loaded machine (20 requests take 1 s).
     let _ = sh(&format!(
-        "ip netns exec {a} {bb} ping -c 20 -i 0.05 -w 3 10.78.0.9",
+        "ip netns exec {a} {bb} ping -c 20 -i 0.05 -w 30 10.78.0.9",
         bb = busybox()
     ));
-    std::thread::sleep(Duration::from_millis(300));
+    // Stopped once the switch put all 20 in the port's rings (pkt-gen
+    // drains its rings when stopped).
+    wait_until("the pings in the port's rings", || {
+        let v: serde_json::Value =
+            serde_json::from_str(&n.ctl(&["stats", "--json"])).unwrap_or_default();
+        v.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|p| p["name"] == port.as_str() && p["rx_packets"].as_u64().unwrap_or(0) >= 20)
+        })
+    });
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(sink.id() as i32, libc::SIGINT) };
     let out = sink.wait_with_output().unwrap();

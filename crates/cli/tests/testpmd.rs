@@ -173,16 +173,22 @@ impl Scene {
 
     /// Waits until the switch has nothing in flight: the counters of both
     /// ports stay the same over 300 ms.
-    fn settle(&self) -> (Counters, Counters) {
+    /// Waits until the switch has accounted for `sent` frames from vm1
+    /// (taken or dropped at the source) and vm2 has accounted for every
+    /// frame taken (delivered or dropped there): the switch is drained.
+    /// `sent` is what the stopped sender queued, per its own counters.
+    fn drained(&self, sent: u64) -> (Counters, Counters) {
         let mut last = (self.port("vale0:vm1"), self.port("vale0:vm2"));
-        let mut same = 0;
-        wait_until("the switch counters to settle", || {
-            std::thread::sleep(Duration::from_millis(100));
-            let now = (self.port("vale0:vm1"), self.port("vale0:vm2"));
-            same = if now == last { same + 1 } else { 0 };
-            last = now;
-            same >= 3
-        });
+        wait_until(
+            &format!("the switch to account for the {sent} frames sent"),
+            || {
+                last = (self.port("vale0:vm1"), self.port("vale0:vm2"));
+                let (vm1, vm2) = last;
+                vm1.tx_packets + vm1.drop_other >= sent
+                    && vm2.rx_packets + vm2.drop_rx_full + vm2.drop_link_down + vm2.drop_other
+                        >= vm1.tx_packets
+            },
+        );
         last
     }
 }
@@ -451,7 +457,8 @@ fn stop_and_check(
     rx_base: u64,
 ) -> (Counters, Counters, NicStats, NicStats) {
     tx.cmd("stop");
-    let (vm1, vm2) = scene.settle();
+    let ts = tx.stats();
+    let (vm1, vm2) = scene.drained(ts.tx_packets);
     // The receiver still forwards: it must count exactly what the switch put
     // in its queue.
     let mut rs = rx.stats();
@@ -460,7 +467,6 @@ fn stop_and_check(
         rs.rx_packets >= vm2.rx_packets - rx_base
     });
     rx.cmd("stop");
-    let ts = tx.stats();
     eprintln!(
         "sender queued {}, switch took {} from vm1; vm2: delivered {} (this receiver: {}), \
          drop_rx_full {}, drop_link_down {}; receiver counted {}",
@@ -568,7 +574,7 @@ fn restart_receiver(tag: &str, client: bool) {
     // device's start and the end of its own (virtio_dev_start flushes the
     // RX queues), which would make the exact count below a race.
     tx.cmd("stop");
-    scene.settle();
+    scene.drained(tx.stats().tx_packets);
     let before = scene.port("vale0:vm2");
     assert_eq!(
         before.rx_packets, down.rx_packets,

@@ -21,9 +21,6 @@ use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG};
 use ringswitch_ring::AppRing;
 use ringswitch_vhost::VirtioNetHdr;
 
-/// Upper bound of every wait for a condition.
-const DEADLINE: Duration = Duration::from_secs(60);
-
 /// Daemons of this file start one at a time, so each test can tell its
 /// own worker thread from the others'.
 static START: Mutex<()> = Mutex::new(());

@@ -16,9 +16,6 @@ use common::*;
 use ringswitch_client::Port;
 use ringswitch_control::{Connection, PortInfo, PortStats, Request, VhostUserSpec};
 
-/// Generous: a loaded machine is slow, but a hang never ends.
-const DEADLINE: Duration = Duration::from_secs(60);
-
 /// Runs `f` on its own thread and waits for it at most [`DEADLINE`]: a
 /// request that hangs fails the test instead of hanging it. Returns the
 /// result and how long it took.

@@ -10,6 +10,7 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -72,16 +73,20 @@ fn try_attach(path: &Path) -> Option<Handshake> {
     conn.set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     let (version, _) = recv_msg(&conn)?;
-    conn.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
     assert_eq!(version, 0, "ivshmem protocol version");
     let (own_id, _) = recv_msg(&conn).expect("own id");
     let (minus_one, shm) = recv_msg(&conn).expect("shared memory");
     assert_eq!(minus_one, -1);
     let region =
         Arc::new(Region::open(shm.expect("the memory descriptor")).expect("a valid region"));
+    // Then one vector per ring pair for the guest and as many for the peer
+    // its doorbell rings (the daemon, or the pipe's other end): read that
+    // many, rather than until a pause that a loaded machine can make.
+    let g = region.layout().geometry;
+    let vectors = 2 * g.tx_rings.max(g.rx_rings);
     let mut peers: BTreeMap<i64, Vec<EventFd>> = BTreeMap::new();
-    while let Some((id, fd)) = recv_msg(&conn) {
+    for _ in 0..vectors {
+        let (id, fd) = recv_msg(&conn).expect("a peer's vector");
         peers
             .entry(id)
             .or_default()
@@ -148,21 +153,25 @@ struct PipePeer {
     doorbell: EventFd,
 }
 
-/// The guest's RX: sleeps on its own vector 0 with the double check.
+/// The guest's RX: sleeps on its own vector 0 with the double check,
+/// until `want` frames arrived or a minute passed. `got` follows the count
+/// (for a sender pacing itself to the guest's ring).
 fn guest_recv(
     rx: &mut AppRing,
     irq: &EventFd,
     want: usize,
-    wait: Duration,
+    got: &AtomicUsize,
     pipe: Option<&PipePeer>,
 ) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + DEADLINE;
     let mut out = Vec::new();
     while out.len() < want {
         rx.refresh_tail();
         if rx.space() == 0 {
             rx.set_need_kick(true);
             rx.refresh_tail();
-            if rx.space() == 0 && !irq.wait(Some(wait)).unwrap() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if rx.space() == 0 && !irq.wait(Some(left)).unwrap() {
                 rx.set_need_kick(false);
                 break;
             }
@@ -175,6 +184,7 @@ fn guest_recv(
             out.push(rx.slot_mut(k).unwrap().payload().to_vec());
         }
         rx.advance(n);
+        got.store(out.len(), Ordering::Relaxed);
         if rx.publish() {
             if let Some(p) = pipe {
                 std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
@@ -242,7 +252,7 @@ fn a_guest_on_a_switch_port_sends_and_receives_through_the_switch() {
     let mut got = Vec::new();
     for chunk in frames.chunks(500) {
         assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], chunk), chunk.len());
-        got.extend(recv(&mut host, Duration::from_millis(300)));
+        got.extend(recv_n(&mut host, chunk.len()));
     }
     assert_eq!(got.len(), 3000, "every guest frame reaches the host port");
     assert_eq!(&got[2999][14..18], &2999u32.to_be_bytes());
@@ -251,15 +261,18 @@ fn a_guest_on_a_switch_port_sends_and_receives_through_the_switch() {
     // which sleeps on its interrupt and is woken by it.
     let mut rx = AppRing::new(hs.region.clone(), 0, Dir::Rx, 0);
     let irq = hs.peers[&1][0].try_clone().unwrap();
-    let receiver = std::thread::spawn(move || {
-        guest_recv(&mut rx, &irq, 2000, Duration::from_secs(3), None).len()
-    });
-    std::thread::sleep(Duration::from_millis(100));
+    let taken = Arc::new(AtomicUsize::new(0));
+    let taken_rx = taken.clone();
+    let receiver =
+        std::thread::spawn(move || guest_recv(&mut rx, &irq, 2000, &taken_rx, None).len());
     let back: Vec<Vec<u8>> = (0..2000).map(|i| frame(mac(1), mac(2), 60, i)).collect();
-    // In batches the guest's ring holds, with pauses in which it sleeps.
-    for chunk in back.chunks(400) {
+    // In batches the guest's ring holds, each once the guest has taken the
+    // one before (it sleeps in between).
+    for (k, chunk) in back.chunks(400).enumerate() {
         assert_eq!(send(&mut host, chunk), chunk.len());
-        std::thread::sleep(Duration::from_millis(50));
+        wait_until("the guest to take the batch", || {
+            taken.load(Ordering::Relaxed) >= (k + 1) * 400
+        });
     }
     assert_eq!(
         receiver.join().unwrap(),
@@ -275,7 +288,7 @@ fn a_guest_on_a_switch_port_sends_and_receives_through_the_switch() {
     assert_eq!(hs2.own_id, 1);
     let mut tx2 = AppRing::new(hs2.region.clone(), 0, Dir::Tx, 0);
     assert_eq!(guest_send(&mut tx2, &hs2.peers[&0][0], &frames[..100]), 100);
-    assert_eq!(recv(&mut host, Duration::from_millis(500)).len(), 100);
+    assert_eq!(recv_n(&mut host, 100).len(), 100);
 
     // A second QEMU while one is attached is turned away.
     let mut other = UnixStream::connect(&path).unwrap();
@@ -321,7 +334,7 @@ fn a_guest_on_a_pipe_end_and_a_host_process_on_the_other() {
         doorbell: hs.peers[&2][0].try_clone().unwrap(),
     };
     let receiver = std::thread::spawn(move || {
-        guest_recv(&mut rx, &irq, 5000, Duration::from_secs(3), Some(&peer)).len()
+        guest_recv(&mut rx, &irq, 5000, &AtomicUsize::new(0), Some(&peer)).len()
     });
     std::thread::sleep(Duration::from_millis(100));
     let frames: Vec<Vec<u8>> = (0..5000).map(|i| frame([0xff; 6], mac(3), 60, i)).collect();
@@ -378,7 +391,7 @@ fn passthrough_ports_come_back_after_a_daemon_restart() {
         let mut host = Port::open_at(d.socket(), "vale0:h").unwrap();
         let mut tx = AppRing::new(hs.region.clone(), 0, Dir::Tx, 0);
         assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], &frames), 200);
-        assert_eq!(recv(&mut host, Duration::from_millis(300)).len(), 200);
+        assert_eq!(recv_n(&mut host, 200).len(), 200);
         // The daemon goes away (QEMU stays, holding the old memory).
     }
     // A new daemon replays the configuration: the sockets are back, with
@@ -400,7 +413,7 @@ fn passthrough_ports_come_back_after_a_daemon_restart() {
     let mut host = Port::open_at(d.socket(), "vale0:h").unwrap();
     let mut tx = AppRing::new(hs.region.clone(), 0, Dir::Tx, 0);
     assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], &frames), 200);
-    assert_eq!(recv(&mut host, Duration::from_millis(300)).len(), 200);
+    assert_eq!(recv_n(&mut host, 200).len(), 200);
     let _ = std::fs::remove_file(&conf);
 }
 
@@ -453,9 +466,8 @@ fn a_qemu_that_kept_the_memory_never_sees_the_next_guests_frames() {
     // host -> guest (its MAC learned: unicast)
     let mut rx = AppRing::new(hs.region.clone(), 0, Dir::Rx, 0);
     let irq = hs.peers[&1][0].try_clone().unwrap();
-    let receiver = std::thread::spawn(move || {
-        guest_recv(&mut rx, &irq, 50, Duration::from_secs(30), None).len()
-    });
+    let receiver =
+        std::thread::spawn(move || guest_recv(&mut rx, &irq, 50, &AtomicUsize::new(0), None).len());
     let frames: Vec<Vec<u8>> = (0..50).map(|i| with(back, mac(1), mac(2), i)).collect();
     assert_eq!(send(&mut host, &frames), 50);
     assert_eq!(
@@ -517,7 +529,7 @@ fn a_pipe_end_qemu_that_kept_the_memory_never_sees_the_next_guests_frames() {
         doorbell: hs.peers[&2][0].try_clone().unwrap(),
     };
     let receiver = std::thread::spawn(move || {
-        guest_recv(&mut rx, &irq, 20, Duration::from_secs(30), Some(&peer)).len()
+        guest_recv(&mut rx, &irq, 20, &AtomicUsize::new(0), Some(&peer)).len()
     });
     let frames: Vec<Vec<u8>> = (0..20)
         .map(|i| {

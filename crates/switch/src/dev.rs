@@ -58,20 +58,13 @@ pub(crate) fn forward_from_dev(
     if taken == 0 {
         return BatchResult::default();
     }
-    let (no_dest, no_dest_bytes) = if sc.stage.staged.is_empty() {
-        (0, 0)
-    } else {
-        forward_staged(sw, src, q, sc);
-        (sc.no_dest, sc.no_dest_bytes)
-    };
+    if !sc.stage.staged.is_empty() {
+        forward_staged(sw, src, q, bytes, sc);
+    }
     let c = &src.counters;
-    // Taken with no destination: counted as drop_no_dest only.
-    Counters::add(&c.tx_packets, sc.stage.staged.len() as u64 - no_dest);
-    Counters::add(&c.tx_bytes, bytes - no_dest_bytes);
     Counters::add(&c.drop_short, short);
     Counters::add(&c.drop_long, long);
     Counters::add(&c.drop_malformed, malformed);
-    Counters::add(&c.drop_no_dest, no_dest);
     BatchResult {
         slots: u32_of(taken),
         packets: u32_of(taken),
@@ -93,9 +86,9 @@ pub(crate) fn staged_to_dev(
     staged_to_queue(st, order, dd.tx_caps(), &mut t, |h, frame| {
         outcome(q.tx_push(h, frame))
     });
-    q.tx_flush();
-    drop(q);
+    // Counted before the kernel is told: what anyone sees has been counted.
     t.count(&dport.counters);
+    q.tx_flush();
 }
 
 /// Delivers packets `order` of a ring port's batch to interface `dd`: each
@@ -131,7 +124,6 @@ pub(crate) fn deliver_ring_to_dev(
         let frame = &st.bounce[..len];
         t.push(len, || outcome(q.tx_push(&h, frame)));
     }
-    q.tx_flush();
-    drop(q);
     t.count(&dport.counters);
+    q.tx_flush();
 }

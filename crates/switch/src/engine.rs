@@ -535,8 +535,14 @@ impl Switch {
             sc.route(&table, src.index, k, total, decision);
         }
 
-        // Deliver, destination by destination.
+        // Deliver, destination by destination; the source's counters first,
+        // so that what a destination sees has been counted on both sides.
         let dests = sc.destinations(&table, src.index);
+        let c = &src.counters;
+        // Taken with no destination: counted as drop_no_dest only.
+        Counters::add(&c.tx_packets, tx_pkts - sc.no_dest);
+        Counters::add(&c.tx_bytes, tx_bytes - sc.no_dest_bytes);
+        Counters::add(&c.drop_no_dest, sc.no_dest);
         for &d in &dests {
             let Some(dport) = table.get(d) else { continue };
             sc.order_for(d);
@@ -579,14 +585,9 @@ impl Switch {
         if txr.app_wants_kick() {
             srp.irq(ring).signal();
         }
-        let c = &src.counters;
-        // Taken with no destination: counted as drop_no_dest only.
-        Counters::add(&c.tx_packets, tx_pkts - sc.no_dest);
-        Counters::add(&c.tx_bytes, tx_bytes - sc.no_dest_bytes);
         Counters::add(&c.drop_malformed, malformed);
         Counters::add(&c.drop_short, short);
         Counters::add(&c.drop_long, long);
-        Counters::add(&c.drop_no_dest, sc.no_dest);
         BatchResult {
             slots: consumed,
             // At most `consumed` packets.
@@ -751,10 +752,12 @@ fn deliver(
         pkts += 1;
         bytes += p.len as u64;
     }
-    drp.finish_lease(q, res, d, &dring);
+    // Counted before hwtail moves over the slots: what the client sees has
+    // been counted.
     let c = &dport.counters;
     Counters::add(&c.rx_packets, pkts);
     Counters::add(&c.rx_bytes, bytes);
     Counters::add(&c.drop_rx_full, dropped);
     Counters::add(&c.drop_long, long);
+    drp.finish_lease(q, res, d, &dring);
 }

@@ -184,10 +184,17 @@ pub(crate) fn checked_hdr() -> OffloadHdr {
 }
 
 /// Looks up the frames staged in `sc.stage` (taken from source queue
-/// `src_q` of `src`) and delivers them destination by destination. Every
-/// frame is counted once by each destination it goes to; frames with no
-/// destination are left in `sc.no_dest` for the source.
-pub(crate) fn forward_staged(sw: &Switch, src: &SwitchPort, src_q: usize, sc: &mut Scratch) {
+/// `src_q` of `src`, `bytes` in all) and delivers them destination by
+/// destination. The source's `tx_packets`, `tx_bytes` and `drop_no_dest`
+/// are counted here, before any delivery; every frame is counted once by
+/// each destination it goes to.
+pub(crate) fn forward_staged(
+    sw: &Switch,
+    src: &SwitchPort,
+    src_q: usize,
+    bytes: u64,
+    sc: &mut Scratch,
+) {
     sc.clear();
     let table = sw.read_table();
     let now = sw.now_s();
@@ -211,6 +218,12 @@ pub(crate) fn forward_staged(sw: &Switch, src: &SwitchPort, src_q: usize, sc: &m
         sc.route(&table, src.index, kk, st.len, decision);
     }
     let dests = sc.destinations(&table, src.index);
+    // The source's counters first, so that what a destination sees has been
+    // counted on both sides. Taken with no destination: drop_no_dest only.
+    let c = &src.counters;
+    Counters::add(&c.tx_packets, sc.stage.staged.len() as u64 - sc.no_dest);
+    Counters::add(&c.tx_bytes, bytes - sc.no_dest_bytes);
+    Counters::add(&c.drop_no_dest, sc.no_dest);
     for &d in &dests {
         let Some(dport) = table.get(d) else { continue };
         sc.order_for(d);
@@ -469,11 +482,13 @@ pub(crate) fn ring_put<'a>(
         pkts += 1;
         bytes += f.len() as u64;
     }
-    drp.finish_lease(q, res, d, &dring);
+    // Counted before hwtail moves over the slots: what the client sees has
+    // been counted.
     Counters::add(&c.rx_packets, pkts);
     Counters::add(&c.rx_bytes, bytes);
     Counters::add(&c.drop_rx_full, dropped);
     Counters::add(&c.drop_long, long);
+    drp.finish_lease(q, res, d, &dring);
     filled
 }
 

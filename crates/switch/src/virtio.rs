@@ -105,15 +105,11 @@ pub(crate) fn forward_from_vm(
     if taken == 0 {
         return BatchResult::default();
     }
-    forward_staged(sw, src, pair, sc);
+    forward_staged(sw, src, pair, bytes, sc);
     let c = &src.counters;
-    // Taken with no destination: counted as drop_no_dest only.
-    Counters::add(&c.tx_packets, sc.stage.staged.len() as u64 - sc.no_dest);
-    Counters::add(&c.tx_bytes, bytes - sc.no_dest_bytes);
     Counters::add(&c.drop_short, short);
     Counters::add(&c.drop_long, long);
     Counters::add(&c.drop_malformed, bad + malformed);
-    Counters::add(&c.drop_no_dest, sc.no_dest);
     BatchResult {
         slots: u32_of(taken),
         packets: u32_of(taken),
@@ -146,10 +142,12 @@ pub(crate) fn staged_to_vm(
     staged_to_queue(st, order, caps, &mut t, |h, frame| {
         rx_push(&mut q, &virtio_hdr(h), frame)
     });
+    // Counted before the used index moves: what the guest sees has been
+    // counted.
+    t.count(c);
     let irq = q.notify_rx();
     drop(q);
     irq.send();
-    t.count(c);
 }
 
 /// Delivers packets `order` of a ring port's batch into VM `dv`: each frame
@@ -189,8 +187,10 @@ pub(crate) fn deliver_ring_to_vm(
         let frame = &st.bounce[..len];
         t.push(len, || rx_push(&mut q, &h, frame));
     }
+    // Counted before the used index moves: what the guest sees has been
+    // counted.
+    t.count(c);
     let irq = q.notify_rx();
     drop(q);
     irq.send();
-    t.count(c);
 }

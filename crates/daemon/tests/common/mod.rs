@@ -78,14 +78,42 @@ pub fn recv(p: &mut Port, wait: Duration) -> Vec<Vec<u8>> {
     }
 }
 
+/// Receives on RX ring 0 until `n` frames arrived, or [`DEADLINE`]
+/// passed (the caller checks the count).
+pub fn recv_n(p: &mut Port, n: usize) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + DEADLINE;
+    let mut out = Vec::new();
+    while out.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let mut rx = p.rx(0);
+        if !rx.wait(Some(left.min(Duration::from_secs(1)))).unwrap() {
+            continue;
+        }
+        let k = rx.space();
+        for i in 0..k {
+            out.push(rx.slot(i).unwrap().payload().to_vec());
+        }
+        rx.advance(k);
+        rx.sync().unwrap();
+    }
+    out
+}
+
 pub fn tag_of(f: &[u8]) -> u32 {
     u32::from_be_bytes([f[14], f[15], f[16], f[17]])
 }
 
+/// The bound of every wait for a condition: generous, so that a loaded
+/// machine is never taken for a failure.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
 /// Waits until `cond` holds, looking every 10 ms; panics with `what` after
-/// a minute (a deadline for a condition, not a window to fit in).
+/// [`DEADLINE`] (a deadline for a condition, not a window to fit in).
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + DEADLINE;
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(10));
