@@ -221,7 +221,7 @@ impl Env {
         let mut b = self.open("vale99:y");
         let f = frame(mac(0x11), mac(0x12), 60, 7);
         assert_eq!(send(&mut a, std::slice::from_ref(&f)), 1);
-        assert_eq!(recv_n(&mut b, 1, T), vec![f]);
+        assert_eq!(recv_within(&mut b, 1, T), vec![f]);
     }
 }
 
@@ -250,32 +250,6 @@ fn pat(dst: [u8; 6], src: [u8; 6], len: usize, tag: u32) -> Vec<u8> {
 }
 
 /// Receives until `n` frames arrived on RX ring 0 or `timeout` passed.
-fn recv_n(p: &mut Port, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
-    recv_n_ring(p, 0, n, timeout)
-}
-
-fn recv_n_ring(p: &mut Port, ring: usize, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
-    let deadline = Instant::now() + timeout;
-    let mut out = Vec::new();
-    while out.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        let mut rx = p.rx(ring);
-        if !rx.wait(Some(left)).unwrap() {
-            break;
-        }
-        let k = rx.space();
-        for j in 0..k {
-            out.push(rx.slot(j).unwrap().payload().to_vec());
-        }
-        rx.advance(k);
-        rx.sync().unwrap();
-    }
-    out
-}
-
 /// Sends on TX ring `ring` (the common `send` uses ring 0).
 fn send_ring(p: &mut Port, ring: usize, frames: &[Vec<u8>]) -> usize {
     let mut sent = 0;
@@ -381,7 +355,7 @@ fn vm_ring_roundtrip(tag: &str, cfg: GuestConfig) {
     for f in &out {
         g.send_plain(f);
     }
-    let got = recv_n(&mut p, out.len(), T);
+    let got = recv_within(&mut p, out.len(), T);
     assert_same(&got, &out, "guest to ring port");
     assert!(g.flush_tx(0, T), "every TX chain completed");
 
@@ -399,7 +373,7 @@ fn vm_ring_roundtrip(tag: &str, cfg: GuestConfig) {
     assert_same(&got, &back, "ring port to guest");
     assert!(g.wait_rx(1, QUIET).is_empty(), "nothing more for the guest");
     assert!(
-        recv_n(&mut p, 1, QUIET).is_empty(),
+        recv_within(&mut p, 1, QUIET).is_empty(),
         "nothing more for the ring port"
     );
 
@@ -767,9 +741,9 @@ fn tso_frame_is_segmented_for_a_ring_port() {
     let (h, f, data, seq0) = tso_frame(RP);
     a.send(&h, &f);
     let want = data.len().div_ceil(MSS as usize);
-    let segs = recv_n(&mut p, want, T);
+    let segs = recv_within(&mut p, want, T);
     check_segments(&segs, &data, seq0, RP);
-    assert!(recv_n(&mut p, 1, QUIET).is_empty(), "no extra segment");
+    assert!(recv_within(&mut p, 1, QUIET).is_empty(), "no extra segment");
     let all = e.settled();
     let (sa, sp) = (find(&all, "vale0:vmA"), find(&all, "vale0:p"));
     assert_eq!(sa.tx_packets, 1, "{sa:?}");
@@ -813,7 +787,7 @@ fn partial_udp_checksum_is_completed_where_needed() {
     let f = udp4_frame(RP, GA, &payload(101, 0x5c));
     let h = csum_hdr(34, 6);
     a.send(&h, &f);
-    let got = recv_n(&mut p, 1, T);
+    let got = recv_within(&mut p, 1, T);
     assert_eq!(got.len(), 1);
     verify_ipv4_l4(&got[0]).unwrap_or_else(|e| panic!("ring port: {e}"));
     assert_eq!(got[0][..40], f[..40], "only the checksum changed");
@@ -869,7 +843,7 @@ fn offloads_off_are_not_offered() {
     let mut g = guest(&path, cfg_refill());
     let mut p = e.open("vale0:p");
     g.send_plain(&pat(RP, GA, 60, 1));
-    assert_eq!(tags(&recv_n(&mut p, 1, T)), vec![1]);
+    assert_eq!(tags(&recv_within(&mut p, 1, T)), vec![1]);
 }
 
 // ---------------------------------------------------------------------
@@ -900,7 +874,11 @@ fn notifications(tag: &str, event_idx: bool) {
         let mut got = Vec::new();
         while got.len() < w.load(std::sync::atomic::Ordering::Acquire) && Instant::now() < deadline
         {
-            got.extend(tags(&recv_n(&mut p, N as usize, Duration::from_millis(20))));
+            got.extend(tags(&recv_within(
+                &mut p,
+                N as usize,
+                Duration::from_millis(20),
+            )));
         }
         (got, p)
     });
@@ -955,7 +933,7 @@ fn notifications(tag: &str, event_idx: bool) {
         std::thread::sleep(Duration::from_millis(50));
         let before = g.stats();
         g.send_plain(&frame(RP, GA, 60, 100_000 + i));
-        let r = recv_n(&mut p, 1, T);
+        let r = recv_within(&mut p, 1, T);
         assert_eq!(
             tags(&r),
             vec![100_000 + i],
@@ -1009,7 +987,7 @@ fn always_kicking_guest() {
     for f in &out {
         g.send_plain(f);
     }
-    assert_same(&recv_n(&mut p, 1000, T), &out, "always kicking");
+    assert_same(&recv_within(&mut p, 1000, T), &out, "always kicking");
     assert_eq!(g.stats().tx_kicks, 1000);
 }
 
@@ -1046,14 +1024,14 @@ fn bad_tx_chains_are_completed_and_counted() {
         g.send_plain(&pat(RP, GA, 60 + k, t));
         want.push(t);
     }
-    let got = recv_n(&mut p, want.len(), T);
+    let got = recv_within(&mut p, want.len(), T);
     assert_eq!(
         tags(&got),
         want,
         "good frames around the bad ones arrive, in order"
     );
     assert!(
-        recv_n(&mut p, 1, QUIET).is_empty(),
+        recv_within(&mut p, 1, QUIET).is_empty(),
         "nothing from the bad chains"
     );
     assert!(g.flush_tx(0, T));
@@ -1076,11 +1054,11 @@ fn bad_avail_index_is_survived() {
     let mut g = guest(&path, cfg_refill());
     let mut p = e.open("vale0:p");
     g.send_plain(&pat(RP, GA, 60, 1));
-    assert_eq!(tags(&recv_n(&mut p, 1, T)), vec![1]);
+    assert_eq!(tags(&recv_within(&mut p, 1, T)), vec![1]);
     g.corrupt_avail_idx(0, 300);
     std::thread::sleep(Duration::from_millis(100));
     assert!(
-        recv_n(&mut p, 1, QUIET).is_empty(),
+        recv_within(&mut p, 1, QUIET).is_empty(),
         "nothing taken from a bad ring"
     );
     // Other traffic and the control plane are fine meanwhile.
@@ -1090,7 +1068,7 @@ fn bad_avail_index_is_survived() {
     g.restore_avail_idx(0);
     g.send_plain(&pat(RP, GA, 60, 3));
     assert_eq!(
-        tags(&recv_n(&mut p, 1, T)),
+        tags(&recv_within(&mut p, 1, T)),
         vec![3],
         "flows again once the index is sane"
     );
@@ -1112,7 +1090,7 @@ fn bad_avail_index_does_not_make_the_worker_spin() {
     let mut g = guest(&path, cfg_refill());
     let mut p = e.open("vale0:p");
     g.send_plain(&pat(RP, GA, 60, 1));
-    assert_eq!(tags(&recv_n(&mut p, 1, T)), vec![1]);
+    assert_eq!(tags(&recv_within(&mut p, 1, T)), vec![1]);
     std::thread::sleep(Duration::from_millis(50));
     let idle0 = cpu_ns(w).unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -1137,7 +1115,7 @@ fn bad_avail_index_does_not_make_the_worker_spin() {
 fn ping(g: &mut Guest, p: &mut Port, t: u32, what: &str) {
     g.send_plain(&pat(RP, GA, 60, t));
     assert_eq!(
-        tags(&recv_n(p, 1, T)),
+        tags(&recv_within(p, 1, T)),
         vec![t],
         "{what}: guest to ring port"
     );
@@ -1268,7 +1246,7 @@ fn port_del_with_a_guest_connected() {
     assert!(g.wait_hangup(T), "the guest sees its socket close");
     assert!(!path.exists(), "the socket file is removed");
     assert!(!e.ports().iter().any(|p| p.name == "vale0:vm1"));
-    let _ = recv_n(&mut p, 200, QUIET);
+    let _ = recv_within(&mut p, 200, QUIET);
     e.still_works();
 
     // The name and the path can be used again.
@@ -1405,7 +1383,7 @@ fn multiqueue_port_with_one_pair_in_use() {
     let mut g = guest(&path, cfg_refill());
     let mut p = e.open("vale0:p@conf:rings=2");
     g.send_plain(&pat(RP, GA, 60, 1));
-    assert_eq!(tags(&recv_n(&mut p, 1, T)), vec![1]);
+    assert_eq!(tags(&recv_within(&mut p, 1, T)), vec![1]);
     assert_eq!(send_ring(&mut p, 1, &[pat(GA, RP, 60, 2)]), 1);
     assert_eq!(send_ring(&mut p, 0, &[pat(GA, RP, 60, 3)]), 1);
     assert_eq!(rx_tags(&g.wait_rx(1, T)), vec![3]);
@@ -1606,7 +1584,7 @@ fn vrings_stop_and_resume_where_they_were() {
     for f in &out {
         g.send_plain(f);
     }
-    assert_same(&recv_n(&mut p, 500, T), &out, "after a second restart");
+    assert_same(&recv_within(&mut p, 500, T), &out, "after a second restart");
     let vm = e.stat("vale0:vm1");
     assert_eq!(drops(&vm), 0, "{vm:?}");
 }
@@ -1709,7 +1687,7 @@ fn flooded_offload_frames_suit_each_destination() {
     let (h, f, data, seq0) = tso_frame(unknown);
     a.send(&h, &f);
     let n = data.len().div_ceil(MSS as usize);
-    check_segments(&recv_n(&mut p, n, T), &data, seq0, unknown);
+    check_segments(&recv_within(&mut p, n, T), &data, seq0, unknown);
     let rc: Vec<Vec<u8>> = c.wait_rx(n, T).into_iter().map(|s| s.data).collect();
     check_segments(&rc, &data, seq0, unknown);
     let rb = b.wait_rx(1, T);
@@ -1719,7 +1697,7 @@ fn flooded_offload_frames_suit_each_destination() {
 
     let u = udp4_frame(unknown, GA, &payload(333, 0x11));
     a.send(&csum_hdr(34, 6), &u);
-    let rp = recv_n(&mut p, 1, T);
+    let rp = recv_within(&mut p, 1, T);
     assert_eq!(rp.len(), 1);
     verify_ipv4_l4(&rp[0]).unwrap_or_else(|e| panic!("ring port: {e}"));
     let rc = c.wait_rx(1, T);

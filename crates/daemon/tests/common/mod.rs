@@ -81,20 +81,31 @@ pub fn recv(p: &mut Port, wait: Duration) -> Vec<Vec<u8>> {
 /// Receives on RX ring 0 until `n` frames arrived, or [`DEADLINE`]
 /// passed (the caller checks the count).
 pub fn recv_n(p: &mut Port, n: usize) -> Vec<Vec<u8>> {
-    let deadline = Instant::now() + DEADLINE;
+    recv_n_ring(p, 0, n, DEADLINE)
+}
+
+/// Receives on RX ring 0 until `n` frames arrived or `timeout` passed: a
+/// short `timeout` checks that nothing (more) arrives.
+pub fn recv_within(p: &mut Port, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
+    recv_n_ring(p, 0, n, timeout)
+}
+
+/// Receives on RX ring `ring` until `n` frames arrived or `timeout` passed.
+pub fn recv_n_ring(p: &mut Port, ring: usize, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
     let mut out = Vec::new();
     while out.len() < n {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
         }
-        let mut rx = p.rx(0);
-        if !rx.wait(Some(left.min(Duration::from_secs(1)))).unwrap() {
-            continue;
+        let mut rx = p.rx(ring);
+        if !rx.wait(Some(left)).unwrap() {
+            break;
         }
         let k = rx.space();
-        for i in 0..k {
-            out.push(rx.slot(i).unwrap().payload().to_vec());
+        for j in 0..k {
+            out.push(rx.slot(j).unwrap().payload().to_vec());
         }
         rx.advance(k);
         rx.sync().unwrap();
