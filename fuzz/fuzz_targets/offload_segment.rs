@@ -10,10 +10,8 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use ringswitch_offload::{
-    complete_checksum, segment_count, OffloadHdr, Segmenter, F_NEEDS_CSUM, GSO_ECN, GSO_NONE,
-    GSO_TCPV4, GSO_TCPV6,
-};
+use ringswitch_frame::{OffloadHdr, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_TCPV6};
+use ringswitch_offload::{complete_checksum, segment_count, Segmenter};
 
 #[derive(Arbitrary, Debug)]
 struct Input {

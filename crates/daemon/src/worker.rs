@@ -183,7 +183,7 @@ impl Assigned {
         match (self.source, &self.port.backend) {
             (Source::Rings, Backend::Ring(r)) => r.has_tx_work(),
             (Source::Pair(k), Backend::Virtio(v)) => v.pair(k).tx_pending(),
-            (Source::Queue(k), Backend::Dev(d)) => d.queue(k).rx_ready(),
+            (Source::Queue(k), Backend::Dev(d)) => d.queue(k).has_work(),
             _ => false,
         }
     }

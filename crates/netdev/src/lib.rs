@@ -1,12 +1,12 @@
 //! Kernel network interfaces as switch ports.
 //!
-//! A switch port backed by a kernel interface is a set of [`DevQueue`]s: one
-//! per NIC queue (an AF_XDP socket, or an AF_PACKET socket where XDP cannot
-//! attach) or one per TAP queue (the host's own stack). The switch worker
-//! serving a queue waits for its [`DevQueue::rx_fd`] in epoll (level
-//! triggered: the kernel does the double check), takes frames in batches
-//! with [`DevQueue::rx_batch`], and other workers hand it frames with
-//! [`DevQueue::tx_push`] and one [`DevQueue::tx_flush`] per batch.
+//! A switch port backed by a kernel interface is a set of [`FrameQueue`]s:
+//! one per NIC queue (an AF_XDP socket, or an AF_PACKET socket where XDP
+//! cannot attach) or one per TAP queue (the host's own stack). The switch
+//! worker serving a queue waits for its [`FrameQueue::wake_fd`] in epoll
+//! (level triggered: the kernel does the double check), takes frames in
+//! batches with [`FrameQueue::take_batch`], and other workers hand it frames
+//! with [`FrameQueue::push`] and one [`FrameQueue::flush`] per batch.
 //!
 //! - [`xdp`]: AF_XDP sockets through libxdp (its default redirect program,
 //!   one socket per queue, need_wakeup), native or generic mode.
@@ -14,10 +14,10 @@
 //! - [`tap`]: a multi-queue TAP interface with virtio-net headers.
 //! - [`open_nic`] picks the best of the first two and says why.
 //!
-//! Frames carry an [`OffloadHdr`] (the virtio-net header's offload fields):
+//! Frames carry an `OffloadHdr` (the virtio-net header's offload fields):
 //! a TAP queue takes and gives partial checksums and TSO frames as they are;
 //! an AF_PACKET queue may give them (GRO, a veth's unfinished checksums)
-//! but takes plain frames, as an AF_XDP queue does ([`DevQueue::tx_caps`]
+//! but takes plain frames, as an AF_XDP queue does ([`FrameQueue::caps`]
 //! says which).
 
 #![warn(missing_docs)]
@@ -32,40 +32,10 @@ pub mod xdp;
 
 mod error;
 
-use std::os::fd::RawFd;
+#[cfg(doc)]
+use ringswitch_frame::FrameQueue;
 
 pub use error::DevError;
-pub use ringswitch_offload::{Caps, OffloadHdr};
-
-/// Why a frame could not be queued for transmission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum TxError {
-    /// The queue is full (the kernel has not taken earlier frames yet): the
-    /// caller drops and counts the frame.
-    #[error("the transmit queue is full")]
-    Full,
-    /// The frame is longer than the queue's frames can be.
-    #[error("the frame is too long for this interface")]
-    TooLong,
-    /// The interface is down or gone.
-    #[error("the interface is down")]
-    Down,
-}
-
-/// Kernel-side counters of one queue, cumulative since it was opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DevStats {
-    /// Frames the kernel dropped on receive: AF_XDP's `rx_dropped`,
-    /// `rx_ring_full` and `rx_fill_ring_empty_descs`, AF_PACKET's
-    /// `tp_drops`.
-    pub kernel_rx_dropped: u64,
-    /// Frames the kernel refused on transmit: AF_XDP's `tx_invalid_descs`,
-    /// AF_PACKET's TP_STATUS_WRONG_FORMAT, a TAP write error.
-    pub kernel_tx_invalid: u64,
-    /// Frames received with a bad or unsupported virtio-net header (TAP),
-    /// dropped here.
-    pub rx_bad_hdr: u64,
-}
 
 /// How a queue is driven, for `port-list` and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,49 +64,6 @@ impl Driver {
             Driver::Tap => "tap",
         }
     }
-}
-
-/// One queue of a kernel network interface, as a switch port drives it.
-///
-/// A queue is used by one thread at a time (the port keeps it behind a
-/// lock taken once per batch). Nothing it reads from the kernel's rings is
-/// trusted: descriptors are checked against the queue's own memory before
-/// use, and a bad one is dropped and counted, never followed.
-pub trait DevQueue: Send {
-    /// Takes up to `max` received frames, calling `f` with each frame and its
-    /// offload header (a TAP's, or an AF_PACKET socket's when the kernel
-    /// hands over GRO frames or unfinished checksums; all zero from AF_XDP).
-    /// `f` returns false to stop after the frame it was given. Returns how
-    /// many frames were taken. Each frame is only valid during its call:
-    /// the memory goes back to the kernel (at the latest, for AF_PACKET, with
-    /// the rest of its block on a later call).
-    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize;
-
-    /// Whether received frames are waiting (cheap: no system call where the
-    /// queue has shared rings).
-    fn rx_ready(&self) -> bool;
-
-    /// Queues one frame for transmission (copied). `hdr` may ask only for
-    /// the offloads [`DevQueue::tx_caps`] allows; the caller completes the
-    /// rest in software.
-    fn tx_push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), TxError>;
-
-    /// Hands queued frames to the kernel (at most one system call, and none
-    /// when the kernel does not need a wake-up).
-    fn tx_flush(&mut self);
-
-    /// A file descriptor that polls readable while received frames wait, for
-    /// a level-triggered epoll. It must never be read by the caller.
-    fn rx_fd(&self) -> RawFd;
-
-    /// Offloads frames given to [`DevQueue::tx_push`] may carry.
-    fn tx_caps(&self) -> Caps;
-
-    /// Kernel-side counters.
-    fn stats(&self) -> DevStats;
-
-    /// How the queue is driven.
-    fn driver(&self) -> Driver;
 }
 
 /// How to attach a NIC.
@@ -186,7 +113,7 @@ pub struct Nic {
     /// Interface index.
     pub ifindex: u32,
     /// One per queue, queue 0 first.
-    pub queues: Vec<Box<dyn DevQueue>>,
+    pub queues: Vec<Box<dyn ringswitch_frame::FrameQueue>>,
     /// How the queues are driven.
     pub driver: Driver,
     /// Why this driver: one sentence for the log ("native XDP is not

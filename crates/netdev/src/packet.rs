@@ -43,9 +43,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use ringswitch_offload::{Caps, OffloadHdr};
+use ringswitch_frame::{Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, Taken, Wake};
 
-use crate::{iface, DevError, DevQueue, DevStats, Driver, Nic, NicConfig, TxError};
+use crate::{iface, DevError, Driver, Nic, NicConfig};
 
 /// What AF_PACKET needs, for [`DevError::Permission`].
 const NEEDS: &str = "CAP_NET_RAW (and CAP_NET_ADMIN for promiscuous mode)";
@@ -124,7 +124,7 @@ pub fn open(cfg: &NicConfig) -> Result<Nic, DevError> {
     }
     let mtu = iface::mtu(ifname)?;
     let geo = Geometry::new(mtu, ring);
-    let mut queues: Vec<Box<dyn DevQueue>> = Vec::with_capacity(n as usize);
+    let mut queues: Vec<Box<dyn FrameQueue>> = Vec::with_capacity(n as usize);
     let mut fanout_id = None;
     for q in 0..n {
         let pq = PacketQueue::open(ifname, ifindex, q, &geo, n > 1, &mut fanout_id)?;
@@ -673,7 +673,7 @@ impl PacketQueue {
             start -= VLAN_HLEN;
             len += VLAN_HLEN;
             // The kernel counted offsets from the untagged frame.
-            if hdr.flags & ringswitch_offload::F_NEEDS_CSUM != 0 {
+            if hdr.flags & ringswitch_frame::F_NEEDS_CSUM != 0 {
                 hdr.csum_start = hdr.csum_start.saturating_add(VLAN_HLEN_U16);
             }
             if hdr.hdr_len != 0 {
@@ -736,8 +736,13 @@ impl PacketQueue {
     }
 }
 
-impl DevQueue for PacketQueue {
-    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize {
+impl PacketQueue {
+    /// Takes up to `max` received frames (see [`FrameQueue::take_batch`]).
+    fn rx_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
+    ) -> usize {
         let mut taken = 0;
         while taken < max {
             if self.rx.left == 0 && !self.rx_open_block() {
@@ -755,7 +760,7 @@ impl DevQueue for PacketQueue {
                         )
                     };
                     taken += 1;
-                    let more = f(frame, &fr.hdr);
+                    let more = f(&frame, &fr.hdr);
                     self.rx_advance(fr.next);
                     if !more {
                         break;
@@ -778,59 +783,8 @@ impl DevQueue for PacketQueue {
         taken
     }
 
-    fn rx_ready(&self) -> bool {
-        self.rx.left > 0 || self.rx_block_ready(self.rx.block)
-    }
-
-    fn tx_push(&mut self, _hdr: &OffloadHdr, frame: &[u8]) -> Result<(), TxError> {
-        if frame.len() > self.geo.tx_frame_max {
-            return Err(TxError::TooLong);
-        }
-        if frame.len() < ETH_HLEN {
-            self.tx_runts += 1;
-            return Ok(());
-        }
-        let i = self.tx_head;
-        // Acquire: pairs with the kernel's store of TP_STATUS_AVAILABLE when
-        // it frees the slot's skb, so the driver is done reading the slot
-        // before we write it.
-        let status = self.tx_status(i).load(Ordering::Acquire);
-        if status != libc::TP_STATUS_AVAILABLE {
-            return Err(if self.tx_down {
-                TxError::Down
-            } else {
-                TxError::Full
-            });
-        }
-        let p = self.tx_slot(i);
-        let len = VNET + frame.len();
-        // At most a slot's size (see below).
-        let len32 = crate::conv::u32_of(len);
-        // SAFETY: the slot is ours (AVAILABLE) until we mark it; `HDR3 + len`
-        // bytes fit in it (frame.len() <= tx_frame_max, and the slot was
-        // sized for HDR3 + VNET + tx_frame_max); the sources do not overlap
-        // the mapping.
-        unsafe {
-            let h = p.cast::<libc::tpacket3_hdr>();
-            (*h).tp_next_offset = 0;
-            (*h).tp_len = len32;
-            (*h).tp_snaplen = len32;
-            (*h).tp_mac = 0;
-            (*h).tp_net = 0;
-            let d = p.add(HDR3);
-            // `tx_caps` offers no offload: the header is always empty.
-            std::ptr::write_bytes(d, 0, VNET);
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), d.add(VNET), frame.len());
-        }
-        // Release: pairs with the kernel's read of the status (and barrier
-        // after it) in send, so it sees the slot's contents written above.
-        self.tx_status(i)
-            .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
-        self.tx_head = (i + 1) % self.geo.tx_slots;
-        self.tx_unsent = true;
-        Ok(())
-    }
-
+    /// Hands queued frames to the kernel (at most one system call, and none
+    /// when the kernel does not need a wake-up).
     fn tx_flush(&mut self) {
         if !self.tx_unsent && !self.tx_down {
             return;
@@ -879,16 +833,87 @@ impl DevQueue for PacketQueue {
             }
         }
     }
+}
 
-    fn rx_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+impl FrameQueue for PacketQueue {
+    fn take_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
+    ) -> Taken {
+        Taken {
+            frames: self.rx_batch(max, f),
+            ..Taken::default()
+        }
     }
 
-    fn tx_caps(&self) -> Caps {
+    fn has_work(&self) -> bool {
+        self.rx.left > 0 || self.rx_block_ready(self.rx.block)
+    }
+
+    fn push(&mut self, _hdr: &OffloadHdr, frame: &[u8]) -> Result<(), PushError> {
+        if frame.len() > self.geo.tx_frame_max {
+            return Err(PushError::TooLong);
+        }
+        if frame.len() < ETH_HLEN {
+            self.tx_runts += 1;
+            return Ok(());
+        }
+        let i = self.tx_head;
+        // Acquire: pairs with the kernel's store of TP_STATUS_AVAILABLE when
+        // it frees the slot's skb, so the driver is done reading the slot
+        // before we write it.
+        let status = self.tx_status(i).load(Ordering::Acquire);
+        if status != libc::TP_STATUS_AVAILABLE {
+            return Err(if self.tx_down {
+                PushError::Down
+            } else {
+                PushError::Full
+            });
+        }
+        let p = self.tx_slot(i);
+        let len = VNET + frame.len();
+        // At most a slot's size (see below).
+        let len32 = crate::conv::u32_of(len);
+        // SAFETY: the slot is ours (AVAILABLE) until we mark it; `HDR3 + len`
+        // bytes fit in it (frame.len() <= tx_frame_max, and the slot was
+        // sized for HDR3 + VNET + tx_frame_max); the sources do not overlap
+        // the mapping.
+        unsafe {
+            let h = p.cast::<libc::tpacket3_hdr>();
+            (*h).tp_next_offset = 0;
+            (*h).tp_len = len32;
+            (*h).tp_snaplen = len32;
+            (*h).tp_mac = 0;
+            (*h).tp_net = 0;
+            let d = p.add(HDR3);
+            // `tx_caps` offers no offload: the header is always empty.
+            std::ptr::write_bytes(d, 0, VNET);
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), d.add(VNET), frame.len());
+        }
+        // Release: pairs with the kernel's read of the status (and barrier
+        // after it) in send, so it sees the slot's contents written above.
+        self.tx_status(i)
+            .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+        self.tx_head = (i + 1) % self.geo.tx_slots;
+        self.tx_unsent = true;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Wake {
+        self.tx_flush();
+        Wake::NONE
+    }
+
+    fn wake_fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+
+    fn caps(&self) -> Caps {
         Caps::default()
     }
 
-    fn stats(&self) -> DevStats {
+    fn stats(&self) -> QueueStats {
         // Reading the statistics resets the kernel's counters.
         // `tpacket_stats_v3`: packets, drops, times the ring was frozen.
         if let Ok([_, drops, _]) = getopt::<[u32; 3]>(
@@ -899,15 +924,15 @@ impl DevQueue for PacketQueue {
             self.kernel_drops
                 .set(self.kernel_drops.get() + u64::from(drops));
         }
-        DevStats {
+        QueueStats {
             kernel_rx_dropped: self.kernel_drops.get() + self.bad_blocks + self.truncated,
             kernel_tx_invalid: self.tx_runts,
-            rx_bad_hdr: 0,
+            ..QueueStats::default()
         }
     }
 
-    fn driver(&self) -> Driver {
-        Driver::Packet
+    fn driver(&self) -> &'static str {
+        Driver::Packet.as_str()
     }
 }
 
@@ -916,7 +941,7 @@ impl DevQueue for PacketQueue {
 #[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
-    use ringswitch_offload::F_NEEDS_CSUM;
+    use ringswitch_frame::F_NEEDS_CSUM;
 
     /// A queue over an anonymous mapping laid out as a socket's rings, for
     /// blocks written by hand; its fd is an unrelated socket.
@@ -1054,22 +1079,22 @@ mod tests {
     #[test]
     fn blocks_are_walked_across_calls() {
         let mut q = fake(64);
-        assert!(!q.rx_ready());
+        assert!(!q.has_work());
         let frames: Vec<Fake> = (0..5)
             .map(|i| Fake::new(i, 60 + i as usize * 333))
             .collect();
         put_block(&q, 0, &frames[..3], |_| {});
         put_block(&q, 1, &frames[3..], |_| {});
-        assert!(q.rx_ready());
+        assert!(q.has_work());
         let a = take(&mut q, 2);
         assert!(!released(&q, 0), "a partly taken block stays ours");
-        assert!(q.rx_ready());
+        assert!(q.has_work());
         let b = take(&mut q, 64);
         assert!(released(&q, 0) && released(&q, 1));
         let got: Vec<Vec<u8>> = a.into_iter().chain(b).map(|(f, _)| f).collect();
         let want: Vec<Vec<u8>> = frames.iter().map(|f| f.data.clone()).collect();
         assert_eq!(got, want);
-        assert!(!q.rx_ready());
+        assert!(!q.has_work());
         assert_eq!(q.rx.block, 2);
         // The callback stops a batch after the frame it was given.
         put_block(&q, 2, &frames[..3], |_| {});

@@ -12,9 +12,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use ringswitch_offload::{Caps, OffloadHdr};
+use ringswitch_frame::{Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, Taken, Wake};
 
-use crate::{iface, DevError, DevQueue, DevStats, Driver, TxError};
+use crate::{iface, DevError, Driver};
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
@@ -43,7 +43,7 @@ pub struct Tap {
     /// Interface name.
     pub ifname: String,
     /// One per queue.
-    pub queues: Vec<Box<dyn DevQueue>>,
+    pub queues: Vec<Box<dyn FrameQueue>>,
 }
 
 /// One queue of a TAP.
@@ -52,7 +52,7 @@ pub struct TapQueue {
     /// One read: the header, the frame, and one byte more, so that a frame
     /// too long for it shows as a read that fills it.
     buf: Box<[u8]>,
-    stats: DevStats,
+    stats: QueueStats,
     /// Reads that failed for another reason than "nothing to read".
     read_errors: u64,
 }
@@ -141,7 +141,7 @@ pub fn open_tap(name: &str, queues: u32) -> Result<Tap, DevError> {
         });
     }
     let multi = queues > 1;
-    let mut qs: Vec<Box<dyn DevQueue>> = Vec::with_capacity(queues as usize);
+    let mut qs: Vec<Box<dyn FrameQueue>> = Vec::with_capacity(queues as usize);
     // On error the queues opened so far close with `qs`, and the interface
     // goes with them.
     for i in 0..queues {
@@ -149,7 +149,7 @@ pub fn open_tap(name: &str, queues: u32) -> Result<Tap, DevError> {
         qs.push(Box::new(TapQueue {
             fd,
             buf: vec![0u8; HDR + FRAME + 1].into_boxed_slice(),
-            stats: DevStats::default(),
+            stats: QueueStats::default(),
             read_errors: 0,
         }));
     }
@@ -206,8 +206,13 @@ fn vnet_order(mut h: OffloadHdr) -> OffloadHdr {
     h
 }
 
-impl DevQueue for TapQueue {
-    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize {
+impl TapQueue {
+    /// Takes up to `max` received frames (see [`FrameQueue::take_batch`]).
+    fn rx_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
+    ) -> usize {
         let mut n = 0;
         while n < max {
             // SAFETY: reads at most buf.len() bytes into our own buffer.
@@ -242,14 +247,31 @@ impl DevQueue for TapQueue {
                     continue;
                 }
             };
-            if !f(&self.buf[HDR..len], &hdr) {
+            if !f(&&self.buf[HDR..len], &hdr) {
                 break;
             }
         }
         n
     }
 
-    fn rx_ready(&self) -> bool {
+    /// Hands queued frames to the kernel (at most one system call, and none
+    /// when the kernel does not need a wake-up).
+    fn tx_flush(&mut self) {}
+}
+
+impl FrameQueue for TapQueue {
+    fn take_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
+    ) -> Taken {
+        Taken {
+            frames: self.rx_batch(max, f),
+            ..Taken::default()
+        }
+    }
+
+    fn has_work(&self) -> bool {
         let mut p = libc::pollfd {
             fd: self.fd.as_raw_fd(),
             events: libc::POLLIN,
@@ -259,9 +281,9 @@ impl DevQueue for TapQueue {
         unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
     }
 
-    fn tx_push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), TxError> {
+    fn push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), PushError> {
         if frame.len() > FRAME {
-            return Err(TxError::TooLong);
+            return Err(PushError::TooLong);
         }
         let mut h = [0u8; HDR];
         h[..OffloadHdr::LEN].copy_from_slice(&vnet_order(*hdr).to_le_bytes());
@@ -281,8 +303,8 @@ impl DevQueue for TapQueue {
             return Ok(());
         }
         match io::Error::last_os_error().raw_os_error() {
-            Some(libc::EAGAIN) => Err(TxError::Full),
-            Some(libc::EIO) => Err(TxError::Down),
+            Some(libc::EAGAIN) => Err(PushError::Full),
+            Some(libc::EIO) => Err(PushError::Down),
             _ => {
                 self.stats.kernel_tx_invalid += 1;
                 Ok(())
@@ -290,13 +312,16 @@ impl DevQueue for TapQueue {
         }
     }
 
-    fn tx_flush(&mut self) {}
-
-    fn rx_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    fn flush(&mut self) -> Wake {
+        self.tx_flush();
+        Wake::NONE
     }
 
-    fn tx_caps(&self) -> Caps {
+    fn wake_fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+
+    fn caps(&self) -> Caps {
         Caps {
             csum: true,
             tso4: true,
@@ -305,11 +330,11 @@ impl DevQueue for TapQueue {
         }
     }
 
-    fn stats(&self) -> DevStats {
+    fn stats(&self) -> QueueStats {
         self.stats
     }
 
-    fn driver(&self) -> Driver {
-        Driver::Tap
+    fn driver(&self) -> &'static str {
+        Driver::Tap.as_str()
     }
 }

@@ -39,7 +39,9 @@ pub use prog::detach_stale;
 
 use queue::{Geometry, OpenError, XdpQueue};
 
-use crate::{iface, DevError, DevQueue, Driver, Nic, NicConfig};
+use ringswitch_frame::FrameQueue;
+
+use crate::{iface, DevError, Driver, Nic, NicConfig};
 
 /// Which XDP hook the redirect program goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +141,7 @@ pub fn open(cfg: &NicConfig, mode: XdpMode) -> Result<Nic, DevError> {
     };
     raise_memlock(u64::from(n) * 2 * u64::from(ring) * u64::from(frame_size));
 
-    let mut queues: Vec<Box<dyn DevQueue>> = Vec::with_capacity(n as usize);
+    let mut queues: Vec<Box<dyn FrameQueue>> = Vec::with_capacity(n as usize);
     let opened = {
         let _g = libxdp_lock();
         open_queues(ifname, ifindex, mode, n, geo, &mut queues)
@@ -171,13 +173,13 @@ fn open_queues(
     mode: XdpMode,
     n: u32,
     geo: Geometry,
-    out: &mut Vec<Box<dyn DevQueue>>,
+    out: &mut Vec<Box<dyn FrameQueue>>,
 ) -> Result<Driver, DevError> {
     prog::check_before_attach(ifname, ifindex, mode)?;
     let mut driver = None;
     for q in 0..n {
         let x = open_queue(ifname, q, mode, geo)?;
-        let d = x.driver();
+        let d = x.driver;
         if *driver.get_or_insert(d) != d {
             tracing::warn!(
                 ifname,

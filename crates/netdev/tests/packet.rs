@@ -1,7 +1,7 @@
 //! AF_PACKET queues on a veth pair, in a network namespace of the test's
 //! own: frames sent into the peer end with a plain AF_PACKET socket arrive
-//! through `rx_batch` byte for byte and in order (VLAN tags included),
-//! across partly taken blocks; frames given to `tx_push` come out of the
+//! through `take_batch` byte for byte and in order (VLAN tags included),
+//! across partly taken blocks; frames given to `push` come out of the
 //! peer; the host stack's partial checksums arrive with their header;
 //! fanout shares flows between queues; ring overflows are counted and the
 //! ring recovers.
@@ -15,10 +15,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
-use ringswitch_netdev::{
-    open_nic, packet, DevError, DevQueue, Driver, Nic, NicConfig, NicMode, OffloadHdr, TxError,
-};
-use ringswitch_offload::{complete_checksum, F_DATA_VALID, F_NEEDS_CSUM};
+use ringswitch_frame::{FrameQueue, OffloadHdr, PushError, F_DATA_VALID, F_NEEDS_CSUM, GSO_TCPV4};
+use ringswitch_netdev::{open_nic, packet, DevError, Driver, Nic, NicConfig, NicMode};
+use ringswitch_offload::complete_checksum;
 
 const PREFIX: &str = "rsp";
 
@@ -30,8 +29,8 @@ fn open(ns: &Netns, queues: u32, ring: u32) -> Nic {
     assert_eq!(nic.queues.len(), queues as usize);
     assert_eq!(nic.driver, Driver::Packet);
     for q in &nic.queues {
-        assert_eq!(q.driver(), Driver::Packet);
-        assert_eq!(q.tx_caps(), Default::default());
+        assert_eq!(q.driver(), Driver::Packet.as_str());
+        assert_eq!(q.caps(), Default::default());
     }
     nic
 }
@@ -39,13 +38,17 @@ fn open(ns: &Netns, queues: u32, ring: u32) -> Nic {
 /// Takes frames of ours from `q` in batches of at most `max` until `want`
 /// arrived or nothing came for a while. Also returns the size of each
 /// batch.
-fn take(q: &mut dyn DevQueue, want: usize, max: usize) -> (Vec<(Vec<u8>, OffloadHdr)>, Vec<usize>) {
+fn take(
+    q: &mut dyn FrameQueue,
+    want: usize,
+    max: usize,
+) -> (Vec<(Vec<u8>, OffloadHdr)>, Vec<usize>) {
     take_idle(q, want, max, WAIT)
 }
 
 /// [`take`], giving up after `idle` without a frame.
 fn take_idle(
-    q: &mut dyn DevQueue,
+    q: &mut dyn FrameQueue,
     want: usize,
     max: usize,
     idle_max: Duration,
@@ -54,7 +57,7 @@ fn take_idle(
     let mut batches = Vec::new();
     let mut idle = Instant::now();
     while got.len() < want && idle.elapsed() < idle_max {
-        if !q.rx_ready() && !readable(q.rx_fd(), Duration::from_millis(50)) {
+        if !q.has_work() && !readable(q.wake_fd().unwrap(), Duration::from_millis(50)) {
             continue;
         }
         let n = q.rx_batch(max, &mut |f, h| {
@@ -91,7 +94,7 @@ fn rx_in_order_across_partly_taken_blocks() {
         let mut nic = open(ns, 1, 2048);
         let q = &mut *nic.queues[0];
         let peer = RawSock::open(&ns.b, ETHERTYPE);
-        assert!(!q.rx_ready(), "frames before any were sent");
+        assert!(!q.has_work(), "frames before any were sent");
         // Every length from the smallest frame to a full MTU, a few times:
         // several blocks, none taken whole by a batch of 100.
         let sent: Vec<Vec<u8>> = (0..1500u32)
@@ -100,8 +103,11 @@ fn rx_in_order_across_partly_taken_blocks() {
         for f in &sent {
             peer.send(f);
         }
-        assert!(readable(q.rx_fd(), WAIT), "rx_fd never became readable");
-        assert!(q.rx_ready());
+        assert!(
+            readable(q.wake_fd().unwrap(), WAIT),
+            "rx_fd never became readable"
+        );
+        assert!(q.has_work());
         let (got, batches) = take(q, sent.len(), 100);
         assert_eq!(
             got.len(),
@@ -118,9 +124,9 @@ fn rx_in_order_across_partly_taken_blocks() {
             batches.iter().filter(|&&n| n == 100).count() >= 10,
             "batches stop at the max: {batches:?}"
         );
-        assert!(!q.rx_ready());
+        assert!(!q.has_work());
         assert!(
-            !readable(q.rx_fd(), Duration::ZERO),
+            !readable(q.wake_fd().unwrap(), Duration::ZERO),
             "readable with nothing left"
         );
 
@@ -128,7 +134,7 @@ fn rx_in_order_across_partly_taken_blocks() {
         for s in 0..3 {
             peer.send(&frame(MAC_A, MAC_B, 10_000 + s, 100));
         }
-        assert!(readable(q.rx_fd(), WAIT));
+        assert!(readable(q.wake_fd().unwrap(), WAIT));
         std::thread::sleep(Duration::from_millis(20));
         let mut first = Vec::new();
         assert_eq!(
@@ -138,7 +144,7 @@ fn rx_in_order_across_partly_taken_blocks() {
             }),
             1
         );
-        assert!(q.rx_ready(), "two frames left in the block");
+        assert!(q.has_work(), "two frames left in the block");
         let (rest, _) = take(q, 2, 64);
         let rest: Vec<u32> = rest.iter().map(|(f, _)| seq_of(f)).collect();
         assert_eq!((first, rest), (vec![10_000], vec![10_001, 10_002]));
@@ -204,17 +210,17 @@ fn tx_a_thousand_frames() {
         let t0 = Instant::now();
         while i < sent.len() {
             assert!(t0.elapsed() < WAIT, "the TX ring never drained");
-            match q.tx_push(&OffloadHdr::default(), &sent[i]) {
+            match q.push(&OffloadHdr::default(), &sent[i]) {
                 Ok(()) => i += 1,
-                Err(TxError::Full) => {
+                Err(PushError::Full) => {
                     full += 1;
-                    q.tx_flush();
+                    q.flush().send();
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 Err(e) => panic!("frame {i}: {e}"),
             }
         }
-        q.tx_flush();
+        q.flush().send();
         assert!(full > 0, "1000 frames fit a ring of 256");
         for (i, s) in sent.iter().enumerate() {
             let g = peer
@@ -224,12 +230,12 @@ fn tx_a_thousand_frames() {
         }
         // MTU 1500: up to 1518 bytes with a VLAN tag.
         let long = frame(MAC_B, MAC_A, 99, 1518);
-        q.tx_push(&OffloadHdr::default(), &long).unwrap();
-        q.tx_flush();
+        q.push(&OffloadHdr::default(), &long).unwrap();
+        q.flush().send();
         assert_eq!(peer.recv().as_ref(), Some(&long));
         assert_eq!(
-            q.tx_push(&OffloadHdr::default(), &frame(MAC_B, MAC_A, 99, 1519)),
-            Err(TxError::TooLong)
+            q.push(&OffloadHdr::default(), &frame(MAC_B, MAC_A, 99, 1519)),
+            Err(PushError::TooLong)
         );
         // What we send is not received back.
         std::thread::sleep(Duration::from_millis(50));
@@ -254,18 +260,18 @@ fn tx_waits_while_the_link_is_down() {
         let peer = RawSock::open(&ns.b, ETHERTYPE);
         ns.ip(&["link", "set", &ns.a, "down"]);
         let frames: Vec<Vec<u8>> = (0..64).map(|s| frame(MAC_B, MAC_A, s, 100)).collect();
-        q.tx_push(&OffloadHdr::default(), &frames[0]).unwrap();
-        q.tx_flush();
+        q.push(&OffloadHdr::default(), &frames[0]).unwrap();
+        q.flush().send();
         for f in &frames[1..] {
-            q.tx_push(&OffloadHdr::default(), f).unwrap();
+            q.push(&OffloadHdr::default(), f).unwrap();
         }
-        q.tx_flush();
+        q.flush().send();
         assert_eq!(
-            q.tx_push(&OffloadHdr::default(), &frames[0]),
-            Err(TxError::Down)
+            q.push(&OffloadHdr::default(), &frames[0]),
+            Err(PushError::Down)
         );
         ns.ip(&["link", "set", &ns.a, "up"]);
-        q.tx_flush();
+        q.flush().send();
         for (i, f) in frames.iter().enumerate() {
             assert_eq!(
                 peer.recv().as_ref(),
@@ -275,9 +281,9 @@ fn tx_waits_while_the_link_is_down() {
         }
         // The ring is free again.
         let t0 = Instant::now();
-        while q.tx_push(&OffloadHdr::default(), &frames[0]).is_err() {
+        while q.push(&OffloadHdr::default(), &frames[0]).is_err() {
             assert!(t0.elapsed() < WAIT, "TX slots never came back");
-            q.tx_flush();
+            q.flush().send();
             std::thread::sleep(Duration::from_millis(5));
         }
     });
@@ -318,11 +324,11 @@ fn syn_from_host_stack(dst: [u8; 4]) -> OwnedFd {
 }
 
 /// The first TCP frame to `dst` from `q`.
-fn tcp_to(q: &mut dyn DevQueue, dst: [u8; 4]) -> (Vec<u8>, OffloadHdr) {
+fn tcp_to(q: &mut dyn FrameQueue, dst: [u8; 4]) -> (Vec<u8>, OffloadHdr) {
     let mut found = None;
     let t0 = Instant::now();
     while found.is_none() && t0.elapsed() < WAIT {
-        readable(q.rx_fd(), Duration::from_millis(50));
+        readable(q.wake_fd().unwrap(), Duration::from_millis(50));
         q.rx_batch(64, &mut |f, h| {
             let ip = if f[12..14] == [0x08, 0] {
                 14
@@ -470,11 +476,7 @@ fn offloaded_frames_arrive_with_their_header() {
             let (sent, ip) = partial_tcp(vlan, payload);
             let h = OffloadHdr {
                 flags: F_NEEDS_CSUM,
-                gso_type: if gso {
-                    ringswitch_offload::GSO_TCPV4
-                } else {
-                    0
-                },
+                gso_type: if gso { GSO_TCPV4 } else { 0 },
                 hdr_len: if gso { (ip + 40) as u16 } else { 0 },
                 gso_size: if gso { 1000 } else { 0 },
                 csum_start: (ip + 20) as u16,
@@ -551,7 +553,7 @@ fn fanout_shares_flows_between_queues() {
         let mut flow_queue = std::collections::HashMap::new();
         for (i, q) in nic.queues.iter_mut().enumerate() {
             let mut n = 0;
-            while q.rx_ready() || readable(q.rx_fd(), Duration::from_millis(20)) {
+            while q.has_work() || readable(q.wake_fd().unwrap(), Duration::from_millis(20)) {
                 q.rx_batch(64, &mut |f, _| {
                     if f.len() >= 42 && f[12..14] == [0x08, 0] && f[23] == 17 {
                         let port = u16::from_be_bytes([f[34], f[35]]);

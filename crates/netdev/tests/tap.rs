@@ -1,6 +1,6 @@
 //! TAP queues in a network namespace of the test's own, with the test
 //! playing the host on the other side of the wire: the kernel answers ARP
-//! and ping through `tx_push`/`rx_batch`; a TCP connection to a socket of
+//! and ping through `push`/`take_batch`; a TCP connection to a socket of
 //! the namespace carries partial checksums and TSO frames both ways with
 //! their virtio-net headers; the interface is refused when its name is
 //! taken or bad, and disappears with its queues.
@@ -16,10 +16,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
+use ringswitch_frame::{Caps, FrameQueue, OffloadHdr, PushError, F_NEEDS_CSUM, GSO_TCPV4};
 use ringswitch_netdev::tap::{open_tap, Tap};
-use ringswitch_netdev::{iface, DevError, DevQueue, Driver, OffloadHdr, TxError};
+use ringswitch_netdev::{iface, DevError, Driver};
 use ringswitch_offload::checksum::{add, pseudo_header_v4, sum};
-use ringswitch_offload::{complete_checksum, Caps, F_NEEDS_CSUM, GSO_TCPV4};
+use ringswitch_offload::complete_checksum;
 
 const PREFIX: &str = "rst";
 
@@ -33,9 +34,9 @@ fn open(ns: &Netns, queues: u32) -> Tap {
     assert_eq!(tap.ifname, name);
     assert_eq!(tap.queues.len(), queues as usize);
     for q in &tap.queues {
-        assert_eq!(q.driver(), Driver::Tap);
+        assert_eq!(q.driver(), Driver::Tap.as_str());
         assert_eq!(
-            q.tx_caps(),
+            q.caps(),
             Caps {
                 csum: true,
                 tso4: true,
@@ -69,11 +70,11 @@ fn mac_of(ifname: &str) -> [u8; 6] {
 }
 
 /// Takes frames from `q` until `f` returns Some, or fails after a while.
-fn wait_for<T>(q: &mut dyn DevQueue, mut f: impl FnMut(&[u8], &OffloadHdr) -> Option<T>) -> T {
+fn wait_for<T>(q: &mut dyn FrameQueue, mut f: impl FnMut(&[u8], &OffloadHdr) -> Option<T>) -> T {
     let t0 = Instant::now();
     let mut found = None;
     while t0.elapsed() < WAIT {
-        readable(q.rx_fd(), Duration::from_millis(50));
+        readable(q.wake_fd().unwrap(), Duration::from_millis(50));
         q.rx_batch(64, &mut |frame, h| {
             if found.is_none() {
                 found = f(frame, h);
@@ -126,8 +127,8 @@ fn host_stack_answers_arp_and_ping() {
         req.extend_from_slice(&payload);
         let c = !sum(&req[icmp..]);
         req[icmp + 2..icmp + 4].copy_from_slice(&c.to_be_bytes());
-        q.tx_push(&OffloadHdr::default(), &req).unwrap();
-        q.tx_flush();
+        q.push(&OffloadHdr::default(), &req).unwrap();
+        q.flush().send();
 
         let mut asked = false;
         let reply = wait_for(q, |f, h| {
@@ -146,9 +147,9 @@ fn host_stack_answers_arp_and_ping() {
         });
         assert!(reply.is_none(), "echo reply before the ARP request");
         assert!(asked);
-        q.tx_push(&OffloadHdr::default(), &arp_reply(host_mac))
+        q.push(&OffloadHdr::default(), &arp_reply(host_mac))
             .unwrap();
-        q.tx_flush();
+        q.flush().send();
         let (f, h) = wait_for(q, |f, h| {
             let is_reply = f.len() >= 42 && f[12..14] == [8, 0] && f[23] == 1 && f[34] == 0;
             is_reply.then(|| (f.to_vec(), *h))
@@ -242,7 +243,7 @@ fn tcp_with_partial_checksums_and_tso_both_ways() {
         // with a partial checksum (we offered TUN_F_CSUM), our ACK.
         let isn = 1_000_000u32;
         let mss = [2, 4, (MSS >> 8) as u8, MSS as u8];
-        q.tx_push(
+        q.push(
             &OffloadHdr::default(),
             &tcp_frame(host_mac, isn, 0, SYN, &mss, &[], false),
         )
@@ -266,7 +267,7 @@ fn tcp_with_partial_checksums_and_tso_both_ways() {
         let (host_isn, acked, _, _) = tcp_of(&synack).unwrap();
         assert_eq!(acked, isn + 1);
         let mut host_next = host_isn.wrapping_add(1);
-        q.tx_push(
+        q.push(
             &OffloadHdr::default(),
             &tcp_frame(host_mac, isn + 1, host_next, ACK, &[], &[], false),
         )
@@ -275,7 +276,7 @@ fn tcp_with_partial_checksums_and_tso_both_ways() {
         conn.set_read_timeout(Some(WAIT)).unwrap();
 
         // Us to the host: one 3000-byte TSO frame with a partial checksum,
-        // taken whole by the TAP (tx_caps says so) and cut by the kernel.
+        // taken whole by the TAP (caps says so) and cut by the kernel.
         let data: Vec<u8> = (0..3000u32).map(|i| (i * 13 % 256) as u8).collect();
         let tso = OffloadHdr {
             flags: F_NEEDS_CSUM,
@@ -286,7 +287,7 @@ fn tcp_with_partial_checksums_and_tso_both_ways() {
             csum_offset: 16,
         };
         let big = tcp_frame(host_mac, isn + 1, host_next, ACK | PSH, &[], &data, true);
-        q.tx_push(&tso, &big).unwrap();
+        q.push(&tso, &big).unwrap();
         let mut got = vec![0u8; data.len()];
         conn.read_exact(&mut got).unwrap();
         assert_eq!(got, data, "what the host's socket read");
@@ -298,7 +299,7 @@ fn tcp_with_partial_checksums_and_tso_both_ways() {
         let mut biggest = 0;
         let t0 = Instant::now();
         while received.len() < out.len() && t0.elapsed() < WAIT {
-            readable(q.rx_fd(), Duration::from_millis(50));
+            readable(q.wake_fd().unwrap(), Duration::from_millis(50));
             let mut acks = Vec::new();
             q.rx_batch(64, &mut |f, h| {
                 let Some((seq, _, _, payload)) = tcp_of(f) else {
@@ -324,7 +325,7 @@ fn tcp_with_partial_checksums_and_tso_both_ways() {
                 true
             });
             for a in acks {
-                q.tx_push(
+                q.push(
                     &OffloadHdr::default(),
                     &tcp_frame(host_mac, isn + 1 + 3000, a, ACK, &[], &[], false),
                 )
@@ -415,18 +416,18 @@ fn tx_on_a_down_tap() {
         let name = tap.ifname.clone();
         let q = &mut *tap.queues[0];
         let f = frame([0xff; 6], MAC_B, 1, 60);
-        q.tx_push(&OffloadHdr::default(), &f).unwrap();
+        q.push(&OffloadHdr::default(), &f).unwrap();
         ns.ip(&["link", "set", &name, "down"]);
-        assert_eq!(q.tx_push(&OffloadHdr::default(), &f), Err(TxError::Down));
+        assert_eq!(q.push(&OffloadHdr::default(), &f), Err(PushError::Down));
         ns.ip(&["link", "set", &name, "up"]);
-        q.tx_push(&OffloadHdr::default(), &f).unwrap();
+        q.push(&OffloadHdr::default(), &f).unwrap();
         // A frame the TAP refuses (shorter than an Ethernet header) is
         // counted, not fatal.
-        q.tx_push(&OffloadHdr::default(), &f[..10]).unwrap();
+        q.push(&OffloadHdr::default(), &f[..10]).unwrap();
         assert_eq!(q.stats().kernel_tx_invalid, 1);
         assert_eq!(
-            q.tx_push(&OffloadHdr::default(), &vec![0; 70_000]),
-            Err(TxError::TooLong)
+            q.push(&OffloadHdr::default(), &vec![0; 70_000]),
+            Err(PushError::TooLong)
         );
     });
 }

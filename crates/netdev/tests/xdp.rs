@@ -1,6 +1,6 @@
 //! AF_XDP queues on a veth pair, in a network namespace of the test's own:
 //! frames sent into one end with an AF_PACKET socket arrive through
-//! `rx_batch` byte for byte, frames given to `tx_push` come out of the
+//! `take_batch` byte for byte, frames given to `push` come out of the
 //! other end; the XDP program goes when the queues do; `detach_stale`
 //! removes the program a dead process left (forgotten in this process, or
 //! a child killed with SIGKILL) and nothing else.
@@ -15,8 +15,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ringswitch_frame::{FrameQueue, OffloadHdr, PushError};
 use ringswitch_netdev::xdp::{self, XdpMode};
-use ringswitch_netdev::{DevError, DevQueue, Driver, NicConfig, OffloadHdr, TxError};
+use ringswitch_netdev::{DevError, Driver, NicConfig};
 
 /// A local experimental ethertype: only our frames, whatever else the
 /// kernels send.
@@ -283,29 +284,34 @@ fn lengths() -> impl Iterator<Item = (u32, usize)> {
     .map(|(i, l)| (i as u32, l))
 }
 
-/// Frames sent into `b` arrive whole through `rx_batch` on `a`.
-fn check_rx(ns: &Netns, q: &mut dyn DevQueue) {
+/// Frames sent into `b` arrive whole through `take_batch` on `a`.
+fn check_rx(ns: &Netns, q: &mut dyn FrameQueue) {
     let peer = Packet::open(&ns.b);
-    assert!(!q.rx_ready(), "frames before any were sent");
+    assert!(!q.has_work(), "frames before any were sent");
     let sent: Vec<Vec<u8>> = lengths().map(|(s, l)| frame(MAC_A, MAC_B, s, l)).collect();
     for f in &sent {
         peer.send(f);
     }
-    assert!(readable(q.rx_fd(), WAIT), "rx_fd never became readable");
-    assert!(q.rx_ready());
+    assert!(
+        readable(q.wake_fd().unwrap(), WAIT),
+        "rx_fd never became readable"
+    );
+    assert!(q.has_work());
     let mut got = Vec::new();
     let t0 = Instant::now();
     while got.len() < sent.len() && t0.elapsed() < WAIT {
-        if !readable(q.rx_fd(), Duration::from_millis(100)) {
+        if !readable(q.wake_fd().unwrap(), Duration::from_millis(100)) {
             continue;
         }
-        let n = q.rx_batch(64, &mut |f, h| {
+        let n = q.take_batch(64, &mut |f, h| {
             assert_eq!(*h, OffloadHdr::default());
-            if ours(f) {
-                got.push(f.to_vec());
+            let f = f.to_vec();
+            if ours(&f) {
+                got.push(f);
             }
             true
         });
+        let n = n.frames;
         assert!(n > 0, "readable, but no frames");
     }
     assert_eq!(
@@ -323,30 +329,30 @@ fn check_rx(ns: &Netns, q: &mut dyn DevQueue) {
         peer.send(&frame(MAC_A, MAC_B, 100 + s, 100));
     }
     let t0 = Instant::now();
-    while !q.rx_ready() && t0.elapsed() < WAIT {
+    while !q.has_work() && t0.elapsed() < WAIT {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(q.rx_batch(64, &mut |_, _| false), 1);
+    assert_eq!(q.take_batch(64, &mut |_, _| false).frames, 1);
     let mut rest = 0;
     let t0 = Instant::now();
     while rest < 2 && t0.elapsed() < WAIT {
-        rest += q.rx_batch(64, &mut |_, _| true);
+        rest += q.take_batch(64, &mut |_, _| true).frames;
     }
     assert_eq!(rest, 2);
-    assert!(!q.rx_ready());
+    assert!(!q.has_work());
     assert_eq!(q.stats().kernel_rx_dropped, 0);
 }
 
-/// Frames given to `tx_push` on `a` come out of `b` whole.
-fn check_tx(ns: &Netns, q: &mut dyn DevQueue) {
+/// Frames given to `push` on `a` come out of `b` whole.
+fn check_tx(ns: &Netns, q: &mut dyn FrameQueue) {
     let peer = Packet::open(&ns.b);
     let sent: Vec<Vec<u8>> = lengths().map(|(s, l)| frame(MAC_B, MAC_A, s, l)).collect();
     for round in 0..3 {
         for f in &sent {
-            q.tx_push(&OffloadHdr::default(), f).unwrap();
+            q.push(&OffloadHdr::default(), f).unwrap();
         }
-        q.tx_flush();
+        q.flush().send();
         for (i, s) in sent.iter().enumerate() {
             let g = peer
                 .recv()
@@ -356,12 +362,12 @@ fn check_tx(ns: &Netns, q: &mut dyn DevQueue) {
     }
     // MTU 1500: up to 1518 bytes with a VLAN tag.
     let long = frame(MAC_B, MAC_A, 99, 1518);
-    q.tx_push(&OffloadHdr::default(), &long).unwrap();
-    q.tx_flush();
+    q.push(&OffloadHdr::default(), &long).unwrap();
+    q.flush().send();
     assert_eq!(peer.recv().as_ref(), Some(&long));
     assert_eq!(
-        q.tx_push(&OffloadHdr::default(), &frame(MAC_B, MAC_A, 99, 1519)),
-        Err(TxError::TooLong)
+        q.push(&OffloadHdr::default(), &frame(MAC_B, MAC_A, 99, 1519)),
+        Err(PushError::TooLong)
     );
     assert_eq!(q.stats().kernel_tx_invalid, 0);
 }
@@ -370,7 +376,7 @@ fn open(ns: &Netns, mode: XdpMode) -> ringswitch_netdev::Nic {
     let nic = xdp::open(&NicConfig::new(&ns.a), mode).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
     eprintln!("{mode:?}: {} ({})", nic.driver.as_str(), nic.reason);
     assert_eq!(nic.queues.len(), 1, "a veth has one queue");
-    assert_eq!(nic.queues[0].driver(), nic.driver);
+    assert_eq!(nic.queues[0].driver(), nic.driver.as_str());
     assert!(ns.xdp_on_a(), "no XDP program attached:\n{}", ns.link_a());
     nic
 }
@@ -468,14 +474,14 @@ fn tx_ring_full_then_drained() {
             .map(|s| frame(MAC_B, MAC_A, s, 60 + s as usize))
             .collect();
         for f in &frames {
-            q.tx_push(&OffloadHdr::default(), f).unwrap();
+            q.push(&OffloadHdr::default(), f).unwrap();
         }
         // 64 TX frames, none flushed: no room.
         assert_eq!(
-            q.tx_push(&OffloadHdr::default(), &frames[0]),
-            Err(TxError::Full)
+            q.push(&OffloadHdr::default(), &frames[0]),
+            Err(PushError::Full)
         );
-        q.tx_flush();
+        q.flush().send();
         for (i, s) in frames.iter().enumerate() {
             assert_eq!(peer.recv().as_ref(), Some(s), "frame {i}");
         }
@@ -483,17 +489,17 @@ fn tx_ring_full_then_drained() {
         let t0 = Instant::now();
         let mut pushed = 0;
         while pushed < 64 && t0.elapsed() < WAIT {
-            match q.tx_push(&OffloadHdr::default(), &frames[pushed]) {
+            match q.push(&OffloadHdr::default(), &frames[pushed]) {
                 Ok(()) => pushed += 1,
-                Err(TxError::Full) => {
-                    q.tx_flush();
+                Err(PushError::Full) => {
+                    q.flush().send();
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Err(e) => panic!("{e}"),
             }
         }
         assert_eq!(pushed, 64);
-        q.tx_flush();
+        q.flush().send();
         for s in &frames {
             assert_eq!(peer.recv().as_ref(), Some(s));
         }
@@ -513,18 +519,18 @@ fn tx_on_a_down_interface() {
         let peer = Packet::open(&ns.b);
         ns.ip(&["link", "set", &ns.a, "down"]);
         let frames: Vec<Vec<u8>> = (0..64).map(|s| frame(MAC_B, MAC_A, s, 100)).collect();
-        q.tx_push(&OffloadHdr::default(), &frames[0]).unwrap();
-        q.tx_flush();
+        q.push(&OffloadHdr::default(), &frames[0]).unwrap();
+        q.flush().send();
         for f in &frames[1..] {
-            q.tx_push(&OffloadHdr::default(), f).unwrap();
+            q.push(&OffloadHdr::default(), f).unwrap();
         }
         assert_eq!(
-            q.tx_push(&OffloadHdr::default(), &frames[0]),
-            Err(TxError::Down)
+            q.push(&OffloadHdr::default(), &frames[0]),
+            Err(PushError::Down)
         );
         // Up again: what waited on the ring goes at the next flush.
         ns.ip(&["link", "set", &ns.a, "up"]);
-        q.tx_flush();
+        q.flush().send();
         let mut got = 0;
         while let Some(f) = peer.recv() {
             assert_eq!(f, frames[got]);

@@ -8,12 +8,6 @@ use thiserror::Error;
 /// bad or unsupported input; none means a bug in this crate.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
 pub enum OffloadError {
-    /// The virtio-net header is shorter than its 10 bytes.
-    #[error("the virtio-net header has {len} bytes, fewer than 10")]
-    HeaderTooShort {
-        /// Bytes available.
-        len: usize,
-    },
     /// The header's flags hold bits other than NEEDS_CSUM and DATA_VALID.
     #[error("the header flags {flags:#04x} hold unknown bits")]
     UnknownFlags {

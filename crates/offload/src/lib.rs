@@ -10,7 +10,7 @@
 //! finished in software first, and that is what this crate does:
 //!
 //! - [`plan`] compares what a sender's [`OffloadHdr`] asks for with what a
-//!   destination accepts ([`Caps`]) and says what must be done ([`Action`]).
+//!   destination accepts ([`Caps`]; both types live in `ringswitch-frame`) and says what must be done ([`Action`]).
 //! - [`complete_checksum`] fills in a partial checksum in place.
 //! - [`Segmenter`] cuts a TCP GSO frame into MSS-sized frames with every
 //!   header fixed up and every checksum complete.
@@ -33,6 +33,9 @@
 #![deny(clippy::cast_possible_truncation)]
 #![forbid(unsafe_code)]
 
+#[cfg(doc)]
+use ringswitch_frame::Caps;
+
 pub mod checksum;
 mod error;
 mod hdr;
@@ -41,11 +44,10 @@ mod segment;
 
 pub use checksum::complete_checksum;
 pub use error::{Layer, OffloadError};
-pub use hdr::{
-    plan, Action, Caps, OffloadHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4,
-    GSO_TCPV6, GSO_UDP,
-};
+pub use hdr::{plan, Action};
 pub use segment::{segment_count, Segmenter, SCRATCH_LEN};
+
+use ringswitch_frame::OffloadHdr;
 
 /// Checks once, where a frame enters the switch, everything about its
 /// offload request that could make a later step fail for one destination
@@ -55,7 +57,7 @@ pub use segment::{segment_count, Segmenter, SCRATCH_LEN};
 /// (1 for any other frame). A frame that passes is handled by
 /// [`complete_checksum`] and [`Segmenter::segment`] without error.
 pub fn check(frame: &[u8], hdr: &OffloadHdr) -> Result<usize, OffloadError> {
-    let request = hdr.request()?;
+    let request = hdr::request(hdr)?;
     if request.gso != hdr::Gso::None {
         return segment_count(frame, hdr);
     }

@@ -4,7 +4,9 @@ use std::fmt;
 
 use crate::checksum;
 use crate::error::{Layer, OffloadError};
-use crate::hdr::{Gso, OffloadHdr};
+use ringswitch_frame::OffloadHdr;
+
+use crate::hdr::{request, Gso};
 use crate::parse::{be16, parse_tcp, Ip, TcpFrame};
 
 /// Size of a [`Segmenter`]'s scratch buffer: the longest segment any frame
@@ -192,7 +194,7 @@ struct Job {
 
 impl Job {
     fn new(frame: &[u8], hdr: &OffloadHdr) -> Result<Self, OffloadError> {
-        let expected = match hdr.request()?.gso {
+        let expected = match request(hdr)?.gso {
             Gso::None => return Err(OffloadError::NotGso),
             Gso::Tcp4 => Ip::V4,
             Gso::Tcp6 => Ip::V6,

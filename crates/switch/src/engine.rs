@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
+use ringswitch_frame::Wake;
 use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG, NS_NO_LEARN};
 use ringswitch_ring::sync::Unfinished;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region};
@@ -385,8 +386,18 @@ impl Switch {
     pub fn forward(&self, src: &SwitchPort, ring: usize, sc: &mut Scratch) -> BatchResult {
         match &src.backend {
             Backend::Ring(r) => self.forward_ring(src, r, ring, sc),
-            Backend::Virtio(v) => crate::virtio::forward_from_vm(self, src, v, ring, sc),
-            Backend::Dev(d) => crate::dev::forward_from_dev(self, src, d, ring, sc),
+            // The queue's lock is a temporary of the `let`: released before
+            // the batch is forwarded (and its wake-up sent).
+            Backend::Virtio(v) => {
+                let took =
+                    crate::queue::take(&mut *v.pair(ring), self.batch() as usize, &mut sc.stage);
+                crate::queue::forward_taken(self, src, ring, took, sc)
+            }
+            Backend::Dev(d) => {
+                let took =
+                    crate::queue::take(&mut **d.queue(ring), self.batch() as usize, &mut sc.stage);
+                crate::queue::forward_taken(self, src, ring, took, sc)
+            }
         }
     }
 
@@ -546,29 +557,24 @@ impl Switch {
         for &d in &dests {
             let Some(dport) = table.get(d) else { continue };
             sc.order_for(d);
-            match &dport.backend {
-                Backend::Ring(drp) => deliver(&sc.ft, &sc.order, srp, &sring, ring, dport, drp),
-                Backend::Virtio(dv) => crate::virtio::deliver_ring_to_vm(
-                    &mut sc.stage,
-                    &sc.ft,
-                    &sc.order,
-                    sregion,
-                    &sring,
-                    dport,
-                    dv,
-                    ring,
-                ),
-                Backend::Dev(dd) => crate::dev::deliver_ring_to_dev(
-                    &mut sc.stage,
-                    &sc.ft,
-                    &sc.order,
-                    sregion,
-                    &sring,
-                    dport,
-                    dd,
-                    ring,
-                ),
-            }
+            let (st, ft, order, c) = (&mut sc.stage, &sc.ft[..], &sc.order[..], &*dport.counters);
+            // A queue's lock lives only within its arm: released before the
+            // wake-up is sent.
+            let wake = match &dport.backend {
+                Backend::Ring(drp) => {
+                    deliver(ft, order, srp, &sring, ring, dport, drp);
+                    Wake::NONE
+                }
+                Backend::Virtio(dv) => {
+                    let q = &mut *dv.pair(ring % dv.pairs());
+                    crate::queue::deliver_ring(st, ft, order, sregion, &sring, q, c)
+                }
+                Backend::Dev(dd) => {
+                    let q = &mut **dd.queue(ring % dd.queues());
+                    crate::queue::deliver_ring(st, ft, order, sregion, &sring, q, c)
+                }
+            };
+            wake.send();
         }
         sc.give_back(dests);
 

@@ -9,12 +9,11 @@
 // that can lose bits is checked or goes through a type that cannot.
 #![deny(clippy::cast_possible_truncation)]
 
-mod dev;
 pub mod engine;
 pub mod learning;
 pub mod port;
+mod queue;
 mod staged;
-mod virtio;
 
 pub use engine::{AttachError, BatchResult, Scratch, Switch, DEFAULT_BATCH, MAX_BATCH, MAX_PORTS};
 pub use learning::{Decision, Forwarding, Hub, LearningBridge, PortIndex};

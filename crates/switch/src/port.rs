@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringswitch_control::PortStats;
-use ringswitch_netdev::{Caps, DevQueue, DevStats, Driver};
+use ringswitch_frame::{Caps, FrameQueue, QueueStats};
 use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region, RingRef};
 use ringswitch_vhost::socket::SharedNet;
 use ringswitch_vhost::VirtioNetPort;
@@ -302,25 +302,25 @@ impl VirtioPort {
 pub struct DevPort {
     /// Interface name.
     pub ifname: String,
-    /// How its queues are driven.
-    pub driver: Driver,
-    queues: Box<[Mutex<Box<dyn DevQueue>>]>,
+    /// How its queues are driven (`xdp-native`, `af-packet`, `tap`, ...).
+    pub driver: &'static str,
+    queues: Box<[Mutex<Box<dyn FrameQueue>>]>,
     /// Each queue's receive fd (for epoll; never read by the worker).
-    rx_fds: Box<[std::os::fd::RawFd]>,
+    rx_fds: Box<[Option<std::os::fd::RawFd>]>,
     caps: Caps,
 }
 
 impl DevPort {
     /// Wraps opened queues (at least one).
-    pub fn new(ifname: String, queues: Vec<Box<dyn DevQueue>>) -> std::io::Result<DevPort> {
+    pub fn new(ifname: String, queues: Vec<Box<dyn FrameQueue>>) -> std::io::Result<DevPort> {
         let Some(q0) = queues.first() else {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "an interface port needs at least one queue",
             ));
         };
-        let (driver, caps) = (q0.driver(), q0.tx_caps());
-        let rx_fds = queues.iter().map(|q| q.rx_fd()).collect();
+        let (driver, caps) = (q0.driver(), q0.caps());
+        let rx_fds = queues.iter().map(|q| q.wake_fd()).collect();
         Ok(DevPort {
             ifname,
             driver,
@@ -336,13 +336,13 @@ impl DevPort {
     }
 
     /// Queue `i`, locked (once per batch).
-    pub fn queue(&self, i: usize) -> MutexGuard<'_, Box<dyn DevQueue>> {
+    pub fn queue(&self, i: usize) -> MutexGuard<'_, Box<dyn FrameQueue>> {
         lock(&self.queues[i])
     }
 
     /// Queue `i`'s receive fd.
     pub fn rx_fd(&self, i: usize) -> Option<std::os::fd::RawFd> {
-        self.rx_fds.get(i).copied()
+        self.rx_fds.get(i).copied().flatten()
     }
 
     /// Offloads the interface takes on transmit.
@@ -350,14 +350,11 @@ impl DevPort {
         self.caps
     }
 
-    /// Kernel-side counters summed over the queues.
-    pub fn stats(&self) -> DevStats {
-        let mut t = DevStats::default();
+    /// The queues' own counters, summed.
+    pub fn stats(&self) -> QueueStats {
+        let mut t = QueueStats::default();
         for q in self.queues.iter() {
-            let s = lock(q).stats();
-            t.kernel_rx_dropped += s.kernel_rx_dropped;
-            t.kernel_tx_invalid += s.kernel_tx_invalid;
-            t.rx_bad_hdr += s.rx_bad_hdr;
+            add_queue_stats(&mut t, &lock(q).stats());
         }
         t
     }
@@ -389,7 +386,19 @@ pub struct SwitchPort {
     pub counters: Arc<Counters>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Adds one queue's counters to `t`.
+fn add_queue_stats(t: &mut QueueStats, q: &QueueStats) {
+    t.kernel_rx_dropped += q.kernel_rx_dropped;
+    t.kernel_tx_invalid += q.kernel_tx_invalid;
+    t.rx_bad_hdr += q.rx_bad_hdr;
+    t.rx_bad_chains += q.rx_bad_chains;
+    t.ring_errors += q.ring_errors;
+    t.interrupts += q.interrupts;
+    t.interrupts_dropped += q.interrupts_dropped;
+    t.guest_faults += q.guest_faults;
+}
+
+fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave the ring state
     // inconsistent beyond what validation already tolerates.
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -473,26 +482,26 @@ impl SwitchPort {
     /// the device's for a VM port.
     pub fn stats(&self) -> PortStats {
         let mut s = self.counters.snapshot(&self.name);
-        match &self.backend {
-            Backend::Dev(d) => {
-                let k = d.stats();
-                s.drop_kernel = k.kernel_rx_dropped;
-                s.kernel_tx_invalid = k.kernel_tx_invalid;
-                s.drop_malformed += k.rx_bad_hdr;
-            }
+        let q = match &self.backend {
+            Backend::Dev(d) => d.stats(),
             Backend::Virtio(v) => {
                 s.vm_frontend_errors = v.frontend_errors.load(Ordering::Relaxed);
+                let mut t = QueueStats::default();
                 for i in 0..v.pairs() {
-                    let q = v.pair(i).stats();
-                    s.vm_rx_bad_chains += q.rx_bad_chains;
-                    s.vm_ring_errors += q.ring_errors;
-                    s.vm_interrupts += q.interrupts;
-                    s.vm_interrupts_dropped += q.interrupts_dropped;
-                    s.vm_guest_faults += q.guest_faults;
+                    add_queue_stats(&mut t, &FrameQueue::stats(&*v.pair(i)));
                 }
+                t
             }
-            Backend::Ring(_) => {}
-        }
+            Backend::Ring(_) => return s,
+        };
+        s.drop_kernel = q.kernel_rx_dropped;
+        s.kernel_tx_invalid = q.kernel_tx_invalid;
+        s.drop_malformed += q.rx_bad_hdr;
+        s.vm_rx_bad_chains = q.rx_bad_chains;
+        s.vm_ring_errors = q.ring_errors;
+        s.vm_interrupts = q.interrupts;
+        s.vm_interrupts_dropped = q.interrupts_dropped;
+        s.vm_guest_faults = q.guest_faults;
         s
     }
 }

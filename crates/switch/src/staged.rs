@@ -10,7 +10,8 @@
 //! feature gets the checksum completed and the TSO frame cut into
 //! MSS-sized frames in software.
 
-use ringswitch_offload::{self as offload, Action, Caps, OffloadHdr, Segmenter, F_DATA_VALID};
+use ringswitch_frame::{Caps, OffloadHdr, Wake, F_DATA_VALID};
+use ringswitch_offload::{self as offload, Action, Segmenter};
 use ringswitch_ring::layout::MAX_FRAGS;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region, RingRef};
 
@@ -83,26 +84,13 @@ impl StageScratch {
         self.used = 0;
     }
 
-    /// Copies one frame into the arena and stages it if its offload
-    /// request is sound (see [`StageScratch::commit`]).
-    #[inline]
-    pub(crate) fn stage(&mut self, hdr: OffloadHdr, frame: &[u8]) -> Staging {
-        let len = frame.len();
-        let Some(dst) = self.arena.get_mut(self.used..self.used + len) else {
-            return Staging::NoRoom;
-        };
-        dst.copy_from_slice(frame);
-        self.commit(hdr, len)
-    }
-
     /// Whether one more frame of the largest size fits.
     #[inline]
     pub(crate) fn has_room(&self) -> bool {
         ARENA - self.used >= FRAME_MAX
     }
 
-    /// Room for the next frame, for sources that copy in place: the free
-    /// tail of the arena (at least [`FRAME_MAX`] bytes while
+    /// Room for the next frame, copied in place: the free tail of the arena (at least [`FRAME_MAX`] bytes while
     /// [`StageScratch::has_room`]).
     pub(crate) fn tail(&mut self) -> &mut [u8] {
         &mut self.arena[self.used..]
@@ -227,15 +215,22 @@ pub(crate) fn forward_staged(
     for &d in &dests {
         let Some(dport) = table.get(d) else { continue };
         sc.order_for(d);
-        match &dport.backend {
-            Backend::Ring(drp) => staged_to_ring(&mut sc.stage, &sc.order, dport, drp, src_q),
+        let (st, order, c) = (&mut sc.stage, &sc.order[..], &*dport.counters);
+        // A queue's lock lives only within its arm: released before the
+        // wake-up is sent.
+        let wake = match &dport.backend {
+            Backend::Ring(drp) => {
+                staged_to_ring(st, order, dport, drp, src_q);
+                Wake::NONE
+            }
             Backend::Virtio(dv) => {
-                crate::virtio::staged_to_vm(&mut sc.stage, &sc.order, dport, dv, src_q)
+                crate::queue::deliver_staged(st, order, &mut *dv.pair(src_q % dv.pairs()), c)
             }
             Backend::Dev(dd) => {
-                crate::dev::staged_to_dev(&mut sc.stage, &sc.order, dport, dd, src_q)
+                crate::queue::deliver_staged(st, order, &mut **dd.queue(src_q % dd.queues()), c)
             }
-        }
+        };
+        wake.send();
     }
     sc.give_back(dests);
 }

@@ -1,4 +1,4 @@
-//! Interface ports driven directly, with an in-memory `DevQueue`: frames
+//! Interface ports driven directly, with an in-memory `FrameQueue`: frames
 //! between ring ports and interfaces, order, counters, a full transmit
 //! queue, and offloads kept for an interface that takes them (a TAP) and
 //! done in software for one that does not (a NIC).
@@ -7,8 +7,10 @@ use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 
-use ringswitch_netdev::{Caps, DevQueue, DevStats, Driver, OffloadHdr, TxError};
-use ringswitch_offload::{F_NEEDS_CSUM, GSO_TCPV4};
+use ringswitch_frame::{
+    Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, Taken, Wake, F_NEEDS_CSUM,
+    GSO_TCPV4,
+};
 use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
 use ringswitch_switch::{DevPort, Hub, LearningBridge, Scratch, Switch, SwitchPort};
 
@@ -30,8 +32,12 @@ struct MockQueue {
     room: usize,
 }
 
-impl DevQueue for MockQueue {
-    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize {
+impl FrameQueue for MockQueue {
+    fn take_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
+    ) -> Taken {
         let mut w = self.wire.lock().unwrap();
         let mut n = 0;
         while n < max {
@@ -39,43 +45,47 @@ impl DevQueue for MockQueue {
                 break;
             };
             n += 1;
-            if !f(&frame, &h) {
+            if !f(&&frame[..], &h) {
                 break;
             }
         }
-        n
+        Taken {
+            frames: n,
+            ..Taken::default()
+        }
     }
-    fn rx_ready(&self) -> bool {
+    fn has_work(&self) -> bool {
         !self.wire.lock().unwrap().rx.is_empty()
     }
-    fn tx_push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), TxError> {
+    fn push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), PushError> {
         let mut w = self.wire.lock().unwrap();
         if w.pending.len() >= self.room {
-            return Err(TxError::Full);
+            return Err(PushError::Full);
         }
         w.pending.push((*hdr, frame.to_vec()));
         Ok(())
     }
-    fn tx_flush(&mut self) {
+    fn flush(&mut self) -> Wake {
         let mut w = self.wire.lock().unwrap();
         let p = std::mem::take(&mut w.pending);
         w.sent.extend(p);
         w.flushes += 1;
+        Wake::NONE
     }
-    fn rx_fd(&self) -> RawFd {
-        -1
+    fn wake_fd(&self) -> Option<RawFd> {
+        Some(-1)
     }
-    fn tx_caps(&self) -> Caps {
+    fn caps(&self) -> Caps {
         self.caps
     }
-    fn stats(&self) -> DevStats {
-        DevStats {
+    fn stats(&self) -> QueueStats {
+        QueueStats {
             kernel_rx_dropped: 7,
-            ..DevStats::default()
+            ..QueueStats::default()
         }
     }
-    fn driver(&self) -> Driver {
-        Driver::XdpGeneric
+    fn driver(&self) -> &'static str {
+        "xdp-generic"
     }
 }
 

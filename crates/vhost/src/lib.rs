@@ -10,6 +10,8 @@
 //! - [`VhostUserNet`]: the protocol side, a handler for the `vhost` crate's
 //!   `BackendReqHandler`, which configures the ports from the frontend's
 //!   messages (memory table mapped once, vrings, features).
+//! - `VirtioNetPort` is the switch's [`ringswitch_frame::FrameQueue`] for a
+//!   VM: the queue module maps the trait onto the calls above.
 //! - [`socket`]: server and client mode for the vhost-user socket.
 //! - [`chain`]: descriptor chain validation; a bad chain is completed with
 //!   length 0 and counted, never a panic.
@@ -35,6 +37,7 @@ mod guest;
 pub mod hdr;
 pub mod notify;
 pub mod port;
+mod queue;
 pub mod socket;
 
 pub use device::{NetConfig, VhostUserNet};

@@ -25,6 +25,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use ringswitch_frame::{Notify, Wake};
 use ringswitch_ring::eventfd::{watch_blocked_writes, write_one};
 use tracing::warn;
 
@@ -121,9 +122,26 @@ impl Interrupt {
     /// Writes the call eventfd, never blocking: a write that would block is
     /// dropped and counted.
     pub fn send(self) {
-        let Some(call) = self.0 else {
-            return;
-        };
+        if let Some(call) = self.0 {
+            call.notify();
+        }
+    }
+}
+
+impl From<Interrupt> for Wake {
+    fn from(i: Interrupt) -> Wake {
+        match i.0 {
+            Some(call) => Wake::to(call),
+            None => Wake::NONE,
+        }
+    }
+}
+
+impl Notify for CallFd {
+    /// Writes the call eventfd, never blocking: a write that would block is
+    /// dropped and counted.
+    fn notify(&self) {
+        let call = self;
         // Relaxed: a flag set by this or another sender after a write that
         // blocked; missing it once costs one more write cut short.
         // Counters likewise order nothing.

@@ -279,7 +279,7 @@ impl Registry {
         info: &IfaceInfo,
         kind: PortKind,
         request: IfaceRequest,
-        queues: Vec<Box<dyn netdev::DevQueue>>,
+        queues: Vec<Box<dyn ringswitch_frame::FrameQueue>>,
     ) -> Result<(), ErrorReply> {
         let nq = queues.len();
         let dev = DevPort::new(info.ifname.clone(), queues)

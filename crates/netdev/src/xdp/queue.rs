@@ -1,4 +1,4 @@
-//! One AF_XDP socket with its own UMEM: a [`DevQueue`].
+//! One AF_XDP socket with its own UMEM: a [`FrameQueue`].
 //!
 //! The UMEM is `2 * ring` frames of `frame_size` bytes in an anonymous
 //! mapping:
@@ -22,12 +22,12 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
 
-use ringswitch_offload::{Caps, OffloadHdr};
+use ringswitch_frame::{Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, Taken, Wake};
 
 use super::ffi::{self, XdpDesc, XskSocket, XskUmem};
 use super::ring::Ring;
 use super::{libxdp_lock, log, XdpMode, NEEDS};
-use crate::{DevError, DevQueue, DevStats, Driver, TxError};
+use crate::{DevError, Driver};
 
 /// Copy-mode `sendto` kicks per flush when the kernel cannot be told to
 /// take a whole ring per kick (`XDP_MAX_TX_SKB_BUDGET`, Linux 6.17+): it
@@ -214,7 +214,7 @@ pub(super) struct XdpQueue {
     down: bool,
     bad_rx: u64,
     bad_completions: u64,
-    driver: Driver,
+    pub(crate) driver: Driver,
 }
 
 // SAFETY: the raw pointers are this queue's own (its libxdp socket and
@@ -547,7 +547,7 @@ struct RxBatch<'a> {
 }
 
 impl RxBatch<'_> {
-    fn run(&mut self, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize {
+    fn run(&mut self, f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool) -> usize {
         let hdr = OffloadHdr::default();
         let area = self.q.area.ptr;
         let mut delivered = 0;
@@ -568,7 +568,7 @@ impl RxBatch<'_> {
                     // that frame until the fill entry above is published.
                     let frame = unsafe { std::slice::from_raw_parts(area.add(off), len) };
                     delivered += 1;
-                    if !f(frame, &hdr) {
+                    if !f(&frame, &hdr) {
                         break;
                     }
                 }
@@ -611,8 +611,13 @@ impl Drop for RxBatch<'_> {
     }
 }
 
-impl DevQueue for XdpQueue {
-    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize {
+impl XdpQueue {
+    /// Takes up to `max` received frames (see [`FrameQueue::take_batch`]).
+    fn rx_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
+    ) -> usize {
         if !self.rx_spare.is_empty() {
             self.refill_spare();
         }
@@ -635,39 +640,73 @@ impl DevQueue for XdpQueue {
         batch.run(f)
     }
 
-    fn rx_ready(&self) -> bool {
+    /// Hands queued frames to the kernel (at most one system call, and none
+    /// when the kernel does not need a wake-up).
+    fn tx_flush(&mut self) {
+        if self.tx_queued > 0 {
+            self.sock.tx.submit();
+            self.tx_queued = 0;
+        }
+        // Zero copy: the driver sends on its own and says when it sleeps.
+        // Copy mode: frames only leave in `sendto`, so kick whenever the
+        // ring holds some (including ones an earlier kick left).
+        let kick = if self.zero_copy {
+            self.sock.tx.needs_wakeup()
+        } else {
+            self.sock.tx.kernel_behind()
+        };
+        if kick {
+            self.kick_tx();
+        }
+        self.reap();
+    }
+}
+
+impl FrameQueue for XdpQueue {
+    fn take_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
+    ) -> Taken {
+        Taken {
+            frames: self.rx_batch(max, f),
+            ..Taken::default()
+        }
+    }
+
+    fn has_work(&self) -> bool {
         self.sock.rx.has_entries()
     }
 
-    fn tx_push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), TxError> {
+    fn push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), PushError> {
         debug_assert!(
-            hdr.gso_type == 0 && hdr.flags & ringswitch_offload::F_NEEDS_CSUM == 0,
+            hdr.gso_type == 0 && hdr.flags & ringswitch_frame::F_NEEDS_CSUM == 0,
             "a NIC queue takes no offloads (tx_caps)"
         );
         if frame.len() > self.max_frame as usize {
-            return Err(TxError::TooLong);
+            return Err(PushError::TooLong);
         }
         if self.tx_free.len() < (self.frames as usize / 4).max(1) {
             self.reap();
         }
         let Some(i) = self.tx_free.pop() else {
             return Err(if self.down {
-                TxError::Down
+                PushError::Down
             } else {
-                TxError::Full
+                PushError::Full
             });
         };
         // Inside our mapping, whose size is a usize: always converts.
         let addr = self.frame_addr(i);
         let Ok(at) = usize::try_from(addr) else {
             self.tx_free.push(i);
-            return Err(TxError::Full);
+            return Err(PushError::Full);
         };
         // With a free frame there is a free TX entry (as many entries as
         // frames), unless the kernel's consumer index is wrong.
         let Some(slot) = self.sock.tx.reserve(1) else {
             self.tx_free.push(i);
-            return Err(TxError::Full);
+            return Err(PushError::Full);
         };
         // SAFETY: `addr .. addr + frame.len()` lies in TX frame `i` of our
         // mapping (frame.len() <= max_frame <= frame_size); the frame is free, so the
@@ -688,34 +727,20 @@ impl DevQueue for XdpQueue {
         Ok(())
     }
 
-    fn tx_flush(&mut self) {
-        if self.tx_queued > 0 {
-            self.sock.tx.submit();
-            self.tx_queued = 0;
-        }
-        // Zero copy: the driver sends on its own and says when it sleeps.
-        // Copy mode: frames only leave in `sendto`, so kick whenever the
-        // ring holds some (including ones an earlier kick left).
-        let kick = if self.zero_copy {
-            self.sock.tx.needs_wakeup()
-        } else {
-            self.sock.tx.kernel_behind()
-        };
-        if kick {
-            self.kick_tx();
-        }
-        self.reap();
+    fn flush(&mut self) -> Wake {
+        self.tx_flush();
+        Wake::NONE
     }
 
-    fn rx_fd(&self) -> RawFd {
-        self.fd
+    fn wake_fd(&self) -> Option<RawFd> {
+        Some(self.fd)
     }
 
-    fn tx_caps(&self) -> Caps {
+    fn caps(&self) -> Caps {
         Caps::default()
     }
 
-    fn stats(&self) -> DevStats {
+    fn stats(&self) -> QueueStats {
         let mut s = ffi::XdpStatistics::default();
         if getsockopt(self.fd, ffi::XDP_STATISTICS, &mut s).is_err() {
             s = ffi::XdpStatistics::default();
@@ -723,15 +748,15 @@ impl DevQueue for XdpQueue {
         // A frame dropped for want of a fill buffer counts in both
         // rx_dropped and rx_fill_ring_empty_descs (copy mode): only the
         // first is a count of frames.
-        DevStats {
+        QueueStats {
             kernel_rx_dropped: s.rx_dropped + s.rx_ring_full + s.rx_invalid_descs + self.bad_rx,
             kernel_tx_invalid: s.tx_invalid_descs + self.bad_completions,
-            rx_bad_hdr: 0,
+            ..QueueStats::default()
         }
     }
 
-    fn driver(&self) -> Driver {
-        self.driver
+    fn driver(&self) -> &'static str {
+        self.driver.as_str()
     }
 }
 

@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use ringswitch_frame::{FrameQueue, OffloadHdr};
 use ringswitch_offload::checksum::{add, pseudo_header_v4, sum};
 
 /// A local experimental EtherType: only our frames, whatever else the
@@ -392,4 +393,18 @@ pub fn udp_frame(
     ipv4(&mut f, src, dst, 17, 8 + payload.len());
     udp(&mut f, src, dst, sport, dport, payload);
     f
+}
+
+/// Takes a batch from a queue with each frame as contiguous bytes (copied:
+/// tests only), returning how many frames were taken.
+pub trait RxBatch {
+    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize;
+}
+
+impl<Q: FrameQueue + ?Sized> RxBatch for Q {
+    fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize {
+        let taken = self.take_batch(max, &mut |frame, h| f(&frame.to_vec(), h));
+        taken.wake.send();
+        taken.frames
+    }
 }
