@@ -5,7 +5,7 @@
 //!
 //! - RX: blocks of 256 KiB that the kernel fills with frames back to back
 //!   and hands over whole (`TP_STATUS_USER` in the block header), when one
-//!   is full or after 1 ms, so a lone frame is not held. `rx_batch` walks a
+//!   is full or after 1 ms, so a lone frame is not held. `take_batch` walks a
 //!   block frame by frame, checking every offset and length against the
 //!   block before use (a bad block is dropped whole and counted, never
 //!   followed), and gives the block back when its last frame is taken; a
@@ -206,7 +206,7 @@ impl Drop for Mapping {
     }
 }
 
-/// Where `rx_batch` is in the RX ring.
+/// Where `take_batch` is in the RX ring.
 #[derive(Debug, Default)]
 struct RxPos {
     /// The block to look at next (or being taken).
@@ -736,13 +736,12 @@ impl PacketQueue {
     }
 }
 
-impl PacketQueue {
-    /// Takes up to `max` received frames (see [`FrameQueue::take_batch`]).
-    fn rx_batch(
+impl FrameQueue for PacketQueue {
+    fn take_batch(
         &mut self,
         max: usize,
         f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> usize {
+    ) -> Taken {
         let mut taken = 0;
         while taken < max {
             if self.rx.left == 0 && !self.rx_open_block() {
@@ -780,69 +779,8 @@ impl PacketQueue {
                 Parsed::Bad(why) => self.rx_bad_block(why),
             }
         }
-        taken
-    }
-
-    /// Hands queued frames to the kernel (at most one system call, and none
-    /// when the kernel does not need a wake-up).
-    fn tx_flush(&mut self) {
-        if !self.tx_unsent && !self.tx_down {
-            return;
-        }
-        // A link that went down leaves ENETDOWN pending on the socket, and
-        // the first send after it is up again returns (and clears) it
-        // without sending: one retry tells that from a link still down.
-        let mut r = self.send_ring();
-        if r == Err(libc::ENETDOWN) {
-            r = self.send_ring();
-        }
-        match r {
-            Ok(()) => {
-                self.tx_down = false;
-                // The kernel takes marked slots in order and stops early
-                // only when out of send buffer: if the last one we marked is
-                // taken, so are all.
-                let last = (self.tx_head + self.geo.tx_slots - 1) % self.geo.tx_slots;
-                // Relaxed: only deciding whether to send again.
-                self.tx_unsent =
-                    self.tx_status(last).load(Ordering::Relaxed) == libc::TP_STATUS_SEND_REQUEST;
-            }
-            // Out of send buffer, or the driver's queue is full: the slots
-            // stay marked and go at the next flush.
-            Err(libc::EAGAIN) | Err(libc::ENOBUFS) => {}
-            Err(libc::ENETDOWN) | Err(libc::ENXIO) | Err(libc::ENODEV) => {
-                if !self.tx_down {
-                    tracing::debug!(
-                        ifname = %self.ifname,
-                        queue = self.queue,
-                        "interface down; frames wait on the TX ring"
-                    );
-                }
-                self.tx_down = true;
-            }
-            Err(e) => {
-                self.tx_send_errors += 1;
-                if self.tx_send_errors == 1 {
-                    tracing::warn!(
-                        ifname = %self.ifname,
-                        queue = self.queue,
-                        error = %io::Error::from_raw_os_error(e),
-                        "AF_PACKET send failed (logged once)"
-                    );
-                }
-            }
-        }
-    }
-}
-
-impl FrameQueue for PacketQueue {
-    fn take_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> Taken {
         Taken {
-            frames: self.rx_batch(max, f),
+            frames: taken,
             ..Taken::default()
         }
     }
@@ -901,7 +839,52 @@ impl FrameQueue for PacketQueue {
     }
 
     fn flush(&mut self) -> Wake {
-        self.tx_flush();
+        if !self.tx_unsent && !self.tx_down {
+            return Wake::NONE;
+        }
+        // A link that went down leaves ENETDOWN pending on the socket, and
+        // the first send after it is up again returns (and clears) it
+        // without sending: one retry tells that from a link still down.
+        let mut r = self.send_ring();
+        if r == Err(libc::ENETDOWN) {
+            r = self.send_ring();
+        }
+        match r {
+            Ok(()) => {
+                self.tx_down = false;
+                // The kernel takes marked slots in order and stops early
+                // only when out of send buffer: if the last one we marked is
+                // taken, so are all.
+                let last = (self.tx_head + self.geo.tx_slots - 1) % self.geo.tx_slots;
+                // Relaxed: only deciding whether to send again.
+                self.tx_unsent =
+                    self.tx_status(last).load(Ordering::Relaxed) == libc::TP_STATUS_SEND_REQUEST;
+            }
+            // Out of send buffer, or the driver's queue is full: the slots
+            // stay marked and go at the next flush.
+            Err(libc::EAGAIN) | Err(libc::ENOBUFS) => {}
+            Err(libc::ENETDOWN) | Err(libc::ENXIO) | Err(libc::ENODEV) => {
+                if !self.tx_down {
+                    tracing::debug!(
+                        ifname = %self.ifname,
+                        queue = self.queue,
+                        "interface down; frames wait on the TX ring"
+                    );
+                }
+                self.tx_down = true;
+            }
+            Err(e) => {
+                self.tx_send_errors += 1;
+                if self.tx_send_errors == 1 {
+                    tracing::warn!(
+                        ifname = %self.ifname,
+                        queue = self.queue,
+                        error = %io::Error::from_raw_os_error(e),
+                        "AF_PACKET send failed (logged once)"
+                    );
+                }
+            }
+        }
         Wake::NONE
     }
 
@@ -1064,10 +1047,12 @@ mod tests {
 
     fn take(q: &mut PacketQueue, max: usize) -> Vec<(Vec<u8>, OffloadHdr)> {
         let mut v = Vec::new();
-        let n = q.rx_batch(max, &mut |f, h| {
-            v.push((f.to_vec(), *h));
-            true
-        });
+        let n = q
+            .take_batch(max, &mut |f, h| {
+                v.push((f.to_vec(), *h));
+                true
+            })
+            .frames;
         assert_eq!(n, v.len());
         v
     }
@@ -1098,7 +1083,7 @@ mod tests {
         assert_eq!(q.rx.block, 2);
         // The callback stops a batch after the frame it was given.
         put_block(&q, 2, &frames[..3], |_| {});
-        assert_eq!(q.rx_batch(64, &mut |_, _| false), 1);
+        assert_eq!(q.take_batch(64, &mut |_, _| false).frames, 1);
         assert_eq!(take(&mut q, 64).len(), 2);
         assert_eq!(q.stats().kernel_rx_dropped, 0);
     }

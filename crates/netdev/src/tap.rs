@@ -206,13 +206,12 @@ fn vnet_order(mut h: OffloadHdr) -> OffloadHdr {
     h
 }
 
-impl TapQueue {
-    /// Takes up to `max` received frames (see [`FrameQueue::take_batch`]).
-    fn rx_batch(
+impl FrameQueue for TapQueue {
+    fn take_batch(
         &mut self,
         max: usize,
         f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> usize {
+    ) -> Taken {
         let mut n = 0;
         while n < max {
             // SAFETY: reads at most buf.len() bytes into our own buffer.
@@ -251,22 +250,8 @@ impl TapQueue {
                 break;
             }
         }
-        n
-    }
-
-    /// Hands queued frames to the kernel (at most one system call, and none
-    /// when the kernel does not need a wake-up).
-    fn tx_flush(&mut self) {}
-}
-
-impl FrameQueue for TapQueue {
-    fn take_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> Taken {
         Taken {
-            frames: self.rx_batch(max, f),
+            frames: n,
             ..Taken::default()
         }
     }
@@ -313,7 +298,6 @@ impl FrameQueue for TapQueue {
     }
 
     fn flush(&mut self) -> Wake {
-        self.tx_flush();
         Wake::NONE
     }
 

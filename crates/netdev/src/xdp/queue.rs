@@ -4,7 +4,7 @@
 //! mapping:
 //!
 //! - frames `[0, ring)` are RX frames. They start in the fill ring; the
-//!   kernel hands them back filled on the RX ring; `rx_batch` shows each
+//!   kernel hands them back filled on the RX ring; `take_batch` shows each
 //!   one to its caller and puts it straight back on the fill ring. The fill
 //!   ring holds `ring` entries, so there is always room for them.
 //! - frames `[ring, 2 * ring)` are TX frames. They start on our free list;
@@ -531,7 +531,7 @@ impl XdpQueue {
     }
 }
 
-/// One `rx_batch` in progress. Its drop finishes the batch, even if the
+/// One `take_batch` in progress. Its drop finishes the batch, even if the
 /// caller's callback panicked: the RX entries taken so far are released,
 /// and their frames published on the fill ring.
 struct RxBatch<'a> {
@@ -611,20 +611,19 @@ impl Drop for RxBatch<'_> {
     }
 }
 
-impl XdpQueue {
-    /// Takes up to `max` received frames (see [`FrameQueue::take_batch`]).
-    fn rx_batch(
+impl FrameQueue for XdpQueue {
+    fn take_batch(
         &mut self,
         max: usize,
         f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> usize {
+    ) -> Taken {
         if !self.rx_spare.is_empty() {
             self.refill_spare();
         }
         let max = crate::conv::u32_of(max).min(self.frames);
         let (first, n) = self.sock.rx.peek(max);
         if n == 0 {
-            return 0;
+            return Taken::default();
         }
         // The frames about to be read came out of the fill ring, so it has
         // room for at least `n` entries.
@@ -637,39 +636,8 @@ impl XdpQueue {
             filled: 0,
             fill_first,
         };
-        batch.run(f)
-    }
-
-    /// Hands queued frames to the kernel (at most one system call, and none
-    /// when the kernel does not need a wake-up).
-    fn tx_flush(&mut self) {
-        if self.tx_queued > 0 {
-            self.sock.tx.submit();
-            self.tx_queued = 0;
-        }
-        // Zero copy: the driver sends on its own and says when it sleeps.
-        // Copy mode: frames only leave in `sendto`, so kick whenever the
-        // ring holds some (including ones an earlier kick left).
-        let kick = if self.zero_copy {
-            self.sock.tx.needs_wakeup()
-        } else {
-            self.sock.tx.kernel_behind()
-        };
-        if kick {
-            self.kick_tx();
-        }
-        self.reap();
-    }
-}
-
-impl FrameQueue for XdpQueue {
-    fn take_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> Taken {
         Taken {
-            frames: self.rx_batch(max, f),
+            frames: batch.run(f),
             ..Taken::default()
         }
     }
@@ -728,7 +696,22 @@ impl FrameQueue for XdpQueue {
     }
 
     fn flush(&mut self) -> Wake {
-        self.tx_flush();
+        if self.tx_queued > 0 {
+            self.sock.tx.submit();
+            self.tx_queued = 0;
+        }
+        // Zero copy: the driver sends on its own and says when it sleeps.
+        // Copy mode: frames only leave in `sendto`, so kick whenever the
+        // ring holds some (including ones an earlier kick left).
+        let kick = if self.zero_copy {
+            self.sock.tx.needs_wakeup()
+        } else {
+            self.sock.tx.kernel_behind()
+        };
+        if kick {
+            self.kick_tx();
+        }
+        self.reap();
         Wake::NONE
     }
 
