@@ -104,6 +104,14 @@ struct PipeEntry {
     /// it may keep the memory mapped, so no other client gets an end of
     /// this region; the pipe gets a fresh one once both ends are closed.
     former: Option<ConnId>,
+    /// Per end, the uid of the client that has it open.
+    owner_uid: [Option<u32>; 2],
+    /// Of a pipe whose other end is a guest's (whose memory cannot be
+    /// replaced while its QEMU stays): the uid of the last client that
+    /// closed this pipe's host end. It may keep the memory mapped, so the
+    /// end is handed only to that same user until the pipe has fresh memory
+    /// (a user may take turns with itself; another user would be read).
+    former_uid: Option<u32>,
     /// The region's share of the budgets, given back with the entry.
     _charge: Charge,
 }
@@ -666,6 +674,8 @@ impl Registry {
                 id: id.to_string(),
                 pt: [None, None],
                 former: None,
+                owner_uid: [None; 2],
+                former_uid: None,
                 _charge: charge,
             },
         );
@@ -1021,10 +1031,20 @@ impl Registry {
                         format!("pipe end {pn} is already open by another client"),
                     ));
                 }
-                // Not enforced when the other end is a guest's: its memory
-                // cannot be replaced while its QEMU stays, and host programs
-                // taking turns at this end is how such a pipe is used. It
-                // gets fresh memory when the QEMU goes and no end is open.
+                // When the other end is a guest's, its memory cannot be
+                // replaced while its QEMU stays, and host programs taking
+                // turns at this end is how such a pipe is used: only the
+                // user who had the end takes it again (it gets fresh memory
+                // when the QEMU goes and no end is open).
+                if p.pt[1 - e].is_some() && p.former_uid.is_some_and(|u| u != self.client.uid) {
+                    return Err(err(
+                        ErrorCode::Busy,
+                        format!(
+                            "pipe end {pn} was open by another user who may still map the pipe's memory; \
+                             it is handed to that user only until the pipe gets fresh memory, when the guest's QEMU goes"
+                        ),
+                    ));
+                }
                 if p.former.is_some_and(|f| f != conn) && p.pt[1 - e].is_none() {
                     // Handing this region to a new client would let the
                     // former one, which may still map it, read its traffic.
@@ -1046,6 +1066,7 @@ impl Registry {
                 })()
                 .map_err(|e| internal("duplicating the pipe's descriptors", e))?;
                 p.open_by[e] = Some(conn);
+                p.owner_uid[e] = Some(self.client.uid);
                 let l = p.region.layout();
                 let reply = OpenReply {
                     handle,
@@ -1116,6 +1137,10 @@ impl Registry {
                     // The other end stays with the memory this client saw.
                     p.former = Some(conn);
                 }
+                if p.pt[1 - end].is_some() {
+                    p.former_uid = p.owner_uid[end];
+                }
+                p.owner_uid[end] = None;
                 if p.pt.iter().any(Option::is_some) {
                     // A passthrough end keeps the pipe: it gets fresh memory
                     // once no end is in use.
@@ -1364,6 +1389,7 @@ impl Registry {
         p.region = Arc::new(region);
         p.irq = irq;
         p.former = None;
+        p.former_uid = None;
         for (e, slot) in slots.iter_mut() {
             match pipe_peers_of(&p.region, &p.irq, *e) {
                 Ok(peers) => slot.set_peers(peers),
