@@ -313,9 +313,15 @@ fn run(
             }
         };
         refused = 0;
+        if let Some(l) = &peers.link {
+            // The memory is this QEMU's from now on (if the handshake
+            // fails, the port is replaced): frames for the port have a
+            // reader, and a guest that talks as soon as it has the memory
+            // gets answers.
+            l.set_up(true);
+        }
         let handed = hand_over(&conn, &peers);
         let guest = peers.guest_id;
-        let link = peers.link.clone();
         drop(peers);
         if let Err(e) = handed {
             warn!(port, error = %e, "the ivshmem handshake with QEMU failed");
@@ -325,11 +331,6 @@ fn run(
             continue;
         }
         connected.store(true, Ordering::Relaxed);
-        if let Some(l) = &link {
-            // Frames for the port now have a reader. The port is replaced
-            // (fresh memory, link down) when this QEMU goes.
-            l.set_up(true);
-        }
         info!(port, guest, "a guest attached over ivshmem");
         // Hold the connection until QEMU goes; refuse a second QEMU
         // meanwhile (the guest side of the port is taken).
