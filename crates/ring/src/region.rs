@@ -11,6 +11,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::copy::copy_exact;
 use crate::layout::*;
 
 /// Errors creating or mapping a region.
@@ -48,10 +49,17 @@ pub struct Region {
     layout: RegionLayout,
 }
 
-// SAFETY: the mapping is plain shared memory; all accesses go through atomics
-// or volatile copies, so handing the pointer to other threads is sound.
+// SAFETY: the mapping is plain shared memory, valid until drop, that any
+// thread may access; the pointer is never handed out as a reference to plain
+// data other than the caller-owned buffer of `buf_mut` (an unsafe fn), so
+// moving the Region to another thread is sound.
 unsafe impl Send for Region {}
-// SAFETY: as above; `&Region` only offers atomic/volatile access.
+// SAFETY: `&Region` accesses the memory only with atomics (ring indexes and
+// CSB), volatile reads and writes (headers, slots) and bounds-checked raw
+// copies of buffer bytes, never through a shared reference to plain data,
+// so threads sharing it are no worse off than processes sharing the memfd:
+// a racing write garbles the bytes copied, and every value read is
+// validated before it is used as an offset.
 unsafe impl Sync for Region {}
 
 impl Drop for Region {
@@ -572,7 +580,9 @@ impl Region {
     }
 
     /// Writes arbitrary bytes anywhere in the region: for tests that play a
-    /// hostile client. Returns false when out of range.
+    /// hostile client. Returns false when out of range. A test hook, built
+    /// only with the `test-hooks` feature.
+    #[cfg(feature = "test-hooks")]
     pub fn scribble(&self, off: usize, data: &[u8]) -> bool {
         if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
             return false;
@@ -598,57 +608,6 @@ pub struct RingPlace {
     pub atok: usize,
     /// Offset of the CSB ktoa half.
     pub ktoa: usize,
-}
-
-/// Copies exactly `len` bytes between non-overlapping ranges. Short frames
-/// (the common case on a switch) are moved with a few fixed-size, possibly
-/// overlapping, loads and stores instead of a call to memcpy; nothing
-/// outside `[0, len)` of either range is read or written.
-///
-/// # Safety
-/// `src` is valid for reads and `dst` for writes of `len` bytes, and the
-/// ranges do not overlap.
-#[inline(always)]
-unsafe fn copy_exact(src: *const u8, dst: *mut u8, len: usize) {
-    #[inline(always)]
-    unsafe fn mv<const N: usize>(s: *const u8, d: *mut u8) {
-        // SAFETY: the caller guarantees N bytes at s and d.
-        unsafe {
-            std::ptr::write_unaligned(
-                d.cast::<[u8; N]>(),
-                std::ptr::read_unaligned(s.cast::<[u8; N]>()),
-            )
-        }
-    }
-    // SAFETY: each branch touches [0, N) and [len - N, len) with N <= len,
-    // inside the ranges the caller vouches for.
-    unsafe {
-        match len {
-            0 => {}
-            1..=7 => {
-                for i in 0..len {
-                    *dst.add(i) = *src.add(i);
-                }
-            }
-            8..=16 => {
-                mv::<8>(src, dst);
-                mv::<8>(src.add(len - 8), dst.add(len - 8));
-            }
-            17..=32 => {
-                mv::<16>(src, dst);
-                mv::<16>(src.add(len - 16), dst.add(len - 16));
-            }
-            33..=64 => {
-                mv::<32>(src, dst);
-                mv::<32>(src.add(len - 32), dst.add(len - 32));
-            }
-            65..=128 => {
-                mv::<64>(src, dst);
-                mv::<64>(src.add(len - 64), dst.add(len - 64));
-            }
-            _ => std::ptr::copy_nonoverlapping(src, dst, len),
-        }
-    }
 }
 
 /// A ring inside a region.
@@ -864,7 +823,9 @@ impl<'a> CsbRef<'a> {
     pub fn kern_need_kick(&self) -> &'a AtomicU32 {
         self.region.u32_at(self.ktoa + csb_field::KERN_NEED_KICK)
     }
-    /// Offset of the atok half (for tests that scribble over it).
+    /// Offset of the atok half (for tests that scribble over it). A test
+    /// hook, built only with the `test-hooks` feature.
+    #[cfg(feature = "test-hooks")]
     pub fn atok_offset(&self) -> usize {
         self.atok
     }
