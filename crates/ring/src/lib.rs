@@ -1,6 +1,7 @@
 //! Shared memory for ringswitch ports: netmap's ring layout, ring index
 //! arithmetic, the CSB sync protocol and the eventfd doorbells, with the
-//! frame copy every crate above shares ([`copy`]).
+//! low-level helpers every crate above shares: the epoll set ([`poll`]) and
+//! the frame copy ([`copy`]).
 //!
 //! This crate maps and accesses the port regions (the memfds holding rings,
 //! CSB and buffers); the switch, client, daemon and netmap-compat reach them
@@ -17,6 +18,7 @@ pub mod arith;
 pub mod copy;
 pub mod eventfd;
 pub mod layout;
+pub mod poll;
 pub mod region;
 pub mod sync;
 
