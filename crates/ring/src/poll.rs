@@ -180,7 +180,10 @@ mod tests {
         assert_eq!(n, 1);
         assert_eq!({ evs[0].u64 }, 9);
         // Edge-triggered: not reported again until the next write.
-        assert_eq!(ep.wait(&mut evs, Some(Duration::from_micros(100))).unwrap(), 0);
+        assert_eq!(
+            ep.wait(&mut evs, Some(Duration::from_micros(100))).unwrap(),
+            0
+        );
         a.signal();
         assert_eq!(ep.wait(&mut evs, None).unwrap(), 1);
         assert_eq!({ evs[0].u64 }, 7);
