@@ -7,6 +7,7 @@
 use std::ptr;
 
 use libc::{c_char, c_int, c_uchar, c_void, size_t};
+use ringswitch_ring::layout::nifp_ring_ofs;
 
 use crate::abi::Nmreq;
 use crate::file::RegRequest;
@@ -240,7 +241,9 @@ pub unsafe extern "C" fn nm_open(
         }
         .map_or(ptr::null(), |_| {
             // SAFETY: ring_ofs[0] was read and checked by MappedRing::new.
-            let rel = unsafe { ptr::read_volatile((nifp as *const u8).add(56) as *const i64) };
+            let rel = unsafe {
+                ptr::read_volatile((nifp as *const u8).add(nifp_ring_ofs(0)) as *const i64)
+            };
             (nifp as *const u8).wrapping_offset(rel as isize) as *const c_void
         });
         let d = Box::new(NmDesc {

@@ -347,7 +347,7 @@ impl Region {
             ] {
                 for r in 0..rings {
                     let ofs = l.ring_ofs(end, dir, r);
-                    self.write_pod(nifp + NIFP_RING_OFS_OFFSET + 8 * k, (ofs - nifp) as i64);
+                    self.write_pod(nifp + nifp_ring_ofs(k), (ofs - nifp) as i64);
                     k += 1;
                     let tail = if dir == Dir::Tx { slots - 1 } else { 0 };
                     self.write_pod(
@@ -375,7 +375,7 @@ impl Region {
                     let first = l.first_buf(end, dir, r);
                     for s in 0..slots {
                         self.write_pod(
-                            ofs + RING_SLOTS_OFFSET + 16 * s as usize,
+                            ofs + slot_offset(s),
                             NetmapSlot {
                                 buf_idx: first + s,
                                 len: 0,
@@ -646,7 +646,7 @@ impl<'a> RingRef<'a> {
     #[inline(always)]
     fn slot_ofs(&self, i: u32) -> usize {
         assert!(i < self.num_slots, "slot {i} out of range");
-        self.ofs + RING_SLOTS_OFFSET + 16 * i as usize
+        self.ofs + slot_offset(i)
     }
 
     /// Reads slot `i` (a snapshot; validate what it says before use).
@@ -951,7 +951,7 @@ mod tests {
         assert_eq!(hdr.ni_tx_rings, 2);
         assert_eq!(hdr.ni_rx_rings, 3);
         assert_eq!(&hdr.ni_name[..2], b"p\0");
-        let rx1_ofs: i64 = r.read_pod(nifp + NIFP_RING_OFS_OFFSET + 8 * (1 + 2));
+        let rx1_ofs: i64 = r.read_pod(nifp + nifp_ring_ofs(1 + 2));
         let ring_ofs = (nifp as i64 + rx1_ofs) as usize;
         assert_eq!(ring_ofs, l.ring_ofs(0, Dir::Rx, 1));
         let rh: NetmapRingHeader = r.read_pod(ring_ofs);
