@@ -12,7 +12,7 @@ use ringswitch_ring::layout::nifp_ring_ofs;
 use crate::abi::Nmreq;
 use crate::file::RegRequest;
 use crate::mapped::{MappedRing, Side};
-use crate::nmport::{inject_into, parse_spec};
+use crate::nmport::{bound_rings, inject_into, parse_spec};
 use crate::{dev, guard, set_errno, table, Errno};
 
 /// `struct nm_pkthdr`.
@@ -184,26 +184,12 @@ pub unsafe extern "C" fn nm_open(
                 return null_fail(e);
             }
         };
-        let ring_range = |n: u16, only_other: bool| -> (u16, u16) {
-            if only_other || n == 0 {
-                (1, 0)
-            } else if spec.mode == crate::abi::mode::ONE_NIC {
-                if spec.ringid < n {
-                    (spec.ringid, spec.ringid)
-                } else {
-                    (1, 0)
-                }
-            } else {
-                (0, n - 1)
-            }
-        };
-        let (ft, lt) = ring_range(
+        let ((ft, lt), (fr, lr)) = bound_rings(
+            spec.mode,
+            spec.ringid,
+            spec.flags,
             info.tx_rings,
-            spec.flags & crate::abi::flags::RX_RINGS_ONLY != 0,
-        );
-        let (fr, lr) = ring_range(
             info.rx_rings,
-            spec.flags & crate::abi::flags::TX_RINGS_ONLY != 0,
         );
         // SAFETY: nr_offset lies inside the mapping (the port's layout).
         let nifp = unsafe { (mem as *mut u8).add(info.nifp_offset as usize) } as *mut c_void;
