@@ -161,17 +161,7 @@ pub unsafe extern "C" fn nm_open(
                 },
             )?;
             let len = info.memsize as usize;
-            // SAFETY: a fresh shared mapping of the registered port.
-            let mem = unsafe {
-                dev::mmap(
-                    &f,
-                    ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    0,
-                )
-            };
+            let mem = dev::map_port(&f, len);
             if mem == libc::MAP_FAILED {
                 return Err(Errno::last("nm_open: mapping the port"));
             }

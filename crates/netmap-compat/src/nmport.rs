@@ -355,17 +355,7 @@ pub unsafe extern "C" fn nmport_mmap(d: *mut NmportD) -> c_int {
             return Errno::with(libc::EBADF, "the port's descriptor was closed".into()).fail();
         };
         let len = d.reg.nr_memsize as usize;
-        // SAFETY: a fresh shared mapping of the port's memory.
-        let mem = unsafe {
-            dev::mmap(
-                &f,
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                0,
-            )
-        };
+        let mem = dev::map_port(&f, len);
         if mem == libc::MAP_FAILED {
             return -1;
         }
