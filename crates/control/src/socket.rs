@@ -61,9 +61,17 @@ pub fn probe_connect(path: &Path) -> io::Result<()> {
     }
     // SAFETY: a fresh fd nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    match connect(fd.as_fd(), path) {
+        // In progress means a listener is there.
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(()),
+        r => r,
+    }
+}
+
+/// connect(2) of the unix socket `fd` to `path`.
+fn connect(fd: BorrowedFd<'_>, path: &Path) -> io::Result<()> {
     let (addr, len) = sockaddr(path)?;
-    // SAFETY: connect with a valid sockaddr_un of the stated length, on a
-    // non-blocking socket.
+    // SAFETY: connect with a valid sockaddr_un of the stated length.
     if unsafe {
         libc::connect(
             fd.as_raw_fd(),
@@ -72,12 +80,7 @@ pub fn probe_connect(path: &Path) -> io::Result<()> {
         )
     } != 0
     {
-        let e = last();
-        // In progress means a listener is there.
-        if e.raw_os_error() == Some(libc::EINPROGRESS) {
-            return Ok(());
-        }
-        return Err(e);
+        return Err(last());
     }
     Ok(())
 }
@@ -284,18 +287,7 @@ impl SeqPacket {
     /// Connects to the socket at `path`.
     pub fn connect(path: &Path) -> io::Result<SeqPacket> {
         let fd = new_socket()?;
-        let (addr, len) = sockaddr(path)?;
-        // SAFETY: connect with a valid sockaddr_un of the stated length.
-        if unsafe {
-            libc::connect(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_un).cast(),
-                len,
-            )
-        } != 0
-        {
-            return Err(last());
-        }
+        connect(fd.as_fd(), path)?;
         Ok(SeqPacket(fd))
     }
 
