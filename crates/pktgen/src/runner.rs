@@ -20,11 +20,77 @@ use crate::{meter, recv, rtt, send, PktGenError};
 /// or a signal ends it, and returns the report. `reporter` hears of the
 /// start, every report interval and the end (see [`Reporter`]).
 pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Report, PktGenError> {
-    let given = plan;
-    let plan = given.check()?;
-    let name = given.port.clone();
-    let mut port = Port::open_at(socket, &name).map_err(|source| PktGenError::Open {
-        port: name.clone(),
+    let checked = plan.check()?;
+    let name = plan.port.clone();
+    let (port, burst) = open(&checked, &name, socket)?;
+    let g = port.geometry();
+    let threads = checked.threads;
+    tracing::info!(port = %name, mode = %checked.mode, burst, len = checked.len, threads, ?g, "pkt-gen starting");
+
+    let _signals = os::SignalGuard::install().map_err(PktGenError::Signal)?;
+    wait_before_start(plan.wait_s);
+
+    let template = Template::new(&checked.spec);
+    let (kind, canonical) = (port.kind(), port.name().to_string());
+    // An on-demand port's counters go with it: keep it open until the
+    // switch's drops for it have been read.
+    let _hold = port.hold();
+    let shared = Shared::new(checked.count, threads as usize);
+    let start = Start {
+        plan,
+        burst,
+        tx_rings: g.tx_rings,
+        rx_rings: g.rx_rings,
+    };
+    let (mut out, events, thread_packets) = if threads == 1 {
+        let role = Role {
+            index: 0,
+            rate_pps: checked.rate_pps,
+            threaded: false,
+        };
+        reporter.start(&start);
+        let mut s = Session::new(
+            port,
+            Vec::new(),
+            name.clone(),
+            &checked,
+            burst,
+            template,
+            &shared,
+            role,
+        );
+        let out = run_mode(&mut s, checked.mode, reporter)?;
+        (out, s.meter.events, None)
+    } else {
+        let pieces = port.split().map_err(|source| PktGenError::Split {
+            port: name.clone(),
+            source,
+        })?;
+        let (groups, _unused) = assign(pieces, threads as usize, checked.sends(), g.rx_rings);
+        reporter.start(&start);
+        let (out, events, per) =
+            run_threads(groups, &checked, burst, &template, &shared, &name, reporter)?;
+        (out, events, Some(per))
+    };
+    if checked.mode == Mode::Rx {
+        if let Some(d) = switch_drops(socket, kind, &canonical) {
+            out.drops = Some(d);
+        }
+    }
+    let mut report = out.report(checked.mode, name, events);
+    report.threads = threads;
+    report.thread_packets = thread_packets;
+    report.cpu_seconds = os::process_cpu_seconds();
+    reporter.end(&report);
+    Ok(report)
+}
+
+/// Opens port `name` in the plan's wait mode and checks the plan against
+/// it: the frames fit its buffers, it has a ring for every thread. Returns
+/// the port and the burst, lowered to what a ring can hold.
+fn open(plan: &CheckedPlan, name: &str, socket: &Path) -> Result<(Port, u32), PktGenError> {
+    let mut port = Port::open_at(socket, name).map_err(|source| PktGenError::Open {
+        port: name.to_string(),
         source,
     })?;
     port.set_wait_mode(if plan.busy {
@@ -35,7 +101,7 @@ pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Re
     let g = port.geometry();
     if plan.len > g.buf_size as usize {
         return Err(PktGenError::FrameTooLong {
-            port: name,
+            port: name.to_string(),
             len: plan.len,
             buf_size: g.buf_size,
         });
@@ -50,9 +116,9 @@ pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Re
         return Err(PktGenError::TooFewRings {
             example: format!(
                 "{}@conf:rings={threads}",
-                name.split('@').next().unwrap_or(&name)
+                name.split('@').next().unwrap_or(name)
             ),
-            port: name,
+            port: name.to_string(),
             threads,
             dir,
             tx_rings: g.tx_rings,
@@ -64,64 +130,7 @@ pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Re
         .burst
         .min(g.tx_slots.min(g.rx_slots).saturating_sub(1))
         .max(1);
-    tracing::info!(port = %name, mode = %plan.mode, burst, len = plan.len, threads, ?g, "pkt-gen starting");
-
-    let _signals = os::SignalGuard::install().map_err(PktGenError::Signal)?;
-    wait_before_start(given.wait_s);
-
-    let template = Template::new(&plan.spec);
-    let (kind, canonical) = (port.kind(), port.name().to_string());
-    // An on-demand port's counters go with it: keep it open until the
-    // switch's drops for it have been read.
-    let _hold = port.hold();
-    let shared = Shared::new(plan.count, threads as usize);
-    let start = Start {
-        plan: given,
-        burst,
-        tx_rings: g.tx_rings,
-        rx_rings: g.rx_rings,
-    };
-    let (mut out, events, thread_packets) = if threads == 1 {
-        let role = Role {
-            index: 0,
-            rate_pps: plan.rate_pps,
-            threaded: false,
-        };
-        reporter.start(&start);
-        let mut s = Session::new(
-            port,
-            Vec::new(),
-            name.clone(),
-            &plan,
-            burst,
-            template,
-            &shared,
-            role,
-        );
-        let out = run_mode(&mut s, plan.mode, reporter)?;
-        (out, s.meter.events, None)
-    } else {
-        let pieces = port.split().map_err(|source| PktGenError::Split {
-            port: name.clone(),
-            source,
-        })?;
-        let (groups, _unused) = assign(pieces, threads as usize, plan.sends(), g.rx_rings);
-        reporter.start(&start);
-        let (out, events, per) =
-            run_threads(groups, &plan, burst, &template, &shared, &name, reporter)?;
-        (out, events, Some(per))
-    };
-    if plan.mode == Mode::Rx {
-        if let Some(d) = switch_drops(socket, kind, &canonical) {
-            out.drops = Some(d);
-        }
-    }
-    let mut report = out.report(plan.mode, name, events);
-    report.threads = threads;
-    report.thread_packets = thread_packets;
-    report.cpu_seconds = os::process_cpu_seconds();
-    reporter.end(&report);
-    Ok(report)
+    Ok((port, burst))
 }
 
 /// Runs the mode in this thread; a thread of a `-p` run reports nothing

@@ -27,7 +27,7 @@ pub(crate) const THREAD_WAIT_SLICE: Duration = Duration::from_millis(2);
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
 /// One thread's running totals, published after every batch for the
-/// thread that prints the interval lines. Aligned so two threads' counters
+/// thread that reports the intervals. Aligned so two threads' counters
 /// never share a cache line.
 #[repr(align(128))]
 #[derive(Debug)]
@@ -127,14 +127,14 @@ impl Shared {
 }
 
 /// What a thread does beyond the plan: which stream it is, its share of
-/// the rate, and whether it publishes for an interval printer.
+/// the rate, and whether it publishes for the interval reporter.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Role {
     /// Thread index (the stream index txseq stamps).
     pub(crate) index: usize,
     /// Packets per second for this thread (0: unlimited).
     pub(crate) rate_pps: u64,
-    /// Whether several threads run: publish counters, print nothing,
+    /// Whether several threads run: publish counters, report nothing,
     /// wait in short slices.
     pub(crate) threaded: bool,
 }
@@ -195,7 +195,7 @@ impl<'a> Session<'a> {
             busy: plan.busy,
             rate_pps: role.rate_pps,
             deadline_ns: plan.duration_ns.map_or(u64::MAX, |d| now.saturating_add(d)),
-            // With several threads the interval lines are printed from
+            // With several threads the intervals are reported from
             // the published totals, not by each thread.
             meter: Meter::new(if role.threaded { 0 } else { plan.interval_ms }, now),
             shared,
