@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ringswitch_control::proto::*;
-use ringswitch_control::{error_chain, name, PipeEnd, PortName, Target};
+use ringswitch_control::{name, PipeEnd, PortName, Target};
 use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout};
 use ringswitch_switch::{Counters, LearningBridge, Switch, SwitchPort, MAX_PORTS};
 use ringswitch_vhost::socket::SharedNet;
@@ -19,11 +19,13 @@ use crate::vhost_user::VhostUserThread;
 
 pub mod budget;
 mod config;
+mod error;
 mod iface;
 use crate::worker::{Assigned, Source, Worker};
 use budget::{Budget, Charge, Limits, Who};
 use config::IfaceRequest;
 pub use config::{load_config, parse_config};
+pub use error::RegistryError;
 pub use iface::clean_stale_attachments;
 use iface::DIRECT_APP;
 
@@ -156,12 +158,8 @@ pub struct Registry {
     client: Who,
 }
 
-fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorReply {
-    ErrorReply::new(code, msg)
-}
-
-fn internal(what: &str, e: impl std::fmt::Display) -> ErrorReply {
-    err(ErrorCode::Internal, format!("{what}: {e}"))
+fn internal(what: &'static str, e: impl Into<error::Cause>) -> RegistryError {
+    RegistryError::internal(what, e)
 }
 
 /// An open reply with its descriptors.
@@ -284,29 +282,21 @@ impl Registry {
         &self.workers
     }
 
-    fn parse(name: &str) -> Result<PortName, ErrorReply> {
-        name.parse::<PortName>().map_err(|e| {
-            let code = match e {
-                ringswitch_control::NameError::Geometry(_) => ErrorCode::Geometry,
-                _ => ErrorCode::BadName,
-            };
-            err(code, e.to_string())
-        })
+    fn parse(name: &str) -> Result<PortName, RegistryError> {
+        Ok(name.parse::<PortName>()?)
     }
 
     fn ensure_switch(
         &mut self,
         sw: &str,
         persistent: bool,
-    ) -> Result<&mut SwitchEntry, ErrorReply> {
+    ) -> Result<&mut SwitchEntry, RegistryError> {
         if !self.switches.contains_key(sw) {
             if self.switches.len() >= MAX_SWITCHES {
-                return Err(err(
-                    ErrorCode::Limit,
-                    format!(
-                        "cannot create switch {sw}: the daemon already has {MAX_SWITCHES} switches"
-                    ),
-                ));
+                return Err(RegistryError::TooManySwitches {
+                    switch: sw.to_string(),
+                    max: MAX_SWITCHES,
+                });
             }
             let fwd = Box::new(LearningBridge::new(self.cfg.mac_age_s));
             self.switches.insert(
@@ -324,28 +314,24 @@ impl Registry {
     }
 
     /// `switch-add`.
-    pub fn switch_add(&mut self, sw: &str) -> Result<(), ErrorReply> {
-        name::check_switch_name(sw).map_err(|e| err(ErrorCode::BadName, e.to_string()))?;
+    pub fn switch_add(&mut self, sw: &str) -> Result<(), RegistryError> {
+        name::check_switch_name(sw)?;
         if let Some(s) = self.switches.get_mut(sw) {
-            return make_persistent(&mut s.persistent, || format!("switch {sw}"));
+            return make_persistent(&mut s.persistent, || RegistryError::SwitchExists {
+                switch: sw.to_string(),
+            });
         }
         self.ensure_switch(sw, true).map(|_| ())
     }
 
     /// `switch-del`.
-    pub fn switch_del(&mut self, sw: &str) -> Result<(), ErrorReply> {
-        let s = self
-            .switches
-            .get(sw)
-            .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
+    pub fn switch_del(&mut self, sw: &str) -> Result<(), RegistryError> {
+        let s = self.switches.get(sw).ok_or_else(|| no_switch(sw))?;
         if !s.ports.is_empty() {
-            return Err(err(
-                ErrorCode::Busy,
-                format!(
-                    "switch {sw} still has {} ports: delete them first",
-                    s.ports.len()
-                ),
-            ));
+            return Err(RegistryError::SwitchHasPorts {
+                switch: sw.to_string(),
+                ports: s.ports.len(),
+            });
         }
         self.switches.remove(sw);
         info!(switch = sw, "switch deleted");
@@ -371,15 +357,15 @@ impl Registry {
         g: Geometry,
         persistent: bool,
         counters: Option<Arc<Counters>>,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         let res = self.attach_new_port(sw, port, g, persistent, counters);
-        self.drop_failed_switch(sw, &res);
+        self.drop_failed_switch(sw, res.is_err());
         res
     }
 
     /// Does not leave an on-demand switch behind for a port that failed.
-    fn drop_failed_switch(&mut self, sw: &str, res: &Result<(), ErrorReply>) {
-        if res.is_err()
+    fn drop_failed_switch(&mut self, sw: &str, failed: bool) {
+        if failed
             && self
                 .switches
                 .get(sw)
@@ -396,14 +382,13 @@ impl Registry {
         g: Geometry,
         persistent: bool,
         counters: Option<Arc<Counters>>,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         let full = if port == DIRECT_APP {
             sw.to_string()
         } else {
             format!("{sw}:{port}")
         };
-        let layout =
-            RegionLayout::new(g, 1).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        let layout = RegionLayout::new(g, 1)?;
         // Held by the daemon: the memfd, the kick eventfd, one interrupt
         // eventfd per ring pair.
         let fds = 2 + u64::from(g.tx_rings.max(g.rx_rings));
@@ -415,31 +400,28 @@ impl Registry {
         )?;
         let entry = self.ensure_switch(sw, false)?;
         if entry.ports.len() >= MAX_PORTS {
-            return Err(err(
-                ErrorCode::Limit,
-                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
-            ));
+            return Err(RegistryError::SwitchFull {
+                switch: sw.to_string(),
+                max: MAX_PORTS,
+            });
         }
         let region = Arc::new(
             // netmap's ni_name of a VALE port is its full name.
             Region::create(layout, [&full, ""])
                 .map_err(|e| internal("creating the port's memory", e))?,
         );
-        let sp = entry
-            .switch
-            .attach(|idx| {
-                let p = SwitchPort::new(full.clone(), idx, region)?;
-                // Down until a client opens it (or a QEMU gets its memory):
-                // frames for it are dropped, not kept for whoever comes.
-                if let Some(r) = p.ring() {
-                    r.link.set_up(false);
-                }
-                Ok(match counters {
-                    Some(c) => p.with_counters(c),
-                    None => p,
-                })
+        let sp = entry.switch.attach(|idx| {
+            let p = SwitchPort::new(full.clone(), idx, region)?;
+            // Down until a client opens it (or a QEMU gets its memory):
+            // frames for it are dropped, not kept for whoever comes.
+            if let Some(r) = p.ring() {
+                r.link.set_up(false);
+            }
+            Ok(match counters {
+                Some(c) => p.with_counters(c),
+                None => p,
             })
-            .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
+        })?;
         let switch = entry.switch.clone();
         let assigned = match self.assign(&switch, &sp, &[Source::Rings]) {
             Ok(a) => a,
@@ -473,7 +455,7 @@ impl Registry {
         switch: &Arc<Switch>,
         sp: &Arc<SwitchPort>,
         sources: &[Source],
-    ) -> Result<Vec<(u64, usize)>, ErrorReply> {
+    ) -> Result<Vec<(u64, usize)>, RegistryError> {
         let mut done: Vec<(u64, usize)> = Vec::with_capacity(sources.len());
         for &source in sources {
             let id = self.id();
@@ -505,9 +487,9 @@ impl Registry {
         sw: &str,
         port: &str,
         spec: &VhostUserSpec,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         let res = self.attach_vm_port(sw, port, spec);
-        self.drop_failed_switch(sw, &res);
+        self.drop_failed_switch(sw, res.is_err());
         res
     }
 
@@ -516,33 +498,28 @@ impl Registry {
         sw: &str,
         port: &str,
         spec: &VhostUserSpec,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         if spec.path.is_empty() {
-            return Err(err(
-                ErrorCode::BadRequest,
-                "a vhost-user port needs a socket path",
-            ));
+            return Err(RegistryError::VmNoSocketPath);
         }
         let config = NetConfig {
             mac: vm_mac(sw, port),
             queue_pairs: spec.queues,
             offloads: spec.offloads,
         };
-        let dev =
-            VhostUserNet::new(config).map_err(|e| err(ErrorCode::BadRequest, e.to_string()))?;
+        let dev = VhostUserNet::new(config)?;
         let dev: SharedNet = Arc::new(std::sync::Mutex::new(dev));
         let entry = self.ensure_switch(sw, false)?;
         if entry.ports.len() >= MAX_PORTS {
-            return Err(err(
-                ErrorCode::Limit,
-                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
-            ));
+            return Err(RegistryError::SwitchFull {
+                switch: sw.to_string(),
+                max: MAX_PORTS,
+            });
         }
         let full = format!("{sw}:{port}");
         let sp = entry
             .switch
-            .attach(|idx| SwitchPort::new_virtio(full.clone(), idx, dev.clone()))
-            .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
+            .attach(|idx| SwitchPort::new_virtio(full.clone(), idx, dev.clone()))?;
         let switch = entry.switch.clone();
         let sources: Vec<Source> = (0..sp.sources()).map(Source::Pair).collect();
         let assigned = match self.assign(&switch, &sp, &sources) {
@@ -564,8 +541,7 @@ impl Registry {
                     self.workers[w].unassign(id);
                 }
                 switch.detach(sp.index);
-                let msg = error_chain(&e);
-                return Err(err(ErrorCode::BadRequest, msg));
+                return Err(e.into());
             }
         };
         info!(port = %full, index = sp.index, path = %spec.path, client = spec.client, queues = spec.queues, "VM port created");
@@ -635,16 +611,12 @@ impl Registry {
         id: &str,
         g: Geometry,
         persistent: bool,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         if self.pipes.len() >= MAX_PIPES {
-            return Err(err(
-                ErrorCode::Limit,
-                format!("the daemon already has {MAX_PIPES} pipes"),
-            ));
+            return Err(RegistryError::TooManyPipes { max: MAX_PIPES });
         }
         let n0 = format!("{base}{{{id}");
-        let layout =
-            RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        let layout = RegionLayout::new(g, 2)?;
         // Held by the daemon: the memfd and one interrupt eventfd per ring
         // pair and end.
         let fds = 1 + 2 * u64::from(g.tx_rings.max(g.rx_rings));
@@ -680,38 +652,35 @@ impl Registry {
         name: &str,
         vm: Option<&VhostUserSpec>,
         pt: Option<&str>,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         let pn = Self::parse(name)?;
         if let Some(path) = pt {
             if vm.is_some() {
-                return Err(err(
-                    ErrorCode::BadRequest,
-                    format!(
-                        "{pn}: a port is either a vhost-user port or a passthrough port, not both"
-                    ),
-                ));
+                return Err(RegistryError::VmAndPassthrough {
+                    port: pn.to_string(),
+                });
             }
             return self.passthrough_add(&pn, std::path::Path::new(path));
         }
         if let Some(spec) = vm {
             let Target::Vale { switch, port } = &pn.target else {
-                return Err(err(
-                    ErrorCode::BadName,
-                    format!("{pn} is not a switch port: a vhost-user port is a port of a switch, like vale0:vm1"),
-                ));
+                return Err(RegistryError::VmNotSwitchPort {
+                    port: pn.to_string(),
+                });
             };
             if pn.conf.is_some() {
-                return Err(err(
-                    ErrorCode::BadName,
-                    format!("{pn}: @conf: sizes do not apply to a vhost-user port (use --queues)"),
-                ));
+                return Err(RegistryError::VmSizes {
+                    port: pn.to_string(),
+                });
             }
             if self
                 .switches
                 .get(switch)
                 .is_some_and(|s| s.ports.contains_key(port))
             {
-                return Err(err(ErrorCode::Exists, format!("port {pn} already exists")));
+                return Err(RegistryError::PortExists {
+                    port: pn.to_string(),
+                });
             }
             return self.new_vm_port(switch, port, spec);
         }
@@ -727,21 +696,19 @@ impl Registry {
                     .and_then(|s| s.ports.get_mut(port))
                 {
                     if p.vm.is_some() {
-                        return Err(err(
-                            ErrorCode::Exists,
-                            format!("port {pn} already exists, as a vhost-user port"),
-                        ));
+                        return Err(RegistryError::PortIsVm {
+                            port: pn.to_string(),
+                        });
                     }
                     if let Some(i) = &p.iface {
-                        return Err(err(
-                            ErrorCode::Exists,
-                            format!(
-                                "port {pn} already exists, as interface {} attached",
-                                i.info.ifname
-                            ),
-                        ));
+                        return Err(RegistryError::PortIsInterface {
+                            port: pn.to_string(),
+                            ifname: i.info.ifname.clone(),
+                        });
                     }
-                    return make_persistent(&mut p.persistent, || format!("port {pn}"));
+                    return make_persistent(&mut p.persistent, || RegistryError::PortExists {
+                        port: pn.to_string(),
+                    });
                 }
                 self.new_vale_port(switch, port, g, true, None)
             }
@@ -753,16 +720,20 @@ impl Registry {
                 };
                 let key = Target::pipe_key(base, id);
                 if let Some(p) = self.pipes.get_mut(&key) {
-                    return make_persistent(&mut p.persistent, || format!("pipe {base}{{{id}"));
+                    return make_persistent(&mut p.persistent, || RegistryError::PipeExists {
+                        pipe: format!("{base}{{{id}"),
+                    });
                 }
                 self.new_pipe(base, id, g, true)
             }
-            Target::Nic { ifname } => Err(nic_unsupported(ifname)),
+            Target::Nic { ifname } => Err(RegistryError::NicNotAPort {
+                ifname: ifname.clone(),
+            }),
         }
     }
 
     /// `port-del`.
-    pub fn port_del(&mut self, name: &str) -> Result<(), ErrorReply> {
+    pub fn port_del(&mut self, name: &str) -> Result<(), RegistryError> {
         let pn = Self::parse(name)?;
         match &pn.target {
             Target::Vale { switch, port } => {
@@ -770,47 +741,46 @@ impl Registry {
                     .switches
                     .get(switch)
                     .and_then(|s| s.ports.get(port))
-                    .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no port {pn}")))?;
+                    .ok_or_else(|| RegistryError::NoPort {
+                        port: pn.to_string(),
+                    })?;
                 if p.open_by.is_some_and(|c| c != PASSTHROUGH) {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("port {pn} is open by a client: close it first"),
-                    ));
+                    return Err(RegistryError::PortInUse {
+                        port: pn.to_string(),
+                    });
                 }
                 self.remove_vale_port(&switch.clone(), &port.clone());
                 Ok(())
             }
             Target::Pipe { base, id, .. } => {
                 let key = Target::pipe_key(base, id);
-                let p = self.pipes.get(&key).ok_or_else(|| {
-                    err(
-                        ErrorCode::NotFound,
-                        format!("there is no pipe {base}{{{id}"),
-                    )
+                let p = self.pipes.get(&key).ok_or_else(|| RegistryError::NoPipe {
+                    pipe: format!("{base}{{{id}"),
                 })?;
                 if p.open_by
                     .iter()
                     .any(|c| c.is_some_and(|c| c != PASSTHROUGH))
                 {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("pipe {base}{{{id} is open by a client: close it first"),
-                    ));
+                    return Err(RegistryError::PipeInUse {
+                        pipe: format!("{base}{{{id}"),
+                    });
                 }
                 // Its passthrough servers stop (joined after the lock).
                 self.remove_pipe(&key);
                 Ok(())
             }
-            Target::Nic { ifname } => Err(nic_unsupported(ifname)),
+            Target::Nic { ifname } => Err(RegistryError::NicNotAPort {
+                ifname: ifname.clone(),
+            }),
         }
     }
 
     /// `port-list`.
-    pub fn port_list(&self, switch: Option<&str>) -> Result<Vec<PortInfo>, ErrorReply> {
+    pub fn port_list(&self, switch: Option<&str>) -> Result<Vec<PortInfo>, RegistryError> {
         let mut out = Vec::new();
         if let Some(sw) = switch {
             if !self.switches.contains_key(sw) {
-                return Err(err(ErrorCode::NotFound, format!("there is no switch {sw}")));
+                return Err(no_switch(sw));
             }
         }
         for (sname, s) in &self.switches {
@@ -866,10 +836,10 @@ impl Registry {
     }
 
     /// `stats`.
-    pub fn stats(&self, switch: Option<&str>) -> Result<Vec<PortStats>, ErrorReply> {
+    pub fn stats(&self, switch: Option<&str>) -> Result<Vec<PortStats>, RegistryError> {
         if let Some(sw) = switch {
             if !self.switches.contains_key(sw) {
-                return Err(err(ErrorCode::NotFound, format!("there is no switch {sw}")));
+                return Err(no_switch(sw));
             }
         }
         Ok(self
@@ -881,11 +851,8 @@ impl Registry {
     }
 
     /// `macs`.
-    pub fn macs(&self, sw: &str) -> Result<Vec<MacEntry>, ErrorReply> {
-        let s = self
-            .switches
-            .get(sw)
-            .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
+    pub fn macs(&self, sw: &str) -> Result<Vec<MacEntry>, RegistryError> {
+        let s = self.switches.get(sw).ok_or_else(|| no_switch(sw))?;
         let mut v: Vec<MacEntry> = s
             .switch
             .mac_entries()
@@ -905,7 +872,7 @@ impl Registry {
 
     /// `open`: creates what the name asks for if needed, marks it open by
     /// `conn`, and returns the reply with its descriptors.
-    pub fn open(&mut self, conn: ConnId, name: &str) -> Result<Opened, ErrorReply> {
+    pub fn open(&mut self, conn: ConnId, name: &str) -> Result<Opened, RegistryError> {
         let pn = Self::parse(name)?;
         let target = match pn.target.clone() {
             Target::Nic { ifname } => {
@@ -930,34 +897,26 @@ impl Registry {
                     .and_then(|s| s.ports.get_mut(&port))
                     .expect("exists");
                 if p.vm.is_some() {
-                    return Err(err(
-                        ErrorCode::Unsupported,
-                        format!("port {pn} is a vhost-user port for a VM; it cannot be opened as a netmap port"),
-                    ));
+                    return Err(RegistryError::OpenVmPort {
+                        port: pn.to_string(),
+                    });
                 }
                 if let Some(i) = &p.iface {
-                    return Err(err(
-                        ErrorCode::Unsupported,
-                        format!(
-                            "port {pn} is interface {} attached to the switch; it cannot be opened as a netmap port (open netmap:{} for the interface's own rings)",
-                            i.info.ifname, i.info.ifname
-                        ),
-                    ));
+                    return Err(RegistryError::OpenInterfacePort {
+                        port: pn.to_string(),
+                        ifname: i.info.ifname.clone(),
+                    });
                 }
                 if let Some(t) = &p.pt {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!(
-                            "port {pn} is passed through to a VM (ivshmem socket {}); open it from the guest",
-                            t.path().display()
-                        ),
-                    ));
+                    return Err(RegistryError::PortPassedThrough {
+                        port: pn.to_string(),
+                        socket: t.path().to_path_buf(),
+                    });
                 }
                 if p.open_by.is_some() {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("port {pn} is already open by another client"),
-                    ));
+                    return Err(RegistryError::PortOpen {
+                        port: pn.to_string(),
+                    });
                 }
                 if let Some(g) = pn.conf {
                     if g != p.geometry {
@@ -1007,19 +966,15 @@ impl Registry {
                 let p = self.pipes.get_mut(&key).expect("exists");
                 let e = end.index();
                 if let Some(t) = &p.pt[e] {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!(
-                            "pipe end {pn} is passed through to a VM (ivshmem socket {}); open it from the guest",
-                            t.path().display()
-                        ),
-                    ));
+                    return Err(RegistryError::PipeEndPassedThrough {
+                        end: pn.to_string(),
+                        socket: t.path().to_path_buf(),
+                    });
                 }
                 if p.open_by[e].is_some() {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("pipe end {pn} is already open by another client"),
-                    ));
+                    return Err(RegistryError::PipeEndOpen {
+                        end: pn.to_string(),
+                    });
                 }
                 // Not enforced when the other end is a guest's: its memory
                 // cannot be replaced while its QEMU stays, and host programs
@@ -1029,13 +984,10 @@ impl Registry {
                     // Handing this region to a new client would let the
                     // former one, which may still map it, read its traffic.
                     let other = if e == 0 { '}' } else { '{' };
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!(
-                            "pipe end {pn} was open by another client that may still map the pipe's memory; \
-                             the pipe gets fresh memory once its other end {base}{other}{id} is closed too"
-                        ),
-                    ));
+                    return Err(RegistryError::PipeEndFormer {
+                        end: pn.to_string(),
+                        other: format!("{base}{other}{id}"),
+                    });
                 }
                 let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
                     let mut v = vec![p.region.dup_fd()?];
@@ -1065,15 +1017,10 @@ impl Registry {
     }
 
     /// `close` of one handle owned by `conn`.
-    pub fn close(&mut self, conn: ConnId, handle: u64) -> Result<(), ErrorReply> {
+    pub fn close(&mut self, conn: ConnId, handle: u64) -> Result<(), RegistryError> {
         match self.handles.get(&handle) {
             Some((c, _)) if *c == conn => {}
-            _ => {
-                return Err(err(
-                    ErrorCode::NotFound,
-                    format!("handle {handle} is not open on this connection"),
-                ))
-            }
+            _ => return Err(RegistryError::NoHandle { handle }),
         }
         let (_, h) = self.handles.remove(&handle).expect("checked");
         match h {
@@ -1166,7 +1113,7 @@ fn pt_info(t: &PassthroughServer) -> PassthroughInfo {
 
 /// A guest's view of switch port `p`: its region, its interrupts, and the
 /// kick of the worker for the doorbell.
-fn vale_peers(p: &PortEntry) -> Result<Peers, ErrorReply> {
+fn vale_peers(p: &PortEntry) -> Result<Peers, RegistryError> {
     let dup = |e: &EventFd| {
         e.try_clone()
             .map_err(|e| internal("duplicating an eventfd", e))
@@ -1193,12 +1140,16 @@ fn vale_peers(p: &PortEntry) -> Result<Peers, ErrorReply> {
 }
 
 /// A guest's view of end `e` of pipe `p`.
-fn pipe_peers(p: &PipeEntry, e: usize) -> Result<Peers, ErrorReply> {
+fn pipe_peers(p: &PipeEntry, e: usize) -> Result<Peers, RegistryError> {
     pipe_peers_of(&p.region, &p.irq, e)
 }
 
 /// A guest's view of end `e` of a pipe's memory and interrupts.
-fn pipe_peers_of(region: &Region, irq: &[Vec<EventFd>; 2], e: usize) -> Result<Peers, ErrorReply> {
+fn pipe_peers_of(
+    region: &Region,
+    irq: &[Vec<EventFd>; 2],
+    e: usize,
+) -> Result<Peers, RegistryError> {
     let dup = |e: &EventFd| {
         e.try_clone()
             .map_err(|e| internal("duplicating an eventfd", e))
@@ -1377,15 +1328,19 @@ impl Registry {
 
     /// `port-add NAME --passthrough PATH`: a persistent switch port or pipe
     /// end whose region a guest gets through QEMU's ivshmem-doorbell.
-    fn passthrough_add(&mut self, pn: &PortName, path: &std::path::Path) -> Result<(), ErrorReply> {
+    fn passthrough_add(
+        &mut self,
+        pn: &PortName,
+        path: &std::path::Path,
+    ) -> Result<(), RegistryError> {
         let tag = self.id();
         let renew = self.renewer(pn.target.clone(), tag);
         let start = |what: &str, peers: Peers| {
-            PassthroughServer::start(tag, what, path, peers, renew).map_err(|e| {
-                err(
-                    ErrorCode::BadRequest,
-                    format!("{what}: {}", error_chain(&e)),
-                )
+            PassthroughServer::start(tag, what, path, peers, renew).map_err(|source| {
+                RegistryError::Passthrough {
+                    port: what.to_string(),
+                    source,
+                }
             })
         };
         match &pn.target {
@@ -1395,10 +1350,9 @@ impl Registry {
                     .get(switch)
                     .is_some_and(|s| s.ports.contains_key(port));
                 if exists {
-                    return Err(err(
-                        ErrorCode::Exists,
-                        format!("port {pn} already exists; a passthrough port is created by this command (delete the port first)"),
-                    ));
+                    return Err(RegistryError::PassthroughPortExists {
+                        port: pn.to_string(),
+                    });
                 }
                 self.new_vale_port(switch, port, pn.conf.unwrap_or_default(), true, None)?;
                 let p = self
@@ -1434,16 +1388,14 @@ impl Registry {
                 let e = end.index();
                 let p = self.pipes.get_mut(&key).expect("exists");
                 if p.open_by[e].is_some() {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("pipe end {pn} is open already; close it first"),
-                    ));
+                    return Err(RegistryError::PassthroughEndOpen {
+                        end: pn.to_string(),
+                    });
                 }
                 if p.former.is_some() {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("pipe end {pn} was open by a client that may still map the pipe's memory; the pipe gets fresh memory once its other end is closed too"),
-                    ));
+                    return Err(RegistryError::PassthroughEndFormer {
+                        end: pn.to_string(),
+                    });
                 }
                 match pipe_peers(p, e).and_then(|peers| start(&pn.to_string(), peers)) {
                     Ok(server) => {
@@ -1460,7 +1412,9 @@ impl Registry {
                     }
                 }
             }
-            Target::Nic { ifname } => Err(nic_unsupported(ifname)),
+            Target::Nic { ifname } => Err(RegistryError::NicNotAPort {
+                ifname: ifname.clone(),
+            }),
         }
     }
 }
@@ -1470,14 +1424,14 @@ fn pipe_memory(
     base: &str,
     id: &str,
     g: Geometry,
-) -> Result<(Region, [Vec<EventFd>; 2]), ErrorReply> {
-    let layout = RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+) -> Result<(Region, [Vec<EventFd>; 2]), RegistryError> {
+    let layout = RegionLayout::new(g, 2)?;
     let n0 = format!("{base}{{{id}");
     let n1 = format!("{base}}}{id}");
     let region = Region::create(layout, [&n0, &n1])
         .map_err(|e| internal("creating the pipe's memory", e))?;
     let pairs = g.tx_rings.max(g.rx_rings);
-    let irqs = || -> Result<Vec<EventFd>, ErrorReply> {
+    let irqs = || -> Result<Vec<EventFd>, RegistryError> {
         (0..pairs)
             .map(|_| EventFd::new().map_err(|e| internal("creating an eventfd", e)))
             .collect()
@@ -1487,19 +1441,21 @@ fn pipe_memory(
 
 /// `add` of something that exists: an on-demand object becomes persistent;
 /// a persistent one is an `exists` error naming `what`.
-fn make_persistent(persistent: &mut bool, what: impl FnOnce() -> String) -> Result<(), ErrorReply> {
+fn make_persistent(
+    persistent: &mut bool,
+    exists: impl FnOnce() -> RegistryError,
+) -> Result<(), RegistryError> {
     if *persistent {
-        return Err(err(ErrorCode::Exists, format!("{} already exists", what())));
+        return Err(exists());
     }
     *persistent = true;
     Ok(())
 }
 
-fn nic_unsupported(ifname: &str) -> ErrorReply {
-    err(
-        ErrorCode::BadRequest,
-        format!("netmap:{ifname} is the NIC itself, opened by an application (like netmap's native mode); to put {ifname} on a switch, attach it: ringswitch ctl attach vale0 {ifname}"),
-    )
+fn no_switch(sw: &str) -> RegistryError {
+    RegistryError::NoSwitch {
+        switch: sw.to_string(),
+    }
 }
 
 /// A locally administered MAC address for a VM port's config space, stable
