@@ -17,11 +17,13 @@ use tracing::{info, warn};
 use crate::passthrough::{PassthroughServer, Peers, Renew};
 use crate::vhost_user::VhostUserThread;
 
+mod attach;
 pub mod budget;
 mod config;
 mod error;
 mod iface;
-use crate::worker::{Assigned, Source, Worker};
+use crate::worker::{Source, Worker};
+use attach::{take_off, Attached};
 use budget::{Budget, Charge, Limits, Who};
 use config::IfaceRequest;
 pub use config::{load_config, parse_config};
@@ -410,7 +412,8 @@ impl Registry {
             Region::create(layout, [&full, ""])
                 .map_err(|e| internal("creating the port's memory", e))?,
         );
-        let sp = entry.switch.attach(|idx| {
+        let switch = entry.switch.clone();
+        let mut attached = Attached::new(&self.workers, switch, |idx| {
             let p = SwitchPort::new(full.clone(), idx, region)?;
             // Down until a client opens it (or a QEMU gets its memory):
             // frames for it are dropped, not kept for whoever comes.
@@ -422,14 +425,8 @@ impl Registry {
                 None => p,
             })
         })?;
-        let switch = entry.switch.clone();
-        let assigned = match self.assign(&switch, &sp, &[Source::Rings]) {
-            Ok(a) => a,
-            Err(e) => {
-                switch.detach(sp.index);
-                return Err(e);
-            }
-        };
+        attached.assign(&[Source::Rings], &self.next_id)?;
+        let (sp, assigned) = attached.commit();
         info!(port = %full, index = sp.index, worker = assigned.first().map(|a| a.1), "port created");
         let entry = self.switches.get_mut(sw).expect("exists");
         entry.ports.insert(
@@ -447,38 +444,6 @@ impl Registry {
             },
         );
         Ok(())
-    }
-
-    /// Hands each source of `sp` to the least loaded worker.
-    fn assign(
-        &self,
-        switch: &Arc<Switch>,
-        sp: &Arc<SwitchPort>,
-        sources: &[Source],
-    ) -> Result<Vec<(u64, usize)>, RegistryError> {
-        let mut done: Vec<(u64, usize)> = Vec::with_capacity(sources.len());
-        for &source in sources {
-            let id = self.id();
-            let worker = (0..self.workers.len())
-                .min_by_key(|&w| self.workers[w].load())
-                .unwrap_or(0);
-            let Some(w) = self.workers.get(worker) else {
-                continue;
-            };
-            if let Err(e) = w.assign(Assigned {
-                id,
-                switch: switch.clone(),
-                port: sp.clone(),
-                source,
-            }) {
-                for &(id, w) in &done {
-                    self.workers[w].unassign(id);
-                }
-                return Err(internal("handing the port to a worker", e));
-            }
-            done.push((id, worker));
-        }
-        Ok(done)
     }
 
     /// `port-add` of a VM port: a vhost-user virtio-net device on a switch.
@@ -517,33 +482,19 @@ impl Registry {
             });
         }
         let full = format!("{sw}:{port}");
-        let sp = entry
-            .switch
-            .attach(|idx| SwitchPort::new_virtio(full.clone(), idx, dev.clone()))?;
         let switch = entry.switch.clone();
-        let sources: Vec<Source> = (0..sp.sources()).map(Source::Pair).collect();
-        let assigned = match self.assign(&switch, &sp, &sources) {
-            Ok(a) => a,
-            Err(e) => {
-                switch.detach(sp.index);
-                return Err(e);
-            }
-        };
-        let thread = match VhostUserThread::start(
-            sp.clone(),
+        let mut attached = Attached::new(&self.workers, switch, |idx| {
+            SwitchPort::new_virtio(full.clone(), idx, dev.clone())
+        })?;
+        let sources: Vec<Source> = (0..attached.port().sources()).map(Source::Pair).collect();
+        attached.assign(&sources, &self.next_id)?;
+        let thread = VhostUserThread::start(
+            attached.port().clone(),
             dev,
             std::path::Path::new(&spec.path),
             spec.client,
-        ) {
-            Ok(t) => t,
-            Err(e) => {
-                for &(id, w) in &assigned {
-                    self.workers[w].unassign(id);
-                }
-                switch.detach(sp.index);
-                return Err(e.into());
-            }
-        };
+        )?;
+        let (sp, assigned) = attached.commit();
         info!(port = %full, index = sp.index, path = %spec.path, client = spec.client, queues = spec.queues, "VM port created");
         let g = Geometry {
             tx_rings: u32::from(spec.queues),
@@ -578,15 +529,10 @@ impl Registry {
         let mut released = None;
         let mut threads = (None, None);
         if let Some(mut p) = s.ports.remove(port) {
-            for &(id, w) in &p.assigned {
-                if let Some(w) = self.workers.get(w) {
-                    w.unassign(id);
-                }
-            }
+            take_off(&self.workers, &s.switch, p.port.index, &p.assigned);
             // A VM port's protocol thread and a passthrough port's server
             // are told to stop here and joined after the lock is released.
             threads = (p.vm.take(), p.pt.take());
-            s.switch.detach(p.port.index);
             info!(port = %p.port.name, "port removed");
             released = p.iface.map(|i| (p.port, i));
         }

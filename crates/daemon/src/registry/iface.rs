@@ -12,6 +12,7 @@ use ringswitch_ring::Geometry;
 use ringswitch_switch::{DevPort, Hub, Switch, SwitchPort, MAX_PORTS};
 use tracing::{info, warn};
 
+use super::attach::Attached;
 use super::{internal, IfaceEntry, IfaceRequest, PortEntry, Registry, RegistryError, SwitchEntry};
 use crate::worker::Source;
 
@@ -261,17 +262,13 @@ impl Registry {
         let nq = queues.len();
         let dev = DevPort::new(info.ifname.clone(), queues)
             .map_err(|e| internal("setting up the interface's queues", e))?;
-        let entry = self.ensure_switch(sw, false)?;
-        let switch: Arc<Switch> = entry.switch.clone();
-        let sp = switch.attach(|idx| Ok(SwitchPort::new_dev(info.port.clone(), idx, dev)))?;
+        let switch = self.ensure_switch(sw, false)?.switch.clone();
+        let mut attached = Attached::new(&self.workers, switch, |idx| {
+            Ok(SwitchPort::new_dev(info.port.clone(), idx, dev))
+        })?;
         let sources: Vec<Source> = (0..nq).map(Source::Queue).collect();
-        let assigned = match self.assign(&switch, &sp, &sources) {
-            Ok(a) => a,
-            Err(e) => {
-                switch.detach(sp.index);
-                return Err(e);
-            }
-        };
+        attached.assign(&sources, &self.next_id)?;
+        let (sp, assigned) = attached.commit();
         let g = Geometry {
             tx_rings: nq as u32,
             rx_rings: nq as u32,
