@@ -27,6 +27,7 @@ use attach::{take_off, Attached};
 use budget::{Budget, Charge, Limits, Who};
 use config::IfaceRequest;
 pub use config::{load_config, parse_config};
+use error::Openable;
 pub use error::RegistryError;
 pub use iface::clean_stale_attachments;
 use iface::DIRECT_APP;
@@ -38,10 +39,6 @@ pub const MAX_PIPES: usize = 1024;
 
 /// Identifies a client connection.
 pub type ConnId = u64;
-
-/// The "connection" that holds a passthrough port open: the guest behind
-/// its ivshmem server.
-pub const PASSTHROUGH: ConnId = u64::MAX;
 
 /// Daemon-wide tuning.
 #[derive(Clone, Copy, Debug)]
@@ -55,22 +52,116 @@ pub struct SwitchConfig {
 struct PortEntry {
     port: Arc<SwitchPort>,
     /// (assignment id, worker) per source: one for a ring port, one per
-    /// queue pair for a VM port.
+    /// queue for an interface port, one per queue pair for a VM port.
     assigned: Vec<(u64, usize)>,
-    persistent: bool,
-    open_by: Option<ConnId>,
-    geometry: Geometry,
+    kind: Kind,
+}
+
+/// What a switch port is, with what only that kind of port has.
+enum Kind {
+    /// A ring port (netmap's VALE port): a region a client or a guest opens.
+    Ring(RingEntry),
     // The kinds below are boxed: most ports are ring ports, and the
     // registry's map holds every entry inline (per-port memory).
-    /// A VM port's socket and protocol thread.
-    vm: Option<Box<VmEntry>>,
-    /// A NIC or host port's interface.
-    iface: Option<Box<IfaceEntry>>,
-    /// A passthrough port's ivshmem server (the port is then open by
-    /// [`PASSTHROUGH`]).
-    pt: Option<Box<PassthroughServer>>,
+    /// A VM port.
+    Vm(Box<VmEntry>),
+    /// A NIC or host port.
+    Iface(Box<IfaceEntry>),
+}
+
+struct RingEntry {
+    geometry: Geometry,
+    /// Made by `port-add` (kept when its clients go), or on demand by
+    /// `open` (removed with its client).
+    persistent: bool,
+    open_by: OpenBy,
     /// The port region's share of the budgets, given back with the entry.
-    _charge: Option<Charge>,
+    _charge: Charge,
+}
+
+/// Who has a ring port or a pipe end open.
+enum OpenBy {
+    /// No one.
+    Closed,
+    /// A client, through a handle of its connection.
+    Client(ConnId),
+    /// A guest, through the ivshmem server that hands its QEMU the memory
+    /// (a passthrough port or pipe end: persistent, never opened by a
+    /// client).
+    Guest(Box<PassthroughServer>),
+}
+
+impl OpenBy {
+    fn is_closed(&self) -> bool {
+        matches!(self, OpenBy::Closed)
+    }
+
+    fn is_client(&self) -> bool {
+        matches!(self, OpenBy::Client(_))
+    }
+
+    /// The ivshmem server of a passthrough port or pipe end.
+    fn guest(&self) -> Option<&PassthroughServer> {
+        match self {
+            OpenBy::Guest(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Open by a client, or by a guest whose QEMU is connected.
+    fn in_use(&self) -> bool {
+        match self {
+            OpenBy::Closed => false,
+            OpenBy::Client(_) => true,
+            OpenBy::Guest(t) => t.connected(),
+        }
+    }
+
+    /// Refuses to open `name`, a `what`, if it is open already.
+    fn check_free(&self, what: Openable, name: &PortName) -> Result<(), RegistryError> {
+        match self {
+            OpenBy::Closed => Ok(()),
+            OpenBy::Client(_) => Err(RegistryError::AlreadyOpen {
+                what,
+                name: name.to_string(),
+            }),
+            OpenBy::Guest(t) => Err(RegistryError::PassedThrough {
+                what,
+                name: name.to_string(),
+                socket: t.path().to_path_buf(),
+            }),
+        }
+    }
+
+    /// Takes the ivshmem server of a passthrough port or pipe end, which is
+    /// then closed.
+    fn take_guest(&mut self) -> Option<Box<PassthroughServer>> {
+        match std::mem::replace(self, OpenBy::Closed) {
+            OpenBy::Guest(t) => Some(t),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+}
+
+/// Who had a pipe end open and may still map the pipe's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Former {
+    /// A client connection.
+    Client(ConnId),
+    /// A guest (its QEMU went).
+    Guest,
+}
+
+impl PortEntry {
+    fn ring_mut(&mut self) -> Option<&mut RingEntry> {
+        match &mut self.kind {
+            Kind::Ring(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 struct IfaceEntry {
@@ -99,15 +190,14 @@ struct PipeEntry {
     /// Per end, one interrupt eventfd per ring pair.
     irq: [Vec<EventFd>; 2],
     persistent: bool,
-    open_by: [Option<ConnId>; 2],
+    /// Per end.
+    open_by: [OpenBy; 2],
     base: String,
     id: String,
-    /// Per end, the ivshmem server of a passthrough end.
-    pt: [Option<PassthroughServer>; 2],
-    /// The connection that closed an end while the other end stayed open:
-    /// it may keep the memory mapped, so no other client gets an end of
-    /// this region; the pipe gets a fresh one once both ends are closed.
-    former: Option<ConnId>,
+    /// Who closed an end while the other end stayed open: it may keep the
+    /// memory mapped, so no other client gets an end of this region; the
+    /// pipe gets a fresh one once both ends are closed.
+    former: Option<Former>,
     /// The region's share of the budgets, given back with the entry.
     _charge: Charge,
 }
@@ -193,11 +283,9 @@ impl Registry {
         std::mem::take(&mut self.retired)
     }
 
-    fn retire_vm(&mut self, vm: Option<Box<VmEntry>>) {
-        if let Some(vm) = vm {
-            vm.thread.request_stop();
-            self.retired.0.push(vm);
-        }
+    fn retire_vm(&mut self, vm: Box<VmEntry>) {
+        vm.thread.request_stop();
+        self.retired.0.push(vm);
     }
 
     fn retire_pt(&mut self, pt: Option<Box<PassthroughServer>>) {
@@ -214,14 +302,26 @@ impl Registry {
         let mut vms = Vec::new();
         let mut pts = Vec::new();
         for s in self.switches.values_mut() {
+            // VM ports leave the registry with their threads (it is going
+            // too: nothing serves requests any more).
+            let names: Vec<String> = s
+                .ports
+                .iter()
+                .filter(|(_, p)| matches!(p.kind, Kind::Vm(_)))
+                .map(|(n, _)| n.clone())
+                .collect();
+            for n in names {
+                if let Some(Kind::Vm(vm)) = s.ports.remove(&n).map(|p| p.kind) {
+                    vms.push(vm);
+                }
+            }
             for p in s.ports.values_mut() {
-                vms.push(p.vm.take());
-                pts.push(p.pt.take());
+                pts.push(p.ring_mut().and_then(|r| r.open_by.take_guest()));
             }
         }
         for p in self.pipes.values_mut() {
-            for t in p.pt.iter_mut() {
-                pts.push(t.take().map(Box::new));
+            for end in p.open_by.iter_mut() {
+                pts.push(end.take_guest());
             }
         }
         for vm in vms {
@@ -236,8 +336,8 @@ impl Registry {
     /// Removes a pipe, retiring its passthrough servers.
     fn remove_pipe(&mut self, key: &str) {
         if let Some(mut p) = self.pipes.remove(key) {
-            for e in 0..2 {
-                let pt = p.pt[e].take().map(Box::new);
+            for end in p.open_by.iter_mut() {
+                let pt = end.take_guest();
                 self.retire_pt(pt);
             }
         }
@@ -434,13 +534,12 @@ impl Registry {
             PortEntry {
                 port: sp,
                 assigned,
-                persistent,
-                open_by: None,
-                geometry: g,
-                vm: None,
-                iface: None,
-                pt: None,
-                _charge: Some(charge),
+                kind: Kind::Ring(RingEntry {
+                    geometry: g,
+                    persistent,
+                    open_by: OpenBy::Closed,
+                    _charge: charge,
+                }),
             },
         );
         Ok(())
@@ -496,27 +595,16 @@ impl Registry {
         )?;
         let (sp, assigned) = attached.commit();
         info!(port = %full, index = sp.index, path = %spec.path, client = spec.client, queues = spec.queues, "VM port created");
-        let g = Geometry {
-            tx_rings: u32::from(spec.queues),
-            rx_rings: u32::from(spec.queues),
-            ..Geometry::default()
-        };
         let entry = self.switches.get_mut(sw).expect("exists");
         entry.ports.insert(
             port.to_string(),
             PortEntry {
                 port: sp,
                 assigned,
-                persistent: true,
-                open_by: None,
-                geometry: g,
-                vm: Some(Box::new(VmEntry {
+                kind: Kind::Vm(Box::new(VmEntry {
                     spec: spec.clone(),
                     thread,
                 })),
-                iface: None,
-                pt: None,
-                _charge: None,
             },
         );
         Ok(())
@@ -528,19 +616,24 @@ impl Registry {
         };
         let mut released = None;
         let mut threads = (None, None);
-        if let Some(mut p) = s.ports.remove(port) {
+        if let Some(p) = s.ports.remove(port) {
             take_off(&self.workers, &s.switch, p.port.index, &p.assigned);
+            info!(port = %p.port.name, "port removed");
             // A VM port's protocol thread and a passthrough port's server
             // are told to stop here and joined after the lock is released.
-            threads = (p.vm.take(), p.pt.take());
-            info!(port = %p.port.name, "port removed");
-            released = p.iface.map(|i| (p.port, i));
+            match p.kind {
+                Kind::Ring(mut r) => threads.1 = r.open_by.take_guest(),
+                Kind::Vm(vm) => threads.0 = Some(vm),
+                Kind::Iface(i) => released = Some((p.port, i)),
+            }
         }
         if s.ports.is_empty() && !s.persistent {
             self.switches.remove(sw);
             info!(switch = sw, "switch removed with its last port");
         }
-        self.retire_vm(threads.0);
+        if let Some(vm) = threads.0 {
+            self.retire_vm(vm);
+        }
         self.retire_pt(threads.1);
         if let Some((port, i)) = released {
             // The interface goes back to the kernel when the last reference
@@ -579,10 +672,9 @@ impl Registry {
                 region: Arc::new(region),
                 irq,
                 persistent,
-                open_by: [None, None],
+                open_by: [OpenBy::Closed, OpenBy::Closed],
                 base: base.to_string(),
                 id: id.to_string(),
-                pt: [None, None],
                 former: None,
                 _charge: charge,
             },
@@ -641,20 +733,20 @@ impl Registry {
                     .get_mut(switch)
                     .and_then(|s| s.ports.get_mut(port))
                 {
-                    if p.vm.is_some() {
-                        return Err(RegistryError::PortIsVm {
+                    return match &mut p.kind {
+                        Kind::Vm(_) => Err(RegistryError::PortIsVm {
                             port: pn.to_string(),
-                        });
-                    }
-                    if let Some(i) = &p.iface {
-                        return Err(RegistryError::PortIsInterface {
+                        }),
+                        Kind::Iface(i) => Err(RegistryError::PortIsInterface {
                             port: pn.to_string(),
                             ifname: i.info.ifname.clone(),
-                        });
-                    }
-                    return make_persistent(&mut p.persistent, || RegistryError::PortExists {
-                        port: pn.to_string(),
-                    });
+                        }),
+                        Kind::Ring(r) => {
+                            make_persistent(&mut r.persistent, || RegistryError::PortExists {
+                                port: pn.to_string(),
+                            })
+                        }
+                    };
                 }
                 self.new_vale_port(switch, port, g, true, None)
             }
@@ -678,19 +770,28 @@ impl Registry {
         }
     }
 
+    /// The entry of `port` on `switch`, named `pn`.
+    fn port_entry(
+        &self,
+        pn: &PortName,
+        switch: &str,
+        port: &str,
+    ) -> Result<&PortEntry, RegistryError> {
+        self.switches
+            .get(switch)
+            .and_then(|s| s.ports.get(port))
+            .ok_or_else(|| RegistryError::NoPort {
+                port: pn.to_string(),
+            })
+    }
+
     /// `port-del`.
     pub fn port_del(&mut self, name: &str) -> Result<(), RegistryError> {
         let pn = Self::parse(name)?;
         match &pn.target {
             Target::Vale { switch, port } => {
-                let p = self
-                    .switches
-                    .get(switch)
-                    .and_then(|s| s.ports.get(port))
-                    .ok_or_else(|| RegistryError::NoPort {
-                        port: pn.to_string(),
-                    })?;
-                if p.open_by.is_some_and(|c| c != PASSTHROUGH) {
+                let p = self.port_entry(&pn, switch, port)?;
+                if matches!(&p.kind, Kind::Ring(r) if r.open_by.is_client()) {
                     return Err(RegistryError::PortInUse {
                         port: pn.to_string(),
                     });
@@ -703,10 +804,7 @@ impl Registry {
                 let p = self.pipes.get(&key).ok_or_else(|| RegistryError::NoPipe {
                     pipe: format!("{base}{{{id}"),
                 })?;
-                if p.open_by
-                    .iter()
-                    .any(|c| c.is_some_and(|c| c != PASSTHROUGH))
-                {
+                if p.open_by.iter().any(OpenBy::is_client) {
                     return Err(RegistryError::PipeInUse {
                         pipe: format!("{base}{{{id}"),
                     });
@@ -734,29 +832,40 @@ impl Registry {
                 continue;
             }
             for p in s.ports.values() {
-                let vm = p.vm.as_ref().map(|v| VhostUserInfo {
-                    spec: v.spec.clone(),
-                    connected: v.thread.connected(),
-                });
-                let kind = match (&vm, &p.iface) {
-                    (Some(_), _) => PortKind::VhostUser,
-                    (None, Some(i)) => i.kind,
-                    (None, None) => PortKind::Vale,
-                };
-                out.push(PortInfo {
+                let mut info = PortInfo {
                     name: p.port.name.clone(),
-                    kind,
-                    persistent: p.persistent,
-                    open: p.open_by.is_some_and(|c| c != PASSTHROUGH)
-                        || p.pt.as_ref().is_some_and(|t| t.connected())
-                        || p.iface.is_some()
-                        || vm.as_ref().is_some_and(|v| v.connected),
-                    geometry: (kind == PortKind::Vale).then_some(p.geometry),
+                    kind: PortKind::Vale,
+                    persistent: true,
+                    open: false,
+                    geometry: None,
                     worker: p.assigned.first().map(|a| a.1 as u32),
-                    vhost_user: vm,
-                    iface: p.iface.as_ref().map(|i| i.info.clone()),
-                    passthrough: p.pt.as_deref().map(pt_info),
-                });
+                    vhost_user: None,
+                    iface: None,
+                    passthrough: None,
+                };
+                match &p.kind {
+                    Kind::Ring(r) => {
+                        info.persistent = r.persistent;
+                        info.open = r.open_by.in_use();
+                        info.geometry = Some(r.geometry);
+                        info.passthrough = r.open_by.guest().map(pt_info);
+                    }
+                    Kind::Vm(v) => {
+                        let connected = v.thread.connected();
+                        info.kind = PortKind::VhostUser;
+                        info.open = connected;
+                        info.vhost_user = Some(VhostUserInfo {
+                            spec: v.spec.clone(),
+                            connected,
+                        });
+                    }
+                    Kind::Iface(i) => {
+                        info.kind = i.kind;
+                        info.open = true;
+                        info.iface = Some(i.info.clone());
+                    }
+                }
+                out.push(info);
             }
         }
         if switch.is_none() {
@@ -767,13 +876,12 @@ impl Registry {
                         name: format!("{}{}{}", p.base, if end == 0 { '{' } else { '}' }, p.id),
                         kind: PortKind::Pipe,
                         persistent: p.persistent,
-                        open: p.open_by[end].is_some_and(|c| c != PASSTHROUGH)
-                            || p.pt[end].as_ref().is_some_and(|t| t.connected()),
+                        open: p.open_by[end].in_use(),
                         geometry: Some(if end == 0 { g } else { g.mirrored() }),
                         worker: None,
                         vhost_user: None,
                         iface: None,
-                        passthrough: p.pt[end].as_ref().map(pt_info),
+                        passthrough: p.open_by[end].guest().map(pt_info),
                     });
                 }
             }
@@ -842,30 +950,23 @@ impl Registry {
                     .get_mut(&switch)
                     .and_then(|s| s.ports.get_mut(&port))
                     .expect("exists");
-                if p.vm.is_some() {
-                    return Err(RegistryError::OpenVmPort {
-                        port: pn.to_string(),
-                    });
-                }
-                if let Some(i) = &p.iface {
-                    return Err(RegistryError::OpenInterfacePort {
-                        port: pn.to_string(),
-                        ifname: i.info.ifname.clone(),
-                    });
-                }
-                if let Some(t) = &p.pt {
-                    return Err(RegistryError::PortPassedThrough {
-                        port: pn.to_string(),
-                        socket: t.path().to_path_buf(),
-                    });
-                }
-                if p.open_by.is_some() {
-                    return Err(RegistryError::PortOpen {
-                        port: pn.to_string(),
-                    });
-                }
+                let r = match &mut p.kind {
+                    Kind::Vm(_) => {
+                        return Err(RegistryError::OpenVmPort {
+                            port: pn.to_string(),
+                        })
+                    }
+                    Kind::Iface(i) => {
+                        return Err(RegistryError::OpenInterfacePort {
+                            port: pn.to_string(),
+                            ifname: i.info.ifname.clone(),
+                        })
+                    }
+                    Kind::Ring(r) => r,
+                };
+                r.open_by.check_free(Openable::Port, &pn)?;
                 if let Some(g) = pn.conf {
-                    if g != p.geometry {
+                    if g != r.geometry {
                         warn!(port = %pn, "open asked for other sizes than the existing port has; using the existing ones");
                     }
                 }
@@ -880,17 +981,17 @@ impl Registry {
                     Ok(v)
                 })()
                 .map_err(|e| internal("duplicating the port's descriptors", e))?;
-                p.open_by = Some(conn);
+                r.open_by = OpenBy::Client(conn);
                 rp.link.set_up(true);
-                let r = rp.region();
+                let region = rp.region();
                 let reply = OpenReply {
                     handle,
                     name: pn.to_string(),
                     kind: PortKind::Vale,
                     end: 0,
-                    geometry: p.geometry,
-                    region_size: r.len() as u64,
-                    nifp_offset: r.layout().nifp_ofs[0] as u64,
+                    geometry: r.geometry,
+                    region_size: region.len() as u64,
+                    nifp_offset: region.layout().nifp_ofs[0] as u64,
                 };
                 self.handles
                     .insert(handle, (conn, Handle::Vale { switch, port }));
@@ -911,22 +1012,14 @@ impl Registry {
                 let handle = self.id();
                 let p = self.pipes.get_mut(&key).expect("exists");
                 let e = end.index();
-                if let Some(t) = &p.pt[e] {
-                    return Err(RegistryError::PipeEndPassedThrough {
-                        end: pn.to_string(),
-                        socket: t.path().to_path_buf(),
-                    });
-                }
-                if p.open_by[e].is_some() {
-                    return Err(RegistryError::PipeEndOpen {
-                        end: pn.to_string(),
-                    });
-                }
+                p.open_by[e].check_free(Openable::PipeEnd, &pn)?;
                 // Not enforced when the other end is a guest's: its memory
                 // cannot be replaced while its QEMU stays, and host programs
                 // taking turns at this end is how such a pipe is used. It
                 // gets fresh memory when the QEMU goes and no end is open.
-                if p.former.is_some_and(|f| f != conn) && p.pt[1 - e].is_none() {
+                if p.former.is_some_and(|f| f != Former::Client(conn))
+                    && p.open_by[1 - e].guest().is_none()
+                {
                     // Handing this region to a new client would let the
                     // former one, which may still map it, read its traffic.
                     let other = if e == 0 { '}' } else { '{' };
@@ -943,7 +1036,7 @@ impl Registry {
                     Ok(v)
                 })()
                 .map_err(|e| internal("duplicating the pipe's descriptors", e))?;
-                p.open_by[e] = Some(conn);
+                p.open_by[e] = OpenBy::Client(conn);
                 let l = p.region.layout();
                 let reply = OpenReply {
                     handle,
@@ -978,8 +1071,15 @@ impl Registry {
                 else {
                     return Ok(());
                 };
-                p.open_by = None;
-                let (persistent, g, old) = (p.persistent, p.geometry, p.port.clone());
+                let Kind::Ring(r) = &mut p.kind else {
+                    return Ok(()); // handles are to ring ports only
+                };
+                debug_assert!(
+                    matches!(r.open_by, OpenBy::Client(c) if c == conn),
+                    "a handle's port is open by the handle's connection"
+                );
+                r.open_by = OpenBy::Closed;
+                let (persistent, g, old) = (r.persistent, r.geometry, p.port.clone());
                 self.remove_vale_port(&switch, &port);
                 if self.switches.get(&switch).is_some_and(|s| s.direct) {
                     // netmap:IF closed: the NIC goes back to the kernel.
@@ -1004,18 +1104,22 @@ impl Registry {
                 let Some(p) = self.pipes.get_mut(&key) else {
                     return Ok(());
                 };
-                p.open_by[end] = None;
-                if p.open_by[1 - end].is_some() {
+                debug_assert!(
+                    matches!(p.open_by[end], OpenBy::Client(c) if c == conn),
+                    "a handle's pipe end is open by the handle's connection"
+                );
+                p.open_by[end] = OpenBy::Closed;
+                if !p.open_by[1 - end].is_closed() {
                     // The other end stays with the memory this client saw.
-                    p.former = Some(conn);
+                    p.former = Some(Former::Client(conn));
                 }
-                if p.pt.iter().any(Option::is_some) {
+                if p.open_by.iter().any(|o| o.guest().is_some()) {
                     // A passthrough end keeps the pipe: it gets fresh memory
                     // once no end is in use.
                     self.renew_pipe_if_idle(&key);
                     return Ok(());
                 }
-                if p.open_by.iter().all(Option::is_none) {
+                if p.open_by.iter().all(OpenBy::is_closed) {
                     let p = self.pipes.remove(&key).expect("present");
                     if p.persistent {
                         // Same as for switch ports: a fresh region for the
@@ -1151,12 +1255,14 @@ impl Registry {
                 else {
                     return;
                 };
-                if p.pt.as_ref().is_none_or(|t| t.tag() != tag) {
+                let Kind::Ring(r) = &mut p.kind else {
+                    return; // deleted, and another port of that name now
+                };
+                if r.open_by.guest().is_none_or(|t| t.tag() != tag) {
                     return; // deleted, or another port of that name now
                 }
-                let pt = p.pt.take();
-                let (g, old) = (p.geometry, p.port.clone());
-                p.open_by = None;
+                let pt = r.open_by.take_guest();
+                let (g, old) = (r.geometry, p.port.clone());
                 self.remove_vale_port(switch, port);
                 let counters = Some(old.counters.clone());
                 let res = self
@@ -1176,11 +1282,10 @@ impl Registry {
                             .get_mut(switch)
                             .and_then(|s| s.ports.get_mut(port))
                             .expect("just created");
-                        if let Some(t) = &pt {
+                        if let Some(t) = pt {
                             t.set_peers(peers);
+                            p.ring_mut().expect("a ring port").open_by = OpenBy::Guest(t);
                         }
-                        p.pt = pt;
-                        p.open_by = Some(PASSTHROUGH);
                     }
                     Err(e) => {
                         warn!(port = %format!("{switch}:{port}"), error = %e, "cannot give a passthrough port fresh memory; the port is removed");
@@ -1201,14 +1306,17 @@ impl Registry {
                 let Some(p) = self.pipes.get_mut(&key) else {
                     return;
                 };
-                if p.pt[end.index()].as_ref().is_none_or(|t| t.tag() != tag) {
+                if p.open_by[end.index()]
+                    .guest()
+                    .is_none_or(|t| t.tag() != tag)
+                {
                     return;
                 }
                 if !wanted {
                     // The guest that went may keep the memory; the pipe is
                     // renewed when a QEMU next wants it (what the guest
                     // sent stays for the other end until then).
-                    p.former = Some(PASSTHROUGH);
+                    p.former = Some(Former::Guest);
                     return;
                 }
                 self.renew_pipe_if_idle(&key);
@@ -1224,29 +1332,26 @@ impl Registry {
         let Some(p) = self.pipes.get_mut(key) else {
             return;
         };
-        if p.former.is_none()
-            || p.open_by
-                .iter()
-                .any(|c| c.is_some_and(|c| c != PASSTHROUGH))
-        {
+        if p.former.is_none() || p.open_by.iter().any(OpenBy::is_client) {
             return;
         }
         // Both servers' slots are held from the check to the replacement,
         // so no QEMU takes the old memory in between.
-        let mut slots: Vec<(usize, std::sync::MutexGuard<'_, crate::passthrough::Slot>)> =
-            p.pt.iter()
-                .enumerate()
-                .filter_map(|(e, t)| {
-                    t.as_ref().map(|t| {
-                        (
-                            e,
-                            t.slot()
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner),
-                        )
-                    })
+        let mut slots: Vec<(usize, std::sync::MutexGuard<'_, crate::passthrough::Slot>)> = p
+            .open_by
+            .iter()
+            .enumerate()
+            .filter_map(|(e, o)| {
+                o.guest().map(|t| {
+                    (
+                        e,
+                        t.slot()
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    )
                 })
-                .collect();
+            })
+            .collect();
         if slots.iter().any(|(_, s)| s.in_use()) {
             return;
         }
@@ -1308,8 +1413,8 @@ impl Registry {
                     .expect("just created");
                 match vale_peers(p).and_then(|peers| start(&pn.to_string(), peers)) {
                     Ok(server) => {
-                        p.pt = Some(Box::new(server));
-                        p.open_by = Some(PASSTHROUGH);
+                        let r = p.ring_mut().expect("a ring port, just created");
+                        r.open_by = OpenBy::Guest(Box::new(server));
                         Ok(())
                     }
                     Err(e) => {
@@ -1333,7 +1438,7 @@ impl Registry {
                 }
                 let e = end.index();
                 let p = self.pipes.get_mut(&key).expect("exists");
-                if p.open_by[e].is_some() {
+                if !p.open_by[e].is_closed() {
                     return Err(RegistryError::PassthroughEndOpen {
                         end: pn.to_string(),
                     });
@@ -1345,8 +1450,7 @@ impl Registry {
                 }
                 match pipe_peers(p, e).and_then(|peers| start(&pn.to_string(), peers)) {
                     Ok(server) => {
-                        p.pt[e] = Some(server);
-                        p.open_by[e] = Some(PASSTHROUGH);
+                        p.open_by[e] = OpenBy::Guest(Box::new(server));
                         p.persistent = true;
                         Ok(())
                     }

@@ -18,6 +18,24 @@ use crate::vhost_user::VhostUserError;
 /// A cause the daemon cannot do anything about, kept for the message.
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
+/// What a client opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Openable {
+    /// A switch port.
+    Port,
+    /// A pipe end.
+    PipeEnd,
+}
+
+impl std::fmt::Display for Openable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Openable::Port => "port",
+            Openable::PipeEnd => "pipe end",
+        })
+    }
+}
+
 /// A request the registry refused, or could not carry out.
 ///
 /// The message of the reply is the error with its causes
@@ -187,17 +205,13 @@ pub enum RegistryError {
         /// The pipe (its master end's name).
         pipe: String,
     },
-    /// `open` of a port another client has open.
-    #[error("port {port} is already open by another client")]
-    PortOpen {
-        /// The port.
-        port: String,
-    },
-    /// `open` of a pipe end another client has open.
-    #[error("pipe end {end} is already open by another client")]
-    PipeEndOpen {
-        /// The pipe end.
-        end: String,
+    /// `open` of a port or pipe end another client has open.
+    #[error("{what} {name} is already open by another client")]
+    AlreadyOpen {
+        /// A port or a pipe end.
+        what: Openable,
+        /// Its name.
+        name: String,
     },
     /// `open` of a pipe end whose former client may still map its memory.
     #[error("pipe end {end} was open by another client that may still map the pipe's memory; the pipe gets fresh memory once its other end {other} is closed too")]
@@ -207,19 +221,13 @@ pub enum RegistryError {
         /// The other end.
         other: String,
     },
-    /// `open` of a port a guest has.
-    #[error("port {port} is passed through to a VM (ivshmem socket {}); open it from the guest", socket.display())]
-    PortPassedThrough {
-        /// The port.
-        port: String,
-        /// The ivshmem socket.
-        socket: PathBuf,
-    },
-    /// `open` of a pipe end a guest has.
-    #[error("pipe end {end} is passed through to a VM (ivshmem socket {}); open it from the guest", socket.display())]
-    PipeEndPassedThrough {
-        /// The pipe end.
-        end: String,
+    /// `open` of a port or pipe end a guest has.
+    #[error("{what} {name} is passed through to a VM (ivshmem socket {}); open it from the guest", socket.display())]
+    PassedThrough {
+        /// A port or a pipe end.
+        what: Openable,
+        /// Its name.
+        name: String,
         /// The ivshmem socket.
         socket: PathBuf,
     },
@@ -384,11 +392,9 @@ impl RegistryError {
             E::SwitchHasPorts { .. }
             | E::PortInUse { .. }
             | E::PipeInUse { .. }
-            | E::PortOpen { .. }
-            | E::PipeEndOpen { .. }
+            | E::AlreadyOpen { .. }
             | E::PipeEndFormer { .. }
-            | E::PortPassedThrough { .. }
-            | E::PipeEndPassedThrough { .. }
+            | E::PassedThrough { .. }
             | E::PassthroughEndOpen { .. }
             | E::PassthroughEndFormer { .. }
             | E::AlreadyAttached { .. }
@@ -438,8 +444,9 @@ mod tests {
             "not a ring port",
         ));
         assert_eq!(r.message, "opening the port: not a ring port");
-        let r = ErrorReply::from(RegistryError::PortPassedThrough {
-            port: "vale0:p".into(),
+        let r = ErrorReply::from(RegistryError::PassedThrough {
+            what: Openable::Port,
+            name: "vale0:p".into(),
             socket: "/run/p.sock".into(),
         });
         assert_eq!(r.code, ErrorCode::Busy);

@@ -13,7 +13,9 @@ use ringswitch_switch::{DevPort, Hub, Switch, SwitchPort, MAX_PORTS};
 use tracing::{info, warn};
 
 use super::attach::Attached;
-use super::{internal, IfaceEntry, IfaceRequest, PortEntry, Registry, RegistryError, SwitchEntry};
+use super::{
+    internal, IfaceEntry, IfaceRequest, Kind, PortEntry, Registry, RegistryError, SwitchEntry,
+};
 use crate::worker::Source;
 
 /// The application's ring port in the switch behind `netmap:IF`.
@@ -173,11 +175,9 @@ impl Registry {
     /// The port an interface is attached as, if any.
     fn attached_as(&self, ifname: &str) -> Option<String> {
         self.switches.values().find_map(|s| {
-            s.ports.values().find_map(|p| {
-                p.iface
-                    .as_ref()
-                    .filter(|i| i.info.ifname == ifname)
-                    .map(|i| i.info.port.clone())
+            s.ports.values().find_map(|p| match &p.kind {
+                Kind::Iface(i) if i.info.ifname == ifname => Some(i.info.port.clone()),
+                _ => None,
             })
         })
     }
@@ -269,11 +269,6 @@ impl Registry {
         let sources: Vec<Source> = (0..nq).map(Source::Queue).collect();
         attached.assign(&sources, &self.next_id)?;
         let (sp, assigned) = attached.commit();
-        let g = Geometry {
-            tx_rings: nq as u32,
-            rx_rings: nq as u32,
-            ..Geometry::default()
-        };
         let port = info
             .port
             .split_once(':')
@@ -286,17 +281,11 @@ impl Registry {
             PortEntry {
                 port: sp,
                 assigned,
-                persistent: true,
-                open_by: None,
-                geometry: g,
-                vm: None,
-                iface: Some(Box::new(IfaceEntry {
+                kind: Kind::Iface(Box::new(IfaceEntry {
                     info: info.clone(),
                     kind,
                     request,
                 })),
-                pt: None,
-                _charge: None,
             },
         );
         Ok(())
@@ -376,14 +365,8 @@ impl Registry {
                 port: pn.to_string(),
             });
         };
-        let p = self
-            .switches
-            .get(switch)
-            .and_then(|s| s.ports.get(port))
-            .ok_or_else(|| RegistryError::NoPort {
-                port: pn.to_string(),
-            })?;
-        if p.iface.is_none() {
+        let p = self.port_entry(&pn, switch, port)?;
+        if !matches!(p.kind, Kind::Iface(_)) {
             return Err(RegistryError::NotAnInterface {
                 port: pn.to_string(),
             });
