@@ -228,14 +228,22 @@ fn a_guest_on_a_switch_port_sends_and_receives_through_the_switch() {
     assert_eq!((l.ends, l.geometry.tx_rings), (1, 2));
     assert!(hs.region.fd().as_raw_fd() >= 0);
 
-    // Listed as open once QEMU is attached.
-    let list: Vec<PortInfo> = c
-        .call_as(&Request::PortList {
-            switch: Some("vale0".into()),
-        })
-        .unwrap()
-        .0;
-    let me = list.iter().find(|p| p.name == "vale0:g1").unwrap();
+    // Listed as open once QEMU is attached (the server marks it so right
+    // after the handshake this side has read: wait for it).
+    let deadline = Instant::now() + DEADLINE;
+    let me = loop {
+        let list: Vec<PortInfo> = c
+            .call_as(&Request::PortList {
+                switch: Some("vale0".into()),
+            })
+            .unwrap()
+            .0;
+        let me = list.into_iter().find(|p| p.name == "vale0:g1").unwrap();
+        if me.open || Instant::now() > deadline {
+            break me;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     assert!(me.open);
     assert_eq!(
         me.passthrough.as_ref().unwrap().path,
