@@ -3,6 +3,7 @@
 mod ctl;
 mod demo;
 mod logging;
+mod pktgen;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,7 +33,7 @@ enum Cmd {
     Ctl(ctl::CtlArgs),
     /// Generate or receive traffic, like netmap's pkt-gen.
     #[command(name = "pkt-gen")]
-    PktGen(ringswitch_pktgen::PktGenArgs),
+    PktGen(pktgen::PktGenArgs),
     /// Forward between two ports (zero copy between the ends of one pipe).
     Bridge(BridgeArgs),
     /// Start an embedded daemon and show a switch and a pipe at work.
@@ -143,9 +144,7 @@ fn main() -> ExitCode {
     let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Serve(a) => serve(socket, a),
         Cmd::Ctl(a) => ctl::run(&socket, a),
-        Cmd::PktGen(a) => ringswitch_pktgen::run(&a, &socket)
-            .map(|_| ())
-            .map_err(Into::into),
+        Cmd::PktGen(a) => pktgen::run(&socket, &a).map_err(Into::into),
         Cmd::Bridge(a) => bridge(&socket, a),
         Cmd::Demo(a) => demo::run(cli.socket, a),
     };

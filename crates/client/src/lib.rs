@@ -43,6 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ringswitch_control::{CallError, Connection, OpenReply, PortKind, Request};
+use ringswitch_ring::poll::{self, Epoll};
 use ringswitch_ring::{AppRing, Dir, EventFd, Geometry, Region, RegionError, Slot};
 
 use doorbell::Doorbell;
@@ -142,7 +143,7 @@ pub struct Port {
     irqs: Vec<EventFd>,
     /// An epoll set of all of `irqs`, when there is more than one: the one
     /// descriptor `poll_fd` gives out.
-    poll_set: Option<PollSet>,
+    poll_set: Option<Epoll>,
     backend: Backend,
     mode: WaitMode,
     stats: ClientStats,
@@ -207,7 +208,7 @@ impl Port {
                 .collect();
             Backend::Pipe(pipe::PipeEnd::new(region.clone(), end, doorbells))
         };
-        let poll_set = PollSet::new(&irqs)?;
+        let poll_set = poll_set(&irqs)?;
         let info = OpenReply {
             handle: 0,
             name: name.split('@').next().unwrap_or(name).to_string(),
@@ -291,7 +292,7 @@ impl Port {
                 )
             }
         };
-        let poll_set = PollSet::new(&irqs)?;
+        let poll_set = poll_set(&irqs)?;
         Ok(Port {
             _conn: Some(Arc::new(conn)),
             info,
@@ -423,7 +424,7 @@ impl Port {
     /// [`Port::prepare_wait`] before sleeping on it.
     pub fn poll_fd(&self) -> BorrowedFd<'_> {
         match &self.poll_set {
-            Some(p) => p.0.as_fd(),
+            Some(p) => p.as_fd(),
             None => self.irqs[0].as_fd(),
         }
     }
@@ -644,42 +645,17 @@ fn app_rings(region: &Arc<Region>, end: usize, g: Geometry) -> (Vec<AppRing>, Ve
 /// Keeps a port open (see [`Port::hold`]).
 pub struct PortHold(#[allow(dead_code)] Option<Arc<Connection>>);
 
-/// An epoll descriptor over several eventfds: readable when any of them is.
-struct PollSet(OwnedFd);
-
-impl PollSet {
-    fn new(fds: &[EventFd]) -> Result<Option<PollSet>, ClientError> {
-        if fds.len() < 2 {
-            return Ok(None);
-        }
-        // SAFETY: epoll_create1 with a valid flag returns a new fd or -1.
-        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if raw < 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
-        // SAFETY: `raw` is a fresh descriptor nothing else owns.
-        let set = PollSet(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
-        for (i, f) in fds.iter().enumerate() {
-            let mut ev = libc::epoll_event {
-                events: libc::EPOLLIN as u32,
-                u64: i as u64,
-            };
-            // SAFETY: epoll_ctl on our epoll fd with a valid event and an
-            // open eventfd.
-            let r = unsafe {
-                libc::epoll_ctl(
-                    set.0.as_raw_fd(),
-                    libc::EPOLL_CTL_ADD,
-                    f.as_raw_fd(),
-                    &mut ev,
-                )
-            };
-            if r != 0 {
-                return Err(std::io::Error::last_os_error().into());
-            }
-        }
-        Ok(Some(set))
+/// An epoll set over several eventfds, readable when any of them is; none
+/// for fewer than two (the one eventfd is then the port's poll descriptor).
+fn poll_set(fds: &[EventFd]) -> Result<Option<Epoll>, ClientError> {
+    if fds.len() < 2 {
+        return Ok(None);
     }
+    let set = Epoll::new()?;
+    for (i, f) in fds.iter().enumerate() {
+        set.add(f.as_raw_fd(), i as u64, poll::READABLE)?;
+    }
+    Ok(Some(set))
 }
 
 /// A TX ring borrowed from its port.

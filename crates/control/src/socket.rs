@@ -1,5 +1,7 @@
 //! Unix SOCK_SEQPACKET sockets carrying one message per packet, with file
-//! descriptors passed as SCM_RIGHTS.
+//! descriptors passed as SCM_RIGHTS: the one home of descriptor passing
+//! ([`send_with_fds`], [`recv_with_fds`], also used on the daemon's
+//! ivshmem stream sockets).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -59,9 +61,17 @@ pub fn probe_connect(path: &Path) -> io::Result<()> {
     }
     // SAFETY: a fresh fd nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    match connect(fd.as_fd(), path) {
+        // In progress means a listener is there.
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(()),
+        r => r,
+    }
+}
+
+/// connect(2) of the unix socket `fd` to `path`.
+fn connect(fd: BorrowedFd<'_>, path: &Path) -> io::Result<()> {
     let (addr, len) = sockaddr(path)?;
-    // SAFETY: connect with a valid sockaddr_un of the stated length, on a
-    // non-blocking socket.
+    // SAFETY: connect with a valid sockaddr_un of the stated length.
     if unsafe {
         libc::connect(
             fd.as_raw_fd(),
@@ -70,12 +80,7 @@ pub fn probe_connect(path: &Path) -> io::Result<()> {
         )
     } != 0
     {
-        let e = last();
-        // In progress means a listener is there.
-        if e.raw_os_error() == Some(libc::EINPROGRESS) {
-            return Ok(());
-        }
-        return Err(e);
+        return Err(last());
     }
     Ok(())
 }
@@ -155,6 +160,125 @@ pub fn trusted_daemon_uid(uid: u32) -> bool {
             .is_some_and(|u| u == uid)
 }
 
+/// Room for the control message of [`MAX_FDS`] descriptors (192 bytes,
+/// aligned for `cmsghdr`).
+type ControlBuffer = [u64; 24];
+
+/// Sends `data` with `fds` attached (SCM_RIGHTS, at most [`MAX_FDS`]) on
+/// the connected unix socket `sock`, in one sendmsg(2) with `flags` (pass
+/// `MSG_NOSIGNAL`: a peer that went away is an error, not a signal),
+/// retried when a signal interrupts it. Returns the bytes sent: all of
+/// them on a datagram socket, possibly fewer on a stream (the descriptors
+/// go with the first byte).
+pub fn send_with_fds(
+    sock: BorrowedFd<'_>,
+    data: &[u8],
+    fds: &[BorrowedFd<'_>],
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    if fds.len() > MAX_FDS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many descriptors for one message",
+        ));
+    }
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let mut cbuf: ControlBuffer = [0; 24];
+    // SAFETY: msghdr is plain data; zeroed is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let payload = std::mem::size_of_val(fds) as u32;
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
+        assert!(space <= std::mem::size_of_val(&cbuf));
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        // SAFETY: msg_control points at `space` bytes we own; CMSG_FIRSTHDR
+        // returns a pointer inside it, and CMSG_DATA room for `payload`
+        // bytes was reserved by CMSG_SPACE.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(payload) as usize;
+            let d = libc::CMSG_DATA(c).cast::<RawFd>();
+            for (i, f) in fds.iter().enumerate() {
+                d.add(i).write_unaligned(f.as_raw_fd());
+            }
+        }
+    }
+    loop {
+        // SAFETY: msg describes valid buffers for the duration of the call.
+        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, flags) };
+        if n < 0 {
+            let e = last();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(n as usize);
+    }
+}
+
+/// Receives one message into `buf` from the unix socket `sock`, with up to
+/// [`MAX_FDS`] descriptors (SCM_RIGHTS, made close-on-exec), retrying when
+/// a signal interrupts the call.
+pub fn recv_with_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Message> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf: ControlBuffer = [0; 24];
+    // SAFETY: msghdr is plain data; zeroed is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cbuf);
+    let n = loop {
+        // SAFETY: msg describes buffers we own for the duration of the call.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 {
+            let e = last();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        break n as usize;
+    };
+    let mut fds = Vec::new();
+    // SAFETY: walking the control buffer the kernel filled, with the
+    // CMSG_* helpers that stay within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                let count =
+                    ((*c).cmsg_len - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                for i in 0..count {
+                    // Each received fd is new in this process and ours.
+                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(Message {
+        len: n.min(buf.len()),
+        fds,
+        truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+        fds_truncated: msg.msg_flags & libc::MSG_CTRUNC != 0,
+    })
+}
+
 /// A connected seqpacket socket.
 #[derive(Debug)]
 pub struct SeqPacket(OwnedFd);
@@ -163,18 +287,7 @@ impl SeqPacket {
     /// Connects to the socket at `path`.
     pub fn connect(path: &Path) -> io::Result<SeqPacket> {
         let fd = new_socket()?;
-        let (addr, len) = sockaddr(path)?;
-        // SAFETY: connect with a valid sockaddr_un of the stated length.
-        if unsafe {
-            libc::connect(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_un).cast(),
-                len,
-            )
-        } != 0
-        {
-            return Err(last());
-        }
+        connect(fd.as_fd(), path)?;
         Ok(SeqPacket(fd))
     }
 
@@ -220,105 +333,13 @@ impl SeqPacket {
         fds: &[BorrowedFd<'_>],
         flags: libc::c_int,
     ) -> io::Result<()> {
-        if fds.len() > MAX_FDS {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "too many descriptors for one message",
-            ));
-        }
-        let mut iov = libc::iovec {
-            iov_base: data.as_ptr() as *mut libc::c_void,
-            iov_len: data.len(),
-        };
-        let mut cbuf = [0u64; 24]; // 192 bytes, aligned for cmsghdr: MAX_FDS fds
-                                   // SAFETY: msghdr is plain data; zeroed is valid.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        if !fds.is_empty() {
-            let payload = std::mem::size_of_val(fds) as u32;
-            // SAFETY: CMSG_SPACE is a pure size computation.
-            let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
-            assert!(space <= std::mem::size_of_val(&cbuf));
-            msg.msg_control = cbuf.as_mut_ptr().cast();
-            msg.msg_controllen = space;
-            // SAFETY: msg_control points at `space` bytes we own; CMSG_FIRSTHDR
-            // returns a pointer inside it, and CMSG_DATA room for `payload`
-            // bytes was reserved by CMSG_SPACE.
-            unsafe {
-                let c = libc::CMSG_FIRSTHDR(&msg);
-                (*c).cmsg_level = libc::SOL_SOCKET;
-                (*c).cmsg_type = libc::SCM_RIGHTS;
-                (*c).cmsg_len = libc::CMSG_LEN(payload) as usize;
-                let d = libc::CMSG_DATA(c).cast::<RawFd>();
-                for (i, f) in fds.iter().enumerate() {
-                    d.add(i).write_unaligned(f.as_raw_fd());
-                }
-            }
-        }
-        loop {
-            // SAFETY: msg describes valid buffers for the duration of the call.
-            let n = unsafe { libc::sendmsg(self.0.as_raw_fd(), &msg, flags) };
-            if n < 0 {
-                let e = last();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            return Ok(());
-        }
+        // One datagram: it goes whole or not at all.
+        send_with_fds(self.0.as_fd(), data, fds, flags).map(|_| ())
     }
 
     /// Receives one message into `buf`, with up to `MAX_FDS` descriptors.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Message> {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        let mut cbuf = [0u64; 24];
-        // SAFETY: msghdr is plain data; zeroed is valid.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&cbuf);
-        let n = loop {
-            // SAFETY: msg describes buffers we own for the duration of the call.
-            let n = unsafe { libc::recvmsg(self.0.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-            if n < 0 {
-                let e = last();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            break n as usize;
-        };
-        let mut fds = Vec::new();
-        // SAFETY: walking the control buffer the kernel filled, with the
-        // CMSG_* helpers that stay within msg_controllen.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                    let data = libc::CMSG_DATA(c).cast::<RawFd>();
-                    let count =
-                        ((*c).cmsg_len - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
-                    for i in 0..count {
-                        // Each received fd is new in this process and ours.
-                        fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
-                    }
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
-            }
-        }
-        Ok(Message {
-            len: n.min(buf.len()),
-            fds,
-            truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
-            fds_truncated: msg.msg_flags & libc::MSG_CTRUNC != 0,
-        })
+        recv_with_fds(self.0.as_fd(), buf)
     }
 
     /// Makes calls on this socket fail with `WouldBlock` instead of waiting.
@@ -671,5 +692,25 @@ mod tests {
         drop(a);
         let m = b.recv(&mut buf).unwrap();
         assert_eq!(m.len, 0, "hang-up reads as an empty message");
+    }
+
+    #[test]
+    fn passes_fds_on_a_stream_socket() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let e = ringswitch_ring::EventFd::new().unwrap();
+        let n = send_with_fds(
+            a.as_fd(),
+            &7i64.to_le_bytes(),
+            &[e.as_fd()],
+            libc::MSG_NOSIGNAL,
+        )
+        .unwrap();
+        assert_eq!(n, 8);
+        let mut buf = [0u8; 8];
+        let m = recv_with_fds(b.as_fd(), &mut buf).unwrap();
+        assert_eq!((m.len, i64::from_le_bytes(buf)), (8, 7));
+        assert_eq!(m.fds.len(), 1);
+        let too_many = vec![e.as_fd(); MAX_FDS + 1];
+        assert!(send_with_fds(a.as_fd(), b"x", &too_many, libc::MSG_NOSIGNAL).is_err());
     }
 }

@@ -817,43 +817,27 @@ fn handle(
                 ))
             }
         }
-        Request::SwitchAdd { name } => r
-            .switch_add(&name)
-            .map(|_| (serde_json::Value::Null, vec![])),
-        Request::SwitchDel { name } => r
-            .switch_del(&name)
-            .map(|_| (serde_json::Value::Null, vec![])),
-        Request::SwitchList => Ok((
-            serde_json::to_value(r.switch_list()).unwrap_or_default(),
-            vec![],
-        )),
+        Request::SwitchAdd { name } => result(r.switch_add(&name)),
+        Request::SwitchDel { name } => result(r.switch_del(&name)),
+        Request::SwitchList => result(Ok(r.switch_list())),
         Request::PortAdd {
             name,
             vhost_user,
             passthrough,
-        } => r
-            .port_add(&name, vhost_user.as_ref(), passthrough.as_deref())
-            .map(|_| (serde_json::Value::Null, vec![])),
-        Request::PortDel { name } => r.port_del(&name).map(|_| (serde_json::Value::Null, vec![])),
-        Request::PortList { switch } => r
-            .port_list(switch.as_deref())
-            .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
-        Request::Stats { switch } => r
-            .stats(switch.as_deref())
-            .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
-        Request::Macs { switch } => r
-            .macs(&switch)
-            .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
-        Request::Open { name } => r
-            .open(conn, &name)
-            .map(|(o, fds)| (serde_json::to_value(o).unwrap_or_default(), fds)),
-        Request::Close { handle } => r
-            .close(conn, handle)
-            .map(|_| (serde_json::Value::Null, vec![])),
-        Request::Attach { switch, nic, host } => r
-            .attach(&switch, nic.as_ref(), host.as_ref())
-            .map(|v| (serde_json::to_value(v).unwrap_or_default(), vec![])),
-        Request::Detach { name } => r.detach(&name).map(|_| (serde_json::Value::Null, vec![])),
+        } => result(r.port_add(&name, vhost_user.as_ref(), passthrough.as_deref())),
+        Request::PortDel { name } => result(r.port_del(&name)),
+        Request::PortList { switch } => result(r.port_list(switch.as_deref())),
+        Request::Stats { switch } => result(r.stats(switch.as_deref())),
+        Request::Macs { switch } => result(r.macs(&switch)),
+        Request::Open { name } => match r.open(conn, &name) {
+            Ok((o, fds)) => Ok((serde_json::to_value(o).unwrap_or_default(), fds)),
+            Err(e) => Err(e.into()),
+        },
+        Request::Close { handle } => result(r.close(conn, handle)),
+        Request::Attach { switch, nic, host } => {
+            result(r.attach(&switch, nic.as_ref(), host.as_ref()))
+        }
+        Request::Detach { name } => result(r.detach(&name)),
         Request::Page { request, after } => listing(&r, *request)
             .and_then(|v| page::page(v, &after))
             .map(|(v, n)| {
@@ -880,6 +864,17 @@ fn handle(
             fds,
         ),
         Err(e) => (Reply::err(e), vec![]),
+    }
+}
+
+/// A registry request's result as a reply's result (no descriptors), or its
+/// error as the protocol's ([`registry::RegistryError`] maps itself).
+fn result<T: serde::Serialize>(
+    res: Result<T, registry::RegistryError>,
+) -> Result<(serde_json::Value, Vec<std::os::fd::OwnedFd>), ErrorReply> {
+    match res {
+        Ok(v) => Ok((serde_json::to_value(v).unwrap_or_default(), vec![])),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -34,12 +34,13 @@
 //! ([`PassthroughServer::set_peers`]), a QEMU that connects is refused.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use ringswitch_control::socket;
 use ringswitch_ring::EventFd;
 use ringswitch_switch::Link;
 use tracing::{info, warn};
@@ -313,9 +314,15 @@ fn run(
             }
         };
         refused = 0;
+        if let Some(l) = &peers.link {
+            // The memory is this QEMU's from now on (if the handshake
+            // fails, the port is replaced): frames for the port have a
+            // reader, and a guest that talks as soon as it has the memory
+            // gets answers.
+            l.set_up(true);
+        }
         let handed = hand_over(&conn, &peers);
         let guest = peers.guest_id;
-        let link = peers.link.clone();
         drop(peers);
         if let Err(e) = handed {
             warn!(port, error = %e, "the ivshmem handshake with QEMU failed");
@@ -325,11 +332,6 @@ fn run(
             continue;
         }
         connected.store(true, Ordering::Relaxed);
-        if let Some(l) = &link {
-            // Frames for the port now have a reader. The port is replaced
-            // (fresh memory, link down) when this QEMU goes.
-            l.set_up(true);
-        }
         info!(port, guest, "a guest attached over ivshmem");
         // Hold the connection until QEMU goes; refuse a second QEMU
         // meanwhile (the guest side of the port is taken).
@@ -372,53 +374,26 @@ fn hand_over(conn: &UnixStream, p: &Peers) -> io::Result<()> {
     conn.set_nonblocking(false)?;
     send(conn, IVSHMEM_PROTOCOL_VERSION, None)?;
     send(conn, p.guest_id as i64, None)?;
-    send(conn, -1, Some(p.memfd.as_raw_fd()))?;
+    send(conn, -1, Some(p.memfd.as_fd()))?;
     for k in &p.host_kicks {
-        send(conn, p.host_id as i64, Some(k.as_raw_fd()))?;
+        send(conn, p.host_id as i64, Some(k.as_fd()))?;
     }
     for irq in &p.guest_irqs {
-        send(conn, p.guest_id as i64, Some(irq.as_raw_fd()))?;
+        send(conn, p.guest_id as i64, Some(irq.as_fd()))?;
     }
     conn.set_nonblocking(true)?;
     Ok(())
 }
 
 /// One protocol message: a little-endian int64, with a descriptor or not.
-fn send(conn: &UnixStream, value: i64, fd: Option<RawFd>) -> io::Result<()> {
+fn send(conn: &UnixStream, value: i64, fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
     let bytes = value.to_le_bytes();
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    // Room for one descriptor's control message, 8-byte aligned.
-    let mut cbuf = [0u64; 4];
-    // SAFETY: a zeroed msghdr is a valid empty message.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if let Some(fd) = fd {
-        // SAFETY: CMSG_SPACE is arithmetic.
-        let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = space;
-        // SAFETY: msg_control points to `space` <= 32 bytes we own; the
-        // first header fits in it.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, fd);
-        }
-    }
-    // SAFETY: sendmsg on a connected socket with a valid message.
-    let n = unsafe { libc::sendmsg(conn.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n != bytes.len() as isize {
-        return Err(if n < 0 {
-            io::Error::last_os_error()
-        } else {
-            io::Error::new(io::ErrorKind::WriteZero, "short ivshmem message")
-        });
+    let n = socket::send_with_fds(conn.as_fd(), &bytes, fd.as_slice(), libc::MSG_NOSIGNAL)?;
+    if n != bytes.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "short ivshmem message",
+        ));
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ringswitch_control::proto::*;
-use ringswitch_control::{error_chain, name, PipeEnd, PortName, Target};
+use ringswitch_control::{name, PipeEnd, PortName, Target};
 use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout};
 use ringswitch_switch::{Counters, LearningBridge, Switch, SwitchPort, MAX_PORTS};
 use ringswitch_vhost::socket::SharedNet;
@@ -17,13 +17,18 @@ use tracing::{info, warn};
 use crate::passthrough::{PassthroughServer, Peers, Renew};
 use crate::vhost_user::VhostUserThread;
 
+mod attach;
 pub mod budget;
 mod config;
+mod error;
 mod iface;
-use crate::worker::{Assigned, Source, Worker};
+use crate::worker::{Source, Worker};
+use attach::{take_off, Attached};
 use budget::{Budget, Charge, Limits, Who};
 use config::IfaceRequest;
 pub use config::{load_config, parse_config};
+use error::Openable;
+pub use error::RegistryError;
 pub use iface::clean_stale_attachments;
 use iface::DIRECT_APP;
 
@@ -34,10 +39,6 @@ pub const MAX_PIPES: usize = 1024;
 
 /// Identifies a client connection.
 pub type ConnId = u64;
-
-/// The "connection" that holds a passthrough port open: the guest behind
-/// its ivshmem server.
-pub const PASSTHROUGH: ConnId = u64::MAX;
 
 /// Daemon-wide tuning.
 #[derive(Clone, Copy, Debug)]
@@ -51,22 +52,116 @@ pub struct SwitchConfig {
 struct PortEntry {
     port: Arc<SwitchPort>,
     /// (assignment id, worker) per source: one for a ring port, one per
-    /// queue pair for a VM port.
+    /// queue for an interface port, one per queue pair for a VM port.
     assigned: Vec<(u64, usize)>,
-    persistent: bool,
-    open_by: Option<ConnId>,
-    geometry: Geometry,
+    kind: Kind,
+}
+
+/// What a switch port is, with what only that kind of port has.
+enum Kind {
+    /// A ring port (netmap's VALE port): a region a client or a guest opens.
+    Ring(RingEntry),
     // The kinds below are boxed: most ports are ring ports, and the
     // registry's map holds every entry inline (per-port memory).
-    /// A VM port's socket and protocol thread.
-    vm: Option<Box<VmEntry>>,
-    /// A NIC or host port's interface.
-    iface: Option<Box<IfaceEntry>>,
-    /// A passthrough port's ivshmem server (the port is then open by
-    /// [`PASSTHROUGH`]).
-    pt: Option<Box<PassthroughServer>>,
+    /// A VM port.
+    Vm(Box<VmEntry>),
+    /// A NIC or host port.
+    Iface(Box<IfaceEntry>),
+}
+
+struct RingEntry {
+    geometry: Geometry,
+    /// Made by `port-add` (kept when its clients go), or on demand by
+    /// `open` (removed with its client).
+    persistent: bool,
+    open_by: OpenBy,
     /// The port region's share of the budgets, given back with the entry.
-    _charge: Option<Charge>,
+    _charge: Charge,
+}
+
+/// Who has a ring port or a pipe end open.
+enum OpenBy {
+    /// No one.
+    Closed,
+    /// A client, through a handle of its connection.
+    Client(ConnId),
+    /// A guest, through the ivshmem server that hands its QEMU the memory
+    /// (a passthrough port or pipe end: persistent, never opened by a
+    /// client).
+    Guest(Box<PassthroughServer>),
+}
+
+impl OpenBy {
+    fn is_closed(&self) -> bool {
+        matches!(self, OpenBy::Closed)
+    }
+
+    fn is_client(&self) -> bool {
+        matches!(self, OpenBy::Client(_))
+    }
+
+    /// The ivshmem server of a passthrough port or pipe end.
+    fn guest(&self) -> Option<&PassthroughServer> {
+        match self {
+            OpenBy::Guest(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Open by a client, or by a guest whose QEMU is connected.
+    fn in_use(&self) -> bool {
+        match self {
+            OpenBy::Closed => false,
+            OpenBy::Client(_) => true,
+            OpenBy::Guest(t) => t.connected(),
+        }
+    }
+
+    /// Refuses to open `name`, a `what`, if it is open already.
+    fn check_free(&self, what: Openable, name: &PortName) -> Result<(), RegistryError> {
+        match self {
+            OpenBy::Closed => Ok(()),
+            OpenBy::Client(_) => Err(RegistryError::AlreadyOpen {
+                what,
+                name: name.to_string(),
+            }),
+            OpenBy::Guest(t) => Err(RegistryError::PassedThrough {
+                what,
+                name: name.to_string(),
+                socket: t.path().to_path_buf(),
+            }),
+        }
+    }
+
+    /// Takes the ivshmem server of a passthrough port or pipe end, which is
+    /// then closed.
+    fn take_guest(&mut self) -> Option<Box<PassthroughServer>> {
+        match std::mem::replace(self, OpenBy::Closed) {
+            OpenBy::Guest(t) => Some(t),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+}
+
+/// Who had a pipe end open and may still map the pipe's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Former {
+    /// A client connection.
+    Client(ConnId),
+    /// A guest (its QEMU went).
+    Guest,
+}
+
+impl PortEntry {
+    fn ring_mut(&mut self) -> Option<&mut RingEntry> {
+        match &mut self.kind {
+            Kind::Ring(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 struct IfaceEntry {
@@ -95,15 +190,22 @@ struct PipeEntry {
     /// Per end, one interrupt eventfd per ring pair.
     irq: [Vec<EventFd>; 2],
     persistent: bool,
-    open_by: [Option<ConnId>; 2],
+    /// Per end.
+    open_by: [OpenBy; 2],
     base: String,
     id: String,
-    /// Per end, the ivshmem server of a passthrough end.
-    pt: [Option<PassthroughServer>; 2],
-    /// The connection that closed an end while the other end stayed open:
-    /// it may keep the memory mapped, so no other client gets an end of
-    /// this region; the pipe gets a fresh one once both ends are closed.
-    former: Option<ConnId>,
+    /// Who closed an end while the other end stayed open: it may keep the
+    /// memory mapped, so no other client gets an end of this region; the
+    /// pipe gets a fresh one once both ends are closed.
+    former: Option<Former>,
+    /// Per end, the uid of the client that has it open.
+    owner_uid: [Option<u32>; 2],
+    /// Of a pipe whose other end is a guest's (whose memory cannot be
+    /// replaced while its QEMU stays): the uid of the last client that
+    /// closed this pipe's host end. It may keep the memory mapped, so the
+    /// end is handed only to that same user until the pipe has fresh memory
+    /// (a user may take turns with itself; another user would be read).
+    former_uid: Option<u32>,
     /// The region's share of the budgets, given back with the entry.
     _charge: Charge,
 }
@@ -156,12 +258,8 @@ pub struct Registry {
     client: Who,
 }
 
-fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorReply {
-    ErrorReply::new(code, msg)
-}
-
-fn internal(what: &str, e: impl std::fmt::Display) -> ErrorReply {
-    err(ErrorCode::Internal, format!("{what}: {e}"))
+fn internal(what: &'static str, e: impl Into<error::Cause>) -> RegistryError {
+    RegistryError::internal(what, e)
 }
 
 /// An open reply with its descriptors.
@@ -193,11 +291,9 @@ impl Registry {
         std::mem::take(&mut self.retired)
     }
 
-    fn retire_vm(&mut self, vm: Option<Box<VmEntry>>) {
-        if let Some(vm) = vm {
-            vm.thread.request_stop();
-            self.retired.0.push(vm);
-        }
+    fn retire_vm(&mut self, vm: Box<VmEntry>) {
+        vm.thread.request_stop();
+        self.retired.0.push(vm);
     }
 
     fn retire_pt(&mut self, pt: Option<Box<PassthroughServer>>) {
@@ -214,14 +310,26 @@ impl Registry {
         let mut vms = Vec::new();
         let mut pts = Vec::new();
         for s in self.switches.values_mut() {
+            // VM ports leave the registry with their threads (it is going
+            // too: nothing serves requests any more).
+            let names: Vec<String> = s
+                .ports
+                .iter()
+                .filter(|(_, p)| matches!(p.kind, Kind::Vm(_)))
+                .map(|(n, _)| n.clone())
+                .collect();
+            for n in names {
+                if let Some(Kind::Vm(vm)) = s.ports.remove(&n).map(|p| p.kind) {
+                    vms.push(vm);
+                }
+            }
             for p in s.ports.values_mut() {
-                vms.push(p.vm.take());
-                pts.push(p.pt.take());
+                pts.push(p.ring_mut().and_then(|r| r.open_by.take_guest()));
             }
         }
         for p in self.pipes.values_mut() {
-            for t in p.pt.iter_mut() {
-                pts.push(t.take().map(Box::new));
+            for end in p.open_by.iter_mut() {
+                pts.push(end.take_guest());
             }
         }
         for vm in vms {
@@ -236,8 +344,8 @@ impl Registry {
     /// Removes a pipe, retiring its passthrough servers.
     fn remove_pipe(&mut self, key: &str) {
         if let Some(mut p) = self.pipes.remove(key) {
-            for e in 0..2 {
-                let pt = p.pt[e].take().map(Box::new);
+            for end in p.open_by.iter_mut() {
+                let pt = end.take_guest();
                 self.retire_pt(pt);
             }
         }
@@ -284,29 +392,21 @@ impl Registry {
         &self.workers
     }
 
-    fn parse(name: &str) -> Result<PortName, ErrorReply> {
-        name.parse::<PortName>().map_err(|e| {
-            let code = match e {
-                ringswitch_control::NameError::Geometry(_) => ErrorCode::Geometry,
-                _ => ErrorCode::BadName,
-            };
-            err(code, e.to_string())
-        })
+    fn parse(name: &str) -> Result<PortName, RegistryError> {
+        Ok(name.parse::<PortName>()?)
     }
 
     fn ensure_switch(
         &mut self,
         sw: &str,
         persistent: bool,
-    ) -> Result<&mut SwitchEntry, ErrorReply> {
+    ) -> Result<&mut SwitchEntry, RegistryError> {
         if !self.switches.contains_key(sw) {
             if self.switches.len() >= MAX_SWITCHES {
-                return Err(err(
-                    ErrorCode::Limit,
-                    format!(
-                        "cannot create switch {sw}: the daemon already has {MAX_SWITCHES} switches"
-                    ),
-                ));
+                return Err(RegistryError::TooManySwitches {
+                    switch: sw.to_string(),
+                    max: MAX_SWITCHES,
+                });
             }
             let fwd = Box::new(LearningBridge::new(self.cfg.mac_age_s));
             self.switches.insert(
@@ -324,28 +424,24 @@ impl Registry {
     }
 
     /// `switch-add`.
-    pub fn switch_add(&mut self, sw: &str) -> Result<(), ErrorReply> {
-        name::check_switch_name(sw).map_err(|e| err(ErrorCode::BadName, e.to_string()))?;
+    pub fn switch_add(&mut self, sw: &str) -> Result<(), RegistryError> {
+        name::check_switch_name(sw)?;
         if let Some(s) = self.switches.get_mut(sw) {
-            return make_persistent(&mut s.persistent, || format!("switch {sw}"));
+            return make_persistent(&mut s.persistent, || RegistryError::SwitchExists {
+                switch: sw.to_string(),
+            });
         }
         self.ensure_switch(sw, true).map(|_| ())
     }
 
     /// `switch-del`.
-    pub fn switch_del(&mut self, sw: &str) -> Result<(), ErrorReply> {
-        let s = self
-            .switches
-            .get(sw)
-            .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
+    pub fn switch_del(&mut self, sw: &str) -> Result<(), RegistryError> {
+        let s = self.switches.get(sw).ok_or_else(|| no_switch(sw))?;
         if !s.ports.is_empty() {
-            return Err(err(
-                ErrorCode::Busy,
-                format!(
-                    "switch {sw} still has {} ports: delete them first",
-                    s.ports.len()
-                ),
-            ));
+            return Err(RegistryError::SwitchHasPorts {
+                switch: sw.to_string(),
+                ports: s.ports.len(),
+            });
         }
         self.switches.remove(sw);
         info!(switch = sw, "switch deleted");
@@ -371,15 +467,15 @@ impl Registry {
         g: Geometry,
         persistent: bool,
         counters: Option<Arc<Counters>>,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         let res = self.attach_new_port(sw, port, g, persistent, counters);
-        self.drop_failed_switch(sw, &res);
+        self.drop_failed_switch(sw, res.is_err());
         res
     }
 
     /// Does not leave an on-demand switch behind for a port that failed.
-    fn drop_failed_switch(&mut self, sw: &str, res: &Result<(), ErrorReply>) {
-        if res.is_err()
+    fn drop_failed_switch(&mut self, sw: &str, failed: bool) {
+        if failed
             && self
                 .switches
                 .get(sw)
@@ -396,14 +492,13 @@ impl Registry {
         g: Geometry,
         persistent: bool,
         counters: Option<Arc<Counters>>,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         let full = if port == DIRECT_APP {
             sw.to_string()
         } else {
             format!("{sw}:{port}")
         };
-        let layout =
-            RegionLayout::new(g, 1).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        let layout = RegionLayout::new(g, 1)?;
         // Held by the daemon: the memfd, the kick eventfd, one interrupt
         // eventfd per ring pair.
         let fds = 2 + u64::from(g.tx_rings.max(g.rx_rings));
@@ -415,39 +510,31 @@ impl Registry {
         )?;
         let entry = self.ensure_switch(sw, false)?;
         if entry.ports.len() >= MAX_PORTS {
-            return Err(err(
-                ErrorCode::Limit,
-                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
-            ));
+            return Err(RegistryError::SwitchFull {
+                switch: sw.to_string(),
+                max: MAX_PORTS,
+            });
         }
         let region = Arc::new(
             // netmap's ni_name of a VALE port is its full name.
             Region::create(layout, [&full, ""])
                 .map_err(|e| internal("creating the port's memory", e))?,
         );
-        let sp = entry
-            .switch
-            .attach(|idx| {
-                let p = SwitchPort::new(full.clone(), idx, region)?;
-                // Down until a client opens it (or a QEMU gets its memory):
-                // frames for it are dropped, not kept for whoever comes.
-                if let Some(r) = p.ring() {
-                    r.link.set_up(false);
-                }
-                Ok(match counters {
-                    Some(c) => p.with_counters(c),
-                    None => p,
-                })
-            })
-            .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
         let switch = entry.switch.clone();
-        let assigned = match self.assign(&switch, &sp, &[Source::Rings]) {
-            Ok(a) => a,
-            Err(e) => {
-                switch.detach(sp.index);
-                return Err(e);
+        let mut attached = Attached::new(&self.workers, switch, |idx| {
+            let p = SwitchPort::new(full.clone(), idx, region)?;
+            // Down until a client opens it (or a QEMU gets its memory):
+            // frames for it are dropped, not kept for whoever comes.
+            if let Some(r) = p.ring() {
+                r.link.set_up(false);
             }
-        };
+            Ok(match counters {
+                Some(c) => p.with_counters(c),
+                None => p,
+            })
+        })?;
+        attached.assign(&[Source::Rings], &self.next_id)?;
+        let (sp, assigned) = attached.commit();
         info!(port = %full, index = sp.index, worker = assigned.first().map(|a| a.1), "port created");
         let entry = self.switches.get_mut(sw).expect("exists");
         entry.ports.insert(
@@ -455,48 +542,15 @@ impl Registry {
             PortEntry {
                 port: sp,
                 assigned,
-                persistent,
-                open_by: None,
-                geometry: g,
-                vm: None,
-                iface: None,
-                pt: None,
-                _charge: Some(charge),
+                kind: Kind::Ring(RingEntry {
+                    geometry: g,
+                    persistent,
+                    open_by: OpenBy::Closed,
+                    _charge: charge,
+                }),
             },
         );
         Ok(())
-    }
-
-    /// Hands each source of `sp` to the least loaded worker.
-    fn assign(
-        &self,
-        switch: &Arc<Switch>,
-        sp: &Arc<SwitchPort>,
-        sources: &[Source],
-    ) -> Result<Vec<(u64, usize)>, ErrorReply> {
-        let mut done: Vec<(u64, usize)> = Vec::with_capacity(sources.len());
-        for &source in sources {
-            let id = self.id();
-            let worker = (0..self.workers.len())
-                .min_by_key(|&w| self.workers[w].load())
-                .unwrap_or(0);
-            let Some(w) = self.workers.get(worker) else {
-                continue;
-            };
-            if let Err(e) = w.assign(Assigned {
-                id,
-                switch: switch.clone(),
-                port: sp.clone(),
-                source,
-            }) {
-                for &(id, w) in &done {
-                    self.workers[w].unassign(id);
-                }
-                return Err(internal("handing the port to a worker", e));
-            }
-            done.push((id, worker));
-        }
-        Ok(done)
     }
 
     /// `port-add` of a VM port: a vhost-user virtio-net device on a switch.
@@ -505,9 +559,9 @@ impl Registry {
         sw: &str,
         port: &str,
         spec: &VhostUserSpec,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         let res = self.attach_vm_port(sw, port, spec);
-        self.drop_failed_switch(sw, &res);
+        self.drop_failed_switch(sw, res.is_err());
         res
     }
 
@@ -516,80 +570,49 @@ impl Registry {
         sw: &str,
         port: &str,
         spec: &VhostUserSpec,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         if spec.path.is_empty() {
-            return Err(err(
-                ErrorCode::BadRequest,
-                "a vhost-user port needs a socket path",
-            ));
+            return Err(RegistryError::VmNoSocketPath);
         }
         let config = NetConfig {
             mac: vm_mac(sw, port),
             queue_pairs: spec.queues,
             offloads: spec.offloads,
         };
-        let dev =
-            VhostUserNet::new(config).map_err(|e| err(ErrorCode::BadRequest, e.to_string()))?;
+        let dev = VhostUserNet::new(config)?;
         let dev: SharedNet = Arc::new(std::sync::Mutex::new(dev));
         let entry = self.ensure_switch(sw, false)?;
         if entry.ports.len() >= MAX_PORTS {
-            return Err(err(
-                ErrorCode::Limit,
-                format!("switch {sw} already has {MAX_PORTS} ports, the most a switch can have"),
-            ));
+            return Err(RegistryError::SwitchFull {
+                switch: sw.to_string(),
+                max: MAX_PORTS,
+            });
         }
         let full = format!("{sw}:{port}");
-        let sp = entry
-            .switch
-            .attach(|idx| SwitchPort::new_virtio(full.clone(), idx, dev.clone()))
-            .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
         let switch = entry.switch.clone();
-        let sources: Vec<Source> = (0..sp.sources()).map(Source::Pair).collect();
-        let assigned = match self.assign(&switch, &sp, &sources) {
-            Ok(a) => a,
-            Err(e) => {
-                switch.detach(sp.index);
-                return Err(e);
-            }
-        };
-        let thread = match VhostUserThread::start(
-            sp.clone(),
+        let mut attached = Attached::new(&self.workers, switch, |idx| {
+            SwitchPort::new_virtio(full.clone(), idx, dev.clone())
+        })?;
+        let sources: Vec<Source> = (0..attached.port().sources()).map(Source::Pair).collect();
+        attached.assign(&sources, &self.next_id)?;
+        let thread = VhostUserThread::start(
+            attached.port().clone(),
             dev,
             std::path::Path::new(&spec.path),
             spec.client,
-        ) {
-            Ok(t) => t,
-            Err(e) => {
-                for &(id, w) in &assigned {
-                    self.workers[w].unassign(id);
-                }
-                switch.detach(sp.index);
-                let msg = error_chain(&e);
-                return Err(err(ErrorCode::BadRequest, msg));
-            }
-        };
+        )?;
+        let (sp, assigned) = attached.commit();
         info!(port = %full, index = sp.index, path = %spec.path, client = spec.client, queues = spec.queues, "VM port created");
-        let g = Geometry {
-            tx_rings: u32::from(spec.queues),
-            rx_rings: u32::from(spec.queues),
-            ..Geometry::default()
-        };
         let entry = self.switches.get_mut(sw).expect("exists");
         entry.ports.insert(
             port.to_string(),
             PortEntry {
                 port: sp,
                 assigned,
-                persistent: true,
-                open_by: None,
-                geometry: g,
-                vm: Some(Box::new(VmEntry {
+                kind: Kind::Vm(Box::new(VmEntry {
                     spec: spec.clone(),
                     thread,
                 })),
-                iface: None,
-                pt: None,
-                _charge: None,
             },
         );
         Ok(())
@@ -601,24 +624,24 @@ impl Registry {
         };
         let mut released = None;
         let mut threads = (None, None);
-        if let Some(mut p) = s.ports.remove(port) {
-            for &(id, w) in &p.assigned {
-                if let Some(w) = self.workers.get(w) {
-                    w.unassign(id);
-                }
-            }
+        if let Some(p) = s.ports.remove(port) {
+            take_off(&self.workers, &s.switch, p.port.index, &p.assigned);
+            info!(port = %p.port.name, "port removed");
             // A VM port's protocol thread and a passthrough port's server
             // are told to stop here and joined after the lock is released.
-            threads = (p.vm.take(), p.pt.take());
-            s.switch.detach(p.port.index);
-            info!(port = %p.port.name, "port removed");
-            released = p.iface.map(|i| (p.port, i));
+            match p.kind {
+                Kind::Ring(mut r) => threads.1 = r.open_by.take_guest(),
+                Kind::Vm(vm) => threads.0 = Some(vm),
+                Kind::Iface(i) => released = Some((p.port, i)),
+            }
         }
         if s.ports.is_empty() && !s.persistent {
             self.switches.remove(sw);
             info!(switch = sw, "switch removed with its last port");
         }
-        self.retire_vm(threads.0);
+        if let Some(vm) = threads.0 {
+            self.retire_vm(vm);
+        }
         self.retire_pt(threads.1);
         if let Some((port, i)) = released {
             // The interface goes back to the kernel when the last reference
@@ -635,16 +658,12 @@ impl Registry {
         id: &str,
         g: Geometry,
         persistent: bool,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         if self.pipes.len() >= MAX_PIPES {
-            return Err(err(
-                ErrorCode::Limit,
-                format!("the daemon already has {MAX_PIPES} pipes"),
-            ));
+            return Err(RegistryError::TooManyPipes { max: MAX_PIPES });
         }
         let n0 = format!("{base}{{{id}");
-        let layout =
-            RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+        let layout = RegionLayout::new(g, 2)?;
         // Held by the daemon: the memfd and one interrupt eventfd per ring
         // pair and end.
         let fds = 1 + 2 * u64::from(g.tx_rings.max(g.rx_rings));
@@ -661,11 +680,12 @@ impl Registry {
                 region: Arc::new(region),
                 irq,
                 persistent,
-                open_by: [None, None],
+                open_by: [OpenBy::Closed, OpenBy::Closed],
                 base: base.to_string(),
                 id: id.to_string(),
-                pt: [None, None],
                 former: None,
+                owner_uid: [None; 2],
+                former_uid: None,
                 _charge: charge,
             },
         );
@@ -680,38 +700,35 @@ impl Registry {
         name: &str,
         vm: Option<&VhostUserSpec>,
         pt: Option<&str>,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         let pn = Self::parse(name)?;
         if let Some(path) = pt {
             if vm.is_some() {
-                return Err(err(
-                    ErrorCode::BadRequest,
-                    format!(
-                        "{pn}: a port is either a vhost-user port or a passthrough port, not both"
-                    ),
-                ));
+                return Err(RegistryError::VmAndPassthrough {
+                    port: pn.to_string(),
+                });
             }
             return self.passthrough_add(&pn, std::path::Path::new(path));
         }
         if let Some(spec) = vm {
             let Target::Vale { switch, port } = &pn.target else {
-                return Err(err(
-                    ErrorCode::BadName,
-                    format!("{pn} is not a switch port: a vhost-user port is a port of a switch, like vale0:vm1"),
-                ));
+                return Err(RegistryError::VmNotSwitchPort {
+                    port: pn.to_string(),
+                });
             };
             if pn.conf.is_some() {
-                return Err(err(
-                    ErrorCode::BadName,
-                    format!("{pn}: @conf: sizes do not apply to a vhost-user port (use --queues)"),
-                ));
+                return Err(RegistryError::VmSizes {
+                    port: pn.to_string(),
+                });
             }
             if self
                 .switches
                 .get(switch)
                 .is_some_and(|s| s.ports.contains_key(port))
             {
-                return Err(err(ErrorCode::Exists, format!("port {pn} already exists")));
+                return Err(RegistryError::PortExists {
+                    port: pn.to_string(),
+                });
             }
             return self.new_vm_port(switch, port, spec);
         }
@@ -726,22 +743,20 @@ impl Registry {
                     .get_mut(switch)
                     .and_then(|s| s.ports.get_mut(port))
                 {
-                    if p.vm.is_some() {
-                        return Err(err(
-                            ErrorCode::Exists,
-                            format!("port {pn} already exists, as a vhost-user port"),
-                        ));
-                    }
-                    if let Some(i) = &p.iface {
-                        return Err(err(
-                            ErrorCode::Exists,
-                            format!(
-                                "port {pn} already exists, as interface {} attached",
-                                i.info.ifname
-                            ),
-                        ));
-                    }
-                    return make_persistent(&mut p.persistent, || format!("port {pn}"));
+                    return match &mut p.kind {
+                        Kind::Vm(_) => Err(RegistryError::PortIsVm {
+                            port: pn.to_string(),
+                        }),
+                        Kind::Iface(i) => Err(RegistryError::PortIsInterface {
+                            port: pn.to_string(),
+                            ifname: i.info.ifname.clone(),
+                        }),
+                        Kind::Ring(r) => {
+                            make_persistent(&mut r.persistent, || RegistryError::PortExists {
+                                port: pn.to_string(),
+                            })
+                        }
+                    };
                 }
                 self.new_vale_port(switch, port, g, true, None)
             }
@@ -753,64 +768,73 @@ impl Registry {
                 };
                 let key = Target::pipe_key(base, id);
                 if let Some(p) = self.pipes.get_mut(&key) {
-                    return make_persistent(&mut p.persistent, || format!("pipe {base}{{{id}"));
+                    return make_persistent(&mut p.persistent, || RegistryError::PipeExists {
+                        pipe: format!("{base}{{{id}"),
+                    });
                 }
                 self.new_pipe(base, id, g, true)
             }
-            Target::Nic { ifname } => Err(nic_unsupported(ifname)),
+            Target::Nic { ifname } => Err(RegistryError::NicNotAPort {
+                ifname: ifname.clone(),
+            }),
         }
     }
 
+    /// The entry of `port` on `switch`, named `pn`.
+    fn port_entry(
+        &self,
+        pn: &PortName,
+        switch: &str,
+        port: &str,
+    ) -> Result<&PortEntry, RegistryError> {
+        self.switches
+            .get(switch)
+            .and_then(|s| s.ports.get(port))
+            .ok_or_else(|| RegistryError::NoPort {
+                port: pn.to_string(),
+            })
+    }
+
     /// `port-del`.
-    pub fn port_del(&mut self, name: &str) -> Result<(), ErrorReply> {
+    pub fn port_del(&mut self, name: &str) -> Result<(), RegistryError> {
         let pn = Self::parse(name)?;
         match &pn.target {
             Target::Vale { switch, port } => {
-                let p = self
-                    .switches
-                    .get(switch)
-                    .and_then(|s| s.ports.get(port))
-                    .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no port {pn}")))?;
-                if p.open_by.is_some_and(|c| c != PASSTHROUGH) {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("port {pn} is open by a client: close it first"),
-                    ));
+                let p = self.port_entry(&pn, switch, port)?;
+                if matches!(&p.kind, Kind::Ring(r) if r.open_by.is_client()) {
+                    return Err(RegistryError::PortInUse {
+                        port: pn.to_string(),
+                    });
                 }
                 self.remove_vale_port(&switch.clone(), &port.clone());
                 Ok(())
             }
             Target::Pipe { base, id, .. } => {
                 let key = Target::pipe_key(base, id);
-                let p = self.pipes.get(&key).ok_or_else(|| {
-                    err(
-                        ErrorCode::NotFound,
-                        format!("there is no pipe {base}{{{id}"),
-                    )
+                let p = self.pipes.get(&key).ok_or_else(|| RegistryError::NoPipe {
+                    pipe: format!("{base}{{{id}"),
                 })?;
-                if p.open_by
-                    .iter()
-                    .any(|c| c.is_some_and(|c| c != PASSTHROUGH))
-                {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("pipe {base}{{{id} is open by a client: close it first"),
-                    ));
+                if p.open_by.iter().any(OpenBy::is_client) {
+                    return Err(RegistryError::PipeInUse {
+                        pipe: format!("{base}{{{id}"),
+                    });
                 }
                 // Its passthrough servers stop (joined after the lock).
                 self.remove_pipe(&key);
                 Ok(())
             }
-            Target::Nic { ifname } => Err(nic_unsupported(ifname)),
+            Target::Nic { ifname } => Err(RegistryError::NicNotAPort {
+                ifname: ifname.clone(),
+            }),
         }
     }
 
     /// `port-list`.
-    pub fn port_list(&self, switch: Option<&str>) -> Result<Vec<PortInfo>, ErrorReply> {
+    pub fn port_list(&self, switch: Option<&str>) -> Result<Vec<PortInfo>, RegistryError> {
         let mut out = Vec::new();
         if let Some(sw) = switch {
             if !self.switches.contains_key(sw) {
-                return Err(err(ErrorCode::NotFound, format!("there is no switch {sw}")));
+                return Err(no_switch(sw));
             }
         }
         for (sname, s) in &self.switches {
@@ -818,29 +842,40 @@ impl Registry {
                 continue;
             }
             for p in s.ports.values() {
-                let vm = p.vm.as_ref().map(|v| VhostUserInfo {
-                    spec: v.spec.clone(),
-                    connected: v.thread.connected(),
-                });
-                let kind = match (&vm, &p.iface) {
-                    (Some(_), _) => PortKind::VhostUser,
-                    (None, Some(i)) => i.kind,
-                    (None, None) => PortKind::Vale,
-                };
-                out.push(PortInfo {
+                let mut info = PortInfo {
                     name: p.port.name.clone(),
-                    kind,
-                    persistent: p.persistent,
-                    open: p.open_by.is_some_and(|c| c != PASSTHROUGH)
-                        || p.pt.as_ref().is_some_and(|t| t.connected())
-                        || p.iface.is_some()
-                        || vm.as_ref().is_some_and(|v| v.connected),
-                    geometry: (kind == PortKind::Vale).then_some(p.geometry),
+                    kind: PortKind::Vale,
+                    persistent: true,
+                    open: false,
+                    geometry: None,
                     worker: p.assigned.first().map(|a| a.1 as u32),
-                    vhost_user: vm,
-                    iface: p.iface.as_ref().map(|i| i.info.clone()),
-                    passthrough: p.pt.as_deref().map(pt_info),
-                });
+                    vhost_user: None,
+                    iface: None,
+                    passthrough: None,
+                };
+                match &p.kind {
+                    Kind::Ring(r) => {
+                        info.persistent = r.persistent;
+                        info.open = r.open_by.in_use();
+                        info.geometry = Some(r.geometry);
+                        info.passthrough = r.open_by.guest().map(pt_info);
+                    }
+                    Kind::Vm(v) => {
+                        let connected = v.thread.connected();
+                        info.kind = PortKind::VhostUser;
+                        info.open = connected;
+                        info.vhost_user = Some(VhostUserInfo {
+                            spec: v.spec.clone(),
+                            connected,
+                        });
+                    }
+                    Kind::Iface(i) => {
+                        info.kind = i.kind;
+                        info.open = true;
+                        info.iface = Some(i.info.clone());
+                    }
+                }
+                out.push(info);
             }
         }
         if switch.is_none() {
@@ -851,13 +886,12 @@ impl Registry {
                         name: format!("{}{}{}", p.base, if end == 0 { '{' } else { '}' }, p.id),
                         kind: PortKind::Pipe,
                         persistent: p.persistent,
-                        open: p.open_by[end].is_some_and(|c| c != PASSTHROUGH)
-                            || p.pt[end].as_ref().is_some_and(|t| t.connected()),
+                        open: p.open_by[end].in_use(),
                         geometry: Some(if end == 0 { g } else { g.mirrored() }),
                         worker: None,
                         vhost_user: None,
                         iface: None,
-                        passthrough: p.pt[end].as_ref().map(pt_info),
+                        passthrough: p.open_by[end].guest().map(pt_info),
                     });
                 }
             }
@@ -866,10 +900,10 @@ impl Registry {
     }
 
     /// `stats`.
-    pub fn stats(&self, switch: Option<&str>) -> Result<Vec<PortStats>, ErrorReply> {
+    pub fn stats(&self, switch: Option<&str>) -> Result<Vec<PortStats>, RegistryError> {
         if let Some(sw) = switch {
             if !self.switches.contains_key(sw) {
-                return Err(err(ErrorCode::NotFound, format!("there is no switch {sw}")));
+                return Err(no_switch(sw));
             }
         }
         Ok(self
@@ -881,11 +915,8 @@ impl Registry {
     }
 
     /// `macs`.
-    pub fn macs(&self, sw: &str) -> Result<Vec<MacEntry>, ErrorReply> {
-        let s = self
-            .switches
-            .get(sw)
-            .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no switch {sw}")))?;
+    pub fn macs(&self, sw: &str) -> Result<Vec<MacEntry>, RegistryError> {
+        let s = self.switches.get(sw).ok_or_else(|| no_switch(sw))?;
         let mut v: Vec<MacEntry> = s
             .switch
             .mac_entries()
@@ -905,7 +936,7 @@ impl Registry {
 
     /// `open`: creates what the name asks for if needed, marks it open by
     /// `conn`, and returns the reply with its descriptors.
-    pub fn open(&mut self, conn: ConnId, name: &str) -> Result<Opened, ErrorReply> {
+    pub fn open(&mut self, conn: ConnId, name: &str) -> Result<Opened, RegistryError> {
         let pn = Self::parse(name)?;
         let target = match pn.target.clone() {
             Target::Nic { ifname } => {
@@ -929,38 +960,23 @@ impl Registry {
                     .get_mut(&switch)
                     .and_then(|s| s.ports.get_mut(&port))
                     .expect("exists");
-                if p.vm.is_some() {
-                    return Err(err(
-                        ErrorCode::Unsupported,
-                        format!("port {pn} is a vhost-user port for a VM; it cannot be opened as a netmap port"),
-                    ));
-                }
-                if let Some(i) = &p.iface {
-                    return Err(err(
-                        ErrorCode::Unsupported,
-                        format!(
-                            "port {pn} is interface {} attached to the switch; it cannot be opened as a netmap port (open netmap:{} for the interface's own rings)",
-                            i.info.ifname, i.info.ifname
-                        ),
-                    ));
-                }
-                if let Some(t) = &p.pt {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!(
-                            "port {pn} is passed through to a VM (ivshmem socket {}); open it from the guest",
-                            t.path().display()
-                        ),
-                    ));
-                }
-                if p.open_by.is_some() {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("port {pn} is already open by another client"),
-                    ));
-                }
+                let r = match &mut p.kind {
+                    Kind::Vm(_) => {
+                        return Err(RegistryError::OpenVmPort {
+                            port: pn.to_string(),
+                        })
+                    }
+                    Kind::Iface(i) => {
+                        return Err(RegistryError::OpenInterfacePort {
+                            port: pn.to_string(),
+                            ifname: i.info.ifname.clone(),
+                        })
+                    }
+                    Kind::Ring(r) => r,
+                };
+                r.open_by.check_free(Openable::Port, &pn)?;
                 if let Some(g) = pn.conf {
-                    if g != p.geometry {
+                    if g != r.geometry {
                         warn!(port = %pn, "open asked for other sizes than the existing port has; using the existing ones");
                     }
                 }
@@ -975,17 +991,17 @@ impl Registry {
                     Ok(v)
                 })()
                 .map_err(|e| internal("duplicating the port's descriptors", e))?;
-                p.open_by = Some(conn);
+                r.open_by = OpenBy::Client(conn);
                 rp.link.set_up(true);
-                let r = rp.region();
+                let region = rp.region();
                 let reply = OpenReply {
                     handle,
                     name: pn.to_string(),
                     kind: PortKind::Vale,
                     end: 0,
-                    geometry: p.geometry,
-                    region_size: r.len() as u64,
-                    nifp_offset: r.layout().nifp_ofs[0] as u64,
+                    geometry: r.geometry,
+                    region_size: region.len() as u64,
+                    nifp_offset: region.layout().nifp_ofs[0] as u64,
                 };
                 self.handles
                     .insert(handle, (conn, Handle::Vale { switch, port }));
@@ -1006,36 +1022,29 @@ impl Registry {
                 let handle = self.id();
                 let p = self.pipes.get_mut(&key).expect("exists");
                 let e = end.index();
-                if let Some(t) = &p.pt[e] {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!(
-                            "pipe end {pn} is passed through to a VM (ivshmem socket {}); open it from the guest",
-                            t.path().display()
-                        ),
-                    ));
+                p.open_by[e].check_free(Openable::PipeEnd, &pn)?;
+                // When the other end is a guest's, its memory cannot be
+                // replaced while its QEMU stays, and host programs taking
+                // turns at this end is how such a pipe is used: only the
+                // user who had the end takes it again (it gets fresh memory
+                // when the QEMU goes and no end is open).
+                if p.open_by[1 - e].guest().is_some()
+                    && p.former_uid.is_some_and(|u| u != self.client.uid)
+                {
+                    return Err(RegistryError::PipeEndOtherUser {
+                        end: pn.to_string(),
+                    });
                 }
-                if p.open_by[e].is_some() {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("pipe end {pn} is already open by another client"),
-                    ));
-                }
-                // Not enforced when the other end is a guest's: its memory
-                // cannot be replaced while its QEMU stays, and host programs
-                // taking turns at this end is how such a pipe is used. It
-                // gets fresh memory when the QEMU goes and no end is open.
-                if p.former.is_some_and(|f| f != conn) && p.pt[1 - e].is_none() {
+                if p.former.is_some_and(|f| f != Former::Client(conn))
+                    && p.open_by[1 - e].guest().is_none()
+                {
                     // Handing this region to a new client would let the
                     // former one, which may still map it, read its traffic.
                     let other = if e == 0 { '}' } else { '{' };
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!(
-                            "pipe end {pn} was open by another client that may still map the pipe's memory; \
-                             the pipe gets fresh memory once its other end {base}{other}{id} is closed too"
-                        ),
-                    ));
+                    return Err(RegistryError::PipeEndFormer {
+                        end: pn.to_string(),
+                        other: format!("{base}{other}{id}"),
+                    });
                 }
                 let fds = (|| -> std::io::Result<Vec<OwnedFd>> {
                     let mut v = vec![p.region.dup_fd()?];
@@ -1045,7 +1054,8 @@ impl Registry {
                     Ok(v)
                 })()
                 .map_err(|e| internal("duplicating the pipe's descriptors", e))?;
-                p.open_by[e] = Some(conn);
+                p.open_by[e] = OpenBy::Client(conn);
+                p.owner_uid[e] = Some(self.client.uid);
                 let l = p.region.layout();
                 let reply = OpenReply {
                     handle,
@@ -1065,15 +1075,10 @@ impl Registry {
     }
 
     /// `close` of one handle owned by `conn`.
-    pub fn close(&mut self, conn: ConnId, handle: u64) -> Result<(), ErrorReply> {
+    pub fn close(&mut self, conn: ConnId, handle: u64) -> Result<(), RegistryError> {
         match self.handles.get(&handle) {
             Some((c, _)) if *c == conn => {}
-            _ => {
-                return Err(err(
-                    ErrorCode::NotFound,
-                    format!("handle {handle} is not open on this connection"),
-                ))
-            }
+            _ => return Err(RegistryError::NoHandle { handle }),
         }
         let (_, h) = self.handles.remove(&handle).expect("checked");
         match h {
@@ -1085,8 +1090,15 @@ impl Registry {
                 else {
                     return Ok(());
                 };
-                p.open_by = None;
-                let (persistent, g, old) = (p.persistent, p.geometry, p.port.clone());
+                let Kind::Ring(r) = &mut p.kind else {
+                    return Ok(()); // handles are to ring ports only
+                };
+                debug_assert!(
+                    matches!(r.open_by, OpenBy::Client(c) if c == conn),
+                    "a handle's port is open by the handle's connection"
+                );
+                r.open_by = OpenBy::Closed;
+                let (persistent, g, old) = (r.persistent, r.geometry, p.port.clone());
                 self.remove_vale_port(&switch, &port);
                 if self.switches.get(&switch).is_some_and(|s| s.direct) {
                     // netmap:IF closed: the NIC goes back to the kernel.
@@ -1111,18 +1123,26 @@ impl Registry {
                 let Some(p) = self.pipes.get_mut(&key) else {
                     return Ok(());
                 };
-                p.open_by[end] = None;
-                if p.open_by[1 - end].is_some() {
+                debug_assert!(
+                    matches!(p.open_by[end], OpenBy::Client(c) if c == conn),
+                    "a handle's pipe end is open by the handle's connection"
+                );
+                p.open_by[end] = OpenBy::Closed;
+                if !p.open_by[1 - end].is_closed() {
                     // The other end stays with the memory this client saw.
-                    p.former = Some(conn);
+                    p.former = Some(Former::Client(conn));
                 }
-                if p.pt.iter().any(Option::is_some) {
+                if p.open_by[1 - end].guest().is_some() {
+                    p.former_uid = p.owner_uid[end];
+                }
+                p.owner_uid[end] = None;
+                if p.open_by.iter().any(|o| o.guest().is_some()) {
                     // A passthrough end keeps the pipe: it gets fresh memory
                     // once no end is in use.
                     self.renew_pipe_if_idle(&key);
                     return Ok(());
                 }
-                if p.open_by.iter().all(Option::is_none) {
+                if p.open_by.iter().all(OpenBy::is_closed) {
                     let p = self.pipes.remove(&key).expect("present");
                     if p.persistent {
                         // Same as for switch ports: a fresh region for the
@@ -1166,7 +1186,7 @@ fn pt_info(t: &PassthroughServer) -> PassthroughInfo {
 
 /// A guest's view of switch port `p`: its region, its interrupts, and the
 /// kick of the worker for the doorbell.
-fn vale_peers(p: &PortEntry) -> Result<Peers, ErrorReply> {
+fn vale_peers(p: &PortEntry) -> Result<Peers, RegistryError> {
     let dup = |e: &EventFd| {
         e.try_clone()
             .map_err(|e| internal("duplicating an eventfd", e))
@@ -1193,12 +1213,16 @@ fn vale_peers(p: &PortEntry) -> Result<Peers, ErrorReply> {
 }
 
 /// A guest's view of end `e` of pipe `p`.
-fn pipe_peers(p: &PipeEntry, e: usize) -> Result<Peers, ErrorReply> {
+fn pipe_peers(p: &PipeEntry, e: usize) -> Result<Peers, RegistryError> {
     pipe_peers_of(&p.region, &p.irq, e)
 }
 
 /// A guest's view of end `e` of a pipe's memory and interrupts.
-fn pipe_peers_of(region: &Region, irq: &[Vec<EventFd>; 2], e: usize) -> Result<Peers, ErrorReply> {
+fn pipe_peers_of(
+    region: &Region,
+    irq: &[Vec<EventFd>; 2],
+    e: usize,
+) -> Result<Peers, RegistryError> {
     let dup = |e: &EventFd| {
         e.try_clone()
             .map_err(|e| internal("duplicating an eventfd", e))
@@ -1254,12 +1278,14 @@ impl Registry {
                 else {
                     return;
                 };
-                if p.pt.as_ref().is_none_or(|t| t.tag() != tag) {
+                let Kind::Ring(r) = &mut p.kind else {
+                    return; // deleted, and another port of that name now
+                };
+                if r.open_by.guest().is_none_or(|t| t.tag() != tag) {
                     return; // deleted, or another port of that name now
                 }
-                let pt = p.pt.take();
-                let (g, old) = (p.geometry, p.port.clone());
-                p.open_by = None;
+                let pt = r.open_by.take_guest();
+                let (g, old) = (r.geometry, p.port.clone());
                 self.remove_vale_port(switch, port);
                 let counters = Some(old.counters.clone());
                 let res = self
@@ -1279,11 +1305,10 @@ impl Registry {
                             .get_mut(switch)
                             .and_then(|s| s.ports.get_mut(port))
                             .expect("just created");
-                        if let Some(t) = &pt {
+                        if let Some(t) = pt {
                             t.set_peers(peers);
+                            p.ring_mut().expect("a ring port").open_by = OpenBy::Guest(t);
                         }
-                        p.pt = pt;
-                        p.open_by = Some(PASSTHROUGH);
                     }
                     Err(e) => {
                         warn!(port = %format!("{switch}:{port}"), error = %e, "cannot give a passthrough port fresh memory; the port is removed");
@@ -1304,14 +1329,17 @@ impl Registry {
                 let Some(p) = self.pipes.get_mut(&key) else {
                     return;
                 };
-                if p.pt[end.index()].as_ref().is_none_or(|t| t.tag() != tag) {
+                if p.open_by[end.index()]
+                    .guest()
+                    .is_none_or(|t| t.tag() != tag)
+                {
                     return;
                 }
                 if !wanted {
                     // The guest that went may keep the memory; the pipe is
                     // renewed when a QEMU next wants it (what the guest
                     // sent stays for the other end until then).
-                    p.former = Some(PASSTHROUGH);
+                    p.former = Some(Former::Guest);
                     return;
                 }
                 self.renew_pipe_if_idle(&key);
@@ -1327,29 +1355,26 @@ impl Registry {
         let Some(p) = self.pipes.get_mut(key) else {
             return;
         };
-        if p.former.is_none()
-            || p.open_by
-                .iter()
-                .any(|c| c.is_some_and(|c| c != PASSTHROUGH))
-        {
+        if p.former.is_none() || p.open_by.iter().any(OpenBy::is_client) {
             return;
         }
         // Both servers' slots are held from the check to the replacement,
         // so no QEMU takes the old memory in between.
-        let mut slots: Vec<(usize, std::sync::MutexGuard<'_, crate::passthrough::Slot>)> =
-            p.pt.iter()
-                .enumerate()
-                .filter_map(|(e, t)| {
-                    t.as_ref().map(|t| {
-                        (
-                            e,
-                            t.slot()
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner),
-                        )
-                    })
+        let mut slots: Vec<(usize, std::sync::MutexGuard<'_, crate::passthrough::Slot>)> = p
+            .open_by
+            .iter()
+            .enumerate()
+            .filter_map(|(e, o)| {
+                o.guest().map(|t| {
+                    (
+                        e,
+                        t.slot()
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    )
                 })
-                .collect();
+            })
+            .collect();
         if slots.iter().any(|(_, s)| s.in_use()) {
             return;
         }
@@ -1364,6 +1389,7 @@ impl Registry {
         p.region = Arc::new(region);
         p.irq = irq;
         p.former = None;
+        p.former_uid = None;
         for (e, slot) in slots.iter_mut() {
             match pipe_peers_of(&p.region, &p.irq, *e) {
                 Ok(peers) => slot.set_peers(peers),
@@ -1377,15 +1403,19 @@ impl Registry {
 
     /// `port-add NAME --passthrough PATH`: a persistent switch port or pipe
     /// end whose region a guest gets through QEMU's ivshmem-doorbell.
-    fn passthrough_add(&mut self, pn: &PortName, path: &std::path::Path) -> Result<(), ErrorReply> {
+    fn passthrough_add(
+        &mut self,
+        pn: &PortName,
+        path: &std::path::Path,
+    ) -> Result<(), RegistryError> {
         let tag = self.id();
         let renew = self.renewer(pn.target.clone(), tag);
         let start = |what: &str, peers: Peers| {
-            PassthroughServer::start(tag, what, path, peers, renew).map_err(|e| {
-                err(
-                    ErrorCode::BadRequest,
-                    format!("{what}: {}", error_chain(&e)),
-                )
+            PassthroughServer::start(tag, what, path, peers, renew).map_err(|source| {
+                RegistryError::Passthrough {
+                    port: what.to_string(),
+                    source,
+                }
             })
         };
         match &pn.target {
@@ -1395,10 +1425,9 @@ impl Registry {
                     .get(switch)
                     .is_some_and(|s| s.ports.contains_key(port));
                 if exists {
-                    return Err(err(
-                        ErrorCode::Exists,
-                        format!("port {pn} already exists; a passthrough port is created by this command (delete the port first)"),
-                    ));
+                    return Err(RegistryError::PassthroughPortExists {
+                        port: pn.to_string(),
+                    });
                 }
                 self.new_vale_port(switch, port, pn.conf.unwrap_or_default(), true, None)?;
                 let p = self
@@ -1408,8 +1437,8 @@ impl Registry {
                     .expect("just created");
                 match vale_peers(p).and_then(|peers| start(&pn.to_string(), peers)) {
                     Ok(server) => {
-                        p.pt = Some(Box::new(server));
-                        p.open_by = Some(PASSTHROUGH);
+                        let r = p.ring_mut().expect("a ring port, just created");
+                        r.open_by = OpenBy::Guest(Box::new(server));
                         Ok(())
                     }
                     Err(e) => {
@@ -1433,22 +1462,19 @@ impl Registry {
                 }
                 let e = end.index();
                 let p = self.pipes.get_mut(&key).expect("exists");
-                if p.open_by[e].is_some() {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("pipe end {pn} is open already; close it first"),
-                    ));
+                if !p.open_by[e].is_closed() {
+                    return Err(RegistryError::PassthroughEndOpen {
+                        end: pn.to_string(),
+                    });
                 }
                 if p.former.is_some() {
-                    return Err(err(
-                        ErrorCode::Busy,
-                        format!("pipe end {pn} was open by a client that may still map the pipe's memory; the pipe gets fresh memory once its other end is closed too"),
-                    ));
+                    return Err(RegistryError::PassthroughEndFormer {
+                        end: pn.to_string(),
+                    });
                 }
                 match pipe_peers(p, e).and_then(|peers| start(&pn.to_string(), peers)) {
                     Ok(server) => {
-                        p.pt[e] = Some(server);
-                        p.open_by[e] = Some(PASSTHROUGH);
+                        p.open_by[e] = OpenBy::Guest(Box::new(server));
                         p.persistent = true;
                         Ok(())
                     }
@@ -1460,7 +1486,9 @@ impl Registry {
                     }
                 }
             }
-            Target::Nic { ifname } => Err(nic_unsupported(ifname)),
+            Target::Nic { ifname } => Err(RegistryError::NicNotAPort {
+                ifname: ifname.clone(),
+            }),
         }
     }
 }
@@ -1470,14 +1498,14 @@ fn pipe_memory(
     base: &str,
     id: &str,
     g: Geometry,
-) -> Result<(Region, [Vec<EventFd>; 2]), ErrorReply> {
-    let layout = RegionLayout::new(g, 2).map_err(|e| err(ErrorCode::Geometry, e.to_string()))?;
+) -> Result<(Region, [Vec<EventFd>; 2]), RegistryError> {
+    let layout = RegionLayout::new(g, 2)?;
     let n0 = format!("{base}{{{id}");
     let n1 = format!("{base}}}{id}");
     let region = Region::create(layout, [&n0, &n1])
         .map_err(|e| internal("creating the pipe's memory", e))?;
     let pairs = g.tx_rings.max(g.rx_rings);
-    let irqs = || -> Result<Vec<EventFd>, ErrorReply> {
+    let irqs = || -> Result<Vec<EventFd>, RegistryError> {
         (0..pairs)
             .map(|_| EventFd::new().map_err(|e| internal("creating an eventfd", e)))
             .collect()
@@ -1487,19 +1515,21 @@ fn pipe_memory(
 
 /// `add` of something that exists: an on-demand object becomes persistent;
 /// a persistent one is an `exists` error naming `what`.
-fn make_persistent(persistent: &mut bool, what: impl FnOnce() -> String) -> Result<(), ErrorReply> {
+fn make_persistent(
+    persistent: &mut bool,
+    exists: impl FnOnce() -> RegistryError,
+) -> Result<(), RegistryError> {
     if *persistent {
-        return Err(err(ErrorCode::Exists, format!("{} already exists", what())));
+        return Err(exists());
     }
     *persistent = true;
     Ok(())
 }
 
-fn nic_unsupported(ifname: &str) -> ErrorReply {
-    err(
-        ErrorCode::BadRequest,
-        format!("netmap:{ifname} is the NIC itself, opened by an application (like netmap's native mode); to put {ifname} on a switch, attach it: ringswitch ctl attach vale0 {ifname}"),
-    )
+fn no_switch(sw: &str) -> RegistryError {
+    RegistryError::NoSwitch {
+        switch: sw.to_string(),
+    }
 }
 
 /// A locally administered MAC address for a VM port's config space, stable

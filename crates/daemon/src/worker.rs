@@ -2,11 +2,12 @@
 //! and sleep in epoll when there is nothing to do (sv3's design).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use ringswitch_ring::poll::{self, Epoll};
 use ringswitch_ring::EventFd;
 use ringswitch_switch::{Backend, Scratch, Switch, SwitchPort};
 
@@ -16,68 +17,6 @@ const CTL: u64 = u64::MAX;
 const ROUNDS_PER_POLL: u32 = 16;
 /// Most events taken per epoll_wait.
 const MAX_EVENTS: usize = 64;
-
-struct Epoll(OwnedFd);
-
-impl Epoll {
-    fn new() -> io::Result<Epoll> {
-        // SAFETY: epoll_create1 with a valid flag returns a new fd or -1.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fresh fd owned by nobody else.
-        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    fn ctl(&self, op: libc::c_int, fd: RawFd, data: u64) -> io::Result<()> {
-        self.ctl_events(op, fd, data, libc::EPOLLIN as u32)
-    }
-
-    fn ctl_events(&self, op: libc::c_int, fd: RawFd, data: u64, events: u32) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: data };
-        // SAFETY: epoll_ctl on our epoll fd with a valid event struct.
-        if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut ev) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    fn wait(&self, events: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
-        // SAFETY: the buffer holds `events.len()` entries for the kernel to fill.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.0.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as i32,
-                timeout_ms,
-            )
-        };
-        n.max(0) as usize
-    }
-
-    /// `wait` with a timeout finer than a millisecond (epoll_pwait2).
-    fn wait_for(&self, events: &mut [libc::epoll_event], timeout: Duration) -> usize {
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: timeout.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: the buffer holds `events.len()` entries for the kernel to
-        // fill; `ts` lives across the call; no signal mask (null).
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                self.0.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as libc::c_int,
-                &ts as *const libc::timespec,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
-            )
-        };
-        n.max(0) as usize
-    }
-}
 
 /// epoll data bit marking a guest's TX kick (the rest is the source id).
 const VM_KICK: u64 = 1 << 62;
@@ -144,8 +83,8 @@ impl Assigned {
     /// edge; see `wake_is_doorbell`), level-triggered otherwise.
     fn wake_events(&self) -> u32 {
         match self.source {
-            Source::Rings => (libc::EPOLLIN | libc::EPOLLET) as u32,
-            Source::Pair(_) | Source::Queue(_) => libc::EPOLLIN as u32,
+            Source::Rings => poll::READABLE_EDGE,
+            Source::Pair(_) | Source::Queue(_) => poll::READABLE,
         }
     }
 
@@ -235,7 +174,7 @@ impl Local {
         }
         self.generation = q.generation();
         if let Some(old) = self.kick.take() {
-            let _ = epoll.ctl(libc::EPOLL_CTL_DEL, old.as_raw_fd(), 0);
+            let _ = epoll.delete(old.as_raw_fd());
         }
         if let Some(fd) = q.tx_kick_fd() {
             match fd.try_clone_to_owned() {
@@ -245,13 +184,9 @@ impl Local {
                     // the frontend shares the descriptor, so it could make
                     // it blocking again or empty it between our wake-up and
                     // a read.
-                    let events = (libc::EPOLLIN | libc::EPOLLET) as u32;
-                    if let Err(e) = epoll.ctl_events(
-                        libc::EPOLL_CTL_ADD,
-                        dup.as_raw_fd(),
-                        self.a.id | VM_KICK,
-                        events,
-                    ) {
+                    if let Err(e) =
+                        epoll.add(dup.as_raw_fd(), self.a.id | VM_KICK, poll::READABLE_EDGE)
+                    {
                         tracing::warn!(port = %self.a.port.name, error = %e, "cannot watch the guest's kick");
                     } else {
                         self.kick = Some(dup);
@@ -267,7 +202,7 @@ impl Local {
 
     fn forget(&mut self, epoll: &Epoll) {
         if let Some(old) = self.kick.take() {
-            let _ = epoll.ctl(libc::EPOLL_CTL_DEL, old.as_raw_fd(), 0);
+            let _ = epoll.delete(old.as_raw_fd());
         }
     }
 }
@@ -359,7 +294,7 @@ impl Worker {
         });
         shared
             .epoll
-            .ctl(libc::EPOLL_CTL_ADD, shared.ctl.as_raw_fd(), CTL)?;
+            .add(shared.ctl.as_raw_fd(), CTL, poll::READABLE)?;
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("rs-worker{index}"))
@@ -379,9 +314,7 @@ impl Worker {
                 "source does not match the port",
             )
         })?;
-        self.shared
-            .epoll
-            .ctl_events(libc::EPOLL_CTL_ADD, fd, a.id, a.wake_events())?;
+        self.shared.epoll.add(fd, a.id, a.wake_events())?;
         self.shared
             .ports
             .lock()
@@ -401,7 +334,7 @@ impl Worker {
         if let Some(pos) = ports.iter().position(|a| a.id == id) {
             let a = ports.remove(pos);
             if let Some(fd) = a.wake_fd() {
-                let _ = self.shared.epoll.ctl(libc::EPOLL_CTL_DEL, fd, 0);
+                let _ = self.shared.epoll.delete(fd);
             }
         }
         drop(ports);
@@ -469,7 +402,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
     let mut local: Vec<Local> = Vec::new();
     let mut n_active = 0usize;
     let mut seen_gen = u64::MAX;
-    let mut events = [libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
+    let mut events = [poll::NO_EVENT; MAX_EVENTS];
     let mut rounds = 0u32;
     loop {
         if s.stop.load(Ordering::Acquire) {
@@ -522,12 +455,13 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             if n_active == 0 {
                 s.wakeups.fetch_add(1, Ordering::Relaxed);
             }
-            let n = match (n_active, any_deferred) {
-                (0, false) => s.epoll.wait(&mut events, -1),
-                // epoll_wait's timeout is in milliseconds: too coarse.
-                (0, true) => s.epoll.wait_for(&mut events, MODERATE_WAIT),
-                _ => s.epoll.wait(&mut events, 0),
+            let timeout = match (n_active, any_deferred) {
+                (0, false) => None,
+                (0, true) => Some(MODERATE_WAIT),
+                _ => Some(Duration::ZERO),
             };
+            // An interrupted or failed wait is a wait that saw nothing.
+            let n = s.epoll.wait(&mut events, timeout).unwrap_or(0);
             if any_deferred {
                 // Queues whose guest did not post enough for a moderated
                 // kick in time: look at them now (and go back to immediate

@@ -228,15 +228,21 @@ fn a_guest_on_a_switch_port_sends_and_receives_through_the_switch() {
     assert_eq!((l.ends, l.geometry.tx_rings), (1, 2));
     assert!(hs.region.fd().as_raw_fd() >= 0);
 
-    // Listed as open once QEMU is attached.
-    let list: Vec<PortInfo> = c
-        .call_as(&Request::PortList {
-            switch: Some("vale0".into()),
+    // Listed as open once QEMU is attached (the server marks it so right
+    // after the handshake).
+    let mut list: Vec<PortInfo> = Vec::new();
+    wait_until("the port to be listed as open", || {
+        list = c
+            .call_as(&Request::PortList {
+                switch: Some("vale0".into()),
+            })
+            .unwrap()
+            .0;
+        list.iter().any(|p| {
+            p.name == "vale0:g1" && p.open && p.passthrough.as_ref().is_some_and(|t| t.connected)
         })
-        .unwrap()
-        .0;
+    });
     let me = list.iter().find(|p| p.name == "vale0:g1").unwrap();
-    assert!(me.open);
     assert_eq!(
         me.passthrough.as_ref().unwrap().path,
         path.display().to_string()

@@ -177,10 +177,24 @@ impl Env {
         self.c.call_as(&Request::Stats { switch: None }).unwrap().0
     }
 
-    /// Counters: exact for every frame a test has seen arrive (the switch
-    /// counts, on both sides, before a destination can see the frame).
+    /// Counters once they stop moving. A frame a test has seen arrive is
+    /// already counted on both sides (the switch counts before a
+    /// destination can see it), but a drop is seen by no one: a guest's TX
+    /// chains are completed before the batch is delivered, so the drops of
+    /// a batch may be counted after the guest's flush returned.
+    // TODO(issue 16): a condition instead of a quiet period (each caller
+    // knows the sum it expects).
     fn settled(&mut self) -> Vec<PortStats> {
-        self.stats()
+        let deadline = Instant::now() + T;
+        let mut last = self.stats();
+        loop {
+            std::thread::sleep(Duration::from_millis(30));
+            let now = self.stats();
+            if now == last || Instant::now() > deadline {
+                return now;
+            }
+            last = now;
+        }
     }
 
     fn stat(&mut self, name: &str) -> PortStats {
@@ -1145,7 +1159,9 @@ fn guest_reconnects_in_server_mode() {
     // Meanwhile frames for the VM are dropped as link down.
     let before = e.stat("vale0:vm1").drop_link_down;
     assert_eq!(send(&mut p, &[pat(GA, RP, 60, 20)]), 1);
-    std::thread::sleep(Duration::from_millis(50));
+    wait_until("the frame for the VM to be counted", || {
+        e.stat("vale0:vm1").drop_link_down > before
+    });
     assert_eq!(e.stat("vale0:vm1").drop_link_down, before + 1);
 
     // A frontend that goes away in the middle of its setup.
@@ -1387,6 +1403,11 @@ fn multiqueue_port_with_one_pair_in_use() {
     assert_eq!(send_ring(&mut p, 1, &[pat(GA, RP, 60, 2)]), 1);
     assert_eq!(send_ring(&mut p, 0, &[pat(GA, RP, 60, 3)]), 1);
     assert_eq!(rx_tags(&g.wait_rx(1, T)), vec![3]);
+    // Frame 2 came from the port's other TX ring, which the worker may
+    // serve after ring 0: its drop is counted then.
+    wait_until("frame 2's drop to be counted", || {
+        e.stat("vale0:vm1").drop_link_down >= 1
+    });
     let vm = e.stat("vale0:vm1");
     assert_eq!(vm.drop_link_down, 1, "{vm:?}");
 }

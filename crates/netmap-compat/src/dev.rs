@@ -340,3 +340,21 @@ pub unsafe fn mmap(
         Some(Ok(p)) => p,
     }
 }
+
+/// Maps the first `len` bytes of the port of `file`, shared and read-write,
+/// where the kernel chooses (what nm_open and nmport_mmap do); MAP_FAILED
+/// with errno set on failure.
+pub fn map_port(file: &NmFile, len: size_t) -> *mut c_void {
+    // SAFETY: no address asked for and no MAP_FIXED: the new mapping
+    // replaces nothing of the process.
+    unsafe {
+        mmap(
+            file,
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            0,
+        )
+    }
+}

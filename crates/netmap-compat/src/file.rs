@@ -7,16 +7,16 @@
 //! own poll, select or epoll can sleep on it.
 
 use std::ops::Range;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use ringswitch_client::{ClientError, Port};
 use ringswitch_control::{error_chain, CallError, Connection, ErrorCode};
+use ringswitch_ring::poll::{self, Epoll};
 use ringswitch_ring::Dir;
 
 use crate::abi::{flags, mode};
-use crate::real;
 use crate::Errno;
 
 /// What a registration asked for.
@@ -130,12 +130,11 @@ impl NmFile {
                 ));
             }
         };
-        let flags = if cloexec { libc::EPOLL_CLOEXEC } else { 0 };
-        // SAFETY: epoll_create1 with valid flags.
-        let fd = unsafe { libc::epoll_create1(flags) };
-        if fd < 0 {
-            return Err(Errno::last("creating the /dev/netmap descriptor"));
-        }
+        // The descriptor is the application's from here on: closed by
+        // `dev::close` (or by `dev::open` if the table is full).
+        let fd = Epoll::with_cloexec(cloexec)
+            .map_err(|e| Errno::io(e, "creating the /dev/netmap descriptor"))?
+            .into_raw_fd();
         let file = Box::new(NmFile {
             fd,
             socket,
@@ -156,16 +155,12 @@ impl NmFile {
     }
 
     fn watch(&self, fd: RawFd) -> Result<(), Errno> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: fd as u64,
-        };
-        // SAFETY: epoll_ctl on our epoll set with a live descriptor.
-        let r = unsafe { real::epoll_ctl(self.fd, libc::EPOLL_CTL_ADD, fd, &mut ev) };
-        if r != 0 {
-            return Err(Errno::last("adding the port's interrupts to /dev/netmap"));
-        }
-        Ok(())
+        // SAFETY: `self.fd` stays open as long as `self` (only `dev::close`
+        // closes it, after taking `self` out of the table).
+        let set = Epoll::borrowed(unsafe { BorrowedFd::borrow_raw(self.fd) });
+        // Data: the descriptor itself, as the application would set it.
+        set.add(fd, fd as u64, poll::READABLE)
+            .map_err(|e| Errno::io(e, "adding the port's interrupts to /dev/netmap"))
     }
 
     /// NIOCCTRL REGISTER / NIOCREGIF: opens `name` and binds rings.

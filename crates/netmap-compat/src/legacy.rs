@@ -7,11 +7,12 @@
 use std::ptr;
 
 use libc::{c_char, c_int, c_uchar, c_void, size_t};
+use ringswitch_ring::layout::nifp_ring_ofs;
 
 use crate::abi::Nmreq;
 use crate::file::RegRequest;
 use crate::mapped::{MappedRing, Side};
-use crate::nmport::{inject_into, parse_spec};
+use crate::nmport::{bound_rings, inject_into, parse_spec};
 use crate::{dev, guard, set_errno, table, Errno};
 
 /// `struct nm_pkthdr`.
@@ -160,17 +161,7 @@ pub unsafe extern "C" fn nm_open(
                 },
             )?;
             let len = info.memsize as usize;
-            // SAFETY: a fresh shared mapping of the registered port.
-            let mem = unsafe {
-                dev::mmap(
-                    &f,
-                    ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    0,
-                )
-            };
+            let mem = dev::map_port(&f, len);
             if mem == libc::MAP_FAILED {
                 return Err(Errno::last("nm_open: mapping the port"));
             }
@@ -183,26 +174,12 @@ pub unsafe extern "C" fn nm_open(
                 return null_fail(e);
             }
         };
-        let ring_range = |n: u16, only_other: bool| -> (u16, u16) {
-            if only_other || n == 0 {
-                (1, 0)
-            } else if spec.mode == crate::abi::mode::ONE_NIC {
-                if spec.ringid < n {
-                    (spec.ringid, spec.ringid)
-                } else {
-                    (1, 0)
-                }
-            } else {
-                (0, n - 1)
-            }
-        };
-        let (ft, lt) = ring_range(
+        let ((ft, lt), (fr, lr)) = bound_rings(
+            spec.mode,
+            spec.ringid,
+            spec.flags,
             info.tx_rings,
-            spec.flags & crate::abi::flags::RX_RINGS_ONLY != 0,
-        );
-        let (fr, lr) = ring_range(
             info.rx_rings,
-            spec.flags & crate::abi::flags::TX_RINGS_ONLY != 0,
         );
         // SAFETY: nr_offset lies inside the mapping (the port's layout).
         let nifp = unsafe { (mem as *mut u8).add(info.nifp_offset as usize) } as *mut c_void;
@@ -240,7 +217,9 @@ pub unsafe extern "C" fn nm_open(
         }
         .map_or(ptr::null(), |_| {
             // SAFETY: ring_ofs[0] was read and checked by MappedRing::new.
-            let rel = unsafe { ptr::read_volatile((nifp as *const u8).add(56) as *const i64) };
+            let rel = unsafe {
+                ptr::read_volatile((nifp as *const u8).add(nifp_ring_ofs(0)) as *const i64)
+            };
             (nifp as *const u8).wrapping_offset(rel as isize) as *const c_void
         });
         let d = Box::new(NmDesc {

@@ -7,7 +7,14 @@
 
 use std::ptr;
 
-use ringswitch_ring::layout::{ring_field, NIFP_RING_OFS_OFFSET, RING_SLOTS_OFFSET};
+use ringswitch_ring::layout::{
+    nifp_field, nifp_ring_ofs, ring_field, slot_field, slot_offset, RING_SLOTS_OFFSET,
+};
+
+/// Most rings of a kind counted when locating an RX ring's `ring_ofs[]`
+/// entry: a corrupted count cannot send the search far (the entry is
+/// checked against the mapping anyway).
+const RING_COUNT_BOUND: usize = 64;
 
 /// One ring of a mapped port.
 pub struct MappedRing {
@@ -50,12 +57,12 @@ impl MappedRing {
         let slot = match side {
             Side::Tx => ri as usize,
             Side::Rx => {
-                let tx = rd32(nifp + 24)? as usize;
-                let host_tx = rd32(nifp + 36)? as usize;
-                ri as usize + tx.min(64) + host_tx.min(64)
+                let tx = rd32(nifp + nifp_field::TX_RINGS)? as usize;
+                let host_tx = rd32(nifp + nifp_field::HOST_TX_RINGS)? as usize;
+                ri as usize + tx.min(RING_COUNT_BOUND) + host_tx.min(RING_COUNT_BOUND)
             }
         };
-        let at = nifp + NIFP_RING_OFS_OFFSET + 8 * slot;
+        let at = nifp + nifp_ring_ofs(slot);
         if at + 8 > memsize {
             return None;
         }
@@ -69,10 +76,11 @@ impl MappedRing {
             return None;
         }
         // SAFETY: the header lies inside the mapping, checked.
-        let buf_ofs = unsafe { ptr::read_volatile(base.add(ring) as *const i64) };
+        let buf_ofs =
+            unsafe { ptr::read_volatile(base.add(ring + ring_field::BUF_OFS) as *const i64) };
         let num = rd32(ring + ring_field::NUM_SLOTS)?;
         let bsize = rd32(ring + ring_field::NR_BUF_SIZE)?;
-        if num == 0 || bsize == 0 || ring + RING_SLOTS_OFFSET + 16 * num as usize > memsize {
+        if num == 0 || bsize == 0 || ring + slot_offset(num) > memsize {
             return None;
         }
         Some(MappedRing {
@@ -122,10 +130,7 @@ impl MappedRing {
 
     fn slot_at(&self, i: u32) -> *mut u8 {
         // SAFETY: `i < num`, and the slots lie inside the mapping.
-        unsafe {
-            self.base
-                .add(self.ring + RING_SLOTS_OFFSET + 16 * i as usize)
-        }
+        unsafe { self.base.add(self.ring + slot_offset(i)) }
     }
 
     /// Slot `i`'s address and its buffer's, if the buffer lies inside the
@@ -136,7 +141,7 @@ impl MappedRing {
         }
         let s = self.slot_at(i);
         // SAFETY: the slot lies inside the mapping.
-        let idx = unsafe { ptr::read_volatile(s as *const u32) };
+        let idx = unsafe { ptr::read_volatile(s.add(slot_field::BUF_IDX) as *const u32) };
         let at = (self.ring as i64)
             .checked_add(self.buf_ofs)?
             .checked_add(idx as i64 * self.bsize as i64)?;
@@ -151,7 +156,7 @@ impl MappedRing {
     /// Slot `i`'s length, at most the buffer size.
     pub fn len(&self, slot: *mut u8) -> u16 {
         // SAFETY: `slot` came from `slot()`.
-        let l = unsafe { ptr::read_volatile(slot.add(4) as *const u16) };
+        let l = unsafe { ptr::read_volatile(slot.add(slot_field::LEN) as *const u16) };
         l.min(self.bsize.min(u16::MAX as u32) as u16)
     }
 
@@ -159,8 +164,8 @@ impl MappedRing {
     pub fn set_len(&self, slot: *mut u8, len: u16) {
         // SAFETY: `slot` came from `slot()`.
         unsafe {
-            ptr::write_volatile(slot.add(4) as *mut u16, len);
-            ptr::write_volatile(slot.add(6) as *mut u16, 0);
+            ptr::write_volatile(slot.add(slot_field::LEN) as *mut u16, len);
+            ptr::write_volatile(slot.add(slot_field::FLAGS) as *mut u16, 0);
         }
     }
 

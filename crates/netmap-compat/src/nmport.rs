@@ -64,6 +64,43 @@ pub struct Spec {
     pub flags: u64,
 }
 
+/// The first and last ring of one direction a registration binds (`(1, 0)`
+/// when it binds none), as `first_*_ring`/`last_*_ring` of `nm_desc` and
+/// `nmport_d` record them.
+pub type RingSpan = (u16, u16);
+
+/// The rings a registration with `reg_mode`, `ringid` and `reg_flags` binds on a
+/// port of `tx_rings` and `rx_rings` rings, TX then RX: every ring, or for
+/// `ONE_NIC` ring `ringid` alone (none where there is no such ring); none
+/// for `NULL`, and none of a direction when the flags ask for the other
+/// direction only.
+pub fn bound_rings(
+    reg_mode: u32,
+    ringid: u16,
+    reg_flags: u64,
+    tx_rings: u16,
+    rx_rings: u16,
+) -> (RingSpan, RingSpan) {
+    const NONE: RingSpan = (1, 0);
+    let span = |n: u16, other_only: bool| -> RingSpan {
+        if other_only || n == 0 || reg_mode == mode::NULL {
+            NONE
+        } else if reg_mode == mode::ONE_NIC {
+            if ringid < n {
+                (ringid, ringid)
+            } else {
+                NONE
+            }
+        } else {
+            (0, n - 1)
+        }
+    };
+    (
+        span(tx_rings, reg_flags & flags::RX_RINGS_ONLY != 0),
+        span(rx_rings, reg_flags & flags::TX_RINGS_ONLY != 0),
+    )
+}
+
 /// Parses a netmap port spec.
 pub fn parse_spec(spec: &str) -> Result<Spec, Errno> {
     let bad = |why: &str| {
@@ -318,17 +355,7 @@ pub unsafe extern "C" fn nmport_mmap(d: *mut NmportD) -> c_int {
             return Errno::with(libc::EBADF, "the port's descriptor was closed".into()).fail();
         };
         let len = d.reg.nr_memsize as usize;
-        // SAFETY: a fresh shared mapping of the port's memory.
-        let mem = unsafe {
-            dev::mmap(
-                &f,
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                0,
-            )
-        };
+        let mem = dev::map_port(&f, len);
         if mem == libc::MAP_FAILED {
             return -1;
         }
@@ -337,27 +364,13 @@ pub unsafe extern "C" fn nmport_mmap(d: *mut NmportD) -> c_int {
         // SAFETY: nr_offset lies inside the mapping (the daemon's layout,
         // checked by the client library when it opened the region).
         d.nifp = unsafe { (mem as *mut u8).add(d.reg.nr_offset as usize) } as *mut c_void;
-        let (ntx, nrx) = (d.reg.nr_tx_rings, d.reg.nr_rx_rings);
-        let (mut ft, mut lt, mut fr, mut lr) = match d.reg.nr_mode {
-            mode::ONE_NIC => {
-                let r = d.reg.nr_ringid;
-                (r, r, r, r)
-            }
-            mode::NULL => (1, 0, 1, 0),
-            _ => (0, ntx.saturating_sub(1), 0, nrx.saturating_sub(1)),
-        };
-        if d.reg.nr_ringid >= ntx && d.reg.nr_mode == mode::ONE_NIC {
-            (ft, lt) = (1, 0);
-        }
-        if d.reg.nr_ringid >= nrx && d.reg.nr_mode == mode::ONE_NIC {
-            (fr, lr) = (1, 0);
-        }
-        if d.reg.nr_flags & flags::RX_RINGS_ONLY != 0 {
-            (ft, lt) = (1, 0);
-        }
-        if d.reg.nr_flags & flags::TX_RINGS_ONLY != 0 {
-            (fr, lr) = (1, 0);
-        }
+        let ((ft, lt), (fr, lr)) = bound_rings(
+            d.reg.nr_mode,
+            d.reg.nr_ringid,
+            d.reg.nr_flags,
+            d.reg.nr_tx_rings,
+            d.reg.nr_rx_rings,
+        );
         (
             d.first_tx_ring,
             d.last_tx_ring,
@@ -565,6 +578,25 @@ pub(crate) fn inject_into(ring: &MappedRing, buf: *const u8, size: usize) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bound_ring_spans() {
+        let none = (1, 0);
+        assert_eq!(bound_rings(mode::ALL_NIC, 0, 0, 4, 2), ((0, 3), (0, 1)));
+        assert_eq!(bound_rings(mode::DEFAULT, 0, 0, 1, 1), ((0, 0), (0, 0)));
+        assert_eq!(bound_rings(mode::ONE_NIC, 2, 0, 4, 4), ((2, 2), (2, 2)));
+        assert_eq!(bound_rings(mode::ONE_NIC, 2, 0, 4, 2), ((2, 2), none));
+        assert_eq!(bound_rings(mode::NULL, 0, 0, 4, 4), (none, none));
+        assert_eq!(
+            bound_rings(mode::ALL_NIC, 0, flags::TX_RINGS_ONLY, 4, 4),
+            ((0, 3), none)
+        );
+        assert_eq!(
+            bound_rings(mode::ONE_NIC, 1, flags::RX_RINGS_ONLY, 4, 4),
+            (none, (1, 1))
+        );
+        assert_eq!(bound_rings(mode::ALL_NIC, 0, 0, 0, 0), (none, none));
+    }
 
     #[test]
     fn specs() {

@@ -150,7 +150,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// One address, optionally with one port.
-    pub fn single(ip: Ipv4Addr, port: Option<u16>) -> Endpoint {
+    pub const fn single(ip: Ipv4Addr, port: Option<u16>) -> Endpoint {
         Endpoint {
             ip,
             ip_last: ip,

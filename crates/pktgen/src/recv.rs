@@ -4,11 +4,16 @@
 
 use crate::frame::{read_seq, read_stream};
 use crate::os::monotonic_ns;
+use crate::report::{End, Outcome, Reporter};
 use crate::seq::SeqStreams;
 use crate::session::Session;
-use crate::{End, Outcome, PktGenError};
+use crate::PktGenError;
 
-pub(crate) fn receive(s: &mut Session, with_seq: bool) -> Result<Outcome, PktGenError> {
+pub(crate) fn receive(
+    s: &mut Session,
+    with_seq: bool,
+    out: &mut dyn Reporter,
+) -> Result<Outcome, PktGenError> {
     let rings = s.rx_rings();
     // One tracker per sender stream, allocated here once.
     let mut streams = with_seq.then(SeqStreams::default);
@@ -17,7 +22,7 @@ pub(crate) fn receive(s: &mut Session, with_seq: bool) -> Result<Outcome, PktGen
     let mut last_ns = 0u64;
     let end = loop {
         let now = monotonic_ns();
-        s.tick(now);
+        s.tick(now, None, out);
         if let Some(e) = s.ending(now) {
             break e;
         }

@@ -9,14 +9,15 @@
 use crate::frame::{read_seq, read_ts, swap_addresses};
 use crate::latency::{IntervalRtt, RttStats};
 use crate::os::{monotonic_ns, stop_requested};
+use crate::report::{Outcome, Reporter};
 use crate::send::Stamper;
 use crate::session::{Session, WAIT_SLICE};
-use crate::{Outcome, PktGenError};
+use crate::PktGenError;
 
 /// A ping not answered within this is lost.
 pub(crate) const ROUND_TIMEOUT_NS: u64 = 1_000_000_000;
 
-pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
+pub(crate) fn ping(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, PktGenError> {
     let mut stamper = Stamper::new(s);
     let mut bucket = s.rate_limiter();
     let len16 = s.len as u16;
@@ -28,8 +29,7 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
     let t0 = monotonic_ns();
     let end = loop {
         let now = monotonic_ns();
-        if s.tick(now) {
-            s.say(&iv.line());
+        if s.tick(now, Some(&iv), out) {
             iv = IntervalRtt::default();
         }
         if let Some(e) = s.ending(now) {
@@ -134,14 +134,14 @@ pub(crate) fn ping(s: &mut Session) -> Result<Outcome, PktGenError> {
     })
 }
 
-pub(crate) fn pong(s: &mut Session) -> Result<Outcome, PktGenError> {
+pub(crate) fn pong(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, PktGenError> {
     let region = s.port.region().clone();
     let mut bad = 0u64;
     let mut first_ns: Option<u64> = None;
     let mut last_ns = 0u64;
     let end = loop {
         let now = monotonic_ns();
-        s.tick(now);
+        s.tick(now, None, out);
         if let Some(e) = s.ending(now) {
             break e;
         }

@@ -8,8 +8,9 @@ use ringswitch_ring::Slot;
 
 use crate::frame::{Fields, RangeCursor, Rng, Stamp, Template};
 use crate::os::monotonic_ns;
+use crate::report::{Outcome, Reporter};
 use crate::session::Session;
-use crate::{Outcome, PktGenError};
+use crate::PktGenError;
 
 /// How long the closing flush waits for the port to take queued packets.
 const FLUSH_NS: u64 = 1_000_000_000;
@@ -123,7 +124,7 @@ impl Stamper {
     }
 }
 
-pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
+pub(crate) fn send(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, PktGenError> {
     let mut filled = Filled::new(s.port.region().layout().nbufs);
     let mut stamper = Stamper::new(s);
     let stamping = s.fields.any();
@@ -133,7 +134,7 @@ pub(crate) fn send(s: &mut Session) -> Result<Outcome, PktGenError> {
     let t0 = monotonic_ns();
     let end = loop {
         let now = monotonic_ns();
-        s.tick(now);
+        s.tick(now, None, out);
         if let Some(e) = s.ending(now) {
             break e;
         }

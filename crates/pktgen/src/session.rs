@@ -1,8 +1,7 @@
 //! State shared by the modes: the open port (or this thread's pieces of a
 //! split port), the plan, the clock checks that end a run, the report
-//! interval, and stdout; and what the threads of a `-p` run share.
+//! interval; and what the threads of a `-p` run share.
 
-use std::io::Write as _;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -10,10 +9,13 @@ use std::time::Duration;
 use ringswitch_client::{ClientError, Port, RxRing};
 
 use crate::frame::{Endpoint, Fields, Template};
+use crate::latency::IntervalRtt;
 use crate::meter::Meter;
 use crate::os::{monotonic_ns, stop_requested};
+use crate::plan::CheckedPlan;
 use crate::rate::TokenBucket;
-use crate::{End, PktGenError, Plan};
+use crate::report::{End, Reporter};
+use crate::PktGenError;
 
 /// Longest a wait sleeps before the stop conditions are looked at again.
 pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(100);
@@ -24,16 +26,8 @@ pub(crate) const THREAD_WAIT_SLICE: Duration = Duration::from_millis(2);
 /// Shortest wait handed to a blocking call (poll has millisecond timeouts).
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
-/// Prints a line to stdout; a closed stdout is not an error worth stopping
-/// the data path for.
-pub(crate) fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
-
 /// One thread's running totals, published after every batch for the
-/// thread that prints the interval lines. Aligned so two threads' counters
+/// thread that reports the intervals. Aligned so two threads' counters
 /// never share a cache line.
 #[repr(align(128))]
 #[derive(Debug)]
@@ -133,14 +127,14 @@ impl Shared {
 }
 
 /// What a thread does beyond the plan: which stream it is, its share of
-/// the rate, and whether it publishes for an interval printer.
+/// the rate, and whether it publishes for the interval reporter.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Role {
     /// Thread index (the stream index txseq stamps).
     pub(crate) index: usize,
     /// Packets per second for this thread (0: unlimited).
     pub(crate) rate_pps: u64,
-    /// Whether several threads run: publish counters, print nothing,
+    /// Whether several threads run: publish counters, report nothing,
     /// wait in short slices.
     pub(crate) threaded: bool,
 }
@@ -177,7 +171,7 @@ impl<'a> Session<'a> {
         port: Port,
         extra: Vec<Port>,
         name: String,
-        plan: &Plan,
+        plan: &CheckedPlan,
         burst: u32,
         template: Template,
         shared: &'a Shared,
@@ -201,7 +195,7 @@ impl<'a> Session<'a> {
             busy: plan.busy,
             rate_pps: role.rate_pps,
             deadline_ns: plan.duration_ns.map_or(u64::MAX, |d| now.saturating_add(d)),
-            // With several threads the interval lines are printed from
+            // With several threads the intervals are reported from
             // the published totals, not by each thread.
             meter: Meter::new(if role.threaded { 0 } else { plan.interval_ms }, now),
             shared,
@@ -218,17 +212,18 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Prints a line to stdout.
-    pub(crate) fn say(&self, line: &str) {
-        say(line);
-    }
-
-    /// Prints the interval line if one is due. Returns whether it did.
+    /// Reports the interval to `out` if one is due, with ping's round
+    /// trips in it. Returns whether it did.
     #[inline]
-    pub(crate) fn tick(&mut self, now: u64) -> bool {
+    pub(crate) fn tick(
+        &mut self,
+        now: u64,
+        rtt: Option<&IntervalRtt>,
+        out: &mut dyn Reporter,
+    ) -> bool {
         match self.meter.poll(now) {
             Some(iv) => {
-                self.say(&iv.line());
+                out.interval(&iv, rtt);
                 true
             }
             None => false,

@@ -6,19 +6,29 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use ringswitch_daemon::{Config, Daemon};
-use ringswitch_pktgen::{run, End, Mode, PktGenArgs, Report};
+use ringswitch_pktgen::latency::IntervalRtt;
+use ringswitch_pktgen::meter::Interval;
+use ringswitch_pktgen::print::Printer;
+use ringswitch_pktgen::{End, Endpoint, Mode, PktGenError, Plan, Report, Reporter, Start};
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: PktGenArgs,
+/// netmap's defaults on `port` without interval lines (`-T 0`), in `mode`.
+fn plan(port: &str, mode: Mode) -> Plan {
+    Plan {
+        mode,
+        interval_ms: 0,
+        ..Plan::new(port)
+    }
 }
 
-fn args(argv: &str) -> PktGenArgs {
-    let words = std::iter::once("pkt-gen").chain(argv.split_whitespace());
-    Cli::try_parse_from(words).expect("valid arguments").args
+fn ep(s: &str) -> Endpoint {
+    s.parse().expect("a valid endpoint")
+}
+
+/// Runs `plan`, printing as `ringswitch pkt-gen` does (with `--json`
+/// when `json`).
+fn run(plan: &Plan, socket: &std::path::Path, json: bool) -> Result<Report, PktGenError> {
+    ringswitch_pktgen::run(plan, socket, &mut Printer::new(json))
 }
 
 fn daemon() -> Daemon {
@@ -48,26 +58,23 @@ fn wait_open(d: &Daemon, name: &str) {
     }
 }
 
-fn spawn(d: &Daemon, argv: &str) -> thread::JoinHandle<Report> {
-    let a = args(argv);
+fn spawn(d: &Daemon, plan: Plan, json: bool) -> thread::JoinHandle<Report> {
     let sock = d.socket().to_path_buf();
-    thread::spawn(move || run(&a, &sock).expect("pkt-gen runs"))
+    thread::spawn(move || run(&plan, &sock, json).expect("pkt-gen runs"))
 }
 
 #[test]
 fn txseq_to_rxseq_over_a_pipe_loses_nothing() {
     let d = daemon();
     let n = 200_000;
-    let rx = spawn(
-        &d,
-        &format!("-i pipe}}1 -f rxseq -n {n} --duration 20 -T 0"),
-    );
+    let counted = |port, mode| Plan {
+        count: n,
+        duration_s: Some(20.0),
+        ..plan(port, mode)
+    };
+    let rx = spawn(&d, counted("pipe}1", Mode::Rxseq), false);
     thread::sleep(Duration::from_millis(100));
-    let tx = run(
-        &args(&format!("-i pipe{{1 -f txseq -n {n} --duration 20 -T 0")),
-        d.socket(),
-    )
-    .unwrap();
+    let tx = run(&counted("pipe{1", Mode::Txseq), d.socket(), false).unwrap();
     let rx = rx.join().unwrap();
     assert_eq!(tx.mode, Mode::Txseq);
     assert_eq!((tx.packets, tx.queued, tx.end), (n, Some(0), End::Count));
@@ -83,13 +90,22 @@ fn txseq_to_rxseq_over_a_pipe_loses_nothing() {
 #[test]
 fn tx_random_ports_rate_limited() {
     let d = daemon();
-    let rx = spawn(&d, "-i pipe}7 -f rx -n 2000 -T 200 --json");
+    let rx = Plan {
+        count: 2000,
+        interval_ms: 200,
+        ..plan("pipe}7", Mode::Rx)
+    };
+    let rx = spawn(&d, rx, true);
     let t = Instant::now();
-    let tx = run(
-        &args("-i pipe{7 -f tx -n 2000 -R 4000 -z -Z -l 128 -T 0"),
-        d.socket(),
-    )
-    .unwrap();
+    let tx = Plan {
+        count: 2000,
+        rate_pps: 4000,
+        random_src_port: true,
+        random_dst_port: true,
+        frame_len: 128,
+        ..plan("pipe{7", Mode::Tx)
+    };
+    let tx = run(&tx, d.socket(), false).unwrap();
     let took = t.elapsed();
     assert_eq!(tx.packets, 2000);
     // The rate limit can only make it slower than this, never faster
@@ -108,20 +124,25 @@ fn tx_random_ports_rate_limited() {
 #[test]
 fn rx_ends_by_duration() {
     let d = daemon();
-    let rx = run(&args("-i pipe}8 -f rx --duration 0.3 -T 0"), d.socket()).unwrap();
+    let rx = Plan {
+        duration_s: Some(0.3),
+        ..plan("pipe}8", Mode::Rx)
+    };
+    let rx = run(&rx, d.socket(), false).unwrap();
     assert_eq!((rx.packets, rx.end), (0, End::Duration));
 }
 
 #[test]
 fn ping_pong_over_a_pipe() {
     let d = daemon();
-    let pong = spawn(&d, "-i pipe}3 -f pong -n 500 --duration 20 -T 0");
+    let counted = |port, mode| Plan {
+        count: 500,
+        duration_s: Some(20.0),
+        ..plan(port, mode)
+    };
+    let pong = spawn(&d, counted("pipe}3", Mode::Pong), false);
     thread::sleep(Duration::from_millis(100));
-    let p = run(
-        &args("-i pipe{3 -f ping -n 500 --duration 20 -T 0 --json"),
-        d.socket(),
-    )
-    .unwrap();
+    let p = run(&counted("pipe{3", Mode::Ping), d.socket(), true).unwrap();
     let q = pong.join().unwrap();
     assert_eq!((p.sent, p.packets, p.lost), (Some(500), 500, Some(0)));
     assert_eq!(q.packets, 500);
@@ -145,13 +166,21 @@ fn ping_pong_over_a_pipe() {
 #[test]
 fn busy_ping_with_bursts() {
     let d = daemon();
-    let pong = spawn(&d, "-i pipe}4 -f pong -n 4096 -T 0 -b 64");
+    let pong = Plan {
+        count: 4096,
+        burst: Some(64),
+        ..plan("pipe}4", Mode::Pong)
+    };
+    let pong = spawn(&d, pong, false);
     thread::sleep(Duration::from_millis(100));
-    let p = run(
-        &args("-i pipe{4 -f ping -n 4096 -b 16 --busy --duration 20 -T 0"),
-        d.socket(),
-    )
-    .unwrap();
+    let ping = Plan {
+        count: 4096,
+        burst: Some(16),
+        busy: true,
+        duration_s: Some(20.0),
+        ..plan("pipe{4", Mode::Ping)
+    };
+    let p = run(&ping, d.socket(), false).unwrap();
     assert_eq!((p.sent, p.packets, p.lost), (Some(4096), 4096, Some(0)));
     let q = pong.join().unwrap();
     assert_eq!((q.packets, q.end), (4096, End::Count));
@@ -160,13 +189,18 @@ fn busy_ping_with_bursts() {
 #[test]
 fn busy_pong() {
     let d = daemon();
-    let pong = spawn(&d, "-i pipe}10 -f pong --busy -n 1000 --duration 20 -T 0");
+    let counted = |port, mode| Plan {
+        count: 1000,
+        duration_s: Some(20.0),
+        ..plan(port, mode)
+    };
+    let pong = Plan {
+        busy: true,
+        ..counted("pipe}10", Mode::Pong)
+    };
+    let pong = spawn(&d, pong, false);
     thread::sleep(Duration::from_millis(100));
-    let p = run(
-        &args("-i pipe{10 -f ping -n 1000 --duration 20 -T 0"),
-        d.socket(),
-    )
-    .unwrap();
+    let p = run(&counted("pipe{10", Mode::Ping), d.socket(), false).unwrap();
     assert_eq!((p.sent, p.packets, p.lost), (Some(1000), 1000, Some(0)));
     let q = pong.join().unwrap();
     assert_eq!((q.packets, q.end), (1000, End::Count));
@@ -176,7 +210,11 @@ fn busy_pong() {
 fn sender_without_reader_stops_by_duration_and_reports_the_queue() {
     let d = daemon();
     let t = Instant::now();
-    let tx = run(&args("-i pipe{5 -f tx --duration 0.3 -T 0"), d.socket()).unwrap();
+    let tx = Plan {
+        duration_s: Some(0.3),
+        ..plan("pipe{5", Mode::Tx)
+    };
+    let tx = run(&tx, d.socket(), false).unwrap();
     // It ends by itself (a hang would fail here); how long it took on
     // this machine is no part of the outcome.
     println!("a sender without a reader stopped after {:?}", t.elapsed());
@@ -190,10 +228,59 @@ fn sender_without_reader_stops_by_duration_and_reports_the_queue() {
 fn receiver_without_traffic_stops_by_duration() {
     let d = daemon();
     let t = Instant::now();
-    let rx = run(&args("-i pipe}6 -f rx --duration 0.3 -T 100"), d.socket()).unwrap();
+    let rx = Plan {
+        duration_s: Some(0.3),
+        interval_ms: 100,
+        ..plan("pipe}6", Mode::Rx)
+    };
+    let rx = run(&rx, d.socket(), false).unwrap();
     let took = t.elapsed();
     assert!(took >= Duration::from_millis(300), "{took:?}");
     assert_eq!((rx.packets, rx.end, rx.drops), (0, End::Duration, Some(0)));
+}
+
+/// Remembers what a run told.
+#[derive(Default)]
+struct Recorder {
+    starts: Vec<(Plan, u32)>,
+    intervals: Vec<u64>,
+    ends: Vec<(u64, End)>,
+}
+
+impl Reporter for Recorder {
+    fn start(&mut self, start: &Start<'_>) {
+        self.starts.push((start.plan.clone(), start.burst));
+    }
+
+    fn interval(&mut self, traffic: &Interval, rtt: Option<&IntervalRtt>) {
+        assert!(rtt.is_none(), "only ping reports round trips");
+        self.intervals.push(traffic.pkts);
+    }
+
+    fn end(&mut self, report: &Report) {
+        self.ends.push((report.packets, report.end));
+    }
+}
+
+#[test]
+fn the_reporter_hears_the_start_every_interval_and_the_end() {
+    let d = daemon();
+    let rx = Plan {
+        duration_s: Some(0.3),
+        interval_ms: 100,
+        ..plan("pipe}26", Mode::Rx)
+    };
+    let mut rec = Recorder::default();
+    let r = ringswitch_pktgen::run(&rx, d.socket(), &mut rec).unwrap();
+    assert_eq!(rec.starts.len(), 1);
+    assert_eq!(rec.starts[0].0, rx);
+    assert!((1..=512).contains(&rec.starts[0].1), "{:?}", rec.starts);
+    // The duration is three intervals: the first is due before it ends,
+    // however late the thread runs.
+    assert!(!rec.intervals.is_empty());
+    assert!(rec.intervals.iter().all(|&p| p == 0), "{:?}", rec.intervals);
+    assert_eq!(rec.ends, [(0, End::Duration)]);
+    assert_eq!((r.packets, r.end), (0, End::Duration));
 }
 
 #[test]
@@ -201,13 +288,18 @@ fn tx_through_a_vale_switch() {
     let d = daemon();
     // A deep ring and a modest rate: the receiver would have to be kept
     // off the CPU for 200 ms for the switch to drop.
-    let rx = spawn(&d, "-i vale0:b@conf:slots=4096 -f rxseq -n 20000 -T 0");
+    let rx = Plan {
+        count: 20000,
+        ..plan("vale0:b@conf:slots=4096", Mode::Rxseq)
+    };
+    let rx = spawn(&d, rx, false);
     wait_open(&d, "vale0:b");
-    let tx = run(
-        &args("-i vale0:a -f txseq -n 20000 -R 20000 -T 0"),
-        d.socket(),
-    )
-    .unwrap();
+    let tx = Plan {
+        count: 20000,
+        rate_pps: 20000,
+        ..plan("vale0:a", Mode::Txseq)
+    };
+    let tx = run(&tx, d.socket(), false).unwrap();
     assert_eq!(tx.packets, 20000);
     let rx = rx.join().unwrap();
     // Broadcast frames are flooded to b; at this rate none should drop.
@@ -218,7 +310,12 @@ fn tx_through_a_vale_switch() {
 #[test]
 fn frame_too_long_for_the_port() {
     let d = daemon();
-    let e = run(&args("-i pipe{9 -f tx -l 4000"), d.socket()).unwrap_err();
+    let tx = Plan {
+        mode: Mode::Tx,
+        frame_len: 4000,
+        ..Plan::new("pipe{9")
+    };
+    let e = run(&tx, d.socket(), false).unwrap_err();
     assert_eq!(
         e.to_string(),
         "frames of 4000 bytes do not fit the 2048-byte buffers of port pipe{9"
@@ -228,19 +325,22 @@ fn frame_too_long_for_the_port() {
 #[test]
 fn rx_polls_every_ring_of_a_multi_ring_port() {
     let d = daemon();
-    for (id, rx_busy, tx_busy) in [(8, "", ""), (11, "--busy", ""), (12, "", "--busy")] {
-        let rx = spawn(
-            &d,
-            &format!("-i pipe}}{id}@conf:rings=2,slots=256 -f rxseq -n 50000 --duration 20 -T 0 {rx_busy}"),
+    for (id, rx_busy, tx_busy) in [(8, false, false), (11, true, false), (12, false, true)] {
+        let counted = |port: &str, mode, busy| Plan {
+            count: 50000,
+            duration_s: Some(20.0),
+            busy,
+            ..plan(port, mode)
+        };
+        let rx = counted(
+            &format!("pipe}}{id}@conf:rings=2,slots=256"),
+            Mode::Rxseq,
+            rx_busy,
         );
+        let rx = spawn(&d, rx, false);
         thread::sleep(Duration::from_millis(100));
-        let tx = run(
-            &args(&format!(
-                "-i pipe{{{id} -f txseq -n 50000 --duration 20 -T 0 {tx_busy}"
-            )),
-            d.socket(),
-        )
-        .unwrap();
+        let tx = counted(&format!("pipe{{{id}"), Mode::Txseq, tx_busy);
+        let tx = run(&tx, d.socket(), false).unwrap();
         assert_eq!(tx.packets, 50000);
         let rx = rx.join().unwrap();
         assert_eq!(
@@ -255,18 +355,16 @@ fn rx_polls_every_ring_of_a_multi_ring_port() {
 fn two_threads_txseq_to_rxseq_over_a_two_ring_pipe_lose_nothing() {
     let d = daemon();
     let n = 400_000;
-    let rx = spawn(
-        &d,
-        &format!("-i pipe}}20@conf:rings=2 -f rxseq -p 2 -n {n} --duration 30 -T 200 --json"),
-    );
+    let threaded = |port, mode| Plan {
+        threads: 2,
+        count: n,
+        duration_s: Some(30.0),
+        interval_ms: 200,
+        ..plan(port, mode)
+    };
+    let rx = spawn(&d, threaded("pipe}20@conf:rings=2", Mode::Rxseq), true);
     thread::sleep(Duration::from_millis(100));
-    let tx = run(
-        &args(&format!(
-            "-i pipe{{20 -f txseq -p 2 -n {n} --duration 30 -T 200 --json"
-        )),
-        d.socket(),
-    )
-    .unwrap();
+    let tx = run(&threaded("pipe{20", Mode::Txseq), d.socket(), true).unwrap();
     let rx = rx.join().unwrap();
     assert_eq!(
         (tx.packets, tx.queued, tx.end, tx.threads),
@@ -297,18 +395,23 @@ fn one_receiver_thread_tracks_the_streams_of_two_senders() {
     let n = 100_000;
     // -p 1 reads both rings in turn: the two senders' frames interleave,
     // and only the thread index keeps the numbers apart.
+    let counted = |port, mode| Plan {
+        count: n,
+        duration_s: Some(30.0),
+        ..plan(port, mode)
+    };
     let rx = spawn(
         &d,
-        &format!("-i pipe}}21@conf:rings=2,slots=256 -f rxseq -n {n} --duration 30 -T 0"),
+        counted("pipe}21@conf:rings=2,slots=256", Mode::Rxseq),
+        false,
     );
     thread::sleep(Duration::from_millis(100));
-    let tx = run(
-        &args(&format!(
-            "-i pipe{{21 -f txseq -p 2 -n {n} -b 64 --duration 30 -T 0"
-        )),
-        d.socket(),
-    )
-    .unwrap();
+    let tx = Plan {
+        threads: 2,
+        burst: Some(64),
+        ..counted("pipe{21", Mode::Txseq)
+    };
+    let tx = run(&tx, d.socket(), false).unwrap();
     let rx = rx.join().unwrap();
     assert_eq!(tx.packets, n);
     assert_eq!(
@@ -322,18 +425,17 @@ fn one_receiver_thread_tracks_the_streams_of_two_senders() {
 fn fewer_receiver_threads_than_rings_read_every_ring() {
     let d = daemon();
     let n = 200_000;
-    let rx = spawn(
-        &d,
-        &format!("-i pipe}}22@conf:rings=4,slots=256 -f rxseq -p 2 -n {n} --duration 30 -T 0"),
-    );
+    let threaded = |port, mode, threads| Plan {
+        threads,
+        count: n,
+        duration_s: Some(30.0),
+        ..plan(port, mode)
+    };
+    let rx = threaded("pipe}22@conf:rings=4,slots=256", Mode::Rxseq, 2);
+    let rx = spawn(&d, rx, false);
     thread::sleep(Duration::from_millis(100));
-    let tx = run(
-        &args(&format!(
-            "-i pipe{{22 -f txseq -p 4 -n {n} --duration 30 -T 0"
-        )),
-        d.socket(),
-    )
-    .unwrap();
+    let tx = threaded("pipe{22", Mode::Txseq, 4);
+    let tx = run(&tx, d.socket(), false).unwrap();
     let rx = rx.join().unwrap();
     assert_eq!((tx.packets, tx.threads), (n, 4));
     assert!(tx.thread_packets.unwrap().iter().all(|&p| p > 0));
@@ -349,23 +451,32 @@ fn fewer_receiver_threads_than_rings_read_every_ring() {
 #[test]
 fn threads_beyond_the_rings_are_refused() {
     let d = daemon();
-    let e = run(
-        &args("-i pipe{23@conf:rings=2 -f txseq -p 3 -T 0"),
-        d.socket(),
-    )
-    .unwrap_err();
+    let tx = Plan {
+        threads: 3,
+        ..plan("pipe{23@conf:rings=2", Mode::Txseq)
+    };
+    let e = run(&tx, d.socket(), false).unwrap_err();
     assert_eq!(
         e.to_string(),
         "-p 3 needs 3 TX rings, but port pipe{23@conf:rings=2 has 2 TX and 2 RX rings; \
          create it with enough rings, e.g. pipe{23@conf:rings=3"
     );
-    let e = run(&args("-i vale0:t -f rx -p 2 -T 0"), d.socket()).unwrap_err();
+    let rx = Plan {
+        threads: 2,
+        ..plan("vale0:t", Mode::Rx)
+    };
+    let e = run(&rx, d.socket(), false).unwrap_err();
     assert!(
         e.to_string()
             .starts_with("-p 2 needs 2 RX rings, but port vale0:t has 1 TX and 1 RX rings"),
         "{e}"
     );
-    assert!(run(&args("-i pipe{24 -f ping -p 2"), d.socket())
+    let ping = Plan {
+        mode: Mode::Ping,
+        threads: 2,
+        ..Plan::new("pipe{24")
+    };
+    assert!(run(&ping, d.socket(), false)
         .unwrap_err()
         .to_string()
         .contains("ping runs in one thread"));
@@ -380,13 +491,14 @@ fn address_and_port_ranges_are_walked_with_valid_checksums() {
     let d = daemon();
     let mut peer = Port::open_at(d.socket(), "pipe}25").unwrap();
     let n = 20u32;
-    let tx = run(
-        &args(&format!(
-            "-i pipe{{25 -f txseq -n {n} -l 64 -s 10.0.0.255-10.0.1.1:65534-65535 -d 192.168.1.7:80-82 -T 0"
-        )),
-        d.socket(),
-    )
-    .unwrap();
+    let tx = Plan {
+        count: u64::from(n),
+        frame_len: 64,
+        src: ep("10.0.0.255-10.0.1.1:65534-65535"),
+        dst: ep("192.168.1.7:80-82"),
+        ..plan("pipe{25", Mode::Txseq)
+    };
+    let tx = run(&tx, d.socket(), false).unwrap();
     assert_eq!(tx.packets, u64::from(n));
     let mut frames = Vec::new();
     let mut rx = peer.rx(0);

@@ -113,6 +113,27 @@ pub struct NetmapRingHeader {
 /// Byte offset of the first slot inside a ring.
 pub const RING_SLOTS_OFFSET: usize = 256;
 
+/// Size of a slot ([`NetmapSlot`]).
+pub const SLOT_SIZE: usize = 16;
+
+/// Byte offset of slot `i` inside a ring.
+#[inline(always)]
+pub const fn slot_offset(i: u32) -> usize {
+    RING_SLOTS_OFFSET + SLOT_SIZE * i as usize
+}
+
+/// Offsets of the slot fields.
+pub mod slot_field {
+    /// `buf_idx`.
+    pub const BUF_IDX: usize = 0;
+    /// `len`.
+    pub const LEN: usize = 4;
+    /// `flags`.
+    pub const FLAGS: usize = 6;
+    /// `ptr`.
+    pub const PTR: usize = 8;
+}
+
 /// The fixed part of `netmap_if`; `ring_ofs[]` follows at offset 56.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -139,6 +160,26 @@ pub struct NetmapIfHeader {
 
 /// Offset of `ring_ofs[]` inside `netmap_if`.
 pub const NIFP_RING_OFS_OFFSET: usize = 56;
+
+/// Byte offset inside `netmap_if` of `ring_ofs[k]`, the offset of ring `k`
+/// from the `netmap_if` (an `i64`; TX rings, host TX rings, RX rings, host
+/// RX rings, in that order).
+#[inline(always)]
+pub const fn nifp_ring_ofs(k: usize) -> usize {
+    NIFP_RING_OFS_OFFSET + 8 * k
+}
+
+/// Offsets of the `netmap_if` fields read by offset.
+pub mod nifp_field {
+    /// `ni_tx_rings`.
+    pub const TX_RINGS: usize = 24;
+    /// `ni_rx_rings`.
+    pub const RX_RINGS: usize = 28;
+    /// `ni_host_tx_rings`.
+    pub const HOST_TX_RINGS: usize = 36;
+    /// `ni_host_rx_rings`.
+    pub const HOST_RX_RINGS: usize = 40;
+}
 
 /// Application-to-port half of a CSB entry (one per ring, 64 bytes).
 #[repr(C, align(64))]
@@ -536,10 +577,16 @@ mod tests {
     #[test]
     fn slot_matches_netmap() {
         assert_eq!(size_of::<NetmapSlot>(), 16);
+        assert_eq!(size_of::<NetmapSlot>(), SLOT_SIZE);
         assert_eq!(offset_of!(NetmapSlot, buf_idx), 0);
         assert_eq!(offset_of!(NetmapSlot, len), 4);
         assert_eq!(offset_of!(NetmapSlot, flags), 6);
         assert_eq!(offset_of!(NetmapSlot, ptr), 8);
+        assert_eq!(offset_of!(NetmapSlot, buf_idx), slot_field::BUF_IDX);
+        assert_eq!(offset_of!(NetmapSlot, len), slot_field::LEN);
+        assert_eq!(offset_of!(NetmapSlot, flags), slot_field::FLAGS);
+        assert_eq!(offset_of!(NetmapSlot, ptr), slot_field::PTR);
+        assert_eq!(slot_offset(3), RING_SLOTS_OFFSET + 3 * 16);
     }
 
     #[test]
@@ -577,6 +624,23 @@ mod tests {
         assert_eq!(offset_of!(NetmapIfHeader, ni_host_tx_rings), 36);
         assert_eq!(offset_of!(NetmapIfHeader, ni_host_rx_rings), 40);
         assert_eq!(offset_of!(NetmapIfHeader, spare), 44);
+        assert_eq!(
+            offset_of!(NetmapIfHeader, ni_tx_rings),
+            nifp_field::TX_RINGS
+        );
+        assert_eq!(
+            offset_of!(NetmapIfHeader, ni_rx_rings),
+            nifp_field::RX_RINGS
+        );
+        assert_eq!(
+            offset_of!(NetmapIfHeader, ni_host_tx_rings),
+            nifp_field::HOST_TX_RINGS
+        );
+        assert_eq!(
+            offset_of!(NetmapIfHeader, ni_host_rx_rings),
+            nifp_field::HOST_RX_RINGS
+        );
+        assert_eq!(nifp_ring_ofs(2), NIFP_RING_OFS_OFFSET + 16);
         // The largest ring_ofs array fits the space reserved for a netmap_if.
         assert!(NIFP_RING_OFS_OFFSET + 8 * 2 * MAX_RINGS as usize <= NIFP_SIZE);
     }

@@ -11,6 +11,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::copy::copy_exact;
 use crate::layout::*;
 
 /// Errors creating or mapping a region.
@@ -48,10 +49,17 @@ pub struct Region {
     layout: RegionLayout,
 }
 
-// SAFETY: the mapping is plain shared memory; all accesses go through atomics
-// or volatile copies, so handing the pointer to other threads is sound.
+// SAFETY: the mapping is plain shared memory, valid until drop, that any
+// thread may access; the pointer is never handed out as a reference to plain
+// data other than the caller-owned buffer of `buf_mut` (an unsafe fn), so
+// moving the Region to another thread is sound.
 unsafe impl Send for Region {}
-// SAFETY: as above; `&Region` only offers atomic/volatile access.
+// SAFETY: `&Region` accesses the memory only with atomics (ring indexes and
+// CSB), volatile reads and writes (headers, slots) and bounds-checked raw
+// copies of buffer bytes, never through a shared reference to plain data,
+// so threads sharing it are no worse off than processes sharing the memfd:
+// a racing write garbles the bytes copied, and every value read is
+// validated before it is used as an offset.
 unsafe impl Sync for Region {}
 
 impl Drop for Region {
@@ -339,7 +347,7 @@ impl Region {
             ] {
                 for r in 0..rings {
                     let ofs = l.ring_ofs(end, dir, r);
-                    self.write_pod(nifp + NIFP_RING_OFS_OFFSET + 8 * k, (ofs - nifp) as i64);
+                    self.write_pod(nifp + nifp_ring_ofs(k), (ofs - nifp) as i64);
                     k += 1;
                     let tail = if dir == Dir::Tx { slots - 1 } else { 0 };
                     self.write_pod(
@@ -367,7 +375,7 @@ impl Region {
                     let first = l.first_buf(end, dir, r);
                     for s in 0..slots {
                         self.write_pod(
-                            ofs + RING_SLOTS_OFFSET + 16 * s as usize,
+                            ofs + slot_offset(s),
                             NetmapSlot {
                                 buf_idx: first + s,
                                 len: 0,
@@ -572,7 +580,9 @@ impl Region {
     }
 
     /// Writes arbitrary bytes anywhere in the region: for tests that play a
-    /// hostile client. Returns false when out of range.
+    /// hostile client. Returns false when out of range. A test hook, built
+    /// only with the `test-hooks` feature.
+    #[cfg(feature = "test-hooks")]
     pub fn scribble(&self, off: usize, data: &[u8]) -> bool {
         if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
             return false;
@@ -598,57 +608,6 @@ pub struct RingPlace {
     pub atok: usize,
     /// Offset of the CSB ktoa half.
     pub ktoa: usize,
-}
-
-/// Copies exactly `len` bytes between non-overlapping ranges. Short frames
-/// (the common case on a switch) are moved with a few fixed-size, possibly
-/// overlapping, loads and stores instead of a call to memcpy; nothing
-/// outside `[0, len)` of either range is read or written.
-///
-/// # Safety
-/// `src` is valid for reads and `dst` for writes of `len` bytes, and the
-/// ranges do not overlap.
-#[inline(always)]
-unsafe fn copy_exact(src: *const u8, dst: *mut u8, len: usize) {
-    #[inline(always)]
-    unsafe fn mv<const N: usize>(s: *const u8, d: *mut u8) {
-        // SAFETY: the caller guarantees N bytes at s and d.
-        unsafe {
-            std::ptr::write_unaligned(
-                d.cast::<[u8; N]>(),
-                std::ptr::read_unaligned(s.cast::<[u8; N]>()),
-            )
-        }
-    }
-    // SAFETY: each branch touches [0, N) and [len - N, len) with N <= len,
-    // inside the ranges the caller vouches for.
-    unsafe {
-        match len {
-            0 => {}
-            1..=7 => {
-                for i in 0..len {
-                    *dst.add(i) = *src.add(i);
-                }
-            }
-            8..=16 => {
-                mv::<8>(src, dst);
-                mv::<8>(src.add(len - 8), dst.add(len - 8));
-            }
-            17..=32 => {
-                mv::<16>(src, dst);
-                mv::<16>(src.add(len - 16), dst.add(len - 16));
-            }
-            33..=64 => {
-                mv::<32>(src, dst);
-                mv::<32>(src.add(len - 32), dst.add(len - 32));
-            }
-            65..=128 => {
-                mv::<64>(src, dst);
-                mv::<64>(src.add(len - 64), dst.add(len - 64));
-            }
-            _ => std::ptr::copy_nonoverlapping(src, dst, len),
-        }
-    }
 }
 
 /// A ring inside a region.
@@ -687,7 +646,7 @@ impl<'a> RingRef<'a> {
     #[inline(always)]
     fn slot_ofs(&self, i: u32) -> usize {
         assert!(i < self.num_slots, "slot {i} out of range");
-        self.ofs + RING_SLOTS_OFFSET + 16 * i as usize
+        self.ofs + slot_offset(i)
     }
 
     /// Reads slot `i` (a snapshot; validate what it says before use).
@@ -864,7 +823,9 @@ impl<'a> CsbRef<'a> {
     pub fn kern_need_kick(&self) -> &'a AtomicU32 {
         self.region.u32_at(self.ktoa + csb_field::KERN_NEED_KICK)
     }
-    /// Offset of the atok half (for tests that scribble over it).
+    /// Offset of the atok half (for tests that scribble over it). A test
+    /// hook, built only with the `test-hooks` feature.
+    #[cfg(feature = "test-hooks")]
     pub fn atok_offset(&self) -> usize {
         self.atok
     }
@@ -990,7 +951,7 @@ mod tests {
         assert_eq!(hdr.ni_tx_rings, 2);
         assert_eq!(hdr.ni_rx_rings, 3);
         assert_eq!(&hdr.ni_name[..2], b"p\0");
-        let rx1_ofs: i64 = r.read_pod(nifp + NIFP_RING_OFS_OFFSET + 8 * (1 + 2));
+        let rx1_ofs: i64 = r.read_pod(nifp + nifp_ring_ofs(1 + 2));
         let ring_ofs = (nifp as i64 + rx1_ofs) as usize;
         assert_eq!(ring_ofs, l.ring_ofs(0, Dir::Rx, 1));
         let rh: NetmapRingHeader = r.read_pod(ring_ofs);

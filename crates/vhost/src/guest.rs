@@ -16,8 +16,9 @@
 //!   reached through host pointers. It holds its own clone of the memory, so
 //!   its pointers stay valid as long as it lives.
 //! - [`Seg`] copies: a validated buffer carries its host address; copies
-//!   between it and `&[u8]` are `ptr::copy_nonoverlapping`, as vm-memory
-//!   itself does for anything over 8 bytes.
+//!   between it and `&[u8]` are [`ringswitch_ring::copy::copy_exact`]
+//!   (two fixed-size moves for up to 128 bytes, `memcpy` beyond, where
+//!   vm-memory itself calls `memcpy` for anything over 8 bytes).
 //!
 //! The guest may write any of this memory at any time: ring fields are read
 //! once with volatile or atomic loads into locals and validated there, and
@@ -29,6 +30,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use ringswitch_ring::copy::copy_exact;
 use vm_memory::{
     GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, VolatileSlice,
 };
@@ -380,7 +382,7 @@ impl Seg {
         // GuestMap::seg); `dst` is a distinct Rust allocation, so they do
         // not overlap. A concurrent guest write only makes the copied bytes
         // stale, as with vm-memory's own copies.
-        unsafe { copy(self.host.0.add(skip), dst.as_mut_ptr(), dst.len()) }
+        unsafe { copy_exact(self.host.0.add(skip), dst.as_mut_ptr(), dst.len()) }
     }
 
     /// Copies `src` into the buffer from `skip` bytes in.
@@ -393,7 +395,7 @@ impl Seg {
         debug_assert!(skip + src.len() <= self.len as usize);
         // SAFETY: as in `read`: inside one live, writable region (GuestMap
         // keeps only read-write regions), not overlapping `src`.
-        unsafe { copy(src.as_ptr(), self.host.0.add(skip), src.len()) }
+        unsafe { copy_exact(src.as_ptr(), self.host.0.add(skip), src.len()) }
     }
 
     /// The buffer from `skip` bytes on, as a volatile slice.
@@ -407,52 +409,6 @@ impl Seg {
         // region that the caller keeps alive for 'a; every access through a
         // VolatileSlice is volatile.
         unsafe { VolatileSlice::new(self.host.0.add(skip), self.len as usize - skip) }
-    }
-}
-
-/// Copies `n` bytes from `src` to `dst`. Up to 64 bytes (headers, small
-/// frames) as a few fixed-size moves inlined here, sparing a `memcpy` call
-/// per header; longer copies call `memcpy`. A range may be read or written
-/// twice (two overlapping halves), which is harmless: the regions do not
-/// overlap each other.
-///
-/// # Safety
-///
-/// `src` is valid for reads and `dst` for writes of `n` bytes, and the two
-/// ranges do not overlap.
-#[inline(always)]
-unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
-    /// Copies `K` bytes at the start and `K` at the end of the range
-    /// (`K <= n <= 2 * K`), which together cover it.
-    ///
-    /// # Safety
-    ///
-    /// As for `copy`, and `K <= n <= 2 * K`.
-    #[inline(always)]
-    unsafe fn ends<const K: usize>(src: *const u8, dst: *mut u8, n: usize) {
-        debug_assert!(K <= n && n <= 2 * K);
-        // SAFETY: K <= n, so [0, K) and [n - K, n) are inside both ranges
-        // the caller vouches for; source and destination do not overlap.
-        unsafe {
-            ptr::copy_nonoverlapping(src, dst, K);
-            ptr::copy_nonoverlapping(src.add(n - K), dst.add(n - K), K);
-        }
-    }
-    // SAFETY: each arm satisfies `ends`' bound on n; the rest is the
-    // caller's contract, passed on.
-    unsafe {
-        match n {
-            0..=3 => {
-                for i in 0..n {
-                    *dst.add(i) = *src.add(i);
-                }
-            }
-            4..=8 => ends::<4>(src, dst, n),
-            9..=16 => ends::<8>(src, dst, n),
-            17..=32 => ends::<16>(src, dst, n),
-            33..=64 => ends::<32>(src, dst, n),
-            _ => ptr::copy_nonoverlapping(src, dst, n),
-        }
     }
 }
 

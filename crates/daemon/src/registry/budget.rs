@@ -12,8 +12,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ringswitch_control::proto::{ErrorCode, ErrorReply};
-
 use super::ConnId;
 
 /// The limits, in bytes of shared memory and descriptors held by the daemon.
@@ -136,34 +134,58 @@ pub struct Charge {
     fds: u64,
 }
 
-fn mib(b: u64) -> String {
-    if b >= GIB && b.is_multiple_of(GIB) {
-        format!("{} GiB", b / GIB)
-    } else {
-        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+/// What a budget counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    /// Bytes of shared memory.
+    SharedMemory,
+    /// Descriptors.
+    Descriptors,
+}
+
+impl std::fmt::Display for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Resource::SharedMemory => "shared memory",
+            Resource::Descriptors => "descriptors",
+        })
     }
 }
 
-fn over(
-    what: &str,
-    kind: &str,
-    need: u64,
-    used: u64,
-    limit: u64,
-    whose: &str,
-    opt: &str,
-) -> ErrorReply {
-    let (need_s, used_s, limit_s) = if kind == "shared memory" {
-        (mib(need), mib(used), mib(limit))
-    } else {
-        (need.to_string(), used.to_string(), limit.to_string())
-    };
-    ErrorReply::new(
-        ErrorCode::Limit,
-        format!(
-            "{what} needs {need_s} of {kind}, and {whose} already holds {used_s} of its limit of {limit_s}: close ports or pipes first, or raise the limit (serve {opt})"
-        ),
-    )
+/// An amount of a [`Resource`], shown in its unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Amount(pub Resource, pub u64);
+
+impl std::fmt::Display for Amount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Amount(Resource::SharedMemory, b) if b >= GIB && b.is_multiple_of(GIB) => {
+                write!(f, "{} GiB", b / GIB)
+            }
+            Amount(Resource::SharedMemory, b) => {
+                write!(f, "{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+            }
+            Amount(Resource::Descriptors, n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// A charge that would pass a limit.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} needs {need} of {kind}, and {whose} already holds {held} of its limit of {limit}: close ports or pipes first, or raise the limit (serve {option})", kind = need.0)]
+pub struct OverBudget {
+    /// What was to be charged.
+    pub what: String,
+    /// What it needs.
+    pub need: Amount,
+    /// What is held already.
+    pub held: Amount,
+    /// The limit.
+    pub limit: Amount,
+    /// Whose limit: the daemon, this connection, or a uid.
+    pub whose: String,
+    /// The option that sets the limit.
+    pub option: &'static str,
 }
 
 impl Budget {
@@ -190,7 +212,7 @@ impl Budget {
 
     /// Charges `shm` bytes and `fds` descriptors for `what` to `who`, or
     /// says which limit it would pass.
-    pub fn charge(&self, who: Who, what: &str, shm: u64, fds: u64) -> Result<Charge, ErrorReply> {
+    pub fn charge(&self, who: Who, what: &str, shm: u64, fds: u64) -> Result<Charge, OverBudget> {
         let mut s = self.lock();
         let l = s.limits.unwrap_or_default();
         let t = s.total;
@@ -237,12 +259,19 @@ impl Budget {
         }
         for (held, limit, whose, opt, is_shm) in checks {
             let (kind, need) = if is_shm {
-                ("shared memory", shm)
+                (Resource::SharedMemory, shm)
             } else {
-                ("descriptors", fds)
+                (Resource::Descriptors, fds)
             };
             if held.saturating_add(need) > limit {
-                return Err(over(what, kind, need, held, limit, &whose, opt));
+                return Err(OverBudget {
+                    what: what.to_string(),
+                    need: Amount(kind, need),
+                    held: Amount(kind, held),
+                    limit: Amount(kind, limit),
+                    whose,
+                    option: opt,
+                });
             }
         }
         if who != Who::DAEMON {
@@ -303,6 +332,8 @@ impl Drop for Charge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::RegistryError;
+    use ringswitch_control::proto::{ErrorCode, ErrorReply};
 
     fn limits() -> Limits {
         Limits {
@@ -331,17 +362,32 @@ mod tests {
         let a = Who { conn: 1, uid: 7 };
         let a2 = Who { conn: 2, uid: 7 };
         let c1 = b.charge(a, "x", 60, 2).unwrap();
-        let e = b.charge(a, "pipe p{1", 60, 2).unwrap_err();
+        let e = ErrorReply::from(RegistryError::from(
+            b.charge(a, "pipe p{1", 60, 2).unwrap_err(),
+        ));
         assert_eq!(e.code, ErrorCode::Limit);
         assert!(e.message.contains("--max-shm-per-conn"), "{}", e.message);
         let c2 = b.charge(a2, "x", 60, 2).unwrap();
-        let e = b.charge(Who { conn: 4, uid: 7 }, "x", 60, 2).unwrap_err();
-        assert!(e.message.contains("--max-shm-per-uid"), "{}", e.message);
+        let e = b
+            .charge(Who { conn: 4, uid: 7 }, "x", 60, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--max-shm-per-uid"), "{}", e);
         let c3 = b.charge(Who::DAEMON, "x", 100, 2).unwrap();
-        let e = b.charge(Who { conn: 3, uid: 8 }, "x", 60, 2).unwrap_err();
-        assert!(e.message.contains("--max-shm)"), "{}", e.message);
-        let e = b.charge(Who { conn: 3, uid: 8 }, "x", 1, 11).unwrap_err();
-        assert!(e.message.contains("--max-fds-per-conn"), "{}", e.message);
+        let e = b
+            .charge(Who { conn: 3, uid: 8 }, "x", 60, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--max-shm)"), "{}", e);
+        let e = b
+            .charge(Who { conn: 3, uid: 8 }, "x", 1, 11)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "x needs 11 of descriptors, and this connection already holds 0 of its limit of 10: \
+             close ports or pipes first, or raise the limit (serve --max-fds-per-conn)"
+        );
         assert_eq!(b.total(), (220, 6));
         drop((c1, c2, c3));
         assert_eq!(b.total(), (0, 0));

@@ -10,7 +10,7 @@ use ringswitch_ring::Geometry;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
-use super::{Registry, DIRECT_APP};
+use super::{Kind, Registry, DIRECT_APP};
 
 /// Format version of the file.
 const VERSION: u32 = 1;
@@ -86,28 +86,29 @@ impl Registry {
                 if pname == DIRECT_APP {
                     continue;
                 }
-                if let Some(vm) = &p.vm {
-                    out.push(Request::PortAdd {
+                match &p.kind {
+                    Kind::Vm(vm) => out.push(Request::PortAdd {
                         name: format!("{sname}:{pname}"),
                         vhost_user: Some(vm.spec.clone()),
                         passthrough: None,
-                    });
-                } else if let Some(i) = &p.iface {
-                    let (nic, host) = match &i.request {
-                        IfaceRequest::Nic(n) => (Some(n.clone()), None),
-                        IfaceRequest::Host(h) => (None, Some(h.clone())),
-                    };
-                    out.push(Request::Attach {
-                        switch: sname.clone(),
-                        nic,
-                        host,
-                    });
-                } else if p.persistent {
-                    out.push(Request::PortAdd {
-                        name: format!("{sname}:{pname}{}", conf(&p.geometry)),
+                    }),
+                    Kind::Iface(i) => {
+                        let (nic, host) = match &i.request {
+                            IfaceRequest::Nic(n) => (Some(n.clone()), None),
+                            IfaceRequest::Host(h) => (None, Some(h.clone())),
+                        };
+                        out.push(Request::Attach {
+                            switch: sname.clone(),
+                            nic,
+                            host,
+                        });
+                    }
+                    Kind::Ring(r) if r.persistent => out.push(Request::PortAdd {
+                        name: format!("{sname}:{pname}{}", conf(&r.geometry)),
                         vhost_user: None,
-                        passthrough: p.pt.as_ref().map(|t| t.path().display().to_string()),
-                    });
+                        passthrough: r.open_by.guest().map(|t| t.path().display().to_string()),
+                    }),
+                    Kind::Ring(_) => {}
                 }
             }
         }
@@ -124,8 +125,8 @@ impl Registry {
                     passthrough: None,
                 });
                 // Passthrough ends after the pipe exists, with its sizes.
-                for (end, t) in p.pt.iter().enumerate() {
-                    if let Some(t) = t {
+                for (end, o) in p.open_by.iter().enumerate() {
+                    if let Some(t) = o.guest() {
                         out.push(Request::PortAdd {
                             name: format!("{}{}{}", p.base, if end == 0 { '{' } else { '}' }, p.id),
                             vhost_user: None,

@@ -7,12 +7,15 @@ use std::time::{Duration, Instant};
 
 use ringswitch_control::proto::*;
 use ringswitch_control::{name, PortName, Target};
-use ringswitch_netdev::{self as netdev, DevError, NicConfig};
+use ringswitch_netdev::{self as netdev, NicConfig};
 use ringswitch_ring::Geometry;
 use ringswitch_switch::{DevPort, Hub, Switch, SwitchPort, MAX_PORTS};
 use tracing::{info, warn};
 
-use super::{err, internal, IfaceEntry, IfaceRequest, PortEntry, Registry, SwitchEntry};
+use super::attach::Attached;
+use super::{
+    internal, IfaceEntry, IfaceRequest, Kind, PortEntry, Registry, RegistryError, SwitchEntry,
+};
 use crate::worker::Source;
 
 /// The application's ring port in the switch behind `netmap:IF`.
@@ -24,19 +27,6 @@ const XDP_RING: u32 = 2048;
 const MAX_QUEUES: u32 = 16;
 /// How long a detach waits for the workers to let go of the queues.
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
-
-/// The protocol's answer to an interface error.
-fn dev_err(e: DevError) -> ErrorReply {
-    let code = match &e {
-        DevError::NoSuchInterface { .. } => ErrorCode::NotFound,
-        DevError::BadName { .. } => ErrorCode::BadName,
-        DevError::Permission { .. } => ErrorCode::Permission,
-        DevError::Busy { .. } => ErrorCode::Busy,
-        DevError::Unsupported { .. } => ErrorCode::Unsupported,
-        DevError::Io { .. } => ErrorCode::Internal,
-    };
-    err(code, super::error_chain(&e))
-}
 
 fn mode(m: NicMode) -> netdev::NicMode {
     match m {
@@ -93,22 +83,16 @@ impl Registry {
         sw: &str,
         nic: Option<&NicSpec>,
         host: Option<&HostSpec>,
-    ) -> Result<AttachReply, ErrorReply> {
-        name::check_switch_name(sw).map_err(|e| err(ErrorCode::BadName, e.to_string()))?;
+    ) -> Result<AttachReply, RegistryError> {
+        name::check_switch_name(sw)?;
         if nic.is_none() && host.is_none() {
-            return Err(err(
-                ErrorCode::BadRequest,
-                "attach needs an interface, a host port, or both",
-            ));
+            return Err(RegistryError::AttachNothing);
         }
         let host_name = match (nic, host) {
             (_, Some(HostSpec { name: Some(n), .. })) => Some(n.clone()),
             (Some(n), Some(HostSpec { name: None, .. })) => Some(format!("{}^", n.ifname)),
             (None, Some(HostSpec { name: None, .. })) => {
-                return Err(err(
-                    ErrorCode::BadRequest,
-                    "a host port needs a name for its TAP interface (or a NIC to take it from)",
-                ))
+                return Err(RegistryError::HostPortUnnamed)
             }
             (_, None) => None,
         };
@@ -117,69 +101,60 @@ impl Registry {
         if let Some(n) = nic {
             wanted.push(n.ifname.as_str());
             if n.queues.is_some_and(|q| q == 0 || q > MAX_QUEUES) {
-                return Err(err(
-                    ErrorCode::BadRequest,
-                    format!("queues must be 1 to {MAX_QUEUES}"),
-                ));
+                return Err(RegistryError::Queues { max: MAX_QUEUES });
             }
         }
         if let Some(h) = host {
             if h.queues == 0 || h.queues > MAX_QUEUES {
-                return Err(err(
-                    ErrorCode::BadRequest,
-                    format!("queues must be 1 to {MAX_QUEUES}"),
-                ));
+                return Err(RegistryError::Queues { max: MAX_QUEUES });
             }
         }
         if let Some(h) = &host_name {
             wanted.push(h.as_str());
         }
         for ifname in &wanted {
-            netdev::iface::validate_name(ifname).map_err(dev_err)?;
-            let pn: PortName = format!("{sw}:{ifname}").parse().map_err(|_| {
-                err(
-                    ErrorCode::BadName,
-                    format!("{ifname:?} cannot name a switch port: use letters, digits, '-', '_' and '.'"),
-                )
-            })?;
+            netdev::iface::validate_name(ifname)?;
+            let pn: PortName =
+                format!("{sw}:{ifname}")
+                    .parse()
+                    .map_err(|_| RegistryError::IfnameNotPortName {
+                        ifname: ifname.to_string(),
+                    })?;
             debug_assert!(matches!(pn.target, Target::Vale { .. }));
             if let Some(at) = self.attached_as(ifname) {
-                return Err(err(
-                    ErrorCode::Busy,
-                    format!("{ifname} is already attached, as port {at}"),
-                ));
+                return Err(RegistryError::AlreadyAttached {
+                    ifname: ifname.to_string(),
+                    port: at,
+                });
             }
             if self
                 .switches
                 .get(sw)
                 .is_some_and(|s| s.ports.contains_key(*ifname))
             {
-                return Err(err(
-                    ErrorCode::Exists,
-                    format!("switch {sw} already has a port named {ifname}"),
-                ));
+                return Err(RegistryError::PortNameTaken {
+                    switch: sw.to_string(),
+                    ifname: ifname.to_string(),
+                });
             }
         }
         if let (Some(n), Some(h)) = (nic, &host_name) {
             if &n.ifname == h {
-                return Err(err(
-                    ErrorCode::BadRequest,
-                    "the host port needs a name of its own",
-                ));
+                return Err(RegistryError::HostPortSameName);
             }
         }
         let free = MAX_PORTS - self.switches.get(sw).map_or(0, |s| s.ports.len());
         if free < wanted.len() {
-            return Err(err(
-                ErrorCode::Limit,
-                format!("switch {sw} has no room for {} more ports", wanted.len()),
-            ));
+            return Err(RegistryError::NoRoom {
+                switch: sw.to_string(),
+                ports: wanted.len(),
+            });
         }
 
         let mut ports = Vec::new();
         if let Some(n) = nic {
             let res = self.attach_nic(sw, n);
-            self.drop_failed_switch(sw, &res.as_ref().map(|_| ()).map_err(Clone::clone));
+            self.drop_failed_switch(sw, res.is_err());
             ports.push(res?);
         }
         if let Some(h) = host_name {
@@ -191,7 +166,7 @@ impl Registry {
                     self.remove_vale_port(sw, &n.ifname);
                 }
             }
-            self.drop_failed_switch(sw, &res.as_ref().map(|_| ()).map_err(Clone::clone));
+            self.drop_failed_switch(sw, res.is_err());
             ports.push(res?);
         }
         Ok(AttachReply { ports })
@@ -200,16 +175,14 @@ impl Registry {
     /// The port an interface is attached as, if any.
     fn attached_as(&self, ifname: &str) -> Option<String> {
         self.switches.values().find_map(|s| {
-            s.ports.values().find_map(|p| {
-                p.iface
-                    .as_ref()
-                    .filter(|i| i.info.ifname == ifname)
-                    .map(|i| i.info.port.clone())
+            s.ports.values().find_map(|p| match &p.kind {
+                Kind::Iface(i) if i.info.ifname == ifname => Some(i.info.port.clone()),
+                _ => None,
             })
         })
     }
 
-    fn attach_nic(&mut self, sw: &str, spec: &NicSpec) -> Result<IfaceInfo, ErrorReply> {
+    fn attach_nic(&mut self, sw: &str, spec: &NicSpec) -> Result<IfaceInfo, RegistryError> {
         let cfg = NicConfig {
             ifname: spec.ifname.clone(),
             mode: mode(spec.mode),
@@ -228,7 +201,7 @@ impl Registry {
                 if xdp {
                     self.forget_attachment(&spec.ifname);
                 }
-                return Err(dev_err(e));
+                return Err(e.into());
             }
         };
         if !nic.driver.as_str().starts_with("xdp") && xdp {
@@ -255,8 +228,13 @@ impl Registry {
         res.map(|_| info)
     }
 
-    fn attach_host(&mut self, sw: &str, name: &str, queues: u32) -> Result<IfaceInfo, ErrorReply> {
-        let tap = netdev::tap::open_tap(name, queues).map_err(dev_err)?;
+    fn attach_host(
+        &mut self,
+        sw: &str,
+        name: &str,
+        queues: u32,
+    ) -> Result<IfaceInfo, RegistryError> {
+        let tap = netdev::tap::open_tap(name, queues)?;
         info!(ifname = %tap.ifname, queues, "host port (TAP) created");
         let info = IfaceInfo {
             port: format!("{sw}:{name}"),
@@ -280,28 +258,17 @@ impl Registry {
         kind: PortKind,
         request: IfaceRequest,
         queues: Vec<Box<dyn ringswitch_frame::FrameQueue>>,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), RegistryError> {
         let nq = queues.len();
         let dev = DevPort::new(info.ifname.clone(), queues)
             .map_err(|e| internal("setting up the interface's queues", e))?;
-        let entry = self.ensure_switch(sw, false)?;
-        let switch: Arc<Switch> = entry.switch.clone();
-        let sp = switch
-            .attach(|idx| Ok(SwitchPort::new_dev(info.port.clone(), idx, dev)))
-            .map_err(|e| err(ErrorCode::Limit, e.to_string()))?;
+        let switch = self.ensure_switch(sw, false)?.switch.clone();
+        let mut attached = Attached::new(&self.workers, switch, |idx| {
+            Ok(SwitchPort::new_dev(info.port.clone(), idx, dev))
+        })?;
         let sources: Vec<Source> = (0..nq).map(Source::Queue).collect();
-        let assigned = match self.assign(&switch, &sp, &sources) {
-            Ok(a) => a,
-            Err(e) => {
-                switch.detach(sp.index);
-                return Err(e);
-            }
-        };
-        let g = Geometry {
-            tx_rings: nq as u32,
-            rx_rings: nq as u32,
-            ..Geometry::default()
-        };
+        attached.assign(&sources, &self.next_id)?;
+        let (sp, assigned) = attached.commit();
         let port = info
             .port
             .split_once(':')
@@ -314,17 +281,11 @@ impl Registry {
             PortEntry {
                 port: sp,
                 assigned,
-                persistent: true,
-                open_by: None,
-                geometry: g,
-                vm: None,
-                iface: Some(Box::new(IfaceEntry {
+                kind: Kind::Iface(Box::new(IfaceEntry {
                     info: info.clone(),
                     kind,
                     request,
                 })),
-                pt: None,
-                _charge: None,
             },
         );
         Ok(())
@@ -338,20 +299,17 @@ impl Registry {
         &mut self,
         ifname: &str,
         conf: Option<Geometry>,
-    ) -> Result<(String, String), ErrorReply> {
-        netdev::iface::validate_name(ifname).map_err(dev_err)?;
+    ) -> Result<(String, String), RegistryError> {
+        netdev::iface::validate_name(ifname)?;
         let sw = format!("netmap:{ifname}");
         if self.switches.contains_key(&sw) {
-            return Err(err(
-                ErrorCode::Busy,
-                format!("{sw} is already open by another client"),
-            ));
+            return Err(RegistryError::DirectOpen { switch: sw });
         }
         if let Some(at) = self.attached_as(ifname) {
-            return Err(err(
-                ErrorCode::Busy,
-                format!("{ifname} is attached to a switch as port {at}: detach it first"),
-            ));
+            return Err(RegistryError::DirectAttached {
+                ifname: ifname.to_string(),
+                port: at,
+            });
         }
         self.switches.insert(
             sw.clone(),
@@ -400,24 +358,18 @@ impl Registry {
     }
 
     /// `detach`: removes an interface port.
-    pub fn detach(&mut self, name: &str) -> Result<(), ErrorReply> {
+    pub fn detach(&mut self, name: &str) -> Result<(), RegistryError> {
         let pn = Self::parse(name)?;
         let Target::Vale { switch, port } = &pn.target else {
-            return Err(err(
-                ErrorCode::BadName,
-                format!("{pn} is not a switch port: name the attached interface's port, like vale0:eth0"),
-            ));
+            return Err(RegistryError::DetachNotSwitchPort {
+                port: pn.to_string(),
+            });
         };
-        let p = self
-            .switches
-            .get(switch)
-            .and_then(|s| s.ports.get(port))
-            .ok_or_else(|| err(ErrorCode::NotFound, format!("there is no port {pn}")))?;
-        if p.iface.is_none() {
-            return Err(err(
-                ErrorCode::BadRequest,
-                format!("port {pn} is not an attached interface: use port-del"),
-            ));
+        let p = self.port_entry(&pn, switch, port)?;
+        if !matches!(p.kind, Kind::Iface(_)) {
+            return Err(RegistryError::NotAnInterface {
+                port: pn.to_string(),
+            });
         }
         self.remove_vale_port(&switch.clone(), &port.clone());
         Ok(())
