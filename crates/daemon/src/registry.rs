@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ringswitch_control::proto::*;
 use ringswitch_control::{name, PipeEnd, PortName, Target};
 use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout};
-use ringswitch_switch::{Counters, LearningBridge, Switch, SwitchPort, MAX_PORTS};
+use ringswitch_switch::{Counters, LearningBridge, QueuePort, Switch, SwitchPort, MAX_PORTS};
 use ringswitch_vhost::socket::SharedNet;
 use ringswitch_vhost::{NetConfig, VhostUserNet};
 use tracing::{info, warn};
@@ -156,6 +156,15 @@ enum Former {
 }
 
 impl PortEntry {
+    /// Its counters for `stats`, with what only its kind counts.
+    fn stats(&self) -> PortStats {
+        let mut s = self.port.stats();
+        if let Kind::Vm(vm) = &self.kind {
+            s.vm_frontend_errors = vm.thread.frontend_errors();
+        }
+        s
+    }
+
     fn ring_mut(&mut self) -> Option<&mut RingEntry> {
         match &mut self.kind {
             Kind::Ring(r) => Some(r),
@@ -590,10 +599,15 @@ impl Registry {
         }
         let full = format!("{sw}:{port}");
         let switch = entry.switch.clone();
+        let pairs = crate::vhost_user::queues_of(&dev);
         let mut attached = Attached::new(&self.workers, switch, |idx| {
-            SwitchPort::new_virtio(full.clone(), idx, dev.clone())
+            Ok(SwitchPort::new_queues(
+                full.clone(),
+                idx,
+                QueuePort::new(pairs)?,
+            ))
         })?;
-        let sources: Vec<Source> = (0..attached.port().sources()).map(Source::Pair).collect();
+        let sources: Vec<Source> = (0..attached.port().sources()).map(Source::Queue).collect();
         attached.assign(&sources, &self.next_id)?;
         let thread = VhostUserThread::start(
             attached.port().clone(),
@@ -910,7 +924,7 @@ impl Registry {
             .switches
             .iter()
             .filter(|(n, _)| switch.is_none_or(|w| w == n.as_str()))
-            .flat_map(|(_, s)| s.ports.values().map(|p| p.port.stats()))
+            .flat_map(|(_, s)| s.ports.values().map(PortEntry::stats))
             .collect())
     }
 

@@ -13,10 +13,11 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ringswitch_frame::SharedQueue;
 use ringswitch_ring::EventFd;
 use ringswitch_switch::SwitchPort;
 use ringswitch_vhost::socket::{Connection, SharedNet};
@@ -51,6 +52,9 @@ pub struct VhostUserThread {
     stop: Arc<EventFd>,
     current: Current,
     connected: Arc<AtomicBool>,
+    /// Frontend connections closed after a message the device refused (a
+    /// statistic, Relaxed).
+    frontend_errors: Arc<AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -77,17 +81,25 @@ impl VhostUserThread {
         let stop = Arc::new(EventFd::new()?);
         let connected = Arc::new(AtomicBool::new(false));
         let current: Current = Arc::default();
+        let frontend_errors = Arc::new(AtomicU64::new(0));
         let (st, co, cu) = (stop.clone(), connected.clone(), current.clone());
+        let fe = frontend_errors.clone();
         let thread = std::thread::Builder::new()
             .name(format!("rs-vhost-{}", port.index))
             .stack_size(256 * 1024)
-            .spawn(move || run(port, dev, mode, &st, &co, &cu))?;
+            .spawn(move || run(port, dev, mode, &st, &co, &cu, &fe))?;
         Ok(VhostUserThread {
             stop,
             current,
             connected,
+            frontend_errors,
             thread: Some(thread),
         })
+    }
+
+    /// Frontend connections closed after a message the device refused.
+    pub fn frontend_errors(&self) -> u64 {
+        self.frontend_errors.load(Ordering::Relaxed)
     }
 
     /// A frontend is connected now.
@@ -122,6 +134,19 @@ impl Drop for VhostUserThread {
             let _ = t.join();
         }
     }
+}
+
+/// A device's queue pairs as the frame queues of its switch port (shared
+/// with this thread, which handles their configuration).
+pub fn queues_of(dev: &SharedNet) -> Vec<SharedQueue> {
+    let dev = dev
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut queues: Vec<SharedQueue> = Vec::with_capacity(dev.ports().len());
+    for p in dev.ports() {
+        queues.push(p.clone());
+    }
+    queues
 }
 
 /// Waits until `fd` is readable (true) or `stop` fires or the timeout
@@ -166,6 +191,7 @@ fn run(
     stop: &EventFd,
     connected: &AtomicBool,
     current: &Current,
+    frontend_errors: &AtomicU64,
 ) {
     let name = port.name.clone();
     match mode {
@@ -179,7 +205,7 @@ fn run(
                     continue;
                 }
                 match listener.accept() {
-                    Ok((s, _)) => serve(&port, &dev, s, stop, connected, current),
+                    Ok((s, _)) => serve(&port, &dev, s, stop, connected, current, frontend_errors),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => {
                         warn!(port = %name, error = %e, "vhost-user: accept failed");
@@ -199,7 +225,7 @@ fn run(
                 match connect(&path, stop, CONNECT_TIMEOUT) {
                     Ok(s) => {
                         warned = false;
-                        serve(&port, &dev, s, stop, connected, current);
+                        serve(&port, &dev, s, stop, connected, current, frontend_errors);
                     }
                     Err(e) => {
                         if !warned {
@@ -324,9 +350,10 @@ fn serve(
     stop: &EventFd,
     connected: &AtomicBool,
     current: &Current,
+    frontend_errors: &AtomicU64,
 ) {
     let name = &port.name;
-    let Some(v) = port.virtio() else {
+    let Some(v) = port.queues() else {
         return;
     };
     if let Err(e) = stream.set_nonblocking(false) {
@@ -347,7 +374,9 @@ fn serve(
     let mut conn: Connection = Connection::from_stream(stream, dev.clone());
     info!(port = %name, "vhost-user: frontend connected");
     connected.store(true, Ordering::Relaxed);
-    let mut generations: Vec<u64> = (0..v.pairs()).map(|k| v.pair(k).generation()).collect();
+    let mut generations: Vec<u64> = (0..v.queues())
+        .map(|k| v.queue(k).wake_generation())
+        .collect();
     loop {
         if !wait_readable(fd, stop, None) {
             if stopped(stop) {
@@ -361,7 +390,7 @@ fn serve(
             Err(e) => Err(VhostError::SocketBroken(e)),
         };
         for (k, g) in generations.iter_mut().enumerate() {
-            let now = v.pair(k).generation();
+            let now = v.queue(k).wake_generation();
             if now != *g {
                 *g = now;
                 v.changed[k].signal();
@@ -373,7 +402,7 @@ fn serve(
                     info!(port = %name, "vhost-user: frontend disconnected")
                 }
                 e => {
-                    v.frontend_errors.fetch_add(1, Ordering::Relaxed);
+                    frontend_errors.fetch_add(1, Ordering::Relaxed);
                     // A frontend can reconnect and fail again in a loop.
                     if ringswitch_vhost::log_allowed(&REFUSED_LOGGED) {
                         warn!(port = %name, error = %e, "vhost-user: closing the connection after an invalid message")

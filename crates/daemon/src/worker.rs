@@ -2,7 +2,7 @@
 //! and sleep in epoll when there is nothing to do (sv3's design).
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -18,8 +18,9 @@ const ROUNDS_PER_POLL: u32 = 16;
 /// Most events taken per epoll_wait.
 const MAX_EVENTS: usize = 64;
 
-/// epoll data bit marking a guest's TX kick (the rest is the source id).
-const VM_KICK: u64 = 1 << 62;
+/// epoll data bit marking a queue's wake descriptor (the rest is the
+/// source id): a guest's TX kick, a socket or a TAP.
+const QUEUE_WAKE: u64 = 1 << 62;
 /// Kick moderation for VM queues: after a batch of at least this many
 /// frames, the worker asks the guest to kick only once `MODERATE_MORE + 1`
 /// more are queued, and looks by itself after `MODERATE_WAIT` otherwise.
@@ -36,11 +37,10 @@ const MODERATE_WAIT: Duration = Duration::from_micros(100);
 pub enum Source {
     /// Every TX ring of a ring port (woken by its kick eventfd).
     Rings,
-    /// One queue pair of a VM port (woken by the guest's TX kick).
-    Pair(usize),
-    /// One queue of an interface port (woken while its socket or TAP fd
-    /// polls readable: level triggered, so the kernel does the double
-    /// check and the fd is never read here).
+    /// One frame queue of a port of queues: a VM's queue pair (woken by the
+    /// guest's TX kick) or an interface's queue (woken while its socket or
+    /// TAP fd polls readable: level triggered, so the kernel does the
+    /// double check and the fd is never read here).
     Queue(usize),
 }
 
@@ -59,32 +59,32 @@ pub struct Assigned {
 
 impl Assigned {
     /// The eventfd registered for the whole life of the assignment: a ring
-    /// port's kick, or a VM pair's "reconfigured" doorbell.
+    /// port's kick, or a queue's "reconfigured" doorbell (the queue's own
+    /// wake descriptor can change, and is registered by `Local::sync_wake`).
     fn wake_fd(&self) -> Option<RawFd> {
         match (self.source, &self.port.backend) {
             (Source::Rings, Backend::Ring(r)) => Some(r.kick.as_raw_fd()),
-            (Source::Pair(k), Backend::Virtio(v)) => v.changed.get(k).map(|e| e.as_raw_fd()),
-            (Source::Queue(k), Backend::Dev(d)) => d.rx_fd(k),
+            (Source::Queue(k), Backend::Queue(q)) => q.changed.get(k).map(|e| e.as_raw_fd()),
             _ => None,
         }
     }
 
-    /// Whether the wake fd is an eventfd to drain: only a VM pair's
+    /// Whether the wake fd is an eventfd to drain: only a queue's
     /// doorbell, which is the daemon's own. A ring port's kick is shared
     /// with its client (who could make it blocking, or empty it between
     /// the wake-up and a read), so it is watched edge-triggered and never
-    /// read; a socket's or TAP's readiness is the queue's own.
+    /// read.
     fn wake_is_doorbell(&self) -> bool {
-        matches!(self.source, Source::Pair(_))
+        matches!(self.source, Source::Queue(_))
     }
 
     /// epoll events for the wake fd: edge-triggered for a ring port's kick
     /// (an eventfd wakes its waiters on every write, so each kick is an
-    /// edge; see `wake_is_doorbell`), level-triggered otherwise.
+    /// edge; see `wake_is_doorbell`), level-triggered for a doorbell.
     fn wake_events(&self) -> u32 {
         match self.source {
             Source::Rings => poll::READABLE_EDGE,
-            Source::Pair(_) | Source::Queue(_) => poll::READABLE,
+            Source::Queue(_) => poll::READABLE,
         }
     }
 
@@ -92,27 +92,18 @@ impl Assigned {
     fn set_awake(&self) {
         match (self.source, &self.port.backend) {
             (Source::Rings, Backend::Ring(r)) => r.set_awake(),
-            (Source::Pair(k), Backend::Virtio(v)) => v.pair(k).disable_tx_notifications(),
+            (Source::Queue(k), Backend::Queue(q)) => q.queue(k).set_awake(),
             _ => {}
         }
     }
 
     /// Asks for kicks and double-checks; true when the worker may sleep.
-    /// With `more` (VM queues), the kick is asked for only once that many
-    /// more entries are queued.
+    /// With `more` (a guest's queue), the kick is asked for only once that
+    /// many more entries are queued.
     fn prepare_sleep(&self, more: u16) -> bool {
         match (self.source, &self.port.backend) {
             (Source::Rings, Backend::Ring(r)) => r.prepare_sleep(),
-            (Source::Pair(k), Backend::Virtio(v)) => {
-                let mut q = v.pair(k);
-                if q.enable_tx_notifications_after(more) {
-                    // Work arrived meanwhile: stay awake, kicks off again.
-                    q.disable_tx_notifications();
-                    false
-                } else {
-                    true
-                }
-            }
+            (Source::Queue(k), Backend::Queue(q)) => q.queue(k).prepare_sleep(more),
             _ => true,
         }
     }
@@ -121,13 +112,12 @@ impl Assigned {
     fn has_work(&self) -> bool {
         match (self.source, &self.port.backend) {
             (Source::Rings, Backend::Ring(r)) => r.has_tx_work(),
-            (Source::Pair(k), Backend::Virtio(v)) => v.pair(k).tx_pending(),
-            (Source::Queue(k), Backend::Dev(d)) => d.queue(k).has_work(),
+            (Source::Queue(k), Backend::Queue(q)) => q.queue(k).has_work(),
             _ => false,
         }
     }
 
-    /// Forwards one batch from each ring (or the pair); returns (batches
+    /// Forwards one batch from each ring (or the queue); returns (batches
     /// that moved something, packets).
     fn forward(&self, scratch: &mut Scratch) -> (u64, u64) {
         let (mut nb, mut np) = (0u64, 0u64);
@@ -140,7 +130,7 @@ impl Assigned {
         };
         match self.source {
             Source::Rings => (0..self.port.sources()).for_each(&mut one),
-            Source::Pair(k) | Source::Queue(k) => one(k),
+            Source::Queue(k) => one(k),
         }
         (nb, np)
     }
@@ -155,45 +145,61 @@ struct Local {
     /// Asleep with a moderated kick since then: look again MODERATE_WAIT
     /// later even without one.
     deferred: Option<Instant>,
-    /// VM pairs: a duplicate of the guest's TX kick eventfd, registered in
-    /// epoll, and the pair's configuration generation it was taken at.
+    /// Queues: a duplicate of the queue's wake descriptor (a guest's TX
+    /// kick eventfd, a socket, a TAP), registered in epoll, and the wake
+    /// generation it was taken at.
     kick: Option<OwnedFd>,
     generation: u64,
+    /// Whether that descriptor is a guest's kick (shared with the guest):
+    /// only those are moderated.
+    moderated: bool,
 }
 
 impl Local {
-    /// Registers the VM pair's current kick eventfd if the frontend changed
-    /// it. Returns true when it changed (the pair deserves a look).
+    /// Registers the queue's current wake descriptor if it changed (a
+    /// guest's frontend set a new kick). Returns true when it changed (the
+    /// queue deserves a look).
     fn sync_kick(&mut self, epoll: &Epoll) -> bool {
-        let (Source::Pair(k), Backend::Virtio(v)) = (self.a.source, &self.a.port.backend) else {
+        let (Source::Queue(k), Backend::Queue(qp)) = (self.a.source, &self.a.port.backend) else {
             return false;
         };
-        let q = v.pair(k);
-        if q.generation() == self.generation && self.kick.is_some() == q.tx_kick_fd().is_some() {
+        let q = qp.queue(k);
+        let fd = q.wake_fd();
+        if q.wake_generation() == self.generation && self.kick.is_some() == fd.is_some() {
             return false;
         }
-        self.generation = q.generation();
+        self.generation = q.wake_generation();
+        self.moderated = q.wake_is_shared();
         if let Some(old) = self.kick.take() {
             let _ = epoll.delete(old.as_raw_fd());
         }
-        if let Some(fd) = q.tx_kick_fd() {
-            match fd.try_clone_to_owned() {
+        if let Some(fd) = fd {
+            // SAFETY: the queue owns `fd` and only replaces or closes it
+            // under its lock, which is held here: it is open for the
+            // borrow's duration.
+            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+            match borrowed.try_clone_to_owned() {
                 Ok(dup) => {
-                    // Edge-triggered, and never read: an eventfd wakes its
-                    // waiters on every write, so each kick is an edge; and
-                    // the frontend shares the descriptor, so it could make
-                    // it blocking again or empty it between our wake-up and
-                    // a read.
-                    if let Err(e) =
-                        epoll.add(dup.as_raw_fd(), self.a.id | VM_KICK, poll::READABLE_EDGE)
-                    {
-                        tracing::warn!(port = %self.a.port.name, error = %e, "cannot watch the guest's kick");
+                    // A guest's kick: edge-triggered, and never read: an
+                    // eventfd wakes its waiters on every write, so each
+                    // kick is an edge; and the frontend shares the
+                    // descriptor, so it could make it blocking again or
+                    // empty it between our wake-up and a read. A socket's
+                    // or TAP's readiness: level-triggered, never read
+                    // either (the queue takes its frames).
+                    let events = if self.moderated {
+                        poll::READABLE_EDGE
+                    } else {
+                        poll::READABLE
+                    };
+                    if let Err(e) = epoll.add(dup.as_raw_fd(), self.a.id | QUEUE_WAKE, events) {
+                        tracing::warn!(port = %self.a.port.name, error = %e, "cannot watch the queue's wake descriptor");
                     } else {
                         self.kick = Some(dup);
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(port = %self.a.port.name, error = %e, "cannot duplicate the guest's kick")
+                    tracing::warn!(port = %self.a.port.name, error = %e, "cannot duplicate the queue's wake descriptor")
                 }
             }
         }
@@ -429,9 +435,9 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             }
             for a in assigned {
                 let prev = old.iter_mut().find(|l| l.a.id == a.id);
-                let (kick, generation) = match prev {
-                    Some(p) => (p.kick.take(), p.generation),
-                    None => (None, u64::MAX),
+                let (kick, generation, moderated) = match prev {
+                    Some(p) => (p.kick.take(), p.generation, p.moderated),
+                    None => (None, u64::MAX, false),
                 };
                 local.push(Local {
                     a,
@@ -440,6 +446,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                     deferred: None,
                     kick,
                     generation,
+                    moderated,
                 });
             }
             // Look at every source once after a change: a new one may have
@@ -483,18 +490,19 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                     s.ctl.drain();
                     continue;
                 }
-                let id = data & !VM_KICK;
+                let id = data & !QUEUE_WAKE;
                 let Some(l) = local.iter_mut().find(|l| l.a.id == id) else {
                     continue;
                 };
-                if data & VM_KICK != 0 {
-                    // A guest's kick: edge-triggered, nothing to read
-                    // (see Local::sync_kick).
+                if data & QUEUE_WAKE != 0 {
+                    // A queue's wake descriptor: nothing to read (see
+                    // Local::sync_kick).
                 } else {
                     if let Some(fd) = l.a.wake_fd().filter(|_| l.a.wake_is_doorbell()) {
                         drain_fd(fd);
                     }
-                    // A VM pair's doorbell: the frontend reconfigured it.
+                    // A queue's doorbell: its wake descriptor may have
+                    // changed (a guest's frontend reconfigured it).
                     l.sync_kick(&s.epoll);
                 }
                 l.deferred = None;
@@ -525,7 +533,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             } else {
                 // Only guests' kicks are moderated: an interface queue's
                 // readiness is the kernel's.
-                let more = if l.recent >= MODERATE_MIN && matches!(l.a.source, Source::Pair(_)) {
+                let more = if l.recent >= MODERATE_MIN && l.moderated {
                     MODERATE_MORE
                 } else {
                     0

@@ -27,4 +27,4 @@ pub use hdr::{
     Caps, HeaderTooShort, OffloadHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4,
     GSO_TCPV6, GSO_UDP,
 };
-pub use queue::{Frame, FrameQueue, Notify, PushError, QueueStats, Taken, Wake};
+pub use queue::{Frame, FrameQueue, Notify, PushError, QueueStats, SharedQueue, Taken, Wake};

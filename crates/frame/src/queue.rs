@@ -2,7 +2,7 @@
 //! switch: a queue of frames in both directions.
 
 use std::os::fd::RawFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::hdr::{Caps, OffloadHdr};
 
@@ -201,6 +201,23 @@ pub trait FrameQueue: Send {
     /// queue has none right now.
     fn wake_fd(&self) -> Option<RawFd>;
 
+    /// Changes whenever [`FrameQueue::wake_fd`] may have become another
+    /// descriptor (a guest's frontend set a new kick, or stopped the
+    /// queue): the serving worker then registers it again. Constant for a
+    /// queue whose descriptor never changes.
+    fn wake_generation(&self) -> u64 {
+        0
+    }
+
+    /// Whether the wake descriptor is shared with the other side (a guest's
+    /// kick eventfd): the worker watches it edge-triggered and never reads
+    /// it, since the other side could empty it or make it blocking. A
+    /// queue's own descriptor (a socket, a TAP) is watched level-triggered:
+    /// readable while frames wait.
+    fn wake_is_shared(&self) -> bool {
+        false
+    }
+
     /// Before the serving worker sleeps: asks the other side for a wake-up
     /// (once `more` more frames are queued, where it can count them) and
     /// double-checks. Returns true when the worker may sleep, false when
@@ -220,3 +237,7 @@ pub trait FrameQueue: Send {
     /// `af-packet`, `tap`, `vhost-user`).
     fn driver(&self) -> &'static str;
 }
+
+/// A queue as ports hold it: shared with whoever else drives it (a VM's
+/// queue pair with its vhost-user protocol thread), locked once per batch.
+pub type SharedQueue = Arc<Mutex<dyn FrameQueue>>;

@@ -113,7 +113,7 @@ pub struct Nic {
     /// Interface index.
     pub ifindex: u32,
     /// One per queue, queue 0 first.
-    pub queues: Vec<Box<dyn ringswitch_frame::FrameQueue>>,
+    pub queues: Vec<ringswitch_frame::SharedQueue>,
     /// How the queues are driven.
     pub driver: Driver,
     /// Why this driver: one sentence for the log ("native XDP is not

@@ -42,8 +42,11 @@ use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
-use ringswitch_frame::{Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, Taken, Wake};
+use ringswitch_frame::{
+    Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, SharedQueue, Taken, Wake,
+};
 
 use crate::{iface, DevError, Driver, Nic, NicConfig};
 
@@ -124,11 +127,11 @@ pub fn open(cfg: &NicConfig) -> Result<Nic, DevError> {
     }
     let mtu = iface::mtu(ifname)?;
     let geo = Geometry::new(mtu, ring);
-    let mut queues: Vec<Box<dyn FrameQueue>> = Vec::with_capacity(n as usize);
+    let mut queues: Vec<SharedQueue> = Vec::with_capacity(n as usize);
     let mut fanout_id = None;
     for q in 0..n {
         let pq = PacketQueue::open(ifname, ifindex, q, &geo, n > 1, &mut fanout_id)?;
-        queues.push(Box::new(pq));
+        queues.push(Arc::new(Mutex::new(pq)));
     }
     tracing::debug!(
         ifname,

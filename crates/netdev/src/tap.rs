@@ -12,7 +12,11 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use ringswitch_frame::{Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, Taken, Wake};
+use std::sync::{Arc, Mutex};
+
+use ringswitch_frame::{
+    Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, SharedQueue, Taken, Wake,
+};
 
 use crate::{iface, DevError, Driver};
 
@@ -43,7 +47,7 @@ pub struct Tap {
     /// Interface name.
     pub ifname: String,
     /// One per queue.
-    pub queues: Vec<Box<dyn FrameQueue>>,
+    pub queues: Vec<SharedQueue>,
 }
 
 /// One queue of a TAP.
@@ -141,17 +145,17 @@ pub fn open_tap(name: &str, queues: u32) -> Result<Tap, DevError> {
         });
     }
     let multi = queues > 1;
-    let mut qs: Vec<Box<dyn FrameQueue>> = Vec::with_capacity(queues as usize);
+    let mut qs: Vec<SharedQueue> = Vec::with_capacity(queues as usize);
     // On error the queues opened so far close with `qs`, and the interface
     // goes with them.
     for i in 0..queues {
         let fd = open_queue(name, multi, i == 0)?;
-        qs.push(Box::new(TapQueue {
+        qs.push(Arc::new(Mutex::new(TapQueue {
             fd,
             buf: vec![0u8; HDR + FRAME + 1].into_boxed_slice(),
             stats: QueueStats::default(),
             read_errors: 0,
-        }));
+        })));
     }
     let mac = stable_mac(name);
     iface::set_mac(name, mac)?;

@@ -32,14 +32,14 @@ mod ring;
 use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub use prog::detach_stale;
 
 use queue::{Geometry, OpenError, XdpQueue};
 
-use ringswitch_frame::FrameQueue;
+use ringswitch_frame::SharedQueue;
 
 use crate::{iface, DevError, Driver, Nic, NicConfig};
 
@@ -141,7 +141,7 @@ pub fn open(cfg: &NicConfig, mode: XdpMode) -> Result<Nic, DevError> {
     };
     raise_memlock(u64::from(n) * 2 * u64::from(ring) * u64::from(frame_size));
 
-    let mut queues: Vec<Box<dyn FrameQueue>> = Vec::with_capacity(n as usize);
+    let mut queues: Vec<SharedQueue> = Vec::with_capacity(n as usize);
     let opened = {
         let _g = libxdp_lock();
         open_queues(ifname, ifindex, mode, n, geo, &mut queues)
@@ -173,7 +173,7 @@ fn open_queues(
     mode: XdpMode,
     n: u32,
     geo: Geometry,
-    out: &mut Vec<Box<dyn FrameQueue>>,
+    out: &mut Vec<SharedQueue>,
 ) -> Result<Driver, DevError> {
     prog::check_before_attach(ifname, ifindex, mode)?;
     let mut driver = None;
@@ -188,7 +188,7 @@ fn open_queues(
                 "queue driven differently from queue 0"
             );
         }
-        out.push(Box::new(x));
+        out.push(Arc::new(Mutex::new(x)));
     }
     Ok(driver.unwrap_or(match mode {
         XdpMode::Native => Driver::XdpNative,

@@ -29,6 +29,7 @@ fn open(ns: &Netns, queues: u32, ring: u32) -> Nic {
     assert_eq!(nic.queues.len(), queues as usize);
     assert_eq!(nic.driver, Driver::Packet);
     for q in &nic.queues {
+        let q = q.lock().unwrap();
         assert_eq!(q.driver(), Driver::Packet.as_str());
         assert_eq!(q.caps(), Default::default());
     }
@@ -91,8 +92,8 @@ fn rx_in_order_across_partly_taken_blocks() {
         return;
     }
     Netns::run_in(PREFIX, "r", true, |ns| {
-        let mut nic = open(ns, 1, 2048);
-        let q = &mut *nic.queues[0];
+        let nic = open(ns, 1, 2048);
+        let q = &mut *nic.queues[0].lock().unwrap();
         let peer = RawSock::open(&ns.b, ETHERTYPE);
         assert!(!q.has_work(), "frames before any were sent");
         // Every length from the smallest frame to a full MTU, a few times:
@@ -168,8 +169,8 @@ fn vlan_tags_are_put_back() {
         return;
     }
     Netns::run_in(PREFIX, "v", true, |ns| {
-        let mut nic = open(ns, 1, 256);
-        let q = &mut *nic.queues[0];
+        let nic = open(ns, 1, 256);
+        let q = &mut *nic.queues[0].lock().unwrap();
         let peer = RawSock::open(&ns.b, ETHERTYPE);
         let mut sent = Vec::new();
         for (s, tpid, tci) in [
@@ -199,8 +200,8 @@ fn tx_a_thousand_frames() {
         return;
     }
     Netns::run_in(PREFIX, "t", true, |ns| {
-        let mut nic = open(ns, 1, 256);
-        let q = &mut *nic.queues[0];
+        let nic = open(ns, 1, 256);
+        let q = &mut *nic.queues[0].lock().unwrap();
         let peer = RawSock::open(&ns.b, ETHERTYPE);
         let sent: Vec<Vec<u8>> = (0..1000u32)
             .map(|s| frame(MAC_B, MAC_A, s, 60 + (s as usize * 13) % 1459))
@@ -255,8 +256,8 @@ fn tx_waits_while_the_link_is_down() {
         return;
     }
     Netns::run_in(PREFIX, "d", true, |ns| {
-        let mut nic = open(ns, 1, 64);
-        let q = &mut *nic.queues[0];
+        let nic = open(ns, 1, 64);
+        let q = &mut *nic.queues[0].lock().unwrap();
         let peer = RawSock::open(&ns.b, ETHERTYPE);
         ns.ip(&["link", "set", &ns.a, "down"]);
         let frames: Vec<Vec<u8>> = (0..64).map(|s| frame(MAC_B, MAC_A, s, 100)).collect();
@@ -352,8 +353,8 @@ fn partial_checksums_arrive_with_their_header() {
         return;
     }
     Netns::run_in(PREFIX, "c", true, |ns| {
-        let mut nic = open(ns, 1, 256);
-        let q = &mut *nic.queues[0];
+        let nic = open(ns, 1, 256);
+        let q = &mut *nic.queues[0].lock().unwrap();
         let vlan = format!("{}v", ns.name);
         ns.ip(&["addr", "add", "10.9.0.2/24", "dev", &ns.b]);
         ns.ip(&[
@@ -462,8 +463,8 @@ fn offloaded_frames_arrive_with_their_header() {
         return;
     }
     Netns::run_in(PREFIX, "g", true, |ns| {
-        let mut nic = open(ns, 1, 256);
-        let q = &mut *nic.queues[0];
+        let nic = open(ns, 1, 256);
+        let q = &mut *nic.queues[0].lock().unwrap();
         let tx = vnet_sender(&ns.b);
         // Plain and VLAN-tagged; a partial checksum alone, and a TCP GSO
         // frame of three 1000-byte segments.
@@ -530,7 +531,7 @@ fn fanout_shares_flows_between_queues() {
         return;
     }
     Netns::run_in(PREFIX, "f", true, |ns| {
-        let mut nic = open(ns, 4, 256);
+        let nic = open(ns, 4, 256);
         let peer = RawSock::open(&ns.b, 0x0800);
         // 64 flows (UDP source ports), 4 frames each.
         let mut sent = 0;
@@ -551,7 +552,8 @@ fn fanout_shares_flows_between_queues() {
         std::thread::sleep(Duration::from_millis(50));
         let mut per_queue = Vec::new();
         let mut flow_queue = std::collections::HashMap::new();
-        for (i, q) in nic.queues.iter_mut().enumerate() {
+        for (i, q) in nic.queues.iter().enumerate() {
+            let mut q = q.lock().unwrap();
             let mut n = 0;
             while q.has_work() || readable(q.wake_fd().unwrap(), Duration::from_millis(20)) {
                 q.rx_batch(64, &mut |f, _| {
@@ -585,8 +587,8 @@ fn ring_overflow_is_counted_and_the_ring_recovers() {
     }
     Netns::run_in(PREFIX, "o", true, |ns| {
         // 64 slots: the smallest ring, 4 blocks of 256 KiB.
-        let mut nic = open(ns, 1, 64);
-        let q = &mut *nic.queues[0];
+        let nic = open(ns, 1, 64);
+        let q = &mut *nic.queues[0].lock().unwrap();
         let peer = RawSock::open(&ns.b, ETHERTYPE);
         let n = 2000u32;
         for s in 0..n {

@@ -34,6 +34,7 @@ fn open(ns: &Netns, queues: u32) -> Tap {
     assert_eq!(tap.ifname, name);
     assert_eq!(tap.queues.len(), queues as usize);
     for q in &tap.queues {
+        let q = q.lock().unwrap();
         assert_eq!(q.driver(), Driver::Tap.as_str());
         assert_eq!(
             q.caps(),
@@ -112,11 +113,11 @@ fn host_stack_answers_arp_and_ping() {
         return;
     }
     Netns::run_in(PREFIX, "p", false, |ns| {
-        let mut tap = open(ns, 1);
+        let tap = open(ns, 1);
         let name = tap.ifname.clone();
         ns.ip(&["addr", "add", "10.77.0.1/24", "dev", &name]);
         let host_mac = mac_of(&name);
-        let q = &mut *tap.queues[0];
+        let q = &mut *tap.queues[0].lock().unwrap();
 
         // Echo request from us; the host asks who we are before it answers.
         let payload: Vec<u8> = (0..56u8).collect();
@@ -223,7 +224,7 @@ fn tcp_with_partial_checksums_and_tso_both_ways() {
         return;
     }
     Netns::run_in(PREFIX, "c", false, |ns| {
-        let mut tap = open(ns, 1);
+        let tap = open(ns, 1);
         let name = tap.ifname.clone();
         ns.ip(&["addr", "add", "10.77.0.1/24", "dev", &name]);
         ns.ip(&[
@@ -237,7 +238,7 @@ fn tcp_with_partial_checksums_and_tso_both_ways() {
         ]);
         let host_mac = mac_of(&name);
         let listener = TcpListener::bind(("10.77.0.1", PORT)).unwrap();
-        let q = &mut *tap.queues[0];
+        let q = &mut *tap.queues[0].lock().unwrap();
 
         // Handshake: our SYN (MSS 1460, no other option), the host's SYN-ACK
         // with a partial checksum (we offered TUN_F_CSUM), our ACK.
@@ -412,9 +413,9 @@ fn tx_on_a_down_tap() {
         return;
     }
     Netns::run_in(PREFIX, "d", false, |ns| {
-        let mut tap = open(ns, 1);
+        let tap = open(ns, 1);
         let name = tap.ifname.clone();
-        let q = &mut *tap.queues[0];
+        let q = &mut *tap.queues[0].lock().unwrap();
         let f = frame([0xff; 6], MAC_B, 1, 60);
         q.push(&OffloadHdr::default(), &f).unwrap();
         ns.ip(&["link", "set", &name, "down"]);

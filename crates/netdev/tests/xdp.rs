@@ -376,7 +376,7 @@ fn open(ns: &Netns, mode: XdpMode) -> ringswitch_netdev::Nic {
     let nic = xdp::open(&NicConfig::new(&ns.a), mode).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
     eprintln!("{mode:?}: {} ({})", nic.driver.as_str(), nic.reason);
     assert_eq!(nic.queues.len(), 1, "a veth has one queue");
-    assert_eq!(nic.queues[0].driver(), nic.driver.as_str());
+    assert_eq!(nic.queues[0].lock().unwrap().driver(), nic.driver.as_str());
     assert!(ns.xdp_on_a(), "no XDP program attached:\n{}", ns.link_a());
     nic
 }
@@ -387,11 +387,11 @@ fn generic_rx_tx_and_detach_on_drop() {
         return;
     }
     Netns::run_in("g", |ns| {
-        let mut nic = open(ns, XdpMode::Generic);
+        let nic = open(ns, XdpMode::Generic);
         assert_eq!(nic.driver, Driver::XdpGeneric);
         assert!(ns.link_a().contains("xdpgeneric"), "{}", ns.link_a());
-        check_rx(ns, &mut *nic.queues[0]);
-        check_tx(ns, &mut *nic.queues[0]);
+        check_rx(ns, &mut *nic.queues[0].lock().unwrap());
+        check_tx(ns, &mut *nic.queues[0].lock().unwrap());
         drop(nic);
         assert!(!ns.xdp_on_a(), "the XDP program stayed:\n{}", ns.link_a());
     });
@@ -403,12 +403,12 @@ fn native_rx_tx_and_detach_on_drop() {
         return;
     }
     Netns::run_in("n", |ns| {
-        let mut nic = open(ns, XdpMode::Native);
+        let nic = open(ns, XdpMode::Native);
         // veth has native XDP but no zero-copy AF_XDP.
         assert_eq!(nic.driver, Driver::XdpNative);
         assert!(!ns.link_a().contains("xdpgeneric"), "{}", ns.link_a());
-        check_rx(ns, &mut *nic.queues[0]);
-        check_tx(ns, &mut *nic.queues[0]);
+        check_rx(ns, &mut *nic.queues[0].lock().unwrap());
+        check_tx(ns, &mut *nic.queues[0].lock().unwrap());
         drop(nic);
         assert!(!ns.xdp_on_a(), "the XDP program stayed:\n{}", ns.link_a());
     });
@@ -467,8 +467,8 @@ fn tx_ring_full_then_drained() {
     Netns::run_in("f", |ns| {
         let mut cfg = NicConfig::new(&ns.a);
         cfg.ring_size = 64;
-        let mut nic = xdp::open(&cfg, XdpMode::Generic).unwrap();
-        let q = &mut *nic.queues[0];
+        let nic = xdp::open(&cfg, XdpMode::Generic).unwrap();
+        let q = &mut *nic.queues[0].lock().unwrap();
         let peer = Packet::open(&ns.b);
         let frames: Vec<Vec<u8>> = (0..64)
             .map(|s| frame(MAC_B, MAC_A, s, 60 + s as usize))
@@ -514,8 +514,8 @@ fn tx_on_a_down_interface() {
     Netns::run_in("d", |ns| {
         let mut cfg = NicConfig::new(&ns.a);
         cfg.ring_size = 64;
-        let mut nic = xdp::open(&cfg, XdpMode::Generic).unwrap();
-        let q = &mut *nic.queues[0];
+        let nic = xdp::open(&cfg, XdpMode::Generic).unwrap();
+        let q = &mut *nic.queues[0].lock().unwrap();
         let peer = Packet::open(&ns.b);
         ns.ip(&["link", "set", &ns.a, "down"]);
         let frames: Vec<Vec<u8>> = (0..64).map(|s| frame(MAC_B, MAC_A, s, 100)).collect();

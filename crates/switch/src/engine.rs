@@ -388,14 +388,9 @@ impl Switch {
             Backend::Ring(r) => self.forward_ring(src, r, ring, sc),
             // The queue's lock is a temporary of the `let`: released before
             // the batch is forwarded (and its wake-up sent).
-            Backend::Virtio(v) => {
+            Backend::Queue(qp) => {
                 let took =
-                    crate::queue::take(&mut *v.pair(ring), self.batch() as usize, &mut sc.stage);
-                crate::queue::forward_taken(self, src, ring, took, sc)
-            }
-            Backend::Dev(d) => {
-                let took =
-                    crate::queue::take(&mut **d.queue(ring), self.batch() as usize, &mut sc.stage);
+                    crate::queue::take(&mut *qp.queue(ring), self.batch() as usize, &mut sc.stage);
                 crate::queue::forward_taken(self, src, ring, took, sc)
             }
         }
@@ -565,12 +560,8 @@ impl Switch {
                     deliver(ft, order, srp, &sring, ring, dport, drp);
                     Wake::NONE
                 }
-                Backend::Virtio(dv) => {
-                    let q = &mut *dv.pair(ring % dv.pairs());
-                    crate::queue::deliver_ring(st, ft, order, sregion, &sring, q, c)
-                }
-                Backend::Dev(dd) => {
-                    let q = &mut **dd.queue(ring % dd.queues());
+                Backend::Queue(dq) => {
+                    let q = &mut *dq.queue(ring % dq.queues());
                     crate::queue::deliver_ring(st, ft, order, sregion, &sring, q, c)
                 }
             };

@@ -17,4 +17,4 @@ mod staged;
 
 pub use engine::{AttachError, BatchResult, Scratch, Switch, DEFAULT_BATCH, MAX_BATCH, MAX_PORTS};
 pub use learning::{Decision, Forwarding, Hub, LearningBridge, PortIndex};
-pub use port::{Backend, Counters, DevPort, Link, RingPort, SwitchPort, VirtioPort};
+pub use port::{Backend, Counters, Link, QueuePort, RingPort, SwitchPort};

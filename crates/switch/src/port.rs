@@ -1,16 +1,13 @@
 //! A switch port as the data path sees it: a ring port (its region, the
-//! port side of its rings, its doorbells), a VM port (its virtio queue
-//! pairs) or an interface port (the queues of a NIC or a TAP), and its
-//! counters.
+//! port side of its rings, its doorbells) or a port of frame queues (a VM's
+//! virtio-net queue pairs, a NIC's or a TAP's queues), and its counters.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringswitch_control::PortStats;
-use ringswitch_frame::{Caps, FrameQueue, QueueStats};
+use ringswitch_frame::{FrameQueue, QueueStats, SharedQueue};
 use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region, RingRef};
-use ringswitch_vhost::socket::SharedNet;
-use ringswitch_vhost::VirtioNetPort;
 
 /// Most workers that can hold leases on one RX ring at once (and so the
 /// most workers a daemon runs).
@@ -257,97 +254,52 @@ pub struct RingPort {
     pub irqs: Box<[EventFd]>,
 }
 
-/// The queue pairs of a vhost-user virtio-net port (a VM port).
-pub struct VirtioPort {
-    /// The device, shared with the thread speaking vhost-user to the frontend.
-    pub dev: SharedNet,
-    pairs: Box<[Arc<Mutex<VirtioNetPort>>]>,
-    /// One per queue pair: the protocol thread signals it after the frontend
-    /// reconfigured the pair (new kick eventfd, vrings started or stopped),
-    /// so the worker serving the pair registers the new kick.
-    pub changed: Box<[EventFd]>,
-    /// Frontend connections closed after a message the device refused
-    /// (counted by the protocol thread; a statistic, Relaxed).
-    pub frontend_errors: AtomicU64,
-}
-
-impl VirtioPort {
-    /// Wraps a device; its queue pairs become the port's rings.
-    pub fn new(dev: SharedNet) -> std::io::Result<VirtioPort> {
-        let pairs: Box<[_]> = lock(&dev).ports().to_vec().into_boxed_slice();
-        let changed = (0..pairs.len())
-            .map(|_| EventFd::new())
-            .collect::<std::io::Result<_>>()?;
-        Ok(VirtioPort {
-            dev,
-            pairs,
-            changed,
-            frontend_errors: AtomicU64::new(0),
-        })
-    }
-
-    /// Number of queue pairs.
-    pub fn pairs(&self) -> usize {
-        self.pairs.len()
-    }
-
-    /// Queue pair `i`, locked (once per batch).
-    pub fn pair(&self, i: usize) -> MutexGuard<'_, VirtioNetPort> {
-        lock(&self.pairs[i])
-    }
-}
-
-/// The queues of a kernel network interface (a NIC over AF_XDP or
-/// AF_PACKET, or a TAP): an interface port.
-pub struct DevPort {
-    /// Interface name.
-    pub ifname: String,
-    /// How its queues are driven (`xdp-native`, `af-packet`, `tap`, ...).
+/// A port whose traffic goes through [`FrameQueue`]s: a VM port (one
+/// virtio-net queue pair each) or an interface port (the queues of a NIC
+/// or a TAP), and any later kind that offers frames the same way.
+pub struct QueuePort {
+    /// How its queues are driven (`vhost-user`, `xdp-native`, `af-packet`,
+    /// `tap`, ...).
     pub driver: &'static str,
-    queues: Box<[Mutex<Box<dyn FrameQueue>>]>,
-    /// Each queue's receive fd (for epoll; never read by the worker).
-    rx_fds: Box<[Option<std::os::fd::RawFd>]>,
-    caps: Caps,
+    queues: Box<[SharedQueue]>,
+    /// One per queue: whoever reconfigures queue `i` outside the data path
+    /// (a VM's vhost-user protocol thread, after a new kick eventfd or a
+    /// queue started or stopped) signals `changed[i]`, so the worker
+    /// serving it registers its wake descriptor again. The daemon's own
+    /// eventfds, never shared with the other side.
+    pub changed: Box<[EventFd]>,
 }
 
-impl DevPort {
+impl QueuePort {
     /// Wraps opened queues (at least one).
-    pub fn new(ifname: String, queues: Vec<Box<dyn FrameQueue>>) -> std::io::Result<DevPort> {
+    pub fn new(queues: Vec<SharedQueue>) -> std::io::Result<QueuePort> {
         let Some(q0) = queues.first() else {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                "an interface port needs at least one queue",
+                "a port needs at least one queue",
             ));
         };
-        let (driver, caps) = (q0.driver(), q0.caps());
-        let rx_fds = queues.iter().map(|q| q.wake_fd()).collect();
-        Ok(DevPort {
-            ifname,
+        let driver = lock(q0).driver();
+        let changed = (0..queues.len())
+            .map(|_| EventFd::new())
+            .collect::<std::io::Result<_>>()?;
+        Ok(QueuePort {
             driver,
-            caps,
-            rx_fds,
-            queues: queues.into_iter().map(Mutex::new).collect(),
+            queues: queues.into_boxed_slice(),
+            changed,
         })
     }
 
     /// Number of queues.
+    #[inline(always)]
     pub fn queues(&self) -> usize {
         self.queues.len()
     }
 
     /// Queue `i`, locked (once per batch).
-    pub fn queue(&self, i: usize) -> MutexGuard<'_, Box<dyn FrameQueue>> {
+    #[inline(always)]
+    pub fn queue(&self, i: usize) -> MutexGuard<'_, dyn FrameQueue + 'static> {
         lock(&self.queues[i])
-    }
-
-    /// Queue `i`'s receive fd.
-    pub fn rx_fd(&self, i: usize) -> Option<std::os::fd::RawFd> {
-        self.rx_fds.get(i).copied().flatten()
-    }
-
-    /// Offloads the interface takes on transmit.
-    pub fn tx_caps(&self) -> Caps {
-        self.caps
     }
 
     /// The queues' own counters, summed.
@@ -364,10 +316,9 @@ impl DevPort {
 pub enum Backend {
     /// A netmap port: rings in a shared memory region.
     Ring(RingPort),
-    /// A vhost-user virtio-net device (a VM, or a userspace virtio driver).
-    Virtio(VirtioPort),
-    /// A kernel network interface: a NIC or the host stack (TAP).
-    Dev(DevPort),
+    /// A port of frame queues: a VM (vhost-user virtio-net), a NIC, the
+    /// host stack (TAP).
+    Queue(QueuePort),
 }
 
 /// A port attached to a switch.
@@ -415,22 +366,12 @@ impl SwitchPort {
         })
     }
 
-    /// A VM port `index` on a vhost-user device.
-    pub fn new_virtio(name: String, index: u16, dev: SharedNet) -> std::io::Result<SwitchPort> {
-        Ok(SwitchPort {
-            name,
-            index,
-            backend: Backend::Virtio(VirtioPort::new(dev)?),
-            counters: Arc::default(),
-        })
-    }
-
-    /// An interface port `index` on opened queues.
-    pub fn new_dev(name: String, index: u16, dev: DevPort) -> SwitchPort {
+    /// A port `index` of frame queues (a VM port, an interface port).
+    pub fn new_queues(name: String, index: u16, queues: QueuePort) -> SwitchPort {
         SwitchPort {
             name,
             index,
-            backend: Backend::Dev(dev),
+            backend: Backend::Queue(queues),
             counters: Arc::default(),
         }
     }
@@ -450,20 +391,11 @@ impl SwitchPort {
         }
     }
 
-    /// The queue pairs, if a VM port.
+    /// The queues, if a port of frame queues.
     #[inline(always)]
-    pub fn virtio(&self) -> Option<&VirtioPort> {
+    pub fn queues(&self) -> Option<&QueuePort> {
         match &self.backend {
-            Backend::Virtio(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// The queues, if an interface port.
-    #[inline(always)]
-    pub fn dev(&self) -> Option<&DevPort> {
-        match &self.backend {
-            Backend::Dev(d) => Some(d),
+            Backend::Queue(q) => Some(q),
             _ => None,
         }
     }
@@ -473,8 +405,7 @@ impl SwitchPort {
     pub fn sources(&self) -> usize {
         match &self.backend {
             Backend::Ring(r) => r.tx_rings(),
-            Backend::Virtio(v) => v.pairs(),
-            Backend::Dev(d) => d.queues(),
+            Backend::Queue(q) => q.queues(),
         }
     }
 
@@ -483,15 +414,7 @@ impl SwitchPort {
     pub fn stats(&self) -> PortStats {
         let mut s = self.counters.snapshot(&self.name);
         let q = match &self.backend {
-            Backend::Dev(d) => d.stats(),
-            Backend::Virtio(v) => {
-                s.vm_frontend_errors = v.frontend_errors.load(Ordering::Relaxed);
-                let mut t = QueueStats::default();
-                for i in 0..v.pairs() {
-                    add_queue_stats(&mut t, &FrameQueue::stats(&*v.pair(i)));
-                }
-                t
-            }
+            Backend::Queue(q) => q.stats(),
             Backend::Ring(_) => return s,
         };
         s.drop_kernel = q.kernel_rx_dropped;

@@ -223,11 +223,8 @@ pub(crate) fn forward_staged(
                 staged_to_ring(st, order, dport, drp, src_q);
                 Wake::NONE
             }
-            Backend::Virtio(dv) => {
-                crate::queue::deliver_staged(st, order, &mut *dv.pair(src_q % dv.pairs()), c)
-            }
-            Backend::Dev(dd) => {
-                crate::queue::deliver_staged(st, order, &mut **dd.queue(src_q % dd.queues()), c)
+            Backend::Queue(dq) => {
+                crate::queue::deliver_staged(st, order, &mut *dq.queue(src_q % dq.queues()), c)
             }
         };
         wake.send();

@@ -12,7 +12,7 @@ use ringswitch_frame::{
     GSO_TCPV4,
 };
 use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
-use ringswitch_switch::{DevPort, Hub, LearningBridge, Scratch, Switch, SwitchPort};
+use ringswitch_switch::{Hub, LearningBridge, QueuePort, Scratch, Switch, SwitchPort};
 
 #[derive(Default)]
 struct Wire {
@@ -96,9 +96,9 @@ fn dev(sw: &Switch, name: &str, caps: Caps, room: usize) -> (Arc<SwitchPort>, Ar
         caps,
         room,
     };
-    let d = DevPort::new(name.into(), vec![Box::new(q)]).unwrap();
+    let d = QueuePort::new(vec![Arc::new(Mutex::new(q))]).unwrap();
     let p = sw
-        .attach(|i| Ok(SwitchPort::new_dev(name.into(), i, d)))
+        .attach(|i| Ok(SwitchPort::new_queues(name.into(), i, d)))
         .unwrap();
     (p, wire)
 }

@@ -124,6 +124,14 @@ impl FrameQueue for VirtioNetPort {
 
     /// Asks the guest to kick once `more + 1` entries are pending and
     /// double-checks; work that arrived meanwhile turns kicks off again.
+    fn wake_generation(&self) -> u64 {
+        self.generation()
+    }
+
+    fn wake_is_shared(&self) -> bool {
+        true
+    }
+
     fn prepare_sleep(&mut self, more: u16) -> bool {
         if self.enable_tx_notifications_after(more) {
             self.disable_tx_notifications();

@@ -9,7 +9,7 @@ use ringswitch_control::proto::*;
 use ringswitch_control::{name, PortName, Target};
 use ringswitch_netdev::{self as netdev, NicConfig};
 use ringswitch_ring::Geometry;
-use ringswitch_switch::{DevPort, Hub, Switch, SwitchPort, MAX_PORTS};
+use ringswitch_switch::{Hub, QueuePort, Switch, SwitchPort, MAX_PORTS};
 use tracing::{info, warn};
 
 use super::attach::Attached;
@@ -257,14 +257,14 @@ impl Registry {
         info: &IfaceInfo,
         kind: PortKind,
         request: IfaceRequest,
-        queues: Vec<Box<dyn ringswitch_frame::FrameQueue>>,
+        queues: Vec<ringswitch_frame::SharedQueue>,
     ) -> Result<(), RegistryError> {
         let nq = queues.len();
-        let dev = DevPort::new(info.ifname.clone(), queues)
-            .map_err(|e| internal("setting up the interface's queues", e))?;
+        let dev =
+            QueuePort::new(queues).map_err(|e| internal("setting up the interface's queues", e))?;
         let switch = self.ensure_switch(sw, false)?.switch.clone();
         let mut attached = Attached::new(&self.workers, switch, |idx| {
-            Ok(SwitchPort::new_dev(info.port.clone(), idx, dev))
+            Ok(SwitchPort::new_queues(info.port.clone(), idx, dev))
         })?;
         let sources: Vec<Source> = (0..nq).map(Source::Queue).collect();
         attached.assign(&sources, &self.next_id)?;
