@@ -177,28 +177,32 @@ impl Env {
         self.c.call_as(&Request::Stats { switch: None }).unwrap().0
     }
 
-    /// Counters once they stop moving. A frame a test has seen arrive is
-    /// already counted on both sides (the switch counts before a
-    /// destination can see it), but a drop is seen by no one: a guest's TX
-    /// chains are completed before the batch is delivered, so the drops of
-    /// a batch may be counted after the guest's flush returned.
-    // TODO(issue 16): a condition instead of a quiet period (each caller
-    // knows the sum it expects).
-    fn settled(&mut self) -> Vec<PortStats> {
+    /// The counters once `done` holds for them. A frame's counters are
+    /// added before any destination can see it, but a drop is seen by no
+    /// one, and a guest's TX chains are completed before their batch is
+    /// delivered: so each caller waits for the totals it expects (frames
+    /// taken plus dropped), up to T, and its asserts then say what is
+    /// wrong if they never came.
+    fn stats_when(&mut self, done: impl Fn(&[PortStats]) -> bool) -> Vec<PortStats> {
         let deadline = Instant::now() + T;
-        let mut last = self.stats();
         loop {
-            std::thread::sleep(Duration::from_millis(30));
             let now = self.stats();
-            if now == last || Instant::now() > deadline {
+            if done(&now) || Instant::now() > deadline {
                 return now;
             }
-            last = now;
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
+    /// Port `name`'s counters once `done` holds for them (see `stats_when`).
+    fn stat_when(&mut self, name: &str, done: impl Fn(&PortStats) -> bool) -> PortStats {
+        find(&self.stats_when(|all| done(&find(all, name))), name)
+    }
+
+    /// Port `name`'s counters now: for a caller that saw every frame it
+    /// sent arrive, since counters are added before frames are visible.
     fn stat(&mut self, name: &str) -> PortStats {
-        find(&self.settled(), name)
+        find(&self.stats(), name)
     }
 
     fn ports(&mut self) -> Vec<PortInfo> {
@@ -391,7 +395,13 @@ fn vm_ring_roundtrip(tag: &str, cfg: GuestConfig) {
         "nothing more for the ring port"
     );
 
-    let all = e.settled();
+    let all = e.stats_when(|a| {
+        let (vm, rp) = (find(a, "vale0:vm1"), find(a, "vale0:p"));
+        vm.tx_packets >= 1000
+            && rp.rx_packets + drops(&rp) >= 1000
+            && rp.tx_packets >= 1001
+            && vm.rx_packets + drops(&vm) >= 1001
+    });
     let (vm, rp) = (find(&all, "vale0:vm1"), find(&all, "vale0:p"));
     let bytes = |v: &[Vec<u8>]| v.iter().map(|f| f.len() as u64).sum::<u64>();
     assert_eq!(vm.tx_packets, 1000, "{vm:?}");
@@ -507,7 +517,13 @@ fn vm_to_vm_both_ways_with_jumbo_frames() {
     assert!(b.wait_rx(1, QUIET).is_empty());
     assert!(a.wait_rx(1, QUIET).is_empty());
 
-    let all = e.settled();
+    let all = e.stats_when(|a| {
+        let (sa, sb) = (find(a, "vale0:vmA"), find(a, "vale0:vmB"));
+        sa.tx_packets >= 603
+            && sb.rx_packets + drops(&sb) >= 603
+            && sb.tx_packets >= 600
+            && sa.rx_packets + drops(&sa) >= 600
+    });
     let (sa, sb) = (find(&all, "vale0:vmA"), find(&all, "vale0:vmB"));
     assert_eq!(sa.tx_packets, 603, "{sa:?}");
     assert_eq!(sb.rx_packets, 603, "{sb:?}");
@@ -561,7 +577,7 @@ fn vm_to_vm_jumbo_without_mrg_rxbuf() {
     assert_eq!(r.len(), 1, "the frame after the jumbo one arrives");
     assert_eq!(r[0].data, after);
     assert!(b.wait_rx(1, QUIET).is_empty());
-    let sb = e.stat("vale1:vmB");
+    let sb = e.stat_when("vale1:vmB", |s| s.drop_long + s.rx_packets >= 2);
     assert_eq!(sb.drop_long, 1, "{sb:?}");
     assert_eq!(sb.rx_packets, 1, "{sb:?}");
 }
@@ -622,7 +638,7 @@ fn full_receiver_gets_a_prefix_and_the_rest_is_counted() {
         b.wait_rx(1, QUIET).is_empty(),
         "nothing past what was posted"
     );
-    let sb = e.stat("vale0:vmB");
+    let sb = e.stat_when("vale0:vmB", |s| s.rx_packets + s.drop_rx_full >= 1000);
     assert_eq!(sb.rx_packets, 64, "{sb:?}");
     assert_eq!(sb.drop_rx_full, 1000 - 64, "{sb:?}");
 
@@ -634,7 +650,10 @@ fn full_receiver_gets_a_prefix_and_the_rest_is_counted() {
     }
     let got: Vec<Vec<u8>> = b.wait_rx(100, T).into_iter().map(|f| f.data).collect();
     assert_same(&got, &more, "after B posted buffers");
-    let all = e.settled();
+    let all = e.stats_when(|a| {
+        let (sa, sb) = (find(a, "vale0:vmA"), find(a, "vale0:vmB"));
+        sa.tx_packets >= 1100 && sb.rx_packets + drops(&sb) >= 1100
+    });
     let (sa, sb) = (find(&all, "vale0:vmA"), find(&all, "vale0:vmB"));
     assert_eq!(sa.tx_packets, 1100);
     assert_eq!(sb.rx_packets, 164);
@@ -758,7 +777,10 @@ fn tso_frame_is_segmented_for_a_ring_port() {
     let segs = recv_within(&mut p, want, T);
     check_segments(&segs, &data, seq0, RP);
     assert!(recv_within(&mut p, 1, QUIET).is_empty(), "no extra segment");
-    let all = e.settled();
+    let all = e.stats_when(|a| {
+        let (sa, sp) = (find(a, "vale0:vmA"), find(a, "vale0:p"));
+        sa.tx_packets >= 1 && sp.rx_packets + drops(&sp) >= want as u64
+    });
     let (sa, sp) = (find(&all, "vale0:vmA"), find(&all, "vale0:p"));
     assert_eq!(sa.tx_packets, 1, "{sa:?}");
     assert_eq!(sp.rx_packets, want as u64, "{sp:?}");
@@ -968,8 +990,9 @@ fn notifications(tag: &str, event_idx: bool) {
         );
         assert!(g.stats().rx_interrupts > before.rx_interrupts);
     }
-    let s = e.settled();
-    let vm = find(&s, "vale0:vm1");
+    let vm = e.stat_when("vale0:vm1", |vm| {
+        vm.tx_packets + drops(vm) >= u64::from(N) + 100
+    });
     assert_eq!(vm.tx_packets, u64::from(N) + 100);
     assert_eq!(drops(&vm), 0, "{vm:?}");
 }
@@ -1049,7 +1072,9 @@ fn bad_tx_chains_are_completed_and_counted() {
         "nothing from the bad chains"
     );
     assert!(g.flush_tx(0, T));
-    let vm = e.stat("vale0:vm1");
+    let vm = e.stat_when("vale0:vm1", |s| {
+        s.drop_malformed + s.tx_packets >= (BadChain::ALL.len() + want.len()) as u64
+    });
     assert_eq!(vm.drop_malformed, BadChain::ALL.len() as u64, "{vm:?}");
     assert_eq!(vm.tx_packets, want.len() as u64, "{vm:?}");
 
@@ -1086,7 +1111,7 @@ fn bad_avail_index_is_survived() {
         vec![3],
         "flows again once the index is sane"
     );
-    let vm = e.stat("vale0:vm1");
+    let vm = e.stat_when("vale0:vm1", |s| s.tx_packets >= 2);
     assert_eq!(vm.tx_packets, 2, "{vm:?}");
 }
 
@@ -1377,7 +1402,7 @@ fn multiqueue_pairs_carry_traffic() {
     assert!(!v.spec.client);
     assert!(v.connected);
     assert!(info.open);
-    let vm = e.stat("vale0:vm1");
+    let vm = e.stat_when("vale0:vm1", |s| s.tx_packets >= 301 && s.rx_packets >= 100);
     assert_eq!(vm.tx_packets, 301);
     assert_eq!(vm.rx_packets, 100);
 }
@@ -1677,7 +1702,13 @@ fn multi_slot_frames_between_vm_and_ring_port() {
             len.div_ceil(2048)
         );
     }
-    let all = e.settled();
+    let all = e.stats_when(|a| {
+        let (vm, rp) = (find(a, "vale0:vm1"), find(a, "vale0:p"));
+        vm.tx_packets >= 4
+            && vm.rx_packets + drops(&vm) >= 4
+            && rp.tx_packets >= 4
+            && rp.rx_packets + drops(&rp) >= 4
+    });
     let (vm, rp) = (find(&all, "vale0:vm1"), find(&all, "vale0:p"));
     assert_eq!((vm.rx_packets, vm.tx_packets), (4, 4), "{vm:?}");
     assert_eq!((rp.rx_packets, rp.tx_packets), (4, 4), "{rp:?}");
