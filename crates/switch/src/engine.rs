@@ -11,67 +11,14 @@ use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG, NS_NO_LEARN};
 use ringswitch_ring::sync::Unfinished;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region};
 
+use crate::batch::conv::{frag_flags, slot_len, split_word0, u32_of};
+use crate::batch::{Ft, MAX_BATCH, MIN_FRAME};
 use crate::learning::{Decision, Forwarding, PortIndex};
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
 
 /// Most ports on one switch (as VALE).
 pub const MAX_PORTS: usize = 254;
-/// Largest batch a worker takes from one ring at a time.
-pub const MAX_BATCH: u32 = 2048;
-/// Default batch.
-pub const DEFAULT_BATCH: u32 = 512;
-/// Shortest frame forwarded: an Ethernet header.
-pub const MIN_FRAME: u32 = 14;
-
 const NONE: u32 = u32::MAX;
-
-/// Conversions of the data path, none of which can wrap: lengths, counts
-/// and indexes are bounded by the geometry or the batch, and a conversion
-/// that could lose bits is checked (and saturates, which the bounds make
-/// unreachable) instead of cast.
-pub(crate) mod conv {
-    use ringswitch_ring::layout::MAX_FRAGS;
-
-    /// A slot's length: at most a buffer's size, which
-    /// `Geometry::validate` keeps at or below `MAX_BUF_SIZE` (< 2^16).
-    #[inline(always)]
-    pub(crate) fn slot_len(len: u32) -> u16 {
-        u16::try_from(len).unwrap_or(u16::MAX)
-    }
-
-    /// A slot length from a byte count (see [`slot_len`]).
-    #[inline(always)]
-    pub(crate) fn slot_len_of(len: usize) -> u16 {
-        u16::try_from(len).unwrap_or(u16::MAX)
-    }
-
-    /// The fragment count a delivered slot carries in bits 8 to 15 of its
-    /// flags: at most `MAX_FRAGS`.
-    #[inline(always)]
-    pub(crate) fn frag_flags(nfrags: u32) -> u16 {
-        u16::try_from(nfrags.min(MAX_FRAGS)).unwrap_or_default() << 8
-    }
-
-    /// A count, offset or length bounded by the batch, the staging arena
-    /// or a frame (all far below 2^32).
-    #[inline(always)]
-    pub(crate) fn u32_of(x: usize) -> u32 {
-        u32::try_from(x).unwrap_or(u32::MAX)
-    }
-
-    /// Word 0 of a slot split into buffer index, length and flags
-    /// (little-endian fields, as `NetmapSlot`).
-    #[inline(always)]
-    pub(crate) fn split_word0(w0: u64) -> (u32, u16, u16) {
-        let [b0, b1, b2, b3, l0, l1, f0, f1] = w0.to_le_bytes();
-        (
-            u32::from_le_bytes([b0, b1, b2, b3]),
-            u16::from_le_bytes([l0, l1]),
-            u16::from_le_bytes([f0, f1]),
-        )
-    }
-}
-use conv::{frag_flags, slot_len, split_word0, u32_of};
 
 /// A switch is full.
 #[derive(Debug, thiserror::Error)]
@@ -108,17 +55,6 @@ impl PortTable {
     }
 }
 
-/// A packet of the batch.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Ft {
-    pub(crate) slot: u32,
-    pub(crate) nfrags: u32,
-    pub(crate) len: u32,
-    /// First fragment as validated.
-    pub(crate) buf_idx: u32,
-    pub(crate) first_len: u32,
-}
-
 /// Per-worker scratch space, allocated once.
 pub struct Scratch {
     ft: Vec<Ft>,
@@ -137,7 +73,7 @@ pub struct Scratch {
     flood_bytes: u64,
     /// Frames taken from VM and interface queues, and the paths that need
     /// contiguous bytes: allocated on first use by such a port.
-    pub(crate) stage: crate::staged::StageScratch,
+    pub(crate) stage: crate::batch::StageScratch,
 }
 
 impl Default for Scratch {
@@ -153,7 +89,7 @@ impl Default for Scratch {
             no_dest: 0,
             no_dest_bytes: 0,
             flood_bytes: 0,
-            stage: crate::staged::StageScratch::default(),
+            stage: crate::batch::StageScratch::default(),
         }
     }
 }

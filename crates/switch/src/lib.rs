@@ -9,12 +9,14 @@
 // that can lose bits is checked or goes through a type that cannot.
 #![deny(clippy::cast_possible_truncation)]
 
+mod batch;
 pub mod engine;
 pub mod learning;
 pub mod port;
 mod queue;
 mod staged;
 
-pub use engine::{AttachError, BatchResult, Scratch, Switch, DEFAULT_BATCH, MAX_BATCH, MAX_PORTS};
+pub use batch::{DEFAULT_BATCH, MAX_BATCH};
+pub use engine::{AttachError, BatchResult, Scratch, Switch, MAX_PORTS};
 pub use learning::{Decision, Forwarding, Hub, LearningBridge, PortIndex};
 pub use port::{Backend, Counters, DevPort, Link, RingPort, SwitchPort, VirtioPort};

@@ -12,12 +12,11 @@
 use ringswitch_frame::{FrameQueue, OffloadHdr, PushError, Taken, Wake};
 use ringswitch_ring::{Region, RingRef};
 
-use crate::engine::conv::u32_of;
-use crate::engine::{BatchResult, Ft, Scratch, Switch, MIN_FRAME};
+use crate::batch::conv::u32_of;
+use crate::batch::{Ft, StageScratch, Staging, FRAME_MAX, MIN_FRAME};
+use crate::engine::{BatchResult, Scratch, Switch};
 use crate::port::{Counters, SwitchPort};
-use crate::staged::{
-    forward_staged, staged_to_queue, Outcome, StageScratch, Staging, Tally, FRAME_MAX,
-};
+use crate::staged::{forward_staged, staged_to_queue, Outcome, Tally};
 
 fn outcome(r: Result<(), PushError>) -> Outcome {
     match r {
