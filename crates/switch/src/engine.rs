@@ -12,13 +12,9 @@ use ringswitch_ring::sync::Unfinished;
 use ringswitch_ring::{arith, Dir, NetmapSlot, Region};
 
 use crate::batch::conv::{frag_flags, slot_len, split_word0, u32_of};
-use crate::batch::{Ft, MAX_BATCH, MIN_FRAME};
-use crate::learning::{Decision, Forwarding, PortIndex};
+use crate::batch::{Ft, StageScratch, MAX_BATCH, MIN_FRAME};
+use crate::lookup::{Dests, Forwarding, LastDecision, PortIndex, PortTable, MAX_PORTS};
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
-
-/// Most ports on one switch (as VALE).
-pub const MAX_PORTS: usize = 254;
-const NONE: u32 = u32::MAX;
 
 /// A switch is full.
 #[derive(Debug, thiserror::Error)]
@@ -36,60 +32,22 @@ pub enum AttachError {
     Io(#[from] std::io::Error),
 }
 
-/// The ports of a switch.
-#[derive(Default)]
-pub struct PortTable {
-    ports: Vec<Option<Arc<SwitchPort>>>,
-    active: Vec<PortIndex>,
-}
-
-impl PortTable {
-    /// Port at `i`, if attached.
-    #[inline(always)]
-    pub fn get(&self, i: PortIndex) -> Option<&Arc<SwitchPort>> {
-        self.ports.get(i as usize).and_then(|p| p.as_ref())
-    }
-    /// Attached port indexes.
-    pub fn active(&self) -> &[PortIndex] {
-        &self.active
-    }
-}
-
-/// Per-worker scratch space, allocated once.
+/// Per-worker scratch space, allocated once: the batch's frame table, the
+/// lookup's destination lists and the staging arena.
 pub struct Scratch {
-    ft: Vec<Ft>,
-    /// Next packet for the same unicast destination (a list per destination).
-    next: Vec<u32>,
-    dst_head: Vec<u32>,
-    dst_tail: Vec<u32>,
-    touched: Vec<PortIndex>,
-    flood: Vec<u32>,
-    pub(crate) order: Vec<u32>,
-    /// Packets of the batch with no destination (counted on the source,
-    /// in `drop_no_dest` and not in `tx_packets`), and their bytes.
-    pub(crate) no_dest: u64,
-    pub(crate) no_dest_bytes: u64,
-    /// Bytes of the packets in `flood`.
-    flood_bytes: u64,
+    pub(crate) ft: Vec<Ft>,
+    pub(crate) dests: Dests,
     /// Frames taken from VM and interface queues, and the paths that need
     /// contiguous bytes: allocated on first use by such a port.
-    pub(crate) stage: crate::batch::StageScratch,
+    pub(crate) stage: StageScratch,
 }
 
 impl Default for Scratch {
     fn default() -> Self {
         Scratch {
             ft: Vec::with_capacity(MAX_BATCH as usize),
-            next: Vec::with_capacity(MAX_BATCH as usize),
-            dst_head: vec![NONE; MAX_PORTS],
-            dst_tail: vec![NONE; MAX_PORTS],
-            touched: Vec::with_capacity(MAX_PORTS),
-            flood: Vec::with_capacity(MAX_BATCH as usize),
-            order: Vec::with_capacity(MAX_BATCH as usize),
-            no_dest: 0,
-            no_dest_bytes: 0,
-            flood_bytes: 0,
-            stage: crate::batch::StageScratch::default(),
+            dests: Dests::default(),
+            stage: StageScratch::default(),
         }
     }
 }
@@ -98,103 +56,7 @@ impl Scratch {
     /// Starts a batch.
     pub(crate) fn clear(&mut self) {
         self.ft.clear();
-        self.next.clear();
-        self.flood.clear();
-        self.touched.clear();
-        self.no_dest = 0;
-        self.no_dest_bytes = 0;
-        self.flood_bytes = 0;
-    }
-
-    /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
-    #[inline(always)]
-    pub(crate) fn push_link(&mut self) -> u32 {
-        let k = u32_of(self.next.len());
-        self.next.push(NONE);
-        k
-    }
-
-    /// Files packet `k` (`len` bytes) under its destination(s).
-    #[inline(always)]
-    pub(crate) fn route(
-        &mut self,
-        table: &PortTable,
-        src: PortIndex,
-        k: u32,
-        len: u32,
-        decision: Decision,
-    ) {
-        match decision {
-            // Addressed to a station behind the source itself.
-            Decision::Drop => {
-                self.no_dest += 1;
-                self.no_dest_bytes += u64::from(len);
-            }
-            Decision::Port(port) if table.get(port).is_some() && port != src => {
-                let p = usize::from(port);
-                if self.dst_head[p] == NONE {
-                    self.dst_head[p] = k;
-                    self.touched.push(port);
-                } else {
-                    self.next[self.dst_tail[p] as usize] = k;
-                }
-                self.dst_tail[p] = k;
-            }
-            // A stale entry (port gone) floods, as an unknown address.
-            Decision::Port(_) | Decision::Flood => {
-                self.flood.push(k);
-                self.flood_bytes += u64::from(len);
-            }
-        }
-    }
-
-    /// The destinations of the batch (taken out of the scratch; give the
-    /// vector back with [`Scratch::give_back`]).
-    pub(crate) fn destinations(&mut self, table: &PortTable, src: PortIndex) -> Vec<PortIndex> {
-        let mut dests = std::mem::take(&mut self.touched);
-        if !self.flood.is_empty() {
-            for &p in table.active() {
-                if p != src && self.dst_head[p as usize] == NONE {
-                    dests.push(p);
-                }
-            }
-            if dests.is_empty() {
-                // Flooded on a switch with no other port.
-                self.no_dest += self.flood.len() as u64;
-                self.no_dest_bytes += self.flood_bytes;
-            }
-        }
-        dests
-    }
-
-    /// Returns the destinations vector for reuse.
-    pub(crate) fn give_back(&mut self, mut dests: Vec<PortIndex>) {
-        dests.clear();
-        self.touched = dests;
-    }
-
-    /// Fills `order` with destination `d`'s packets: its unicast list merged
-    /// with the flood list, both in batch order.
-    pub(crate) fn order_for(&mut self, d: PortIndex) {
-        self.order.clear();
-        let mut u = self.dst_head[d as usize];
-        let mut f = 0usize;
-        while u != NONE || f < self.flood.len() {
-            let take_u = match (u != NONE, f < self.flood.len()) {
-                (true, true) => u < self.flood[f],
-                (true, false) => true,
-                _ => false,
-            };
-            if take_u {
-                self.order.push(u);
-                u = self.next[u as usize];
-            } else {
-                self.order.push(self.flood[f]);
-                f += 1;
-            }
-        }
-        self.dst_head[d as usize] = NONE;
-        self.dst_tail[d as usize] = NONE;
+        self.dests.clear();
     }
 }
 
@@ -371,7 +233,7 @@ impl Switch {
             (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut consumed = 0u32;
         let mut i = txr.hwcur;
-        let mut last: Option<([u8; 12], bool, Decision)> = None;
+        let mut last = LastDecision::default();
         // Slots of an unfinished chain at hwcur (nothing before it).
         let mut unfinished: Option<u32> = None;
         // Start fetching the first packets' headers while the loop begins.
@@ -456,11 +318,9 @@ impl Switch {
                 malformed += 1;
                 continue;
             };
-            let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
-            let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
             tx_pkts += 1;
             tx_bytes += total as u64;
-            let k = sc.push_link();
+            let k = sc.dests.push_link();
             sc.ft.push(Ft {
                 slot: first,
                 nfrags: nfr,
@@ -468,32 +328,27 @@ impl Switch {
                 buf_idx: s0.buf_idx,
                 first_len: u32::from(s0.len),
             });
-            // Runs of frames with the same addresses (a flow) are decided
-            // once: the decision cannot change within a batch but through a
-            // racing update by another worker, which a lookup races with too.
-            let decision = match last {
-                Some((h, nl, d)) if h == hdr && nl == no_learn => d,
-                _ => {
-                    let d = self.fwd.decide(dst, smac, src.index, !no_learn, now);
-                    last = Some((hdr, no_learn, d));
-                    d
-                }
-            };
-            sc.route(&table, src.index, k, total, decision);
+            let decision = last.decide(&*self.fwd, hdr, src.index, !no_learn, now);
+            sc.dests.route(&table, src.index, k, total, decision);
         }
 
         // Deliver, destination by destination; the source's counters first,
         // so that what a destination sees has been counted on both sides.
-        let dests = sc.destinations(&table, src.index);
+        let dests = sc.dests.destinations(&table, src.index);
         let c = &src.counters;
         // Taken with no destination: counted as drop_no_dest only.
-        Counters::add(&c.tx_packets, tx_pkts - sc.no_dest);
-        Counters::add(&c.tx_bytes, tx_bytes - sc.no_dest_bytes);
-        Counters::add(&c.drop_no_dest, sc.no_dest);
+        Counters::add(&c.tx_packets, tx_pkts - sc.dests.no_dest);
+        Counters::add(&c.tx_bytes, tx_bytes - sc.dests.no_dest_bytes);
+        Counters::add(&c.drop_no_dest, sc.dests.no_dest);
         for &d in &dests {
             let Some(dport) = table.get(d) else { continue };
-            sc.order_for(d);
-            let (st, ft, order, c) = (&mut sc.stage, &sc.ft[..], &sc.order[..], &*dport.counters);
+            sc.dests.order_for(d);
+            let (st, ft, order, c) = (
+                &mut sc.stage,
+                &sc.ft[..],
+                &sc.dests.order[..],
+                &*dport.counters,
+            );
             // A queue's lock lives only within its arm: released before the
             // wake-up is sent.
             let wake = match &dport.backend {
@@ -512,7 +367,7 @@ impl Switch {
             };
             wake.send();
         }
-        sc.give_back(dests);
+        sc.dests.give_back(dests);
 
         if let Some(nfr) = unfinished {
             if nfr >= n - 1 || txr.note_unfinished(head) == Unfinished::Drop {

@@ -12,11 +12,13 @@
 mod batch;
 pub mod engine;
 pub mod learning;
+pub mod lookup;
 pub mod port;
 mod queue;
 mod staged;
 
 pub use batch::{DEFAULT_BATCH, MAX_BATCH};
-pub use engine::{AttachError, BatchResult, Scratch, Switch, MAX_PORTS};
-pub use learning::{Decision, Forwarding, Hub, LearningBridge, PortIndex};
+pub use engine::{AttachError, BatchResult, Scratch, Switch};
+pub use learning::{Hub, LearningBridge};
+pub use lookup::{Decision, Forwarding, PortIndex, MAX_PORTS};
 pub use port::{Backend, Counters, DevPort, Link, RingPort, SwitchPort, VirtioPort};

@@ -18,7 +18,7 @@ use ringswitch_ring::{arith, Dir, Region};
 use crate::batch::conv::{frag_flags, slot_len_of, u32_of};
 use crate::batch::{StageScratch, SEGS_MAX};
 use crate::engine::{slots_for, valid_buf, Scratch, Switch};
-use crate::learning::Decision;
+use crate::lookup::LastDecision;
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
 
 /// The header of a frame whose checksum is known good.
@@ -44,36 +44,30 @@ pub(crate) fn forward_staged(
     sc.clear();
     let table = sw.read_table();
     let now = sw.now_s();
-    let mut last: Option<([u8; 12], Decision)> = None;
+    let mut last = LastDecision::default();
     for k in 0..sc.stage.staged.len() {
         let st = sc.stage.staged[k];
         let o = st.off as usize;
         let mut hdr = [0u8; 12];
         hdr.copy_from_slice(&sc.stage.arena[o..o + 12]);
-        let kk = sc.push_link();
-        let decision = match last {
-            Some((h, d)) if h == hdr => d,
-            _ => {
-                let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
-                let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
-                let d = sw.forwarding().decide(dst, smac, src.index, true, now);
-                last = Some((hdr, d));
-                d
-            }
-        };
-        sc.route(&table, src.index, kk, st.len, decision);
+        let kk = sc.dests.push_link();
+        let decision = last.decide(sw.forwarding(), hdr, src.index, true, now);
+        sc.dests.route(&table, src.index, kk, st.len, decision);
     }
-    let dests = sc.destinations(&table, src.index);
+    let dests = sc.dests.destinations(&table, src.index);
     // The source's counters first, so that what a destination sees has been
     // counted on both sides. Taken with no destination: drop_no_dest only.
     let c = &src.counters;
-    Counters::add(&c.tx_packets, sc.stage.staged.len() as u64 - sc.no_dest);
-    Counters::add(&c.tx_bytes, bytes - sc.no_dest_bytes);
-    Counters::add(&c.drop_no_dest, sc.no_dest);
+    Counters::add(
+        &c.tx_packets,
+        sc.stage.staged.len() as u64 - sc.dests.no_dest,
+    );
+    Counters::add(&c.tx_bytes, bytes - sc.dests.no_dest_bytes);
+    Counters::add(&c.drop_no_dest, sc.dests.no_dest);
     for &d in &dests {
         let Some(dport) = table.get(d) else { continue };
-        sc.order_for(d);
-        let (st, order, c) = (&mut sc.stage, &sc.order[..], &*dport.counters);
+        sc.dests.order_for(d);
+        let (st, order, c) = (&mut sc.stage, &sc.dests.order[..], &*dport.counters);
         // A queue's lock lives only within its arm: released before the
         // wake-up is sent.
         let wake = match &dport.backend {
@@ -90,7 +84,7 @@ pub(crate) fn forward_staged(
         };
         wake.send();
     }
-    sc.give_back(dests);
+    sc.dests.give_back(dests);
 }
 
 /// What a destination queue said to one frame.
