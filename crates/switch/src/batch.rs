@@ -1,12 +1,12 @@
 //! What one batch is made of, and the per-worker memory that holds it: the
 //! frame table of a ring source (one entry per packet, pointing at its TX
-//! slots), the staging arena frames taken from queues are copied into, and
-//! the conversions every stage uses. The leaf of the data path: it imports
+//! slots, and the walk over a packet's fragments), the staging arena frames
+//! taken from queues are copied into, and the conversions every stage uses. The leaf of the data path: it imports
 //! nothing else of the crate.
 
 use ringswitch_frame::OffloadHdr;
 use ringswitch_offload::{self as offload, Segmenter};
-use ringswitch_ring::{arith, NetmapSlot, Region, RingRef};
+use ringswitch_ring::{arith, Region, RingRef};
 
 use conv::u32_of;
 
@@ -28,12 +28,6 @@ pub(crate) mod conv {
     /// `Geometry::validate` keeps at or below `MAX_BUF_SIZE` (< 2^16).
     #[inline(always)]
     pub(crate) fn slot_len(len: u32) -> u16 {
-        u16::try_from(len).unwrap_or(u16::MAX)
-    }
-
-    /// A slot length from a byte count (see [`slot_len`]).
-    #[inline(always)]
-    pub(crate) fn slot_len_of(len: usize) -> u16 {
         u16::try_from(len).unwrap_or(u16::MAX)
     }
 
@@ -64,7 +58,7 @@ pub(crate) mod conv {
     }
 }
 
-/// A packet of the batch.
+/// A packet of a ring source's batch: an entry of the frame table.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Ft {
     pub(crate) slot: u32,
@@ -73,6 +67,75 @@ pub(crate) struct Ft {
     /// First fragment as validated.
     pub(crate) buf_idx: u32,
     pub(crate) first_len: u32,
+}
+
+/// A ring source's batch: the frame table and the TX ring (in its region)
+/// its entries point into.
+#[derive(Clone, Copy)]
+pub(crate) struct RingBatch<'a> {
+    pub(crate) ft: &'a [Ft],
+    pub(crate) region: &'a Region,
+    pub(crate) ring: RingRef<'a>,
+}
+
+impl<'a> RingBatch<'a> {
+    /// The fragments of packet `k`: the first as validated, the others
+    /// re-read from the ring (so not trusted: a sender changing them since
+    /// only garbles its own packet), each length capped at a buffer.
+    #[inline(always)]
+    pub(crate) fn frags(&self, k: u32) -> SlotFrags<'a> {
+        let p = self.ft[k as usize];
+        SlotFrags {
+            region: self.region,
+            ring: self.ring,
+            first: p,
+            slot: p.slot,
+            f: 0,
+        }
+    }
+}
+
+/// Bytes in one buffer of a region: a fragment of a packet in a ring.
+#[derive(Clone, Copy)]
+pub(crate) struct SlotFrag<'a> {
+    pub(crate) region: &'a Region,
+    pub(crate) buf_idx: u32,
+    /// At most a buffer's size.
+    pub(crate) len: u32,
+}
+
+/// The fragments of one packet of a [`RingBatch`] (see
+/// [`RingBatch::frags`]).
+pub(crate) struct SlotFrags<'a> {
+    region: &'a Region,
+    ring: RingRef<'a>,
+    first: Ft,
+    slot: u32,
+    f: u32,
+}
+
+impl<'a> Iterator for SlotFrags<'a> {
+    type Item = SlotFrag<'a>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<SlotFrag<'a>> {
+        if self.f == self.first.nfrags {
+            return None;
+        }
+        let (buf_idx, len) = if self.f == 0 {
+            (self.first.buf_idx, self.first.first_len)
+        } else {
+            let s = self.ring.slot(self.slot);
+            (s.buf_idx, u32::from(s.len))
+        };
+        self.f += 1;
+        self.slot = arith::next(self.slot, self.ring.num_slots());
+        Some(SlotFrag {
+            region: self.region,
+            buf_idx,
+            len: len.min(self.region.buf_size()),
+        })
+    }
 }
 
 /// Staging space for one batch.
@@ -174,46 +237,5 @@ impl StageScratch {
         });
         self.used += len.next_multiple_of(64);
         Staging::Staged
-    }
-
-    /// Gathers packet `p` of a ring port's batch into the bounce buffer and
-    /// returns its length (`p.len`, at most [`FRAME_MAX`]: the caller
-    /// checks). Fragments after the first are re-read and re-validated: a
-    /// sender that changed them since the batch was validated (a buffer
-    /// index turned invalid, a length shrunk) only garbles its own frame,
-    /// whose missing bytes are zeros, never what the bounce buffer held
-    /// before. The frame is delivered and counted as such, as the ring to
-    /// ring path does: no frame is lost without a count.
-    pub(crate) fn gather(&mut self, p: &Ft, sregion: &Region, sring: &RingRef<'_>) -> usize {
-        let len = (p.len as usize).min(FRAME_MAX);
-        let bounce = &mut self.bounce[..len];
-        let sn = sring.num_slots();
-        let sbuf = sregion.buf_size() as usize;
-        let mut off = 0usize;
-        let mut j = p.slot;
-        for f in 0..p.nfrags {
-            if off == len {
-                break;
-            }
-            let s = if f == 0 {
-                NetmapSlot {
-                    buf_idx: p.buf_idx,
-                    len: u16::try_from(p.first_len).unwrap_or(u16::MAX),
-                    flags: 0,
-                    ptr: 0,
-                }
-            } else {
-                sring.slot(j)
-            };
-            j = arith::next(j, sn);
-            let l = usize::from(s.len).min(sbuf).min(len - off);
-            let part = &mut bounce[off..off + l];
-            if !sregion.read_buf(s.buf_idx, 0, part) {
-                part.fill(0);
-            }
-            off += l;
-        }
-        bounce[off..].fill(0);
-        len
     }
 }

@@ -9,12 +9,13 @@ use std::time::Instant;
 use ringswitch_frame::Wake;
 use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG, NS_NO_LEARN};
 use ringswitch_ring::sync::Unfinished;
-use ringswitch_ring::{arith, Dir, NetmapSlot, Region};
+use ringswitch_ring::{arith, NetmapSlot, Region};
 
-use crate::batch::conv::{frag_flags, slot_len, split_word0, u32_of};
-use crate::batch::{Ft, StageScratch, MAX_BATCH, MIN_FRAME};
+use crate::batch::conv::split_word0;
+use crate::batch::{Ft, RingBatch, StageScratch, MAX_BATCH, MIN_FRAME};
 use crate::lookup::{Dests, Forwarding, LastDecision, PortIndex, PortTable, MAX_PORTS};
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
+use crate::sink::ring::put;
 
 /// A switch is full.
 #[derive(Debug, thiserror::Error)]
@@ -353,16 +354,46 @@ impl Switch {
             // wake-up is sent.
             let wake = match &dport.backend {
                 Backend::Ring(drp) => {
-                    deliver(ft, order, srp, &sring, ring, dport, drp);
+                    if drp.link.is_up() {
+                        let frames = RingBatch {
+                            ft,
+                            region: sregion,
+                            ring: sring,
+                        };
+                        let q = ring % drp.rx_rings();
+                        put(&frames, order.iter().copied(), drp, q, c, false);
+                    } else {
+                        Counters::add(&c.drop_link_down, order.len() as u64);
+                    }
                     Wake::NONE
                 }
                 Backend::Virtio(dv) => {
                     let q = &mut *dv.pair(ring % dv.pairs());
-                    crate::queue::deliver_ring(st, ft, order, sregion, &sring, q, c)
+                    crate::queue::deliver_ring(
+                        st,
+                        RingBatch {
+                            ft,
+                            region: sregion,
+                            ring: sring,
+                        },
+                        order,
+                        q,
+                        c,
+                    )
                 }
                 Backend::Dev(dd) => {
                     let q = &mut **dd.queue(ring % dd.queues());
-                    crate::queue::deliver_ring(st, ft, order, sregion, &sring, q, c)
+                    crate::queue::deliver_ring(
+                        st,
+                        RingBatch {
+                            ft,
+                            region: sregion,
+                            ring: sring,
+                        },
+                        order,
+                        q,
+                        c,
+                    )
                 }
             };
             wake.send();
@@ -391,170 +422,4 @@ impl Switch {
             packets: u32::try_from(tx_pkts + malformed + short + long).unwrap_or(consumed),
         }
     }
-}
-
-/// The buffer of RX slot `d`, repaired (set back to the slot's own buffer,
-/// `default_buf + d`) if the application pointed it outside its region.
-#[inline(always)]
-pub(crate) fn valid_buf(
-    dregion: &Region,
-    dring: &ringswitch_ring::RingRef<'_>,
-    default_buf: u32,
-    d: u32,
-) -> u32 {
-    let b = dring.buf_idx(d);
-    if dregion.buf_ofs(b).is_some() {
-        b
-    } else {
-        let b = default_buf + d;
-        dring.set_buf_idx(d, b);
-        b
-    }
-}
-
-#[inline(always)]
-pub(crate) fn slots_for(len: u32, buf: u32) -> u32 {
-    if len <= buf {
-        1
-    } else {
-        len.div_ceil(buf)
-    }
-}
-
-/// Copies the packets `order` (indexes into `ft`) into `dport`, in order,
-/// as far as its RX ring has room; the rest are dropped and counted. Every
-/// packet is counted once on the destination: delivered (`rx_packets`),
-/// or dropped as too long for its buffers (`drop_long`), for lack of
-/// room (`drop_rx_full`) or because no client has the port
-/// (`drop_link_down`).
-fn deliver(
-    ft: &[Ft],
-    order: &[u32],
-    src: &RingPort,
-    sring: &ringswitch_ring::RingRef<'_>,
-    src_ring: usize,
-    dport: &SwitchPort,
-    drp: &RingPort,
-) {
-    if !drp.link.is_up() {
-        Counters::add(&dport.counters.drop_link_down, order.len() as u64);
-        return;
-    }
-    let dregion: &Region = drp.region();
-    let dbuf = dregion.buf_size();
-    let q = src_ring % drp.rx_rings();
-    let want: u32 = order
-        .iter()
-        .map(|&k| slots_for(ft[k as usize].len, dbuf))
-        .filter(|&s| s <= MAX_FRAGS)
-        .sum();
-    let res = drp.rx(q).reserve(want, &dport.counters);
-    let place = dregion.ring_place(0, Dir::Rx, u32_of(q));
-    let dring = dregion.ring_at(place);
-    let dn = place.num_slots;
-    let default_buf = dregion.layout().first_buf(0, Dir::Rx, u32_of(q));
-    let sregion: &Region = src.region();
-    let sn = sring.num_slots();
-
-    let mut left = res.len;
-    let mut d = res.start;
-    for k in 0..res.len.min(4) {
-        dregion.prefetch_buf(dring.buf_idx(arith::add(d, k, dn)));
-    }
-    let (mut pkts, mut bytes, mut dropped, mut long) = (0u64, 0u64, 0u64, 0u64);
-    for &k in order {
-        let p = ft[k as usize];
-        let need = slots_for(p.len, dbuf);
-        if need > MAX_FRAGS {
-            long += 1;
-            continue;
-        }
-        if need > left {
-            // The ring is full: this packet and the rest of the group are
-            // dropped, so what arrives is always a prefix, in order.
-            dropped += 1;
-            left = 0;
-            continue;
-        }
-        let dest_buf = |d: u32| valid_buf(dregion, &dring, default_buf, d);
-        if left > 4 {
-            dregion.prefetch_buf(dring.buf_idx(arith::add(d, 4, dn)));
-        }
-        if p.nfrags == 1 && need == 1 {
-            // The common case: one slot in, one slot out.
-            let mut b = dring.buf_idx(d);
-            if !dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize) {
-                b = dest_buf(d);
-                dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize);
-            }
-            dring.set_len_flags(d, slot_len(p.first_len), frag_flags(1));
-            d = arith::next(d, dn);
-        } else {
-            // Stream the fragments into as many destination slots as needed.
-            // Fragments after the first are re-read and re-validated; a
-            // sender changing them meanwhile only garbles its own packet.
-            let mut used = 1u32;
-            let mut db = dest_buf(d);
-            let mut doff = 0u32;
-            let mut j = p.slot;
-            for f in 0..p.nfrags {
-                let s = if f == 0 {
-                    NetmapSlot {
-                        buf_idx: p.buf_idx,
-                        len: slot_len(p.first_len),
-                        flags: 0,
-                        ptr: 0,
-                    }
-                } else {
-                    sring.slot(j)
-                };
-                j = arith::next(j, sn);
-                let slen = (s.len as u32).min(sregion.buf_size());
-                let mut soff = 0u32;
-                while soff < slen {
-                    if doff == dbuf {
-                        if used == need {
-                            break;
-                        }
-                        dring.set_len_flags(d, slot_len(doff), NS_MOREFRAG | frag_flags(need));
-                        d = arith::next(d, dn);
-                        db = dest_buf(d);
-                        doff = 0;
-                        used += 1;
-                    }
-                    let chunk = (slen - soff).min(dbuf - doff);
-                    dregion.copy_from(
-                        db,
-                        doff as usize,
-                        sregion,
-                        s.buf_idx,
-                        soff as usize,
-                        chunk as usize,
-                    );
-                    soff += chunk;
-                    doff += chunk;
-                }
-            }
-            dring.set_len_flags(d, slot_len(doff), frag_flags(need));
-            d = arith::next(d, dn);
-            // Slots reserved for this packet but not filled (the sender shrank
-            // it meanwhile) are sent as empty fragments.
-            while used < need {
-                used += 1;
-                dring.set_len_flags(d, 0, frag_flags(need));
-                d = arith::next(d, dn);
-            }
-        }
-        left -= need;
-        pkts += 1;
-        bytes += p.len as u64;
-    }
-    // Counted before hwtail moves over the slots: what the client sees has
-    // been counted.
-    let c = &dport.counters;
-    Counters::add(&c.rx_packets, pkts);
-    Counters::add(&c.rx_bytes, bytes);
-    Counters::add(&c.drop_rx_full, dropped);
-    Counters::add(&c.drop_long, long);
-    drp.finish_lease(q, res, d, &dring);
 }

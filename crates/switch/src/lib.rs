@@ -15,6 +15,7 @@ pub mod learning;
 pub mod lookup;
 pub mod port;
 mod queue;
+mod sink;
 mod staged;
 
 pub use batch::{DEFAULT_BATCH, MAX_BATCH};

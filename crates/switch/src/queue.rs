@@ -9,23 +9,14 @@
 //! batch; the wake-up the flush asks for (a guest's interrupt) is sent by
 //! the caller after the lock is released.
 
-use ringswitch_frame::{FrameQueue, OffloadHdr, PushError, Taken, Wake};
-use ringswitch_ring::{Region, RingRef};
+use ringswitch_frame::{FrameQueue, OffloadHdr, Taken, Wake};
 
 use crate::batch::conv::u32_of;
-use crate::batch::{Ft, StageScratch, Staging, FRAME_MAX, MIN_FRAME};
+use crate::batch::{RingBatch, StageScratch, Staging, FRAME_MAX, MIN_FRAME};
 use crate::engine::{BatchResult, Scratch, Switch};
 use crate::port::{Counters, SwitchPort};
-use crate::staged::{forward_staged, staged_to_queue, Outcome, Tally};
-
-fn outcome(r: Result<(), PushError>) -> Outcome {
-    match r {
-        Ok(()) => Outcome::Taken,
-        Err(PushError::Full) => Outcome::Full,
-        Err(PushError::Down) => Outcome::Down,
-        Err(PushError::TooLong) => Outcome::TooLong,
-    }
-}
+use crate::sink::queue::{push, Gathered, StagedFrames};
+use crate::staged::forward_staged;
 
 /// One batch taken from a queue into the staging arena, not yet forwarded.
 #[must_use = "a batch taken is forwarded with forward_taken"]
@@ -117,68 +108,43 @@ pub(crate) fn forward_taken(
 }
 
 /// Delivers staged frames `order` into `q` (locked by the caller for this
-/// call only): offloads passed through where the queue takes them, done in
-/// software where not; one flush for the batch. Returns the wake-up to send
-/// once the lock is released.
+/// call only). Returns the wake-up to send once the lock is released.
 pub(crate) fn deliver_staged<Q: FrameQueue + ?Sized>(
     st: &mut StageScratch,
     order: &[u32],
     q: &mut Q,
     c: &Counters,
 ) -> Wake {
-    if !q.is_up() {
-        Counters::add(&c.drop_link_down, order.len() as u64);
-        return Wake::NONE;
-    }
-    let mut t = Tally::default();
-    staged_to_queue(st, order, q.caps(), &mut t, |h, frame| {
-        outcome(q.push(h, frame))
-    });
-    // Counted before the frames become visible: what anyone sees has been
-    // counted.
-    t.count(c);
-    q.flush()
+    let StageScratch {
+        arena,
+        staged,
+        segmenter,
+        ..
+    } = st;
+    let segmenter = segmenter.as_mut().expect("ensure() ran");
+    let mut frames = StagedFrames { arena, staged };
+    push(&mut frames, order, segmenter, q, c)
 }
 
 /// Delivers packets `order` of a ring port's batch into `q` (locked by the
-/// caller for this call only): each frame is gathered from its ring
-/// fragments into the bounce buffer and pushed with an empty offload header
-/// (a ring port's client is not trusted to have its checksums right, so the
-/// receiver checks them). Returns the wake-up to send once the lock is
-/// released.
-#[allow(clippy::too_many_arguments)]
+/// caller for this call only), each gathered into the bounce buffer.
+/// Returns the wake-up to send once the lock is released.
 pub(crate) fn deliver_ring<Q: FrameQueue + ?Sized>(
     st: &mut StageScratch,
-    ft: &[Ft],
+    batch: RingBatch<'_>,
     order: &[u32],
-    sregion: &Region,
-    sring: &RingRef<'_>,
     q: &mut Q,
     c: &Counters,
 ) -> Wake {
     st.ensure();
-    if !q.is_up() {
-        Counters::add(&c.drop_link_down, order.len() as u64);
-        return Wake::NONE;
-    }
-    let h = OffloadHdr::default();
-    let mut t = Tally::default();
-    for &k in order {
-        let p = &ft[k as usize];
-        if t.stopped {
-            t.full += 1;
-            continue;
-        }
-        if p.len as usize > FRAME_MAX {
-            t.push(p.len as usize, || Outcome::TooLong);
-            continue;
-        }
-        let len = st.gather(p, sregion, sring);
-        let frame = &st.bounce[..len];
-        t.push(len, || outcome(q.push(&h, frame)));
-    }
-    // Counted before the frames become visible: what anyone sees has been
-    // counted.
-    t.count(c);
-    q.flush()
+    let StageScratch {
+        bounce, segmenter, ..
+    } = st;
+    let segmenter = segmenter.as_mut().expect("ensure() ran");
+    let mut frames = Gathered {
+        batch,
+        bounce,
+        hdr: OffloadHdr::default(),
+    };
+    push(&mut frames, order, segmenter, q, c)
 }
