@@ -58,6 +58,15 @@ pub(crate) mod conv {
     }
 }
 
+/// What one call to `Switch::forward` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchResult {
+    /// Slots consumed from the source ring.
+    pub slots: u32,
+    /// Packets delivered to at least one port or counted as dropped.
+    pub packets: u32,
+}
+
 /// A packet of a ring source's batch: an entry of the frame table.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Ft {

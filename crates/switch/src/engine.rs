@@ -1,21 +1,21 @@
-//! The forwarding engine: one batch from one source TX ring, looked up,
-//! grouped by destination, copied into each destination's RX ring, and each
-//! destination woken once (only if it asked).
+//! The forwarding engine: the switch's port table, and one straight line
+//! per batch: a source (a ring port's TX ring, or a frame queue) read into
+//! the batch and looked up, then each destination's frames handed to the
+//! sink of its kind (a ring, or a frame queue), and each destination woken
+//! once (only if it asked). The one place that tells ports apart by shape.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
 use ringswitch_frame::Wake;
-use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG, NS_NO_LEARN};
-use ringswitch_ring::sync::Unfinished;
-use ringswitch_ring::{arith, NetmapSlot, Region};
 
-use crate::batch::conv::split_word0;
-use crate::batch::{Ft, RingBatch, StageScratch, MAX_BATCH, MIN_FRAME};
-use crate::lookup::{Dests, Forwarding, LastDecision, PortIndex, PortTable, MAX_PORTS};
+use crate::batch::conv::u32_of;
+use crate::batch::{BatchResult, Ft, RingBatch, StageScratch, MAX_BATCH};
+use crate::lookup::{Dests, Forwarding, Lookup, PortIndex, PortTable, MAX_PORTS};
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
-use crate::sink::ring::put;
+use crate::sink::{self, Frames, FromRing};
+use crate::source;
 
 /// A switch is full.
 #[derive(Debug, thiserror::Error)]
@@ -68,15 +68,6 @@ pub struct Switch {
     fwd: Box<dyn Forwarding>,
     batch: AtomicU32,
     epoch: Instant,
-}
-
-/// What one call to [`Switch::forward`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BatchResult {
-    /// Slots consumed from the source ring.
-    pub slots: u32,
-    /// Packets delivered to at least one port or counted as dropped.
-    pub packets: u32,
 }
 
 impl Switch {
@@ -171,35 +162,29 @@ impl Switch {
             .collect()
     }
 
-    pub(crate) fn forwarding(&self) -> &dyn Forwarding {
-        &*self.fwd
-    }
-
-    pub(crate) fn read_table(&self) -> RwLockReadGuard<'_, PortTable> {
-        self.read()
-    }
-
     /// Forwards one batch from source `ring` of `src`: a TX ring of a ring
-    /// port, a queue pair of a VM port, or a queue of an interface port. Returns what was consumed; zero
-    /// slots means the source had no work.
+    /// port, or a queue of a port made of frame queues (a VM's queue pair,
+    /// an interface's queue). Returns what was consumed; zero slots means
+    /// the source had no work.
     pub fn forward(&self, src: &SwitchPort, ring: usize, sc: &mut Scratch) -> BatchResult {
+        let max = self.batch();
         match &src.backend {
             Backend::Ring(r) => self.forward_ring(src, r, ring, sc),
             // The queue's lock is a temporary of the `let`: released before
             // the batch is forwarded (and its wake-up sent).
             Backend::Virtio(v) => {
-                let took =
-                    crate::queue::take(&mut *v.pair(ring), self.batch() as usize, &mut sc.stage);
-                crate::queue::forward_taken(self, src, ring, took, sc)
+                let took = source::take(&mut *v.pair(ring), max as usize, &mut sc.stage);
+                self.forward_taken(src, ring, took, sc)
             }
             Backend::Dev(d) => {
-                let took =
-                    crate::queue::take(&mut **d.queue(ring), self.batch() as usize, &mut sc.stage);
-                crate::queue::forward_taken(self, src, ring, took, sc)
+                let took = source::take(&mut **d.queue(ring), max as usize, &mut sc.stage);
+                self.forward_taken(src, ring, took, sc)
             }
         }
     }
 
+    /// Forwards a batch from TX ring `ring` of ring port `srp`, holding the
+    /// ring until the batch is delivered.
     fn forward_ring(
         &self,
         src: &SwitchPort,
@@ -209,217 +194,111 @@ impl Switch {
     ) -> BatchResult {
         let table = self.read();
         let mut txr = srp.tx(ring);
-        let head = match txr.app_head() {
-            Ok(h) => h,
-            Err(_) => {
-                txr.reinit();
-                Counters::add(&src.counters.ring_reinits, 1);
-                return BatchResult::default();
-            }
+        let c = &src.counters;
+        let Some(work) = source::ring_work(&mut txr, self.batch(), c) else {
+            return BatchResult::default();
         };
-        let n = txr.num_slots();
-        let avail = arith::dist(txr.hwcur, head, n);
-        if avail == 0 {
+        let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s());
+        let read = source::read_ring(&txr, &work, &mut sc.ft, &mut sc.dests, &mut look);
+        let mut frames = FromRing {
+            batch: RingBatch {
+                ft: &sc.ft,
+                region: txr.region(),
+                ring: txr.ring(),
+            },
+            stage: &mut sc.stage,
+        };
+        deliver(
+            &look,
+            src,
+            read.tx_pkts,
+            read.tx_bytes,
+            &mut sc.dests,
+            &mut frames,
+            ring,
+        );
+        source::release_ring(&mut txr, srp, ring, read, c)
+    }
+
+    /// Forwards a batch [`source::take`]n from source queue `src_q` of
+    /// `src`, once the queue's lock is released: the queue's wake-up (a
+    /// guest's TX completion interrupt) first, then lookup and delivery,
+    /// then the source's drops.
+    fn forward_taken(
+        &self,
+        src: &SwitchPort,
+        src_q: usize,
+        took: source::Took,
+        sc: &mut Scratch,
+    ) -> BatchResult {
+        let source::Took {
+            taken,
+            short,
+            long,
+            malformed,
+            bytes,
+        } = took;
+        taken.wake.send();
+        if taken.frames == 0 {
             return BatchResult::default();
         }
-        let limit = avail.min(self.batch());
-        let now = self.now_s();
-        let sring = txr.ring();
-        let sregion: &Region = txr.region();
-        let sbuf = sregion.buf_size();
-
-        sc.clear();
-
-        let (mut tx_pkts, mut tx_bytes, mut malformed, mut short, mut long) =
-            (0u64, 0u64, 0u64, 0u64, 0u64);
-        let mut consumed = 0u32;
-        let mut i = txr.hwcur;
-        let mut last = LastDecision::default();
-        // Slots of an unfinished chain at hwcur (nothing before it).
-        let mut unfinished: Option<u32> = None;
-        // Start fetching the first packets' headers while the loop begins.
-        const AHEAD: u32 = 4;
-        for k in 0..AHEAD.min(limit) {
-            sregion.prefetch_buf(split_word0(sring.slot_word0(arith::add(i, k, n))).0);
+        if !sc.stage.staged.is_empty() {
+            sc.clear();
+            let table = self.read();
+            let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s());
+            source::look_up_staged(&sc.stage, &mut sc.dests, &mut look);
+            let pkts = sc.stage.staged.len() as u64;
+            deliver(&look, src, pkts, bytes, &mut sc.dests, &mut sc.stage, src_q);
         }
-        // Bounded: each pass consumes at least one slot, and stops at `limit`
-        // packets' worth of slots (a packet may overshoot by at most
-        // MAX_FRAGS - 1 slots).
-        while consumed < limit {
-            let first = i;
-            let mut nfr = 0u32;
-            let mut total = 0u32;
-            let mut bad = false;
-            let mut too_long = false;
-            let mut complete = false;
-            let mut s0 = NetmapSlot::default();
-            let mut no_learn = false;
-            while consumed + nfr < avail {
-                // Word 0 of a slot: buf_idx | len << 32 | flags << 48.
-                let (buf_idx, len, flags) = split_word0(sring.slot_word0(i));
-                let s = NetmapSlot {
-                    buf_idx,
-                    len,
-                    flags,
-                    ptr: 0,
-                };
-                if nfr == 0 {
-                    s0 = s;
-                    no_learn = s.flags & NS_NO_LEARN != 0;
-                }
-                nfr += 1;
-                i = arith::next(i, n);
-                if u32::from(s.len) > sbuf {
-                    too_long = true;
-                }
-                if sregion.buf_ofs(s.buf_idx).is_none() {
-                    bad = true;
-                }
-                // At most MAX_FRAGS slots of less than 2^16 bytes each.
-                total += u32::from(s.len);
-                if s.flags & NS_MOREFRAG == 0 {
-                    complete = true;
-                    break;
-                }
-                if nfr == MAX_FRAGS {
-                    bad = true;
-                    complete = true;
-                    break;
-                }
-            }
-            if !complete {
-                // The published slots end inside a packet. Packets before it
-                // go now; it is looked at again on the next call. Alone, it
-                // waits for its last fragment without keeping the worker
-                // awake (`PortRing::note_unfinished`), unless it already
-                // fills the ring (it never can complete) or made no progress
-                // for a bounded number of looks: then it is dropped.
-                if consumed == 0 {
-                    unfinished = Some(nfr);
-                }
-                break;
-            }
-            consumed += nfr;
-            if bad {
-                malformed += 1;
-                continue;
-            }
-            if too_long {
-                long += 1;
-                continue;
-            }
-            if u32::from(s0.len) < MIN_FRAME {
-                short += 1;
-                continue;
-            }
-            if consumed + AHEAD < avail {
-                sregion.prefetch_buf(split_word0(sring.slot_word0(arith::add(i, AHEAD - 1, n))).0);
-            }
-            let Some(hdr) = sregion.read_addrs(s0.buf_idx) else {
-                malformed += 1;
-                continue;
-            };
-            tx_pkts += 1;
-            tx_bytes += total as u64;
-            let k = sc.dests.push_link();
-            sc.ft.push(Ft {
-                slot: first,
-                nfrags: nfr,
-                len: total,
-                buf_idx: s0.buf_idx,
-                first_len: u32::from(s0.len),
-            });
-            let decision = last.decide(&*self.fwd, hdr, src.index, !no_learn, now);
-            sc.dests.route(&table, src.index, k, total, decision);
-        }
-
-        // Deliver, destination by destination; the source's counters first,
-        // so that what a destination sees has been counted on both sides.
-        let dests = sc.dests.destinations(&table, src.index);
         let c = &src.counters;
-        // Taken with no destination: counted as drop_no_dest only.
-        Counters::add(&c.tx_packets, tx_pkts - sc.dests.no_dest);
-        Counters::add(&c.tx_bytes, tx_bytes - sc.dests.no_dest_bytes);
-        Counters::add(&c.drop_no_dest, sc.dests.no_dest);
-        for &d in &dests {
-            let Some(dport) = table.get(d) else { continue };
-            sc.dests.order_for(d);
-            let (st, ft, order, c) = (
-                &mut sc.stage,
-                &sc.ft[..],
-                &sc.dests.order[..],
-                &*dport.counters,
-            );
-            // A queue's lock lives only within its arm: released before the
-            // wake-up is sent.
-            let wake = match &dport.backend {
-                Backend::Ring(drp) => {
-                    if drp.link.is_up() {
-                        let frames = RingBatch {
-                            ft,
-                            region: sregion,
-                            ring: sring,
-                        };
-                        let q = ring % drp.rx_rings();
-                        put(&frames, order.iter().copied(), drp, q, c, false);
-                    } else {
-                        Counters::add(&c.drop_link_down, order.len() as u64);
-                    }
-                    Wake::NONE
-                }
-                Backend::Virtio(dv) => {
-                    let q = &mut *dv.pair(ring % dv.pairs());
-                    crate::queue::deliver_ring(
-                        st,
-                        RingBatch {
-                            ft,
-                            region: sregion,
-                            ring: sring,
-                        },
-                        order,
-                        q,
-                        c,
-                    )
-                }
-                Backend::Dev(dd) => {
-                    let q = &mut **dd.queue(ring % dd.queues());
-                    crate::queue::deliver_ring(
-                        st,
-                        RingBatch {
-                            ft,
-                            region: sregion,
-                            ring: sring,
-                        },
-                        order,
-                        q,
-                        c,
-                    )
-                }
-            };
-            wake.send();
-        }
-        sc.dests.give_back(dests);
-
-        if let Some(nfr) = unfinished {
-            if nfr >= n - 1 || txr.note_unfinished(head) == Unfinished::Drop {
-                malformed += 1;
-                consumed += nfr;
-            }
-        }
-        let hwcur = arith::add(txr.hwcur, consumed, n);
-        txr.consumed_to(hwcur);
-        txr.hwtail = arith::prev(txr.hwcur, n);
-        txr.publish();
-        if txr.app_wants_kick() {
-            srp.irq(ring).signal();
-        }
-        Counters::add(&c.drop_malformed, malformed);
         Counters::add(&c.drop_short, short);
         Counters::add(&c.drop_long, long);
+        Counters::add(&c.drop_malformed, taken.malformed + malformed);
         BatchResult {
-            slots: consumed,
-            // At most `consumed` packets.
-            packets: u32::try_from(tx_pkts + malformed + short + long).unwrap_or(consumed),
+            slots: u32_of(taken.frames),
+            packets: u32_of(taken.frames),
         }
     }
+}
+
+/// Delivers a looked-up batch (`pkts` frames, `bytes` bytes, taken from
+/// source `src_q` of `src`) destination by destination: each gets its
+/// frames in batch order, in one go, and is woken once. The source's
+/// `tx_packets`, `tx_bytes` and `drop_no_dest` are counted first, so that
+/// what a destination sees has been counted on both sides; every frame is
+/// counted once by each destination it goes to.
+#[inline]
+fn deliver<F: Frames>(
+    look: &Lookup<'_>,
+    src: &SwitchPort,
+    pkts: u64,
+    bytes: u64,
+    dests: &mut Dests,
+    frames: &mut F,
+    src_q: usize,
+) {
+    let table = look.table;
+    let list = dests.destinations(table, look.src);
+    let c = &src.counters;
+    // Taken with no destination: counted as drop_no_dest only.
+    Counters::add(&c.tx_packets, pkts - dests.no_dest);
+    Counters::add(&c.tx_bytes, bytes - dests.no_dest_bytes);
+    Counters::add(&c.drop_no_dest, dests.no_dest);
+    for &d in &list {
+        let Some(dport) = table.get(d) else { continue };
+        dests.order_for(d);
+        let (order, c) = (&dests.order[..], &*dport.counters);
+        // A queue's lock lives only within its arm: released before the
+        // wake-up is sent.
+        let wake = match &dport.backend {
+            Backend::Ring(drp) => {
+                sink::to_ring(frames, order, drp, src_q, c);
+                Wake::NONE
+            }
+            Backend::Virtio(dv) => frames.to_queue(order, &mut *dv.pair(src_q % dv.pairs()), c),
+            Backend::Dev(dd) => frames.to_queue(order, &mut **dd.queue(src_q % dd.queues()), c),
+        };
+        wake.send();
+    }
+    dests.give_back(list);
 }

@@ -14,12 +14,11 @@ pub mod engine;
 pub mod learning;
 pub mod lookup;
 pub mod port;
-mod queue;
 mod sink;
-mod staged;
+mod source;
 
-pub use batch::{DEFAULT_BATCH, MAX_BATCH};
-pub use engine::{AttachError, BatchResult, Scratch, Switch};
+pub use batch::{BatchResult, DEFAULT_BATCH, MAX_BATCH};
+pub use engine::{AttachError, Scratch, Switch};
 pub use learning::{Hub, LearningBridge};
 pub use lookup::{Decision, Forwarding, PortIndex, MAX_PORTS};
 pub use port::{Backend, Counters, DevPort, Link, RingPort, SwitchPort, VirtioPort};

@@ -118,7 +118,7 @@ impl Dests {
 
     /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
     #[inline(always)]
-    pub(crate) fn push_link(&mut self) -> u32 {
+    fn push_link(&mut self) -> u32 {
         let k = u32_of(self.next.len());
         self.next.push(NONE);
         k
@@ -126,14 +126,7 @@ impl Dests {
 
     /// Files packet `k` (`len` bytes) under its destination(s).
     #[inline(always)]
-    pub(crate) fn route(
-        &mut self,
-        table: &PortTable,
-        src: PortIndex,
-        k: u32,
-        len: u32,
-        decision: Decision,
-    ) {
+    fn route(&mut self, table: &PortTable, src: PortIndex, k: u32, len: u32, decision: Decision) {
         match decision {
             // Addressed to a station behind the source itself.
             Decision::Drop => {
@@ -208,35 +201,53 @@ impl Dests {
     }
 }
 
-/// The decision for the last run of frames: a run of frames with the same
-/// addresses (a flow) is decided once, since the decision cannot change
-/// within a batch but through a racing update by another worker, which a
-/// lookup races with too.
-#[derive(Default)]
-pub(crate) struct LastDecision(Option<([u8; 12], bool, Decision)>);
+/// The lookup of one batch: the policy, the port table, the source port
+/// and the clock, and the decision for the last run of frames.
+pub(crate) struct Lookup<'a> {
+    fwd: &'a dyn Forwarding,
+    pub(crate) table: &'a PortTable,
+    pub(crate) src: PortIndex,
+    now_s: u32,
+    /// A run of frames with the same addresses (a flow) is decided once,
+    /// since the decision cannot change within a batch but through a
+    /// racing update by another worker, which a lookup races with too.
+    last: Option<([u8; 12], bool, Decision)>,
+}
 
-impl LastDecision {
-    /// The decision for a frame whose first 12 bytes (its addresses) are
-    /// `hdr`, arriving on `src`; the policy is asked only when the
-    /// addresses or `learn` differ from the previous frame's.
-    #[inline(always)]
-    pub(crate) fn decide(
-        &mut self,
-        fwd: &dyn Forwarding,
-        hdr: [u8; 12],
+impl<'a> Lookup<'a> {
+    /// A lookup of frames from port `src` at time `now_s`.
+    pub(crate) fn new(
+        fwd: &'a dyn Forwarding,
+        table: &'a PortTable,
         src: PortIndex,
-        learn: bool,
         now_s: u32,
-    ) -> Decision {
-        match self.0 {
+    ) -> Lookup<'a> {
+        Lookup {
+            fwd,
+            table,
+            src,
+            now_s,
+            last: None,
+        }
+    }
+
+    /// Looks up the next frame of the batch (`len` bytes, its first 12
+    /// bytes, the addresses, in `hdr`) and files it under its destinations
+    /// in `dests`. The policy is asked only when the addresses or `learn`
+    /// differ from the previous frame's.
+    #[inline(always)]
+    pub(crate) fn file(&mut self, dests: &mut Dests, hdr: [u8; 12], len: u32, learn: bool) {
+        let k = dests.push_link();
+        let decision = match self.last {
             Some((h, l, d)) if h == hdr && l == learn => d,
             _ => {
                 let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
                 let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
-                let d = fwd.decide(dst, smac, src, learn, now_s);
-                self.0 = Some((hdr, learn, d));
+                let d = self.fwd.decide(dst, smac, self.src, learn, self.now_s);
+                self.last = Some((hdr, learn, d));
                 d
             }
-        }
+        };
+        dests.route(self.table, self.src, k, len, decision);
     }
 }

@@ -1,13 +1,19 @@
 //! The ring sink: one copy loop into an RX lease of a ring port, fed by a
 //! fragment iterator, whatever the frames came from (a ring source's TX
-//! slots, staged frames, segments cut from a TSO frame).
+//! slots, staged frames, segments cut from a TSO frame). A ring carries no
+//! virtio-net header, so staged frames get their checksums completed and
+//! their TSO frames segmented in software on the way.
 
 use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG};
 use ringswitch_ring::{arith, Dir, Region, RingRef};
 
+use ringswitch_frame::Caps;
+use ringswitch_offload::{self as offload, Action};
+
 use crate::batch::conv::{frag_flags, slot_len, u32_of};
-use crate::batch::{RingBatch, SlotFrag, SlotFrags};
+use crate::batch::{RingBatch, SlotFrag, SlotFrags, StageScratch, Staged, SEGS_MAX};
 use crate::port::{Counters, RingPort};
+use crate::sink::queue::checked_hdr;
 
 /// Bytes of a frame the sink copies from.
 pub(crate) trait Fragment: Copy {
@@ -249,4 +255,110 @@ pub(crate) fn put<F: RingFrames>(
     Counters::add(&c.drop_long, long);
     drp.finish_lease(q, res, d, &dring);
     filled
+}
+
+/// Delivers staged frames `order` into ring port `drp`: checksums
+/// completed and TSO frames segmented in software (a ring carries no
+/// virtio-net header). Plain frames go in runs, one reservation each; a TSO
+/// frame is segmented into the bounce buffer and gets a reservation of its
+/// own, so order is kept.
+pub(crate) fn put_staged(
+    st: &mut StageScratch,
+    order: &[u32],
+    drp: &RingPort,
+    q: usize,
+    c: &Counters,
+) {
+    let none = Caps::default();
+    let StageScratch {
+        arena,
+        staged,
+        bounce,
+        segs,
+        segmenter,
+        ..
+    } = st;
+    let segmenter = segmenter.as_mut().expect("ensure() ran");
+    let mut run_start = 0usize;
+    let mut i = 0usize;
+    let mut full = false;
+    while i <= order.len() {
+        // Decide what frame i needs; a segment frame (or the end) flushes
+        // the run of plain frames before it.
+        let mut segment = false;
+        if i < order.len() {
+            let st = &mut staged[order[i] as usize];
+            let oh = st.hdr;
+            let frame = &mut arena[st.off as usize..(st.off + st.len) as usize];
+            match offload::plan(&oh, none) {
+                Ok(Action::PassThrough) => {}
+                Ok(Action::CompleteChecksum) => {
+                    if offload::complete_checksum(
+                        frame,
+                        oh.csum_start.into(),
+                        oh.csum_offset.into(),
+                    )
+                    .is_ok()
+                    {
+                        st.hdr = checked_hdr();
+                    }
+                    // Else (not for a frame checked when staged) it goes as
+                    // it is, and the receiver drops it on its checksum.
+                }
+                Ok(Action::Segment) => segment = true,
+                // Not for a frame checked when staged; its segmentation
+                // fails below and is counted.
+                Err(_) => segment = true,
+            }
+        }
+        if segment || i == order.len() {
+            let run = &order[run_start..i];
+            if !run.is_empty() {
+                let (arena, staged): (&[u8], &[Staged]) = (arena, staged);
+                let frames = Contiguous(|k: u32| {
+                    let st = staged[k as usize];
+                    &arena[st.off as usize..(st.off + st.len) as usize]
+                });
+                full |= put(&frames, run.iter().copied(), drp, q, c, full);
+            }
+            if i < order.len() {
+                let st = staged[order[i] as usize];
+                let oh = st.hdr;
+                let frame = &arena[st.off as usize..(st.off + st.len) as usize];
+                segs.clear();
+                let mut used = 0usize;
+                let r = segmenter.segment(frame, &oh, |seg| {
+                    let Some(dst) = bounce.get_mut(used..used + seg.len()) else {
+                        return false;
+                    };
+                    if segs.len() == SEGS_MAX {
+                        return false;
+                    }
+                    dst.copy_from_slice(seg);
+                    segs.push((u32_of(used), u32_of(seg.len())));
+                    used += seg.len();
+                    true
+                });
+                match r {
+                    Ok(_) => {
+                        // Each segment is counted by the sink; the frame
+                        // they came from was one.
+                        Counters::add(&c.rx_segments_added, segs.len().saturating_sub(1) as u64);
+                        let (bounce, segs): (&[u8], &[(u32, u32)]) = (bounce, segs);
+                        let frames = Contiguous(|k: u32| {
+                            let (o, l) = segs[k as usize];
+                            &bounce[o as usize..(o + l) as usize]
+                        });
+                        full |= put(&frames, 0..u32_of(segs.len()), drp, q, c, full);
+                    }
+                    // Segments overflowing the bounce buffer (a frame
+                    // checked when staged fails for nothing else): too long
+                    // to deliver here.
+                    Err(_) => Counters::add(&c.drop_long, 1),
+                }
+            }
+            run_start = i + 1;
+        }
+        i += 1;
+    }
 }
