@@ -167,17 +167,16 @@ impl Switch {
     /// an interface's queue). Returns what was consumed; zero slots means
     /// the source had no work.
     pub fn forward(&self, src: &SwitchPort, ring: usize, sc: &mut Scratch) -> BatchResult {
-        let max = self.batch();
         match &src.backend {
             Backend::Ring(r) => self.forward_ring(src, r, ring, sc),
             // The queue's lock is a temporary of the `let`: released before
             // the batch is forwarded (and its wake-up sent).
             Backend::Virtio(v) => {
-                let took = source::take(&mut *v.pair(ring), max as usize, &mut sc.stage);
+                let took = source::take(&mut *v.pair(ring), self.batch() as usize, &mut sc.stage);
                 self.forward_taken(src, ring, took, sc)
             }
             Backend::Dev(d) => {
-                let took = source::take(&mut **d.queue(ring), max as usize, &mut sc.stage);
+                let took = source::take(&mut **d.queue(ring), self.batch() as usize, &mut sc.stage);
                 self.forward_taken(src, ring, took, sc)
             }
         }
