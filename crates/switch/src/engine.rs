@@ -1,77 +1,21 @@
-//! The forwarding engine: one batch from one source TX ring, looked up,
-//! grouped by destination, copied into each destination's RX ring, and each
-//! destination woken once (only if it asked).
+//! The forwarding engine: the switch's port table, and one straight line
+//! per batch: a source (a ring port's TX ring, or a frame queue) read into
+//! the batch and looked up, then each destination's frames handed to the
+//! sink of its kind (a ring, or a frame queue), and each destination woken
+//! once (only if it asked). The one place that tells ports apart by shape.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
 use ringswitch_frame::Wake;
-use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG, NS_NO_LEARN};
-use ringswitch_ring::sync::Unfinished;
-use ringswitch_ring::{arith, Dir, NetmapSlot, Region};
 
-use crate::learning::{Decision, Forwarding, PortIndex};
+use crate::batch::conv::u32_of;
+use crate::batch::{BatchResult, Ft, RingBatch, StageScratch, MAX_BATCH};
+use crate::lookup::{Dests, Forwarding, Lookup, PortIndex, PortTable, MAX_PORTS};
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
-
-/// Most ports on one switch (as VALE).
-pub const MAX_PORTS: usize = 254;
-/// Largest batch a worker takes from one ring at a time.
-pub const MAX_BATCH: u32 = 2048;
-/// Default batch.
-pub const DEFAULT_BATCH: u32 = 512;
-/// Shortest frame forwarded: an Ethernet header.
-pub const MIN_FRAME: u32 = 14;
-
-const NONE: u32 = u32::MAX;
-
-/// Conversions of the data path, none of which can wrap: lengths, counts
-/// and indexes are bounded by the geometry or the batch, and a conversion
-/// that could lose bits is checked (and saturates, which the bounds make
-/// unreachable) instead of cast.
-pub(crate) mod conv {
-    use ringswitch_ring::layout::MAX_FRAGS;
-
-    /// A slot's length: at most a buffer's size, which
-    /// `Geometry::validate` keeps at or below `MAX_BUF_SIZE` (< 2^16).
-    #[inline(always)]
-    pub(crate) fn slot_len(len: u32) -> u16 {
-        u16::try_from(len).unwrap_or(u16::MAX)
-    }
-
-    /// A slot length from a byte count (see [`slot_len`]).
-    #[inline(always)]
-    pub(crate) fn slot_len_of(len: usize) -> u16 {
-        u16::try_from(len).unwrap_or(u16::MAX)
-    }
-
-    /// The fragment count a delivered slot carries in bits 8 to 15 of its
-    /// flags: at most `MAX_FRAGS`.
-    #[inline(always)]
-    pub(crate) fn frag_flags(nfrags: u32) -> u16 {
-        u16::try_from(nfrags.min(MAX_FRAGS)).unwrap_or_default() << 8
-    }
-
-    /// A count, offset or length bounded by the batch, the staging arena
-    /// or a frame (all far below 2^32).
-    #[inline(always)]
-    pub(crate) fn u32_of(x: usize) -> u32 {
-        u32::try_from(x).unwrap_or(u32::MAX)
-    }
-
-    /// Word 0 of a slot split into buffer index, length and flags
-    /// (little-endian fields, as `NetmapSlot`).
-    #[inline(always)]
-    pub(crate) fn split_word0(w0: u64) -> (u32, u16, u16) {
-        let [b0, b1, b2, b3, l0, l1, f0, f1] = w0.to_le_bytes();
-        (
-            u32::from_le_bytes([b0, b1, b2, b3]),
-            u16::from_le_bytes([l0, l1]),
-            u16::from_le_bytes([f0, f1]),
-        )
-    }
-}
-use conv::{frag_flags, slot_len, split_word0, u32_of};
+use crate::sink::{self, Frames, FromRing};
+use crate::source;
 
 /// A switch is full.
 #[derive(Debug, thiserror::Error)]
@@ -89,71 +33,22 @@ pub enum AttachError {
     Io(#[from] std::io::Error),
 }
 
-/// The ports of a switch.
-#[derive(Default)]
-pub struct PortTable {
-    ports: Vec<Option<Arc<SwitchPort>>>,
-    active: Vec<PortIndex>,
-}
-
-impl PortTable {
-    /// Port at `i`, if attached.
-    #[inline(always)]
-    pub fn get(&self, i: PortIndex) -> Option<&Arc<SwitchPort>> {
-        self.ports.get(i as usize).and_then(|p| p.as_ref())
-    }
-    /// Attached port indexes.
-    pub fn active(&self) -> &[PortIndex] {
-        &self.active
-    }
-}
-
-/// A packet of the batch.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Ft {
-    pub(crate) slot: u32,
-    pub(crate) nfrags: u32,
-    pub(crate) len: u32,
-    /// First fragment as validated.
-    pub(crate) buf_idx: u32,
-    pub(crate) first_len: u32,
-}
-
-/// Per-worker scratch space, allocated once.
+/// Per-worker scratch space, allocated once: the batch's frame table, the
+/// lookup's destination lists and the staging arena.
 pub struct Scratch {
-    ft: Vec<Ft>,
-    /// Next packet for the same unicast destination (a list per destination).
-    next: Vec<u32>,
-    dst_head: Vec<u32>,
-    dst_tail: Vec<u32>,
-    touched: Vec<PortIndex>,
-    flood: Vec<u32>,
-    pub(crate) order: Vec<u32>,
-    /// Packets of the batch with no destination (counted on the source,
-    /// in `drop_no_dest` and not in `tx_packets`), and their bytes.
-    pub(crate) no_dest: u64,
-    pub(crate) no_dest_bytes: u64,
-    /// Bytes of the packets in `flood`.
-    flood_bytes: u64,
+    pub(crate) ft: Vec<Ft>,
+    pub(crate) dests: Dests,
     /// Frames taken from VM and interface queues, and the paths that need
     /// contiguous bytes: allocated on first use by such a port.
-    pub(crate) stage: crate::staged::StageScratch,
+    pub(crate) stage: StageScratch,
 }
 
 impl Default for Scratch {
     fn default() -> Self {
         Scratch {
             ft: Vec::with_capacity(MAX_BATCH as usize),
-            next: Vec::with_capacity(MAX_BATCH as usize),
-            dst_head: vec![NONE; MAX_PORTS],
-            dst_tail: vec![NONE; MAX_PORTS],
-            touched: Vec::with_capacity(MAX_PORTS),
-            flood: Vec::with_capacity(MAX_BATCH as usize),
-            order: Vec::with_capacity(MAX_BATCH as usize),
-            no_dest: 0,
-            no_dest_bytes: 0,
-            flood_bytes: 0,
-            stage: crate::staged::StageScratch::default(),
+            dests: Dests::default(),
+            stage: StageScratch::default(),
         }
     }
 }
@@ -162,103 +57,7 @@ impl Scratch {
     /// Starts a batch.
     pub(crate) fn clear(&mut self) {
         self.ft.clear();
-        self.next.clear();
-        self.flood.clear();
-        self.touched.clear();
-        self.no_dest = 0;
-        self.no_dest_bytes = 0;
-        self.flood_bytes = 0;
-    }
-
-    /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
-    #[inline(always)]
-    pub(crate) fn push_link(&mut self) -> u32 {
-        let k = u32_of(self.next.len());
-        self.next.push(NONE);
-        k
-    }
-
-    /// Files packet `k` (`len` bytes) under its destination(s).
-    #[inline(always)]
-    pub(crate) fn route(
-        &mut self,
-        table: &PortTable,
-        src: PortIndex,
-        k: u32,
-        len: u32,
-        decision: Decision,
-    ) {
-        match decision {
-            // Addressed to a station behind the source itself.
-            Decision::Drop => {
-                self.no_dest += 1;
-                self.no_dest_bytes += u64::from(len);
-            }
-            Decision::Port(port) if table.get(port).is_some() && port != src => {
-                let p = usize::from(port);
-                if self.dst_head[p] == NONE {
-                    self.dst_head[p] = k;
-                    self.touched.push(port);
-                } else {
-                    self.next[self.dst_tail[p] as usize] = k;
-                }
-                self.dst_tail[p] = k;
-            }
-            // A stale entry (port gone) floods, as an unknown address.
-            Decision::Port(_) | Decision::Flood => {
-                self.flood.push(k);
-                self.flood_bytes += u64::from(len);
-            }
-        }
-    }
-
-    /// The destinations of the batch (taken out of the scratch; give the
-    /// vector back with [`Scratch::give_back`]).
-    pub(crate) fn destinations(&mut self, table: &PortTable, src: PortIndex) -> Vec<PortIndex> {
-        let mut dests = std::mem::take(&mut self.touched);
-        if !self.flood.is_empty() {
-            for &p in table.active() {
-                if p != src && self.dst_head[p as usize] == NONE {
-                    dests.push(p);
-                }
-            }
-            if dests.is_empty() {
-                // Flooded on a switch with no other port.
-                self.no_dest += self.flood.len() as u64;
-                self.no_dest_bytes += self.flood_bytes;
-            }
-        }
-        dests
-    }
-
-    /// Returns the destinations vector for reuse.
-    pub(crate) fn give_back(&mut self, mut dests: Vec<PortIndex>) {
-        dests.clear();
-        self.touched = dests;
-    }
-
-    /// Fills `order` with destination `d`'s packets: its unicast list merged
-    /// with the flood list, both in batch order.
-    pub(crate) fn order_for(&mut self, d: PortIndex) {
-        self.order.clear();
-        let mut u = self.dst_head[d as usize];
-        let mut f = 0usize;
-        while u != NONE || f < self.flood.len() {
-            let take_u = match (u != NONE, f < self.flood.len()) {
-                (true, true) => u < self.flood[f],
-                (true, false) => true,
-                _ => false,
-            };
-            if take_u {
-                self.order.push(u);
-                u = self.next[u as usize];
-            } else {
-                self.order.push(self.flood[f]);
-                f += 1;
-            }
-        }
-        self.dst_head[d as usize] = NONE;
-        self.dst_tail[d as usize] = NONE;
+        self.dests.clear();
     }
 }
 
@@ -269,15 +68,6 @@ pub struct Switch {
     fwd: Box<dyn Forwarding>,
     batch: AtomicU32,
     epoch: Instant,
-}
-
-/// What one call to [`Switch::forward`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BatchResult {
-    /// Slots consumed from the source ring.
-    pub slots: u32,
-    /// Packets delivered to at least one port or counted as dropped.
-    pub packets: u32,
 }
 
 impl Switch {
@@ -372,30 +162,24 @@ impl Switch {
             .collect()
     }
 
-    pub(crate) fn forwarding(&self) -> &dyn Forwarding {
-        &*self.fwd
-    }
-
-    pub(crate) fn read_table(&self) -> RwLockReadGuard<'_, PortTable> {
-        self.read()
-    }
-
     /// Forwards one batch from source `ring` of `src`: a TX ring of a ring
-    /// port, a queue pair of a VM port, or a queue of an interface port. Returns what was consumed; zero
-    /// slots means the source had no work.
+    /// port, or a queue of a port made of frame queues (a VM's queue pair,
+    /// an interface's queue). Returns what was consumed; zero slots means
+    /// the source had no work.
     pub fn forward(&self, src: &SwitchPort, ring: usize, sc: &mut Scratch) -> BatchResult {
         match &src.backend {
             Backend::Ring(r) => self.forward_ring(src, r, ring, sc),
             // The queue's lock is a temporary of the `let`: released before
             // the batch is forwarded (and its wake-up sent).
-            Backend::Queue(qp) => {
-                let took =
-                    crate::queue::take(&mut *qp.queue(ring), self.batch() as usize, &mut sc.stage);
-                crate::queue::forward_taken(self, src, ring, took, sc)
+            Backend::Queue(q) => {
+                let took = source::take(&mut *q.queue(ring), self.batch() as usize, &mut sc.stage);
+                self.forward_taken(src, ring, took, sc)
             }
         }
     }
 
+    /// Forwards a batch from TX ring `ring` of ring port `srp`, holding the
+    /// ring until the batch is delivered.
     fn forward_ring(
         &self,
         src: &SwitchPort,
@@ -405,356 +189,110 @@ impl Switch {
     ) -> BatchResult {
         let table = self.read();
         let mut txr = srp.tx(ring);
-        let head = match txr.app_head() {
-            Ok(h) => h,
-            Err(_) => {
-                txr.reinit();
-                Counters::add(&src.counters.ring_reinits, 1);
-                return BatchResult::default();
-            }
+        let c = &src.counters;
+        let Some(work) = source::ring_work(&mut txr, self.batch(), c) else {
+            return BatchResult::default();
         };
-        let n = txr.num_slots();
-        let avail = arith::dist(txr.hwcur, head, n);
-        if avail == 0 {
+        let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s());
+        let read = source::read_ring(&txr, &work, &mut sc.ft, &mut sc.dests, &mut look);
+        let mut frames = FromRing {
+            batch: RingBatch {
+                ft: &sc.ft,
+                region: txr.region(),
+                ring: txr.ring(),
+            },
+            stage: &mut sc.stage,
+        };
+        deliver(
+            &look,
+            src,
+            read.tx_pkts,
+            read.tx_bytes,
+            &mut sc.dests,
+            &mut frames,
+            ring,
+        );
+        source::release_ring(&mut txr, srp, ring, read, c)
+    }
+
+    /// Forwards a batch [`source::take`]n from source queue `src_q` of
+    /// `src`, once the queue's lock is released: the queue's wake-up (a
+    /// guest's TX completion interrupt) first, then lookup and delivery,
+    /// then the source's drops.
+    fn forward_taken(
+        &self,
+        src: &SwitchPort,
+        src_q: usize,
+        took: source::Took,
+        sc: &mut Scratch,
+    ) -> BatchResult {
+        let source::Took {
+            taken,
+            short,
+            long,
+            malformed,
+            bytes,
+        } = took;
+        taken.wake.send();
+        if taken.frames == 0 {
             return BatchResult::default();
         }
-        let limit = avail.min(self.batch());
-        let now = self.now_s();
-        let sring = txr.ring();
-        let sregion: &Region = txr.region();
-        let sbuf = sregion.buf_size();
-
-        sc.clear();
-
-        let (mut tx_pkts, mut tx_bytes, mut malformed, mut short, mut long) =
-            (0u64, 0u64, 0u64, 0u64, 0u64);
-        let mut consumed = 0u32;
-        let mut i = txr.hwcur;
-        let mut last: Option<([u8; 12], bool, Decision)> = None;
-        // Slots of an unfinished chain at hwcur (nothing before it).
-        let mut unfinished: Option<u32> = None;
-        // Start fetching the first packets' headers while the loop begins.
-        const AHEAD: u32 = 4;
-        for k in 0..AHEAD.min(limit) {
-            sregion.prefetch_buf(split_word0(sring.slot_word0(arith::add(i, k, n))).0);
+        if !sc.stage.staged.is_empty() {
+            sc.clear();
+            let table = self.read();
+            let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s());
+            source::look_up_staged(&sc.stage, &mut sc.dests, &mut look);
+            let pkts = sc.stage.staged.len() as u64;
+            deliver(&look, src, pkts, bytes, &mut sc.dests, &mut sc.stage, src_q);
         }
-        // Bounded: each pass consumes at least one slot, and stops at `limit`
-        // packets' worth of slots (a packet may overshoot by at most
-        // MAX_FRAGS - 1 slots).
-        while consumed < limit {
-            let first = i;
-            let mut nfr = 0u32;
-            let mut total = 0u32;
-            let mut bad = false;
-            let mut too_long = false;
-            let mut complete = false;
-            let mut s0 = NetmapSlot::default();
-            let mut no_learn = false;
-            while consumed + nfr < avail {
-                // Word 0 of a slot: buf_idx | len << 32 | flags << 48.
-                let (buf_idx, len, flags) = split_word0(sring.slot_word0(i));
-                let s = NetmapSlot {
-                    buf_idx,
-                    len,
-                    flags,
-                    ptr: 0,
-                };
-                if nfr == 0 {
-                    s0 = s;
-                    no_learn = s.flags & NS_NO_LEARN != 0;
-                }
-                nfr += 1;
-                i = arith::next(i, n);
-                if u32::from(s.len) > sbuf {
-                    too_long = true;
-                }
-                if sregion.buf_ofs(s.buf_idx).is_none() {
-                    bad = true;
-                }
-                // At most MAX_FRAGS slots of less than 2^16 bytes each.
-                total += u32::from(s.len);
-                if s.flags & NS_MOREFRAG == 0 {
-                    complete = true;
-                    break;
-                }
-                if nfr == MAX_FRAGS {
-                    bad = true;
-                    complete = true;
-                    break;
-                }
-            }
-            if !complete {
-                // The published slots end inside a packet. Packets before it
-                // go now; it is looked at again on the next call. Alone, it
-                // waits for its last fragment without keeping the worker
-                // awake (`PortRing::note_unfinished`), unless it already
-                // fills the ring (it never can complete) or made no progress
-                // for a bounded number of looks: then it is dropped.
-                if consumed == 0 {
-                    unfinished = Some(nfr);
-                }
-                break;
-            }
-            consumed += nfr;
-            if bad {
-                malformed += 1;
-                continue;
-            }
-            if too_long {
-                long += 1;
-                continue;
-            }
-            if u32::from(s0.len) < MIN_FRAME {
-                short += 1;
-                continue;
-            }
-            if consumed + AHEAD < avail {
-                sregion.prefetch_buf(split_word0(sring.slot_word0(arith::add(i, AHEAD - 1, n))).0);
-            }
-            let Some(hdr) = sregion.read_addrs(s0.buf_idx) else {
-                malformed += 1;
-                continue;
-            };
-            let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
-            let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
-            tx_pkts += 1;
-            tx_bytes += total as u64;
-            let k = sc.push_link();
-            sc.ft.push(Ft {
-                slot: first,
-                nfrags: nfr,
-                len: total,
-                buf_idx: s0.buf_idx,
-                first_len: u32::from(s0.len),
-            });
-            // Runs of frames with the same addresses (a flow) are decided
-            // once: the decision cannot change within a batch but through a
-            // racing update by another worker, which a lookup races with too.
-            let decision = match last {
-                Some((h, nl, d)) if h == hdr && nl == no_learn => d,
-                _ => {
-                    let d = self.fwd.decide(dst, smac, src.index, !no_learn, now);
-                    last = Some((hdr, no_learn, d));
-                    d
-                }
-            };
-            sc.route(&table, src.index, k, total, decision);
-        }
-
-        // Deliver, destination by destination; the source's counters first,
-        // so that what a destination sees has been counted on both sides.
-        let dests = sc.destinations(&table, src.index);
         let c = &src.counters;
-        // Taken with no destination: counted as drop_no_dest only.
-        Counters::add(&c.tx_packets, tx_pkts - sc.no_dest);
-        Counters::add(&c.tx_bytes, tx_bytes - sc.no_dest_bytes);
-        Counters::add(&c.drop_no_dest, sc.no_dest);
-        for &d in &dests {
-            let Some(dport) = table.get(d) else { continue };
-            sc.order_for(d);
-            let (st, ft, order, c) = (&mut sc.stage, &sc.ft[..], &sc.order[..], &*dport.counters);
-            // A queue's lock lives only within its arm: released before the
-            // wake-up is sent.
-            let wake = match &dport.backend {
-                Backend::Ring(drp) => {
-                    deliver(ft, order, srp, &sring, ring, dport, drp);
-                    Wake::NONE
-                }
-                Backend::Queue(dq) => {
-                    let q = &mut *dq.queue(ring % dq.queues());
-                    crate::queue::deliver_ring(st, ft, order, sregion, &sring, q, c)
-                }
-            };
-            wake.send();
-        }
-        sc.give_back(dests);
-
-        if let Some(nfr) = unfinished {
-            if nfr >= n - 1 || txr.note_unfinished(head) == Unfinished::Drop {
-                malformed += 1;
-                consumed += nfr;
-            }
-        }
-        let hwcur = arith::add(txr.hwcur, consumed, n);
-        txr.consumed_to(hwcur);
-        txr.hwtail = arith::prev(txr.hwcur, n);
-        txr.publish();
-        if txr.app_wants_kick() {
-            srp.irq(ring).signal();
-        }
-        Counters::add(&c.drop_malformed, malformed);
         Counters::add(&c.drop_short, short);
         Counters::add(&c.drop_long, long);
+        Counters::add(&c.drop_malformed, taken.malformed + malformed);
         BatchResult {
-            slots: consumed,
-            // At most `consumed` packets.
-            packets: u32::try_from(tx_pkts + malformed + short + long).unwrap_or(consumed),
+            slots: u32_of(taken.frames),
+            packets: u32_of(taken.frames),
         }
     }
 }
 
-/// The buffer of RX slot `d`, repaired (set back to the slot's own buffer,
-/// `default_buf + d`) if the application pointed it outside its region.
-#[inline(always)]
-pub(crate) fn valid_buf(
-    dregion: &Region,
-    dring: &ringswitch_ring::RingRef<'_>,
-    default_buf: u32,
-    d: u32,
-) -> u32 {
-    let b = dring.buf_idx(d);
-    if dregion.buf_ofs(b).is_some() {
-        b
-    } else {
-        let b = default_buf + d;
-        dring.set_buf_idx(d, b);
-        b
-    }
-}
-
-#[inline(always)]
-pub(crate) fn slots_for(len: u32, buf: u32) -> u32 {
-    if len <= buf {
-        1
-    } else {
-        len.div_ceil(buf)
-    }
-}
-
-/// Copies the packets `order` (indexes into `ft`) into `dport`, in order,
-/// as far as its RX ring has room; the rest are dropped and counted. Every
-/// packet is counted once on the destination: delivered (`rx_packets`),
-/// or dropped as too long for its buffers (`drop_long`), for lack of
-/// room (`drop_rx_full`) or because no client has the port
-/// (`drop_link_down`).
-fn deliver(
-    ft: &[Ft],
-    order: &[u32],
-    src: &RingPort,
-    sring: &ringswitch_ring::RingRef<'_>,
-    src_ring: usize,
-    dport: &SwitchPort,
-    drp: &RingPort,
+/// Delivers a looked-up batch (`pkts` frames, `bytes` bytes, taken from
+/// source `src_q` of `src`) destination by destination: each gets its
+/// frames in batch order, in one go, and is woken once. The source's
+/// `tx_packets`, `tx_bytes` and `drop_no_dest` are counted first, so that
+/// what a destination sees has been counted on both sides; every frame is
+/// counted once by each destination it goes to.
+#[inline]
+fn deliver<F: Frames>(
+    look: &Lookup<'_>,
+    src: &SwitchPort,
+    pkts: u64,
+    bytes: u64,
+    dests: &mut Dests,
+    frames: &mut F,
+    src_q: usize,
 ) {
-    if !drp.link.is_up() {
-        Counters::add(&dport.counters.drop_link_down, order.len() as u64);
-        return;
-    }
-    let dregion: &Region = drp.region();
-    let dbuf = dregion.buf_size();
-    let q = src_ring % drp.rx_rings();
-    let want: u32 = order
-        .iter()
-        .map(|&k| slots_for(ft[k as usize].len, dbuf))
-        .filter(|&s| s <= MAX_FRAGS)
-        .sum();
-    let res = drp.rx(q).reserve(want, &dport.counters);
-    let place = dregion.ring_place(0, Dir::Rx, u32_of(q));
-    let dring = dregion.ring_at(place);
-    let dn = place.num_slots;
-    let default_buf = dregion.layout().first_buf(0, Dir::Rx, u32_of(q));
-    let sregion: &Region = src.region();
-    let sn = sring.num_slots();
-
-    let mut left = res.len;
-    let mut d = res.start;
-    for k in 0..res.len.min(4) {
-        dregion.prefetch_buf(dring.buf_idx(arith::add(d, k, dn)));
-    }
-    let (mut pkts, mut bytes, mut dropped, mut long) = (0u64, 0u64, 0u64, 0u64);
-    for &k in order {
-        let p = ft[k as usize];
-        let need = slots_for(p.len, dbuf);
-        if need > MAX_FRAGS {
-            long += 1;
-            continue;
-        }
-        if need > left {
-            // The ring is full: this packet and the rest of the group are
-            // dropped, so what arrives is always a prefix, in order.
-            dropped += 1;
-            left = 0;
-            continue;
-        }
-        let dest_buf = |d: u32| valid_buf(dregion, &dring, default_buf, d);
-        if left > 4 {
-            dregion.prefetch_buf(dring.buf_idx(arith::add(d, 4, dn)));
-        }
-        if p.nfrags == 1 && need == 1 {
-            // The common case: one slot in, one slot out.
-            let mut b = dring.buf_idx(d);
-            if !dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize) {
-                b = dest_buf(d);
-                dregion.copy_from(b, 0, sregion, p.buf_idx, 0, p.first_len as usize);
+    let table = look.table;
+    let list = dests.destinations(table, look.src);
+    let c = &src.counters;
+    // Taken with no destination: counted as drop_no_dest only.
+    Counters::add(&c.tx_packets, pkts - dests.no_dest);
+    Counters::add(&c.tx_bytes, bytes - dests.no_dest_bytes);
+    Counters::add(&c.drop_no_dest, dests.no_dest);
+    for &d in &list {
+        let Some(dport) = table.get(d) else { continue };
+        dests.order_for(d);
+        let (order, c) = (&dests.order[..], &*dport.counters);
+        // A queue's lock lives only within its arm: released before the
+        // wake-up is sent.
+        let wake = match &dport.backend {
+            Backend::Ring(drp) => {
+                sink::to_ring(frames, order, drp, src_q, c);
+                Wake::NONE
             }
-            dring.set_len_flags(d, slot_len(p.first_len), frag_flags(1));
-            d = arith::next(d, dn);
-        } else {
-            // Stream the fragments into as many destination slots as needed.
-            // Fragments after the first are re-read and re-validated; a
-            // sender changing them meanwhile only garbles its own packet.
-            let mut used = 1u32;
-            let mut db = dest_buf(d);
-            let mut doff = 0u32;
-            let mut j = p.slot;
-            for f in 0..p.nfrags {
-                let s = if f == 0 {
-                    NetmapSlot {
-                        buf_idx: p.buf_idx,
-                        len: slot_len(p.first_len),
-                        flags: 0,
-                        ptr: 0,
-                    }
-                } else {
-                    sring.slot(j)
-                };
-                j = arith::next(j, sn);
-                let slen = (s.len as u32).min(sregion.buf_size());
-                let mut soff = 0u32;
-                while soff < slen {
-                    if doff == dbuf {
-                        if used == need {
-                            break;
-                        }
-                        dring.set_len_flags(d, slot_len(doff), NS_MOREFRAG | frag_flags(need));
-                        d = arith::next(d, dn);
-                        db = dest_buf(d);
-                        doff = 0;
-                        used += 1;
-                    }
-                    let chunk = (slen - soff).min(dbuf - doff);
-                    dregion.copy_from(
-                        db,
-                        doff as usize,
-                        sregion,
-                        s.buf_idx,
-                        soff as usize,
-                        chunk as usize,
-                    );
-                    soff += chunk;
-                    doff += chunk;
-                }
-            }
-            dring.set_len_flags(d, slot_len(doff), frag_flags(need));
-            d = arith::next(d, dn);
-            // Slots reserved for this packet but not filled (the sender shrank
-            // it meanwhile) are sent as empty fragments.
-            while used < need {
-                used += 1;
-                dring.set_len_flags(d, 0, frag_flags(need));
-                d = arith::next(d, dn);
-            }
-        }
-        left -= need;
-        pkts += 1;
-        bytes += p.len as u64;
+            Backend::Queue(dq) => frames.to_queue(order, &mut *dq.queue(src_q % dq.queues()), c),
+        };
+        wake.send();
     }
-    // Counted before hwtail moves over the slots: what the client sees has
-    // been counted.
-    let c = &dport.counters;
-    Counters::add(&c.rx_packets, pkts);
-    Counters::add(&c.rx_bytes, bytes);
-    Counters::add(&c.drop_rx_full, dropped);
-    Counters::add(&c.drop_long, long);
-    drp.finish_lease(q, res, d, &dring);
+    dests.give_back(list);
 }

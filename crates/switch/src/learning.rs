@@ -1,5 +1,5 @@
-//! The forwarding decision: a trait, and the learning bridge that is the
-//! default implementation.
+//! The forwarding policies: the learning bridge (the default) and the hub,
+//! both implementing [`Forwarding`].
 //!
 //! The MAC table is a fixed-size hash table of atomic entries, as VALE's: one
 //! entry per bucket, a colliding address replaces the older one (which is
@@ -9,39 +9,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Port index inside a switch.
-pub type PortIndex = u16;
-
-/// Where a frame goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// To one port.
-    Port(PortIndex),
-    /// To every port but the source.
-    Flood,
-    /// Nowhere (for example, back to where it came from).
-    Drop,
-}
-
-/// A forwarding policy. Called once per packet on the data path: it must
-/// not allocate or block.
-pub trait Forwarding: Send + Sync {
-    /// Decides where a frame with these addresses, arriving on `src_port`,
-    /// goes. `learn` is false when the sender asked not to learn
-    /// (`NS_NO_LEARN`). `now_s` is a coarse clock in seconds.
-    fn decide(
-        &self,
-        dst: [u8; 6],
-        src: [u8; 6],
-        src_port: PortIndex,
-        learn: bool,
-        now_s: u32,
-    ) -> Decision;
-    /// Forgets everything about a port that is going away.
-    fn forget_port(&self, port: PortIndex);
-    /// The current table: (address, port, seconds since seen).
-    fn entries(&self, now_s: u32) -> Vec<([u8; 6], PortIndex, u32)>;
-}
+use crate::lookup::{Decision, Forwarding, PortIndex};
 
 /// Buckets in the MAC table.
 pub const MAC_TABLE_SIZE: usize = 8192;

@@ -9,12 +9,16 @@
 // that can lose bits is checked or goes through a type that cannot.
 #![deny(clippy::cast_possible_truncation)]
 
+mod batch;
 pub mod engine;
 pub mod learning;
+pub mod lookup;
 pub mod port;
-mod queue;
-mod staged;
+mod sink;
+mod source;
 
-pub use engine::{AttachError, BatchResult, Scratch, Switch, DEFAULT_BATCH, MAX_BATCH, MAX_PORTS};
-pub use learning::{Decision, Forwarding, Hub, LearningBridge, PortIndex};
+pub use batch::{BatchResult, DEFAULT_BATCH, MAX_BATCH};
+pub use engine::{AttachError, Scratch, Switch};
+pub use learning::{Hub, LearningBridge};
+pub use lookup::{Decision, Forwarding, PortIndex, MAX_PORTS};
 pub use port::{Backend, Counters, Link, QueuePort, RingPort, SwitchPort};

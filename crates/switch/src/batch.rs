@@ -1,0 +1,250 @@
+//! What one batch is made of, and the per-worker memory that holds it: the
+//! frame table of a ring source (one entry per packet, pointing at its TX
+//! slots, and the walk over a packet's fragments), the staging arena frames
+//! taken from queues are copied into, and the conversions every stage uses. The leaf of the data path: it imports
+//! nothing else of the crate.
+
+use ringswitch_frame::OffloadHdr;
+use ringswitch_offload::{self as offload, Segmenter};
+use ringswitch_ring::{arith, Region, RingRef};
+
+use conv::u32_of;
+
+/// Largest batch a worker takes from one ring at a time.
+pub const MAX_BATCH: u32 = 2048;
+/// Default batch.
+pub const DEFAULT_BATCH: u32 = 512;
+/// Shortest frame forwarded: an Ethernet header.
+pub const MIN_FRAME: u32 = 14;
+
+/// Conversions of the data path, none of which can wrap: lengths, counts
+/// and indexes are bounded by the geometry or the batch, and a conversion
+/// that could lose bits is checked (and saturates, which the bounds make
+/// unreachable) instead of cast.
+pub(crate) mod conv {
+    use ringswitch_ring::layout::MAX_FRAGS;
+
+    /// A slot's length: at most a buffer's size, which
+    /// `Geometry::validate` keeps at or below `MAX_BUF_SIZE` (< 2^16).
+    #[inline(always)]
+    pub(crate) fn slot_len(len: u32) -> u16 {
+        u16::try_from(len).unwrap_or(u16::MAX)
+    }
+
+    /// The fragment count a delivered slot carries in bits 8 to 15 of its
+    /// flags: at most `MAX_FRAGS`.
+    #[inline(always)]
+    pub(crate) fn frag_flags(nfrags: u32) -> u16 {
+        u16::try_from(nfrags.min(MAX_FRAGS)).unwrap_or_default() << 8
+    }
+
+    /// A count, offset or length bounded by the batch, the staging arena
+    /// or a frame (all far below 2^32).
+    #[inline(always)]
+    pub(crate) fn u32_of(x: usize) -> u32 {
+        u32::try_from(x).unwrap_or(u32::MAX)
+    }
+
+    /// Word 0 of a slot split into buffer index, length and flags
+    /// (little-endian fields, as `NetmapSlot`).
+    #[inline(always)]
+    pub(crate) fn split_word0(w0: u64) -> (u32, u16, u16) {
+        let [b0, b1, b2, b3, l0, l1, f0, f1] = w0.to_le_bytes();
+        (
+            u32::from_le_bytes([b0, b1, b2, b3]),
+            u16::from_le_bytes([l0, l1]),
+            u16::from_le_bytes([f0, f1]),
+        )
+    }
+}
+
+/// What one call to `Switch::forward` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchResult {
+    /// Slots consumed from the source ring.
+    pub slots: u32,
+    /// Packets delivered to at least one port or counted as dropped.
+    pub packets: u32,
+}
+
+/// A packet of a ring source's batch: an entry of the frame table.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Ft {
+    pub(crate) slot: u32,
+    pub(crate) nfrags: u32,
+    pub(crate) len: u32,
+    /// First fragment as validated.
+    pub(crate) buf_idx: u32,
+    pub(crate) first_len: u32,
+}
+
+/// A ring source's batch: the frame table and the TX ring (in its region)
+/// its entries point into.
+#[derive(Clone, Copy)]
+pub(crate) struct RingBatch<'a> {
+    pub(crate) ft: &'a [Ft],
+    pub(crate) region: &'a Region,
+    pub(crate) ring: RingRef<'a>,
+}
+
+impl<'a> RingBatch<'a> {
+    /// The fragments of packet `k`: the first as validated, the others
+    /// re-read from the ring (so not trusted: a sender changing them since
+    /// only garbles its own packet), each length capped at a buffer.
+    #[inline(always)]
+    pub(crate) fn frags(&self, k: u32) -> SlotFrags<'a> {
+        let p = self.ft[k as usize];
+        SlotFrags {
+            region: self.region,
+            ring: self.ring,
+            first: p,
+            slot: p.slot,
+            f: 0,
+        }
+    }
+}
+
+/// Bytes in one buffer of a region: a fragment of a packet in a ring.
+#[derive(Clone, Copy)]
+pub(crate) struct SlotFrag<'a> {
+    pub(crate) region: &'a Region,
+    pub(crate) buf_idx: u32,
+    /// At most a buffer's size.
+    pub(crate) len: u32,
+}
+
+/// The fragments of one packet of a [`RingBatch`] (see
+/// [`RingBatch::frags`]).
+pub(crate) struct SlotFrags<'a> {
+    region: &'a Region,
+    ring: RingRef<'a>,
+    first: Ft,
+    slot: u32,
+    f: u32,
+}
+
+impl<'a> Iterator for SlotFrags<'a> {
+    type Item = SlotFrag<'a>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<SlotFrag<'a>> {
+        if self.f == self.first.nfrags {
+            return None;
+        }
+        let (buf_idx, len) = if self.f == 0 {
+            (self.first.buf_idx, self.first.first_len)
+        } else {
+            let s = self.ring.slot(self.slot);
+            (s.buf_idx, u32::from(s.len))
+        };
+        self.f += 1;
+        self.slot = arith::next(self.slot, self.ring.num_slots());
+        Some(SlotFrag {
+            region: self.region,
+            buf_idx,
+            len: len.min(self.region.buf_size()),
+        })
+    }
+}
+
+/// Staging space for one batch.
+pub(crate) const ARENA: usize = 1 << 20;
+/// Largest frame a source can hand over: a virtio chain's bound (64 KiB +
+/// 1 KiB, header included), more than a TAP's 64 KiB.
+pub(crate) const FRAME_MAX: usize = 65 * 1024;
+/// Contiguous space for a frame gathered from ring fragments, or for the
+/// segments of one TSO frame (64 KiB of payload plus a header per segment).
+const BOUNCE: usize = 160 * 1024;
+/// Most segments one TSO frame may be cut into here (64 KiB at an MSS of 88
+/// bytes; a smaller MSS is refused as malformed).
+pub(crate) const SEGS_MAX: usize = 768;
+
+/// What staging did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Staging {
+    /// Staged for forwarding.
+    Staged,
+    /// Refused: its offload request is unsound.
+    Malformed,
+    /// The arena is full (the batch stops while a frame of the largest size
+    /// still fits, so only a frame over [`FRAME_MAX`] meets this).
+    NoRoom,
+}
+
+/// A frame in the arena.
+#[derive(Clone, Copy)]
+pub(crate) struct Staged {
+    pub(crate) off: u32,
+    pub(crate) len: u32,
+    pub(crate) hdr: OffloadHdr,
+}
+
+/// Per-worker staging space, allocated the first time the worker meets a
+/// VM or interface port (ring-only daemons never touch it).
+#[derive(Default)]
+pub(crate) struct StageScratch {
+    pub(crate) arena: Vec<u8>,
+    pub(crate) staged: Vec<Staged>,
+    pub(crate) bounce: Vec<u8>,
+    /// Segments in `bounce`: (offset, length).
+    pub(crate) segs: Vec<(u32, u32)>,
+    pub(crate) segmenter: Option<Segmenter>,
+    /// Bytes of the arena in use.
+    pub(crate) used: usize,
+}
+
+impl StageScratch {
+    pub(crate) fn ensure(&mut self) {
+        if self.arena.is_empty() {
+            self.arena = vec![0; ARENA];
+            self.bounce = vec![0; BOUNCE];
+            self.staged.reserve(MAX_BATCH as usize);
+            self.segs.reserve(SEGS_MAX);
+            self.segmenter = Some(Segmenter::new());
+        }
+    }
+
+    /// Starts a batch.
+    pub(crate) fn start(&mut self) {
+        self.ensure();
+        self.staged.clear();
+        self.used = 0;
+    }
+
+    /// Whether one more frame of the largest size fits.
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        ARENA - self.used >= FRAME_MAX
+    }
+
+    /// Room for the next frame, copied in place: the free tail of the arena (at least [`FRAME_MAX`] bytes while
+    /// [`StageScratch::has_room`]).
+    pub(crate) fn tail(&mut self) -> &mut [u8] {
+        &mut self.arena[self.used..]
+    }
+
+    /// Stages the frame of `len` bytes written at the start of
+    /// [`StageScratch::tail`], once its offload request is checked on that
+    /// copy (the source cannot change it any more): a bad header, a
+    /// checksum field outside the frame, headers a GSO frame cannot be cut
+    /// by, or more segments than [`SEGS_MAX`] make it `Malformed`, refused
+    /// here once for every destination. What passes cannot fail later for
+    /// one destination and not another (but for segments overflowing the
+    /// bounce buffer, counted as too long by that destination).
+    pub(crate) fn commit(&mut self, hdr: OffloadHdr, len: usize) -> Staging {
+        let Some(frame) = self.arena.get(self.used..self.used + len) else {
+            return Staging::NoRoom;
+        };
+        match offload::check(frame, &hdr) {
+            Ok(segs) if segs <= SEGS_MAX => {}
+            _ => return Staging::Malformed,
+        }
+        self.staged.push(Staged {
+            off: u32_of(self.used),
+            len: u32_of(len),
+            hdr,
+        });
+        self.used += len.next_multiple_of(64);
+        Staging::Staged
+    }
+}

@@ -1,0 +1,253 @@
+//! The lookup stage: where each frame of a batch goes. A [`Forwarding`]
+//! policy decides per frame (the learning bridge, a hub; flow tables
+//! later), runs of frames with the same addresses are decided once, and
+//! the decisions are filed into per-destination lists, so that each
+//! destination then gets its frames in one go, in batch order.
+
+use std::sync::Arc;
+
+use crate::batch::conv::u32_of;
+use crate::batch::MAX_BATCH;
+use crate::port::SwitchPort;
+
+/// Most ports on one switch (as VALE).
+pub const MAX_PORTS: usize = 254;
+
+/// End of a list.
+const NONE: u32 = u32::MAX;
+
+/// Port index inside a switch.
+pub type PortIndex = u16;
+
+/// Where a frame goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// To one port.
+    Port(PortIndex),
+    /// To every port but the source.
+    Flood,
+    /// Nowhere (for example, back to where it came from).
+    Drop,
+}
+
+/// A forwarding policy. Called once per packet on the data path: it must
+/// not allocate or block.
+pub trait Forwarding: Send + Sync {
+    /// Decides where a frame with these addresses, arriving on `src_port`,
+    /// goes. `learn` is false when the sender asked not to learn
+    /// (`NS_NO_LEARN`). `now_s` is a coarse clock in seconds.
+    fn decide(
+        &self,
+        dst: [u8; 6],
+        src: [u8; 6],
+        src_port: PortIndex,
+        learn: bool,
+        now_s: u32,
+    ) -> Decision;
+    /// Forgets everything about a port that is going away.
+    fn forget_port(&self, port: PortIndex);
+    /// The current table: (address, port, seconds since seen).
+    fn entries(&self, now_s: u32) -> Vec<([u8; 6], PortIndex, u32)>;
+}
+
+/// The ports of a switch.
+#[derive(Default)]
+pub struct PortTable {
+    pub(crate) ports: Vec<Option<Arc<SwitchPort>>>,
+    pub(crate) active: Vec<PortIndex>,
+}
+
+impl PortTable {
+    /// Port at `i`, if attached.
+    #[inline(always)]
+    pub fn get(&self, i: PortIndex) -> Option<&Arc<SwitchPort>> {
+        self.ports.get(i as usize).and_then(|p| p.as_ref())
+    }
+    /// Attached port indexes.
+    pub fn active(&self) -> &[PortIndex] {
+        &self.active
+    }
+}
+
+/// The destination lists of one batch: frame `k` of the batch is filed
+/// under its one destination (a linked list per port, in batch order) or
+/// in the flood list. Allocated once per worker.
+pub(crate) struct Dests {
+    /// Next packet for the same unicast destination (a list per destination).
+    next: Vec<u32>,
+    dst_head: Vec<u32>,
+    dst_tail: Vec<u32>,
+    touched: Vec<PortIndex>,
+    flood: Vec<u32>,
+    /// One destination's packets, filled by [`Dests::order_for`].
+    pub(crate) order: Vec<u32>,
+    /// Packets of the batch with no destination (counted on the source,
+    /// in `drop_no_dest` and not in `tx_packets`), and their bytes.
+    pub(crate) no_dest: u64,
+    pub(crate) no_dest_bytes: u64,
+    /// Bytes of the packets in `flood`.
+    flood_bytes: u64,
+}
+
+impl Default for Dests {
+    fn default() -> Self {
+        Dests {
+            next: Vec::with_capacity(MAX_BATCH as usize),
+            dst_head: vec![NONE; MAX_PORTS],
+            dst_tail: vec![NONE; MAX_PORTS],
+            touched: Vec::with_capacity(MAX_PORTS),
+            flood: Vec::with_capacity(MAX_BATCH as usize),
+            order: Vec::with_capacity(MAX_BATCH as usize),
+            no_dest: 0,
+            no_dest_bytes: 0,
+            flood_bytes: 0,
+        }
+    }
+}
+
+impl Dests {
+    /// Starts a batch.
+    pub(crate) fn clear(&mut self) {
+        self.next.clear();
+        self.flood.clear();
+        self.touched.clear();
+        self.no_dest = 0;
+        self.no_dest_bytes = 0;
+        self.flood_bytes = 0;
+    }
+
+    /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
+    #[inline(always)]
+    fn push_link(&mut self) -> u32 {
+        let k = u32_of(self.next.len());
+        self.next.push(NONE);
+        k
+    }
+
+    /// Files packet `k` (`len` bytes) under its destination(s).
+    #[inline(always)]
+    fn route(&mut self, table: &PortTable, src: PortIndex, k: u32, len: u32, decision: Decision) {
+        match decision {
+            // Addressed to a station behind the source itself.
+            Decision::Drop => {
+                self.no_dest += 1;
+                self.no_dest_bytes += u64::from(len);
+            }
+            Decision::Port(port) if table.get(port).is_some() && port != src => {
+                let p = usize::from(port);
+                if self.dst_head[p] == NONE {
+                    self.dst_head[p] = k;
+                    self.touched.push(port);
+                } else {
+                    self.next[self.dst_tail[p] as usize] = k;
+                }
+                self.dst_tail[p] = k;
+            }
+            // A stale entry (port gone) floods, as an unknown address.
+            Decision::Port(_) | Decision::Flood => {
+                self.flood.push(k);
+                self.flood_bytes += u64::from(len);
+            }
+        }
+    }
+
+    /// The destinations of the batch (taken out of the scratch; give the
+    /// vector back with [`Dests::give_back`]).
+    pub(crate) fn destinations(&mut self, table: &PortTable, src: PortIndex) -> Vec<PortIndex> {
+        let mut dests = std::mem::take(&mut self.touched);
+        if !self.flood.is_empty() {
+            for &p in table.active() {
+                if p != src && self.dst_head[p as usize] == NONE {
+                    dests.push(p);
+                }
+            }
+            if dests.is_empty() {
+                // Flooded on a switch with no other port.
+                self.no_dest += self.flood.len() as u64;
+                self.no_dest_bytes += self.flood_bytes;
+            }
+        }
+        dests
+    }
+
+    /// Returns the destinations vector for reuse.
+    pub(crate) fn give_back(&mut self, mut dests: Vec<PortIndex>) {
+        dests.clear();
+        self.touched = dests;
+    }
+
+    /// Fills `order` with destination `d`'s packets: its unicast list merged
+    /// with the flood list, both in batch order.
+    pub(crate) fn order_for(&mut self, d: PortIndex) {
+        self.order.clear();
+        let mut u = self.dst_head[d as usize];
+        let mut f = 0usize;
+        while u != NONE || f < self.flood.len() {
+            let take_u = match (u != NONE, f < self.flood.len()) {
+                (true, true) => u < self.flood[f],
+                (true, false) => true,
+                _ => false,
+            };
+            if take_u {
+                self.order.push(u);
+                u = self.next[u as usize];
+            } else {
+                self.order.push(self.flood[f]);
+                f += 1;
+            }
+        }
+        self.dst_head[d as usize] = NONE;
+        self.dst_tail[d as usize] = NONE;
+    }
+}
+
+/// The lookup of one batch: the policy, the port table, the source port
+/// and the clock, and the decision for the last run of frames.
+pub(crate) struct Lookup<'a> {
+    fwd: &'a dyn Forwarding,
+    pub(crate) table: &'a PortTable,
+    pub(crate) src: PortIndex,
+    now_s: u32,
+    /// A run of frames with the same addresses (a flow) is decided once,
+    /// since the decision cannot change within a batch but through a
+    /// racing update by another worker, which a lookup races with too.
+    last: Option<([u8; 12], bool, Decision)>,
+}
+
+impl<'a> Lookup<'a> {
+    /// A lookup of frames from port `src` at time `now_s`.
+    pub(crate) fn new(
+        fwd: &'a dyn Forwarding,
+        table: &'a PortTable,
+        src: PortIndex,
+        now_s: u32,
+    ) -> Lookup<'a> {
+        Lookup {
+            fwd,
+            table,
+            src,
+            now_s,
+            last: None,
+        }
+    }
+
+    /// Looks up the next frame of the batch (`len` bytes, its first 12
+    /// bytes, the addresses, in `hdr`) and files it under its destinations
+    /// in `dests`. The policy is asked only when the addresses or `learn`
+    /// differ from the previous frame's.
+    #[inline(always)]
+    pub(crate) fn file(&mut self, dests: &mut Dests, hdr: [u8; 12], len: u32, learn: bool) {
+        let k = dests.push_link();
+        let decision = match self.last {
+            Some((h, l, d)) if h == hdr && l == learn => d,
+            _ => {
+                let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
+                let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
+                let d = self.fwd.decide(dst, smac, self.src, learn, self.now_s);
+                self.last = Some((hdr, learn, d));
+                d
+            }
+        };
+        dests.route(self.table, self.src, k, len, decision);
+    }
+}
