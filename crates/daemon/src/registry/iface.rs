@@ -13,9 +13,8 @@ use ringswitch_switch::{DevPort, Hub, Switch, SwitchPort, MAX_PORTS};
 use tracing::{info, warn};
 
 use super::attach::Attached;
-use super::{
-    internal, IfaceEntry, IfaceRequest, Kind, PortEntry, Registry, RegistryError, SwitchEntry,
-};
+use super::config::IfaceRequest;
+use super::{internal, Kind, PortEntry, Registry, RegistryError, SwitchEntry};
 use crate::worker::Source;
 
 /// The application's ring port in the switch behind `netmap:IF`.
@@ -27,6 +26,14 @@ const XDP_RING: u32 = 2048;
 const MAX_QUEUES: u32 = 16;
 /// How long a detach waits for the workers to let go of the queues.
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// What only an interface port has.
+pub(super) struct IfaceEntry {
+    pub(super) info: IfaceInfo,
+    pub(super) kind: PortKind,
+    /// What it was attached with.
+    pub(super) request: IfaceRequest,
+}
 
 fn mode(m: NicMode) -> netdev::NicMode {
     match m {
