@@ -23,8 +23,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use ringswitch_control::proto::VhostUserSpec;
 use ringswitch_control::PortName;
-use ringswitch_switch::{Switch, SwitchPort};
+use ringswitch_ring::Geometry;
+use ringswitch_switch::{Counters, Switch, SwitchPort};
 use tracing::info;
 
 mod attach;
@@ -101,6 +103,21 @@ struct SwitchEntry {
     /// The hidden two-port switch behind an application's `netmap:IF`: a
     /// ring port (`iface::DIRECT_APP`) wired to the NIC.
     direct: bool,
+}
+
+/// A port to create on a switch: what differs between the kinds
+/// [`Registry::add_port`] makes.
+pub(super) enum NewPort<'a> {
+    /// A ring port of `geometry`, down until it is opened; `persistent`
+    /// when made by `port-add`; with the `counters` of the port it replaces
+    /// (a persistent port given fresh memory), or new ones.
+    Ring {
+        geometry: Geometry,
+        persistent: bool,
+        counters: Option<Arc<Counters>>,
+    },
+    /// A VM port (`port-add` with a vhost-user socket).
+    Vm(&'a VhostUserSpec),
 }
 
 /// The registry. One lock around all of it: only the control plane takes it.
@@ -228,6 +245,22 @@ impl Registry {
             iface::release(port, &i.info);
             self.forget_attachment(&i.info.ifname);
         }
+    }
+
+    /// Creates port `port` on switch `sw`, making the switch on demand: the
+    /// one path of every ring and VM port. A port that fails is left
+    /// nowhere, and neither is an on-demand switch made for it.
+    fn add_port(&mut self, sw: &str, port: &str, new: NewPort<'_>) -> Result<(), RegistryError> {
+        let res = match new {
+            NewPort::Ring {
+                geometry,
+                persistent,
+                counters,
+            } => self.attach_ring_port(sw, port, geometry, persistent, counters),
+            NewPort::Vm(spec) => self.attach_vm_port(sw, port, spec),
+        };
+        self.drop_failed_switch(sw, res.is_err());
+        res
     }
 
     /// The entry of `port` on `switch`, named `pn`.

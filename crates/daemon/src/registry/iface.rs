@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::attach::Attached;
 use super::config::IfaceRequest;
-use super::{internal, Kind, PortEntry, Registry, RegistryError, SwitchEntry};
+use super::{internal, Kind, NewPort, PortEntry, Registry, RegistryError, SwitchEntry};
 use crate::worker::Source;
 
 /// The application's ring port in the switch behind `netmap:IF`.
@@ -344,7 +344,12 @@ impl Registry {
             rx_rings: info.queues,
             ..Geometry::default()
         });
-        if let Err(e) = self.new_vale_port(&sw, DIRECT_APP, g, false, None) {
+        let app = NewPort::Ring {
+            geometry: g,
+            persistent: false,
+            counters: None,
+        };
+        if let Err(e) = self.add_port(&sw, DIRECT_APP, app) {
             self.remove_direct(&sw);
             return Err(e);
         }

@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use super::error::Openable;
 use super::open_by::OpenBy;
 use super::pipe::Former;
-use super::{internal, ConnId, Kind, Registry, RegistryError};
+use super::{internal, ConnId, Kind, NewPort, Registry, RegistryError};
 
 /// What an open handle refers to.
 #[derive(Clone, Debug)]
@@ -42,7 +42,15 @@ impl Registry {
                     .get(&switch)
                     .is_some_and(|s| s.ports.contains_key(&port));
                 if !exists {
-                    self.new_vale_port(&switch, &port, pn.conf.unwrap_or_default(), false, None)?;
+                    self.add_port(
+                        &switch,
+                        &port,
+                        NewPort::Ring {
+                            geometry: pn.conf.unwrap_or_default(),
+                            persistent: false,
+                            counters: None,
+                        },
+                    )?;
                 }
                 let handle = self.id();
                 let p = self
@@ -201,7 +209,12 @@ impl Registry {
                     // that kept the old mapping is cut off from the switch.
                     // The counters describe the port, not one client's use
                     // of it: the new port shares them.
-                    match self.new_vale_port(&switch, &port, g, true, Some(old.counters.clone())) {
+                    let new = NewPort::Ring {
+                        geometry: g,
+                        persistent: true,
+                        counters: Some(old.counters.clone()),
+                    };
+                    match self.add_port(&switch, &port, new) {
                         Ok(()) => {}
                         Err(e) => {
                             warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");

@@ -11,7 +11,7 @@ use tracing::{info, warn};
 
 use super::open_by::OpenBy;
 use super::pipe::{pipe_memory, Former, PipeEntry};
-use super::{internal, Kind, PortEntry, Registry, RegistryError};
+use super::{internal, Kind, NewPort, PortEntry, Registry, RegistryError};
 use crate::passthrough::{PassthroughServer, Peers, Renew};
 
 pub(super) fn pt_info(t: &PassthroughServer) -> PassthroughInfo {
@@ -126,7 +126,15 @@ impl Registry {
                 self.remove_vale_port(switch, port);
                 let counters = Some(old.counters.clone());
                 let res = self
-                    .new_vale_port(switch, port, g, true, counters)
+                    .add_port(
+                        switch,
+                        port,
+                        NewPort::Ring {
+                            geometry: g,
+                            persistent: true,
+                            counters,
+                        },
+                    )
                     .and_then(|()| {
                         let p = self
                             .switches
@@ -266,7 +274,15 @@ impl Registry {
                         port: pn.to_string(),
                     });
                 }
-                self.new_vale_port(switch, port, pn.conf.unwrap_or_default(), true, None)?;
+                self.add_port(
+                    switch,
+                    port,
+                    NewPort::Ring {
+                        geometry: pn.conf.unwrap_or_default(),
+                        persistent: true,
+                        counters: None,
+                    },
+                )?;
                 let p = self
                     .switches
                     .get_mut(switch)

@@ -6,7 +6,7 @@ use ringswitch_control::{PipeEnd, Target};
 use ringswitch_ring::Geometry;
 
 use super::open_by::OpenBy;
-use super::{make_persistent, Kind, Registry, RegistryError};
+use super::{make_persistent, Kind, NewPort, Registry, RegistryError};
 
 impl Registry {
     /// `port-add`: a persistent port, with `vm` a VM port, with `pt` a
@@ -46,7 +46,7 @@ impl Registry {
                     port: pn.to_string(),
                 });
             }
-            return self.new_vm_port(switch, port, spec);
+            return self.add_port(switch, port, NewPort::Vm(spec));
         }
         let g = match pn.target {
             Target::Pipe { .. } => pn.conf.unwrap_or_else(Geometry::pipe_default),
@@ -74,7 +74,15 @@ impl Registry {
                         }
                     };
                 }
-                self.new_vale_port(switch, port, g, true, None)
+                self.add_port(
+                    switch,
+                    port,
+                    NewPort::Ring {
+                        geometry: g,
+                        persistent: true,
+                        counters: None,
+                    },
+                )
             }
             Target::Pipe { base, id, end } => {
                 let g = if *end == PipeEnd::Slave {

@@ -34,20 +34,8 @@ impl PortEntry {
 }
 
 impl Registry {
-    pub(super) fn new_vale_port(
-        &mut self,
-        sw: &str,
-        port: &str,
-        g: Geometry,
-        persistent: bool,
-        counters: Option<Arc<Counters>>,
-    ) -> Result<(), RegistryError> {
-        let res = self.attach_new_port(sw, port, g, persistent, counters);
-        self.drop_failed_switch(sw, res.is_err());
-        res
-    }
-
-    pub(super) fn attach_new_port(
+    /// Creates ring port `port` on switch `sw` (see [`Registry::add_port`]).
+    pub(super) fn attach_ring_port(
         &mut self,
         sw: &str,
         port: &str,

@@ -21,18 +21,8 @@ pub(super) struct VmEntry {
 }
 
 impl Registry {
-    /// `port-add` of a VM port: a vhost-user virtio-net device on a switch.
-    pub(super) fn new_vm_port(
-        &mut self,
-        sw: &str,
-        port: &str,
-        spec: &VhostUserSpec,
-    ) -> Result<(), RegistryError> {
-        let res = self.attach_vm_port(sw, port, spec);
-        self.drop_failed_switch(sw, res.is_err());
-        res
-    }
-
+    /// Creates VM port `port` on switch `sw`: a vhost-user virtio-net
+    /// device (see [`Registry::add_port`]).
     pub(super) fn attach_vm_port(
         &mut self,
         sw: &str,
