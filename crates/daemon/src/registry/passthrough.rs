@@ -14,6 +14,7 @@ use super::pipe::{pipe_memory, Former, PipeEntry};
 use super::{internal, Kind, NewPort, PortEntry, Registry, RegistryError};
 use crate::passthrough::{PassthroughServer, Peers, Renew};
 
+/// What `port-list` tells of a passthrough server.
 pub(super) fn pt_info(t: &PassthroughServer) -> PassthroughInfo {
     PassthroughInfo {
         path: t.path().display().to_string(),
