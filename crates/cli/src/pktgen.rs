@@ -214,29 +214,7 @@ mod tests {
         ])
         .unwrap();
         assert!(a.json);
-        let ep = |s: &str| s.parse::<Endpoint>().unwrap();
-        assert_eq!(
-            a.plan(),
-            Plan {
-                port: "pipe{1".into(),
-                mode: Mode::Txseq,
-                count: 1000,
-                frame_len: 128,
-                burst: Some(64),
-                rate_pps: 10000,
-                interval_ms: 500,
-                wait_s: 2,
-                src_mac: MacAddr([2, 0, 0, 0, 0, 2]),
-                dst_mac: MacAddr([2, 0, 0, 0, 0, 3]),
-                src: ep("192.168.1.1"),
-                dst: ep("192.168.1.2:9"),
-                random_src_port: true,
-                random_dst_port: true,
-                threads: 1,
-                busy: true,
-                duration_s: Some(1.5),
-            }
-        );
+        assert_eq!(a.plan(), ringswitch_pktgen::plan::examples::every_option());
         let long = parse(&[
             "--interface=x",
             "--mode=ping",

@@ -5,6 +5,8 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use ringswitch_ring::poll;
+
 use crate::{ClientError, Port, WaitMode};
 
 /// What a bridge run moved.
@@ -102,25 +104,12 @@ pub fn run(
         let rb = b.prepare_wait(blk0, true);
         if !(ra || rb) {
             let mut fds = [
-                libc::pollfd {
-                    fd: a.poll_fd().as_fd().as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: b.poll_fd().as_fd().as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
+                poll::watch(a.poll_fd().as_fd().as_raw_fd(), libc::POLLIN),
+                poll::watch(b.poll_fd().as_fd().as_raw_fd(), libc::POLLIN),
             ];
-            // SAFETY: two valid pollfds; a bounded timeout so `stop` is seen.
-            unsafe {
-                libc::poll(
-                    fds.as_mut_ptr(),
-                    2,
-                    Duration::from_millis(200).as_millis() as i32,
-                )
-            };
+            // A bounded timeout so `stop` is seen; woken or not, both
+            // ports are looked at again.
+            let _ = poll::poll_fds(&mut fds, Some(Duration::from_millis(200)));
         }
         a.after_wait();
         b.after_wait();

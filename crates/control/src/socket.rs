@@ -44,10 +44,18 @@ fn new_socket() -> io::Result<OwnedFd> {
 
 /// Tries a non-blocking stream connect to `path` and closes it at once:
 /// `Ok` when something accepts connections there, the connect error
-/// otherwise (ECONNREFUSED: nothing listens; EAGAIN: a listener with a
-/// full backlog; EPROTOTYPE: a listener of another socket type). Never
-/// waits on whoever is there.
+/// otherwise (see [`connect_nonblocking`]). Never waits on whoever is there.
 pub fn probe_connect(path: &Path) -> io::Result<()> {
+    connect_nonblocking(path).map(|_| ())
+}
+
+/// Starts connecting a new non-blocking unix stream socket (closed on
+/// exec) to `path`, without waiting: the socket, with `true` when the
+/// connection is still in progress (poll it for `POLLOUT`, then read
+/// `SO_ERROR`); or the connect error (ECONNREFUSED: nothing listens;
+/// EAGAIN: a listener with a full backlog; EPROTOTYPE: a listener of
+/// another socket type).
+pub fn connect_nonblocking(path: &Path) -> io::Result<(OwnedFd, bool)> {
     // SAFETY: socket() with constant arguments returns a new fd or -1.
     let raw = unsafe {
         libc::socket(
@@ -62,9 +70,9 @@ pub fn probe_connect(path: &Path) -> io::Result<()> {
     // SAFETY: a fresh fd nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     match connect(fd.as_fd(), path) {
-        // In progress means a listener is there.
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(()),
-        r => r,
+        Ok(()) => Ok((fd, false)),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok((fd, true)),
+        Err(e) => Err(e),
     }
 }
 

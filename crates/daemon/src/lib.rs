@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use ringswitch_control::proto::*;
 use ringswitch_control::{Listener, SeqPacket};
+use ringswitch_ring::poll;
 use tracing::{debug, info, warn};
 
 use access::{Policy, Role};
@@ -493,38 +494,27 @@ fn control_loop(
         lingering.retain(|(_, until)| *until > now);
         let paused = accept_at.filter(|&t| t > now);
         pfds.clear();
-        pfds.push(libc::pollfd {
-            // A negative fd is skipped by poll.
-            fd: if paused.is_some() {
-                -1
-            } else {
-                listener.as_fd().as_raw_fd()
-            },
-            events: libc::POLLIN,
-            revents: 0,
-        });
+        // A negative fd is skipped by poll.
+        let listening = if paused.is_some() {
+            -1
+        } else {
+            listener.as_fd().as_raw_fd()
+        };
+        pfds.push(poll::watch(listening, libc::POLLIN));
         for c in &conns {
-            pfds.push(libc::pollfd {
-                fd: c.sock.as_fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            pfds.push(poll::watch(c.sock.as_fd().as_raw_fd(), libc::POLLIN));
         }
         for (s, _) in &lingering {
-            pfds.push(libc::pollfd {
-                fd: s.as_fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            pfds.push(poll::watch(s.as_fd().as_raw_fd(), libc::POLLIN));
         }
-        let timeout_ms = paused.map_or(200, |t| {
-            t.duration_since(now).as_millis().clamp(1, 200) as libc::c_int
-        });
-        // SAFETY: `pfds` holds pfds.len() initialized pollfds for the call;
-        // the timeout bounds the wait so `stop` is noticed.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
-        if n <= 0 {
-            if n == 0 && std::mem::take(&mut served) {
+        // The timeout bounds the wait so `stop` is noticed.
+        let (min, max) = (Duration::from_millis(1), Duration::from_millis(200));
+        let timeout = paused.map_or(max, |t| t.duration_since(now).clamp(min, max));
+        let Ok(n) = poll::poll_fds(&mut pfds, Some(timeout)) else {
+            continue;
+        };
+        if n == 0 {
+            if std::mem::take(&mut served) {
                 give_back_free_memory();
             }
             continue;

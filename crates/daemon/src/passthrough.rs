@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ringswitch_control::socket;
-use ringswitch_ring::EventFd;
+use ringswitch_ring::{poll, EventFd};
 use ringswitch_switch::Link;
 use tracing::{info, warn};
 
@@ -226,22 +226,16 @@ impl Drop for PassthroughServer {
 
 /// Polls `fds` for input; returns their revents, or None when `stop` fired.
 fn wait(fds: &[RawFd], stop: &EventFd) -> Option<[i16; 2]> {
-    let mut p = [libc::pollfd {
-        fd: stop.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    }; 3];
+    let mut p = [poll::watch(stop.as_raw_fd(), libc::POLLIN); 3];
     for (i, &fd) in fds.iter().take(2).enumerate() {
         p[i + 1].fd = fd;
     }
     let n = 1 + fds.len().min(2);
-    // SAFETY: `p` holds `n` valid pollfds for the call's duration.
-    let r = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, -1) };
-    if r < 0 || p[0].revents != 0 {
-        return (r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted)
-            .then_some([0, 0]);
+    match poll::poll_fds(&mut p[..n], None) {
+        Err(e) => (e.kind() == io::ErrorKind::Interrupted).then_some([0, 0]),
+        Ok(_) if p[0].revents != 0 => None,
+        Ok(_) => Some([p[1].revents, p[2].revents]),
     }
-    Some([p[1].revents, p[2].revents])
 }
 
 /// The memory for a QEMU that connected: taken from the slot, which is

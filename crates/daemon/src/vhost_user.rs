@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ringswitch_control::socket;
 use ringswitch_frame::SharedQueue;
-use ringswitch_ring::EventFd;
+use ringswitch_ring::{poll, EventFd};
 use ringswitch_switch::SwitchPort;
 use ringswitch_vhost::socket::{Connection, SharedNet};
 use ringswitch_vhost::VhostError;
@@ -153,35 +154,19 @@ pub fn queues_of(dev: &SharedNet) -> Vec<SharedQueue> {
 /// passes (false).
 fn wait_readable(fd: RawFd, stop: &EventFd, timeout: Option<Duration>) -> bool {
     let mut fds = [
-        libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: stop.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
+        poll::watch(fd, libc::POLLIN),
+        poll::watch(stop.as_raw_fd(), libc::POLLIN),
     ];
-    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-    // SAFETY: `fds` is a valid array of two pollfd for the call's duration.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-    if n <= 0 || fds[1].revents != 0 {
-        return false;
+    match poll::poll_fds(&mut fds, timeout) {
+        Ok(n) if n > 0 && fds[1].revents == 0 => fds[0].revents != 0,
+        _ => false,
     }
-    fds[0].revents != 0
 }
 
 /// Has the port been deleted (its stop doorbell rung)?
 fn stopped(stop: &EventFd) -> bool {
-    let mut p = libc::pollfd {
-        fd: stop.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the call's duration.
-    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+    let mut p = [poll::watch(stop.as_raw_fd(), libc::POLLIN)];
+    poll::poll_fds(&mut p, Some(Duration::ZERO)).is_ok_and(|n| n > 0)
 }
 
 fn run(
@@ -250,95 +235,28 @@ fn run(
 /// (`WouldBlock`) instead of holding the thread, and an attempt still in
 /// progress is polled together with `stop`.
 fn connect(path: &Path, stop: &EventFd, timeout: Duration) -> io::Result<UnixStream> {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = path.as_os_str().as_bytes();
-    if bytes.len() >= addr.sun_path.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the socket path is too long",
-        ));
-    }
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
-    // SAFETY: socket() with constant arguments returns a new fd or -1.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: connect with a valid sockaddr_un of the stated length (at
-    // most its size, checked above).
-    let r = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_un).cast(),
-            len as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINPROGRESS) {
-            // Unix sockets say EAGAIN when the backlog is full: the caller
-            // retries later.
-            return Err(e);
-        }
+    // Unix sockets say EAGAIN when the backlog is full: the caller retries
+    // later.
+    let (fd, in_progress) = socket::connect_nonblocking(path)?;
+    let stream = UnixStream::from(fd);
+    if in_progress {
         let mut fds = [
-            libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLOUT,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            poll::watch(stream.as_raw_fd(), libc::POLLOUT),
+            poll::watch(stop.as_raw_fd(), libc::POLLIN),
         ];
-        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: `fds` is a valid array of two pollfd for the call's duration.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let n = poll::poll_fds(&mut fds, Some(timeout))?;
         if n == 0 || fds[1].revents != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the frontend did not accept the connection in time",
             ));
         }
-        let mut err: libc::c_int = 0;
-        let mut elen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt writes one c_int into `err`, whose size is `elen`.
-        let r = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut elen,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if err != 0 {
-            return Err(io::Error::from_raw_os_error(err));
+        // How the connection ended (SO_ERROR).
+        if let Some(e) = stream.take_error()? {
+            return Err(e);
         }
     }
-    Ok(UnixStream::from(fd))
+    Ok(stream)
 }
 
 /// Serves one frontend until it goes, sends something invalid, or the port

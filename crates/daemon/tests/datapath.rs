@@ -19,7 +19,6 @@ use ringswitch_client::Port;
 use ringswitch_control::{Connection, PortStats, Request, VhostUserSpec};
 use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG};
 use ringswitch_ring::AppRing;
-use ringswitch_vhost::VirtioNetHdr;
 
 /// Daemons of this file start one at a time, so each test can tell its
 /// own worker thread from the others'.
@@ -503,7 +502,7 @@ fn counters_add_up_for_a_vm_source_with_bad_chains_and_offloads() {
         // ring full).
         let payload: Vec<u8> = (0..MSS as usize * 5 + 17).map(|i| i as u8).collect();
         g.send(
-            &gso_hdr(VirtioNetHdr::GSO_TCPV4, TCP_HDRS as u16, MSS, 34, 16),
+            &gso_hdr(ringswitch_frame::GSO_TCPV4, TCP_HDRS as u16, MSS, 34, 16),
             &tcp4_frame([0xff; 6], src, round, &payload),
         );
         chains += 3;

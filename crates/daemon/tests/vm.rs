@@ -690,7 +690,7 @@ fn tso_frame(dst: [u8; 6]) -> (VirtioNetHdr, Vec<u8>, Vec<u8>, u32) {
     let data = payload(TSO_LEN - TCP_HDRS, 0x33);
     let f = tcp4_frame(dst, GA, seq0, &data);
     assert_eq!(f.len(), TSO_LEN);
-    let h = gso_hdr(VirtioNetHdr::GSO_TCPV4, TCP_HDRS as u16, MSS, 34, 16);
+    let h = gso_hdr(ringswitch_frame::GSO_TCPV4, TCP_HDRS as u16, MSS, 34, 16);
     (h, f, data, seq0)
 }
 
@@ -753,8 +753,8 @@ fn tso_frame_passes_through_to_a_guest_with_guest_tso4() {
         got.data, f,
         "bytes unchanged (partial checksum left for the guest)"
     );
-    assert_eq!(got.hdr.flags, VirtioNetHdr::F_NEEDS_CSUM);
-    assert_eq!(got.hdr.gso_type, VirtioNetHdr::GSO_TCPV4);
+    assert_eq!(got.hdr.flags, ringswitch_frame::F_NEEDS_CSUM);
+    assert_eq!(got.hdr.gso_type, ringswitch_frame::GSO_TCPV4);
     assert_eq!(got.hdr.gso_size(), MSS);
     assert_eq!(got.hdr.hdr_len(), TCP_HDRS as u16);
     assert_eq!(got.hdr.csum_start(), 34);
@@ -800,7 +800,7 @@ fn tso_frame_is_segmented_for_a_guest_without_offloads() {
     let r = c.wait_rx(want, T);
     for (i, s) in r.iter().enumerate() {
         assert!(
-            s.hdr.flags == 0 || s.hdr.flags == VirtioNetHdr::F_DATA_VALID,
+            s.hdr.flags == 0 || s.hdr.flags == ringswitch_frame::F_DATA_VALID,
             "segment {i} flags {:#x}",
             s.hdr.flags
         );
@@ -841,7 +841,7 @@ fn partial_udp_checksum_is_completed_where_needed() {
     let r = b.wait_rx(1, T);
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].data, f, "passed through untouched");
-    assert_eq!(r[0].hdr.flags, VirtioNetHdr::F_NEEDS_CSUM);
+    assert_eq!(r[0].hdr.flags, ringswitch_frame::F_NEEDS_CSUM);
     assert_eq!((r[0].hdr.csum_start(), r[0].hdr.csum_offset()), (34, 6));
 
     let mut a3 = guest(&pa3, offload_guest(&[feature::VIRTIO_NET_F_CSUM]));
@@ -850,7 +850,7 @@ fn partial_udp_checksum_is_completed_where_needed() {
     let r = c.wait_rx(1, T);
     assert_eq!(r.len(), 1);
     assert!(
-        r[0].hdr.flags == 0 || r[0].hdr.flags == VirtioNetHdr::F_DATA_VALID,
+        r[0].hdr.flags == 0 || r[0].hdr.flags == ringswitch_frame::F_DATA_VALID,
         "flags {:#x}",
         r[0].hdr.flags
     );
@@ -1744,7 +1744,7 @@ fn flooded_offload_frames_suit_each_destination() {
     check_segments(&rc, &data, seq0, unknown);
     let rb = b.wait_rx(1, T);
     assert_eq!(rb.len(), 1);
-    assert_eq!(rb[0].hdr.gso_type, VirtioNetHdr::GSO_TCPV4);
+    assert_eq!(rb[0].hdr.gso_type, ringswitch_frame::GSO_TCPV4);
     assert_eq!(rb[0].data, f, "B gets the TSO frame unchanged");
 
     let u = udp4_frame(unknown, GA, &payload(333, 0x11));
@@ -1757,7 +1757,7 @@ fn flooded_offload_frames_suit_each_destination() {
     verify_ipv4_l4(&rc[0].data).unwrap_or_else(|e| panic!("guest without GUEST_CSUM: {e}"));
     let rb = b.wait_rx(1, T);
     assert_eq!(rb.len(), 1);
-    if rb[0].hdr.flags & VirtioNetHdr::F_NEEDS_CSUM != 0 {
+    if rb[0].hdr.flags & ringswitch_frame::F_NEEDS_CSUM != 0 {
         assert_eq!(
             rb[0].data, u,
             "NEEDS_CSUM with the partial checksum as sent"

@@ -185,19 +185,6 @@ impl IntervalRtt {
         self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
     }
-
-    /// `rtt min X avg Y max Z ns`, or a note that no reply came.
-    pub fn line(&self) -> String {
-        if self.count == 0 {
-            return "rtt: no replies".to_string();
-        }
-        format!(
-            "rtt min {} avg {} max {} ns",
-            self.min_ns,
-            self.sum_ns / self.count,
-            self.max_ns
-        )
-    }
 }
 
 #[cfg(test)]
@@ -265,9 +252,9 @@ mod tests {
     fn empty_and_interval() {
         assert_eq!(RttStats::with_capacity(4).summary(), RttSummary::default());
         let mut i = IntervalRtt::default();
-        assert_eq!(i.line(), "rtt: no replies");
+        assert_eq!(i.count, 0);
         i.record(100);
         i.record(300);
-        assert_eq!(i.line(), "rtt min 100 avg 200 max 300 ns");
+        assert_eq!((i.count, i.sum_ns, i.min_ns, i.max_ns), (2, 400, 100, 300));
     }
 }

@@ -1,31 +1,9 @@
-//! Counters for the per-interval lines and the final summary, and their
-//! text in netmap pkt-gen's format:
-//!
-//! `1.234 Mpps (1.240 Mpkts 594.2 Mbps in 1000123 usec) 511.93 avg_batch 0 min_space`
+//! Counters for the per-interval lines and the final summary (their text
+//! is [`crate::print`]'s).
 //!
 //! An event is one sync that moved packets; `avg_batch` is packets per
 //! event; `min_space` is the least ring space seen at the start of a batch
 //! in the interval (free slots for senders, waiting packets for receivers).
-
-use std::fmt::Write as _;
-
-/// `v` scaled to a unit prefix: `(1.234, "M")` for 1 234 000.
-pub fn norm(v: f64) -> (f64, &'static str) {
-    const PREFIX: [&str; 5] = ["", "K", "M", "G", "T"];
-    let mut v = v;
-    let mut i = 0;
-    while v >= 1000.0 && i + 1 < PREFIX.len() {
-        v /= 1000.0;
-        i += 1;
-    }
-    (v, PREFIX[i])
-}
-
-/// `1.234 Mpps`-style text.
-pub fn fmt_unit(v: f64, decimals: usize, unit: &str) -> String {
-    let (x, p) = norm(v);
-    format!("{x:.decimals$} {p}{unit}")
-}
 
 /// Per-second rate of `n` over `ns` nanoseconds (0 over no time).
 pub fn per_second(n: f64, ns: u64) -> f64 {
@@ -49,26 +27,6 @@ pub struct Interval {
     pub ns: u64,
     /// Least space seen (0 when no event happened).
     pub min_space: u32,
-}
-
-impl Interval {
-    /// The report line.
-    pub fn line(&self) -> String {
-        let avg_batch = if self.events == 0 {
-            0.0
-        } else {
-            self.pkts as f64 / self.events as f64
-        };
-        format!(
-            "{} ({} {} in {} usec) {:.2} avg_batch {} min_space",
-            fmt_unit(per_second(self.pkts as f64, self.ns), 3, "pps"),
-            fmt_unit(self.pkts as f64, 3, "pkts"),
-            fmt_unit(per_second(self.bytes as f64 * 8.0, self.ns), 1, "bps"),
-            self.ns / 1000,
-            avg_batch,
-            self.min_space,
-        )
-    }
 }
 
 /// Running counters.
@@ -166,69 +124,9 @@ impl Meter {
     }
 }
 
-/// The closing lines: `Sent|Received N packets, ...` and `Speed: ...`.
-pub fn summary(verb: &str, pkts: u64, bytes: u64, events: u64, ns: u64) -> String {
-    let mut s = String::new();
-    let each = bytes.checked_div(pkts).unwrap_or(0);
-    let _ = writeln!(
-        s,
-        "{verb} {pkts} packets, {bytes} bytes, {events} events, {each} bytes each in {:.3} seconds.",
-        ns as f64 / 1e9
-    );
-    let avg_batch = if events == 0 {
-        0.0
-    } else {
-        pkts as f64 / events as f64
-    };
-    let _ = write!(
-        s,
-        "Speed: {} Bandwidth: {}. Average batch: {avg_batch:.2} pkts",
-        fmt_unit(per_second(pkts as f64, ns), 2, "pps"),
-        fmt_unit(per_second(bytes as f64 * 8.0, ns), 2, "bps"),
-    );
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn units() {
-        assert_eq!(fmt_unit(0.0, 3, "pps"), "0.000 pps");
-        assert_eq!(fmt_unit(999.0, 3, "pps"), "999.000 pps");
-        assert_eq!(fmt_unit(1234.0, 3, "pps"), "1.234 Kpps");
-        assert_eq!(fmt_unit(594_200_000.0, 1, "bps"), "594.2 Mbps");
-        assert_eq!(fmt_unit(12.34e9, 2, "pps"), "12.34 Gpps");
-        assert_eq!(fmt_unit(5e15, 1, "bps"), "5000.0 Tbps");
-    }
-
-    #[test]
-    fn interval_line_has_netmaps_shape() {
-        let iv = Interval {
-            pkts: 1_240_000,
-            bytes: 1_240_000 * 60,
-            events: 2422,
-            ns: 1_000_123_000,
-            min_space: 0,
-        };
-        assert_eq!(
-            iv.line(),
-            "1.240 Mpps (1.240 Mpkts 595.1 Mbps in 1000123 usec) 511.97 avg_batch 0 min_space"
-        );
-        let idle = Interval {
-            ns: 1_000_000_000,
-            ..Interval::default()
-        };
-        assert_eq!(
-            idle.line(),
-            "0.000 pps (0.000 pkts 0.0 bps in 1000000 usec) 0.00 avg_batch 0 min_space"
-        );
-        assert_eq!(
-            Interval::default().line(),
-            "0.000 pps (0.000 pkts 0.0 bps in 0 usec) 0.00 avg_batch 0 min_space"
-        );
-    }
 
     #[test]
     fn meter_reports_each_interval_once() {
@@ -272,20 +170,5 @@ mod tests {
         m.absorb(1600, 96_000, 4, u32::MAX);
         let iv = m.poll(200 * ms).unwrap();
         assert_eq!((iv.pkts, iv.events, iv.min_space), (100, 1, 0));
-    }
-
-    #[test]
-    fn summary_lines() {
-        let s = summary("Sent", 1_000_000, 60_000_000, 1953, 81_037_000);
-        assert_eq!(
-            s,
-            "Sent 1000000 packets, 60000000 bytes, 1953 events, 60 bytes each in 0.081 seconds.\n\
-             Speed: 12.34 Mpps Bandwidth: 5.92 Gbps. Average batch: 512.03 pkts"
-        );
-        let s = summary("Received", 0, 0, 0, 0);
-        assert!(
-            s.starts_with("Received 0 packets, 0 bytes, 0 events, 0 bytes each in 0.000 seconds.")
-        );
-        assert!(s.ends_with("Speed: 0.00 pps Bandwidth: 0.00 bps. Average batch: 0.00 pkts"));
     }
 }

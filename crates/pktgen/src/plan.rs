@@ -354,6 +354,39 @@ impl CheckedPlan {
     }
 }
 
+/// Plans for tests: of this crate, and of the command line that parses its
+/// options into a [`Plan`] (with the `test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
+pub mod examples {
+    use super::{Mode, Plan};
+
+    /// A plan that sets every option away from its default: what
+    /// `-i pipe{1 -f txseq -n 1000 -l 128 -b 64 -R 10000 -T 500 -w 2
+    /// -S 02:00:00:00:00:02 -D 02:00:00:00:00:03 -s 192.168.1.1
+    /// -d 192.168.1.2:9 -z -Z -p 1 --busy --duration 1.5` asks for.
+    pub fn every_option() -> Plan {
+        Plan {
+            mode: Mode::Txseq,
+            count: 1000,
+            frame_len: 128,
+            burst: Some(64),
+            rate_pps: 10000,
+            interval_ms: 500,
+            wait_s: 2,
+            src_mac: "02:00:00:00:00:02".parse().expect("a MAC address"),
+            dst_mac: "02:00:00:00:00:03".parse().expect("a MAC address"),
+            src: "192.168.1.1".parse().expect("an endpoint"),
+            dst: "192.168.1.2:9".parse().expect("an endpoint"),
+            random_src_port: true,
+            random_dst_port: true,
+            threads: 1,
+            busy: true,
+            duration_s: Some(1.5),
+            ..Plan::new("pipe{1")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,26 +430,7 @@ mod tests {
 
     #[test]
     fn every_option() {
-        let a = Plan {
-            mode: Mode::Txseq,
-            count: 1000,
-            frame_len: 128,
-            burst: Some(64),
-            rate_pps: 10000,
-            interval_ms: 500,
-            wait_s: 2,
-            src_mac: "02:00:00:00:00:02".parse().unwrap(),
-            dst_mac: "02:00:00:00:00:03".parse().unwrap(),
-            src: ep("192.168.1.1"),
-            dst: ep("192.168.1.2:9"),
-            random_src_port: true,
-            random_dst_port: true,
-            threads: 1,
-            busy: true,
-            duration_s: Some(1.5),
-            ..Plan::new("pipe{1")
-        };
-        let p = a.check().unwrap();
+        let p = examples::every_option().check().unwrap();
         assert_eq!(
             p.spec.src_port, DEFAULT_SRC_PORT,
             "a source without a port keeps the default port"

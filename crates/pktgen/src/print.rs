@@ -3,11 +3,12 @@
 //! with `--json`, the report as one JSON object on the last line), and the
 //! text of each. Nothing here runs anything.
 
+use std::fmt::Write as _;
 use std::io::Write as _;
 
 use crate::frame::Endpoint;
 use crate::latency::IntervalRtt;
-use crate::meter::{self, Interval};
+use crate::meter::{per_second, Interval};
 use crate::plan::{Mode, Plan, DEFAULT_DST_PORT, DEFAULT_SRC_PORT};
 use crate::report::{Report, Reporter, Start};
 
@@ -31,9 +32,9 @@ impl Reporter for Printer {
     }
 
     fn interval(&mut self, traffic: &Interval, rtt: Option<&IntervalRtt>) {
-        say(&traffic.line());
+        say(&interval_line(traffic));
         if let Some(rtt) = rtt {
-            say(&rtt.line());
+            say(&rtt_line(rtt));
         }
     }
 
@@ -115,6 +116,81 @@ fn threads_note(p: &Plan, tx_rings: u32, rx_rings: u32) -> String {
     }
 }
 
+/// `v` scaled to a unit prefix: `(1.234, "M")` for 1 234 000.
+pub fn norm(v: f64) -> (f64, &'static str) {
+    const PREFIX: [&str; 5] = ["", "K", "M", "G", "T"];
+    let mut v = v;
+    let mut i = 0;
+    while v >= 1000.0 && i + 1 < PREFIX.len() {
+        v /= 1000.0;
+        i += 1;
+    }
+    (v, PREFIX[i])
+}
+
+/// `1.234 Mpps`-style text.
+pub fn fmt_unit(v: f64, decimals: usize, unit: &str) -> String {
+    let (x, p) = norm(v);
+    format!("{x:.decimals$} {p}{unit}")
+}
+
+/// An interval's line, as netmap's pkt-gen prints it:
+///
+/// `1.234 Mpps (1.240 Mpkts 594.2 Mbps in 1000123 usec) 511.93 avg_batch 0 min_space`
+pub fn interval_line(iv: &Interval) -> String {
+    let avg_batch = if iv.events == 0 {
+        0.0
+    } else {
+        iv.pkts as f64 / iv.events as f64
+    };
+    format!(
+        "{} ({} {} in {} usec) {:.2} avg_batch {} min_space",
+        fmt_unit(per_second(iv.pkts as f64, iv.ns), 3, "pps"),
+        fmt_unit(iv.pkts as f64, 3, "pkts"),
+        fmt_unit(per_second(iv.bytes as f64 * 8.0, iv.ns), 1, "bps"),
+        iv.ns / 1000,
+        avg_batch,
+        iv.min_space,
+    )
+}
+
+/// An interval's round trips: `rtt min X avg Y max Z ns`, or a note that
+/// no reply came.
+pub fn rtt_line(rtt: &IntervalRtt) -> String {
+    if rtt.count == 0 {
+        return "rtt: no replies".to_string();
+    }
+    format!(
+        "rtt min {} avg {} max {} ns",
+        rtt.min_ns,
+        rtt.sum_ns / rtt.count,
+        rtt.max_ns
+    )
+}
+
+/// The closing lines: `Sent|Received N packets, ...` and `Speed: ...`.
+pub fn summary(verb: &str, pkts: u64, bytes: u64, events: u64, ns: u64) -> String {
+    let mut s = String::new();
+    let each = bytes.checked_div(pkts).unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "{verb} {pkts} packets, {bytes} bytes, {events} events, {each} bytes each in {:.3} seconds.",
+        ns as f64 / 1e9
+    );
+    let avg_batch = if events == 0 {
+        0.0
+    } else {
+        pkts as f64 / events as f64
+    };
+    let _ = write!(
+        s,
+        "Speed: {} Bandwidth: {}. Average batch: {avg_batch:.2} pkts",
+        fmt_unit(per_second(pkts as f64, ns), 2, "pps"),
+        fmt_unit(per_second(bytes as f64 * 8.0, ns), 2, "bps"),
+    );
+    s
+}
+
 /// The closing lines for a report.
 pub fn closing(r: &Report) -> String {
     let ns = (r.seconds * 1e9) as u64;
@@ -124,7 +200,7 @@ pub fn closing(r: &Report) -> String {
         Mode::Pong => "Bounced",
         Mode::Ping => "Round trips:",
     };
-    let mut s = meter::summary(verb, r.packets, r.bytes, r.events, ns);
+    let mut s = summary(verb, r.packets, r.bytes, r.events, ns);
     if let Some(q) = r.queued.filter(|&q| q > 0) {
         s.push_str(&format!(
             "\n{q} packets were still queued when the port was closed"
@@ -174,6 +250,67 @@ mod tests {
             tx_rings,
             rx_rings,
         })
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(fmt_unit(0.0, 3, "pps"), "0.000 pps");
+        assert_eq!(fmt_unit(999.0, 3, "pps"), "999.000 pps");
+        assert_eq!(fmt_unit(1234.0, 3, "pps"), "1.234 Kpps");
+        assert_eq!(fmt_unit(594_200_000.0, 1, "bps"), "594.2 Mbps");
+        assert_eq!(fmt_unit(12.34e9, 2, "pps"), "12.34 Gpps");
+        assert_eq!(fmt_unit(5e15, 1, "bps"), "5000.0 Tbps");
+    }
+
+    #[test]
+    fn interval_line_has_netmaps_shape() {
+        let iv = Interval {
+            pkts: 1_240_000,
+            bytes: 1_240_000 * 60,
+            events: 2422,
+            ns: 1_000_123_000,
+            min_space: 0,
+        };
+        assert_eq!(
+            interval_line(&iv),
+            "1.240 Mpps (1.240 Mpkts 595.1 Mbps in 1000123 usec) 511.97 avg_batch 0 min_space"
+        );
+        let idle = Interval {
+            ns: 1_000_000_000,
+            ..Interval::default()
+        };
+        assert_eq!(
+            interval_line(&idle),
+            "0.000 pps (0.000 pkts 0.0 bps in 1000000 usec) 0.00 avg_batch 0 min_space"
+        );
+        assert_eq!(
+            interval_line(&Interval::default()),
+            "0.000 pps (0.000 pkts 0.0 bps in 0 usec) 0.00 avg_batch 0 min_space"
+        );
+    }
+
+    #[test]
+    fn rtt_lines() {
+        let mut i = IntervalRtt::default();
+        assert_eq!(rtt_line(&i), "rtt: no replies");
+        i.record(100);
+        i.record(300);
+        assert_eq!(rtt_line(&i), "rtt min 100 avg 200 max 300 ns");
+    }
+
+    #[test]
+    fn summary_lines() {
+        let s = summary("Sent", 1_000_000, 60_000_000, 1953, 81_037_000);
+        assert_eq!(
+            s,
+            "Sent 1000000 packets, 60000000 bytes, 1953 events, 60 bytes each in 0.081 seconds.\n\
+             Speed: 12.34 Mpps Bandwidth: 5.92 Gbps. Average batch: 512.03 pkts"
+        );
+        let s = summary("Received", 0, 0, 0, 0);
+        assert!(
+            s.starts_with("Received 0 packets, 0 bytes, 0 events, 0 bytes each in 0.000 seconds.")
+        );
+        assert!(s.ends_with("Speed: 0.00 pps Bandwidth: 0.00 bps. Average batch: 0.00 pkts"));
     }
 
     #[test]

@@ -394,12 +394,11 @@ impl<'a> Session<'a> {
             return Ok(true);
         }
         let fd = self.port.poll_fd().as_raw_fd();
-        let fired = ringswitch_ring::eventfd::poll_in(fd, Some(timeout)).map_err(|e| {
-            PktGenError::Wait {
+        let fired =
+            ringswitch_ring::poll::poll_in(fd, Some(timeout)).map_err(|e| PktGenError::Wait {
                 port: self.name.clone(),
                 source: ClientError::Io(e),
-            }
-        })?;
+            })?;
         self.after_wait();
         Ok(fired)
     }

@@ -97,31 +97,7 @@ impl EventFd {
     /// Waits until the counter is non-zero or `timeout` passes (None: no
     /// limit). Returns whether it fired; does not clear it.
     pub fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        poll_in(self.fd.as_raw_fd(), timeout)
-    }
-}
-
-/// Polls one fd for input.
-pub fn poll_in(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout
-        .map(|d| i32::try_from(d.as_millis()).unwrap_or(i32::MAX))
-        .unwrap_or(-1);
-    loop {
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        return Ok(n > 0);
+        crate::poll::poll_in(self.fd.as_raw_fd(), timeout)
     }
 }
 

@@ -1,6 +1,8 @@
-//! An epoll set: the one wrapper of epoll(7) in ringswitch (the daemon's
-//! workers sleep on one, a client port with several interrupt eventfds
-//! gives one out, and an emulated `/dev/netmap` descriptor is one).
+//! Waiting on descriptors: an epoll set, the one wrapper of epoll(7) in
+//! ringswitch (the daemon's workers sleep on one, a client port with
+//! several interrupt eventfds gives one out, and an emulated `/dev/netmap`
+//! descriptor is one); and poll(2) on a few descriptors ([`poll_fds`],
+//! [`poll_in`]), the one wrapper of that call (control threads, the bridge).
 //!
 //! `epoll_ctl` and `epoll_wait` are made as raw system calls, never through
 //! the C library's symbols of those names: the netmap compatibility
@@ -162,6 +164,43 @@ impl IntoRawFd for Epoll<OwnedFd> {
     }
 }
 
+/// A descriptor to watch for `events` (`libc::POLLIN`, `libc::POLLOUT`)
+/// with [`poll_fds`].
+#[inline]
+pub fn watch(fd: RawFd, events: i16) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+/// poll(2): waits until one of `fds` has an event it watches, or `timeout`
+/// passes (None: no limit; rounded down to milliseconds). Returns how many
+/// have events (their `revents` say which), 0 when the time passed. An
+/// interrupted wait is an error of kind `Interrupted`: whether to wait
+/// again is the caller's choice.
+#[inline]
+pub fn poll_fds(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
+    let ms = timeout.map_or(-1, |d| i32::try_from(d.as_millis()).unwrap_or(i32::MAX));
+    // SAFETY: `fds` is `fds.len()` initialized pollfds, exclusively
+    // borrowed for the call, which writes only their `revents`.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// Polls one fd for input, waiting again when interrupted. Returns whether
+/// it is readable (false: `timeout` passed).
+pub fn poll_in(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
+    let mut fds = [watch(fd, libc::POLLIN)];
+    loop {
+        match poll_fds(&mut fds, timeout) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r.map(|n| n > 0),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +232,29 @@ mod tests {
         borrowed.delete(a.as_raw_fd()).unwrap();
         assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO)).unwrap(), 0);
         assert!(ep.delete(a.as_raw_fd()).is_err(), "no longer watched");
+    }
+
+    #[test]
+    fn poll_reports_which_descriptor_is_ready() {
+        let (a, b) = (EventFd::new().unwrap(), EventFd::new().unwrap());
+        let mut fds = [
+            watch(a.as_raw_fd(), libc::POLLIN),
+            watch(b.as_raw_fd(), libc::POLLIN),
+        ];
+        assert_eq!(poll_fds(&mut fds, Some(Duration::ZERO)).unwrap(), 0);
+        assert!(!poll_in(b.as_raw_fd(), Some(Duration::ZERO)).unwrap());
+        b.signal();
+        assert_eq!(
+            poll_fds(&mut fds, Some(Duration::from_secs(60))).unwrap(),
+            1
+        );
+        assert_eq!((fds[0].revents, fds[1].revents), (0, libc::POLLIN));
+        assert!(poll_in(b.as_raw_fd(), None).unwrap());
+        let mut bad = [watch(-1, libc::POLLIN)];
+        assert_eq!(
+            poll_fds(&mut bad, Some(Duration::ZERO)).unwrap(),
+            0,
+            "negative fds are ignored"
+        );
     }
 }

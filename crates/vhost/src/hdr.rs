@@ -9,9 +9,10 @@ use vm_memory::ByteValued;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VirtioNetHdr {
-    /// `VIRTIO_NET_HDR_F_*`: NEEDS_CSUM (1), DATA_VALID (2), RSC_INFO (4).
+    /// `VIRTIO_NET_HDR_F_*` ([`ringswitch_frame::F_NEEDS_CSUM`],
+    /// [`ringswitch_frame::F_DATA_VALID`]; RSC_INFO (4) is never offered).
     pub flags: u8,
-    /// `VIRTIO_NET_HDR_GSO_*`: NONE (0), TCPV4 (1), UDP (3), TCPV6 (4), ECN (0x80).
+    /// `VIRTIO_NET_HDR_GSO_*` (`ringswitch_frame::GSO_*`).
     pub gso_type: u8,
     /// Length of the headers to copy into each segment (little-endian).
     pub hdr_len: u16,
@@ -36,17 +37,6 @@ impl VirtioNetHdr {
     pub const LEN: usize = 12;
     /// Size of the legacy header (neither VERSION_1 nor MRG_RXBUF).
     pub const LEN_LEGACY: usize = 10;
-
-    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`.
-    pub const F_NEEDS_CSUM: u8 = 1;
-    /// `VIRTIO_NET_HDR_F_DATA_VALID`.
-    pub const F_DATA_VALID: u8 = 2;
-    /// `VIRTIO_NET_HDR_GSO_NONE`.
-    pub const GSO_NONE: u8 = 0;
-    /// `VIRTIO_NET_HDR_GSO_TCPV4`.
-    pub const GSO_TCPV4: u8 = 1;
-    /// `VIRTIO_NET_HDR_GSO_TCPV6`.
-    pub const GSO_TCPV6: u8 = 4;
 
     /// `hdr_len` in host order.
     pub fn hdr_len(&self) -> u16 {

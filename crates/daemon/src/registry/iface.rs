@@ -13,9 +13,8 @@ use ringswitch_switch::{Hub, QueuePort, Switch, SwitchPort, MAX_PORTS};
 use tracing::{info, warn};
 
 use super::attach::Attached;
-use super::{
-    internal, IfaceEntry, IfaceRequest, Kind, PortEntry, Registry, RegistryError, SwitchEntry,
-};
+use super::config::IfaceRequest;
+use super::{internal, Kind, NewPort, PortEntry, Registry, RegistryError, SwitchEntry};
 use crate::worker::Source;
 
 /// The application's ring port in the switch behind `netmap:IF`.
@@ -27,6 +26,14 @@ const XDP_RING: u32 = 2048;
 const MAX_QUEUES: u32 = 16;
 /// How long a detach waits for the workers to let go of the queues.
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// What only an interface port has.
+pub(super) struct IfaceEntry {
+    pub(super) info: IfaceInfo,
+    pub(super) kind: PortKind,
+    /// What it was attached with.
+    pub(super) request: IfaceRequest,
+}
 
 fn mode(m: NicMode) -> netdev::NicMode {
     match m {
@@ -337,7 +344,12 @@ impl Registry {
             rx_rings: info.queues,
             ..Geometry::default()
         });
-        if let Err(e) = self.new_vale_port(&sw, DIRECT_APP, g, false, None) {
+        let app = NewPort::Ring {
+            geometry: g,
+            persistent: false,
+            counters: None,
+        };
+        if let Err(e) = self.add_port(&sw, DIRECT_APP, app) {
             self.remove_direct(&sw);
             return Err(e);
         }

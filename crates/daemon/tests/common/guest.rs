@@ -1259,7 +1259,7 @@ pub fn gso_hdr(
     csum_offset: u16,
 ) -> VirtioNetHdr {
     VirtioNetHdr {
-        flags: VirtioNetHdr::F_NEEDS_CSUM,
+        flags: ringswitch_frame::F_NEEDS_CSUM,
         gso_type,
         hdr_len: hdr_len.to_le(),
         gso_size: gso_size.to_le(),
@@ -1271,7 +1271,7 @@ pub fn gso_hdr(
 
 /// A header asking only for checksum completion.
 pub fn csum_hdr(csum_start: u16, csum_offset: u16) -> VirtioNetHdr {
-    gso_hdr(VirtioNetHdr::GSO_NONE, 0, 0, csum_start, csum_offset)
+    gso_hdr(ringswitch_frame::GSO_NONE, 0, 0, csum_start, csum_offset)
 }
 
 /// The one's complement sum of `data` (big-endian words), not folded.

@@ -165,7 +165,7 @@ fn frame(len: usize) -> Vec<u8> {
 fn tx_normal_frame_header_and_data_in_separate_buffers() {
     let mut g = guest(BASE_FEATURES);
     let hdr = VirtioNetHdr {
-        flags: VirtioNetHdr::F_NEEDS_CSUM,
+        flags: ringswitch_frame::F_NEEDS_CSUM,
         csum_start: 34u16.to_le(),
         csum_offset: 16u16.to_le(),
         ..Default::default()
@@ -431,14 +431,14 @@ fn rx_normal_without_mrg_rxbuf() {
     assert_eq!(g.port.rx_space(), 1);
     let data = frame(300);
     let hdr = VirtioNetHdr {
-        flags: VirtioNetHdr::F_DATA_VALID,
+        flags: ringswitch_frame::F_DATA_VALID,
         ..Default::default()
     };
     g.port.rx_push(&hdr, &data).unwrap();
     assert_eq!(g.used_idx(&g.rx), 1);
     assert_eq!(g.used(&g.rx, 0), (0, 312));
     let got: VirtioNetHdr = g.mem.read_obj(GuestAddress(BUF_BASE)).unwrap();
-    assert_eq!(got.flags, VirtioNetHdr::F_DATA_VALID);
+    assert_eq!(got.flags, ringswitch_frame::F_DATA_VALID);
     // VERSION_1 without MRG_RXBUF: the spec wants 1.
     assert_eq!(got.num_buffers(), 1);
     assert_eq!(rx_read(&g, BUF_BASE + 12, 300), data);

@@ -1,0 +1,348 @@
+//! Passthrough ports and pipe ends: a guest gets a region through QEMU's
+//! ivshmem-doorbell, from a server the registry starts, and fresh memory
+//! after each QEMU.
+
+use std::sync::Arc;
+
+use ringswitch_control::proto::PassthroughInfo;
+use ringswitch_control::{PipeEnd, PortName, Target};
+use ringswitch_ring::{EventFd, Geometry, Region};
+use tracing::{info, warn};
+
+use super::open_by::OpenBy;
+use super::pipe::{pipe_memory, Former, PipeEntry};
+use super::{internal, Kind, NewPort, PortEntry, Registry, RegistryError};
+use crate::passthrough::{PassthroughServer, Peers, Renew};
+
+/// What `port-list` tells of a passthrough server.
+pub(super) fn pt_info(t: &PassthroughServer) -> PassthroughInfo {
+    PassthroughInfo {
+        path: t.path().display().to_string(),
+        connected: t.connected(),
+    }
+}
+
+/// A guest's view of switch port `p`: its region, its interrupts, and the
+/// kick of the worker for the doorbell.
+pub(super) fn vale_peers(p: &PortEntry) -> Result<Peers, RegistryError> {
+    let dup = |e: &EventFd| {
+        e.try_clone()
+            .map_err(|e| internal("duplicating an eventfd", e))
+    };
+    let rp = p
+        .port
+        .ring()
+        .ok_or_else(|| internal("creating a passthrough port", "not a ring port"))?;
+    let irqs = rp.irqs.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
+    let kicks = (0..irqs.len())
+        .map(|_| dup(&rp.kick))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Peers {
+        memfd: rp
+            .region()
+            .dup_fd()
+            .map_err(|e| internal("duplicating the region", e))?,
+        guest_id: 1,
+        guest_irqs: irqs,
+        host_id: 0,
+        host_kicks: kicks,
+        link: Some(rp.link.clone()),
+    })
+}
+
+/// A guest's view of end `e` of pipe `p`.
+pub(super) fn pipe_peers(p: &PipeEntry, e: usize) -> Result<Peers, RegistryError> {
+    pipe_peers_of(&p.region, &p.irq, e)
+}
+
+/// A guest's view of end `e` of a pipe's memory and interrupts.
+pub(super) fn pipe_peers_of(
+    region: &Region,
+    irq: &[Vec<EventFd>; 2],
+    e: usize,
+) -> Result<Peers, RegistryError> {
+    let dup = |e: &EventFd| {
+        e.try_clone()
+            .map_err(|e| internal("duplicating an eventfd", e))
+    };
+    Ok(Peers {
+        memfd: region
+            .dup_fd()
+            .map_err(|e| internal("duplicating the region", e))?,
+        guest_id: 1 + e as u16,
+        guest_irqs: irq[e].iter().map(dup).collect::<Result<Vec<_>, _>>()?,
+        host_id: 2 - e as u16,
+        host_kicks: irq[1 - e].iter().map(dup).collect::<Result<Vec<_>, _>>()?,
+        link: None,
+    })
+}
+
+impl Registry {
+    /// Lets passthrough servers reach the registry that owns them (to renew
+    /// their memory after each QEMU). Set once, right after the registry is
+    /// put behind its lock.
+    pub fn set_self(&mut self, me: std::sync::Weak<std::sync::Mutex<Registry>>) {
+        self.me = me;
+    }
+
+    /// What the passthrough server tagged `tag` of `target` calls after a
+    /// QEMU went: [`Registry::passthrough_left`], under the lock.
+    pub(super) fn renewer(&self, target: Target, tag: u64) -> Renew {
+        let me = self.me.clone();
+        Box::new(move |wanted| {
+            // Upgraded only for the call: a registry being dropped is gone.
+            if let Some(r) = me.upgrade() {
+                r.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .passthrough_left(&target, tag, wanted);
+            }
+        })
+    }
+
+    /// A QEMU left passthrough server `tag` of `target` (`wanted` false),
+    /// or one connected and the server has no memory to hand it (`wanted`
+    /// true). The QEMU that left may keep the memory it had, so that memory
+    /// is never handed to a QEMU again. A switch port is recreated with a
+    /// fresh region at once (keeping its counters), as a ring port is for
+    /// its next client; a pipe gets a fresh region when a QEMU wants one
+    /// and neither end is in use ([`Registry::renew_pipe_if_idle`]).
+    pub(super) fn passthrough_left(&mut self, target: &Target, tag: u64, wanted: bool) {
+        match target {
+            Target::Vale { switch, port } => {
+                let Some(p) = self
+                    .switches
+                    .get_mut(switch)
+                    .and_then(|s| s.ports.get_mut(port))
+                else {
+                    return;
+                };
+                let Kind::Ring(r) = &mut p.kind else {
+                    return; // deleted, and another port of that name now
+                };
+                if r.open_by.guest().is_none_or(|t| t.tag() != tag) {
+                    return; // deleted, or another port of that name now
+                }
+                let pt = r.open_by.take_guest();
+                let (g, old) = (r.geometry, p.port.clone());
+                self.remove_vale_port(switch, port);
+                let counters = Some(old.counters.clone());
+                let res = self
+                    .add_port(
+                        switch,
+                        port,
+                        NewPort::Ring {
+                            geometry: g,
+                            persistent: true,
+                            counters,
+                        },
+                    )
+                    .and_then(|()| {
+                        let p = self
+                            .switches
+                            .get_mut(switch)
+                            .and_then(|s| s.ports.get_mut(port))
+                            .expect("just created");
+                        vale_peers(p)
+                    });
+                match res {
+                    Ok(peers) => {
+                        let p = self
+                            .switches
+                            .get_mut(switch)
+                            .and_then(|s| s.ports.get_mut(port))
+                            .expect("just created");
+                        if let Some(t) = pt {
+                            t.set_peers(peers);
+                            p.ring_mut().expect("a ring port").open_by = OpenBy::Guest(t);
+                        }
+                    }
+                    Err(e) => {
+                        warn!(port = %format!("{switch}:{port}"), error = %e, "cannot give a passthrough port fresh memory; the port is removed");
+                        let (sw, po) = (switch.clone(), port.clone());
+                        if self
+                            .switches
+                            .get(&sw)
+                            .is_some_and(|s| s.ports.contains_key(&po))
+                        {
+                            self.remove_vale_port(&sw, &po);
+                        }
+                        self.retire_pt(pt);
+                    }
+                }
+            }
+            Target::Pipe { base, id, end } => {
+                let key = Target::pipe_key(base, id);
+                let Some(p) = self.pipes.get_mut(&key) else {
+                    return;
+                };
+                if p.open_by[end.index()]
+                    .guest()
+                    .is_none_or(|t| t.tag() != tag)
+                {
+                    return;
+                }
+                if !wanted {
+                    // The guest that went may keep the memory; the pipe is
+                    // renewed when a QEMU next wants it (what the guest
+                    // sent stays for the other end until then).
+                    p.former = Some(Former::Guest);
+                    return;
+                }
+                self.renew_pipe_if_idle(&key);
+            }
+            Target::Nic { .. } => {}
+        }
+    }
+
+    /// Gives a pipe a fresh region if a former owner may keep the current
+    /// one and no end is in use (no client has one open, no QEMU is on a
+    /// passthrough end): its passthrough servers get the new memory.
+    pub(super) fn renew_pipe_if_idle(&mut self, key: &str) {
+        let Some(p) = self.pipes.get_mut(key) else {
+            return;
+        };
+        if p.former.is_none() || p.open_by.iter().any(OpenBy::is_client) {
+            return;
+        }
+        // Both servers' slots are held from the check to the replacement,
+        // so no QEMU takes the old memory in between.
+        let mut slots: Vec<(usize, std::sync::MutexGuard<'_, crate::passthrough::Slot>)> = p
+            .open_by
+            .iter()
+            .enumerate()
+            .filter_map(|(e, o)| {
+                o.guest().map(|t| {
+                    (
+                        e,
+                        t.slot()
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    )
+                })
+            })
+            .collect();
+        if slots.iter().any(|(_, s)| s.in_use()) {
+            return;
+        }
+        let g = p.region.layout().geometry;
+        let (region, irq) = match pipe_memory(&p.base, &p.id, g) {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(pipe = %key, error = %e, "cannot give a pipe fresh memory; its passthrough ends refuse guests");
+                return;
+            }
+        };
+        p.region = Arc::new(region);
+        p.irq = irq;
+        p.former = None;
+        p.former_uid = None;
+        for (e, slot) in slots.iter_mut() {
+            match pipe_peers_of(&p.region, &p.irq, *e) {
+                Ok(peers) => slot.set_peers(peers),
+                Err(er) => {
+                    warn!(pipe = %key, error = %er, "cannot hand a passthrough end its fresh memory")
+                }
+            }
+        }
+        info!(pipe = %key, "pipe given fresh memory");
+    }
+
+    /// `port-add NAME --passthrough PATH`: a persistent switch port or pipe
+    /// end whose region a guest gets through QEMU's ivshmem-doorbell.
+    pub(super) fn passthrough_add(
+        &mut self,
+        pn: &PortName,
+        path: &std::path::Path,
+    ) -> Result<(), RegistryError> {
+        let tag = self.id();
+        let renew = self.renewer(pn.target.clone(), tag);
+        let start = |what: &str, peers: Peers| {
+            PassthroughServer::start(tag, what, path, peers, renew).map_err(|source| {
+                RegistryError::Passthrough {
+                    port: what.to_string(),
+                    source,
+                }
+            })
+        };
+        match &pn.target {
+            Target::Vale { switch, port } => {
+                let exists = self
+                    .switches
+                    .get(switch)
+                    .is_some_and(|s| s.ports.contains_key(port));
+                if exists {
+                    return Err(RegistryError::PassthroughPortExists {
+                        port: pn.to_string(),
+                    });
+                }
+                self.add_port(
+                    switch,
+                    port,
+                    NewPort::Ring {
+                        geometry: pn.conf.unwrap_or_default(),
+                        persistent: true,
+                        counters: None,
+                    },
+                )?;
+                let p = self
+                    .switches
+                    .get_mut(switch)
+                    .and_then(|s| s.ports.get_mut(port))
+                    .expect("just created");
+                match vale_peers(p).and_then(|peers| start(&pn.to_string(), peers)) {
+                    Ok(server) => {
+                        let r = p.ring_mut().expect("a ring port, just created");
+                        r.open_by = OpenBy::Guest(Box::new(server));
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let (sw, po) = (switch.clone(), port.clone());
+                        self.remove_vale_port(&sw, &po);
+                        Err(e)
+                    }
+                }
+            }
+            Target::Pipe { base, id, end } => {
+                let key = Target::pipe_key(base, id);
+                let created = !self.pipes.contains_key(&key);
+                if created {
+                    let g = pn.conf.unwrap_or_else(Geometry::pipe_default);
+                    let g = if *end == PipeEnd::Slave {
+                        g.mirrored()
+                    } else {
+                        g
+                    };
+                    self.new_pipe(base, id, g, true)?;
+                }
+                let e = end.index();
+                let p = self.pipes.get_mut(&key).expect("exists");
+                if !p.open_by[e].is_closed() {
+                    return Err(RegistryError::PassthroughEndOpen {
+                        end: pn.to_string(),
+                    });
+                }
+                if p.former.is_some() {
+                    return Err(RegistryError::PassthroughEndFormer {
+                        end: pn.to_string(),
+                    });
+                }
+                match pipe_peers(p, e).and_then(|peers| start(&pn.to_string(), peers)) {
+                    Ok(server) => {
+                        p.open_by[e] = OpenBy::Guest(Box::new(server));
+                        p.persistent = true;
+                        Ok(())
+                    }
+                    Err(er) => {
+                        if created {
+                            self.pipes.remove(&key);
+                        }
+                        Err(er)
+                    }
+                }
+            }
+            Target::Nic { ifname } => Err(RegistryError::NicNotAPort {
+                ifname: ifname.clone(),
+            }),
+        }
+    }
+}

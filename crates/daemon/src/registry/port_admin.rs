@@ -1,0 +1,140 @@
+//! The administrator's requests on ports of every kind: `port-add` and
+//! `port-del`.
+
+use ringswitch_control::proto::VhostUserSpec;
+use ringswitch_control::{PipeEnd, Target};
+use ringswitch_ring::Geometry;
+
+use super::open_by::OpenBy;
+use super::{make_persistent, Kind, NewPort, Registry, RegistryError};
+
+impl Registry {
+    /// `port-add`: a persistent port, with `vm` a VM port, with `pt` a
+    /// passthrough port.
+    pub fn port_add(
+        &mut self,
+        name: &str,
+        vm: Option<&VhostUserSpec>,
+        pt: Option<&str>,
+    ) -> Result<(), RegistryError> {
+        let pn = Self::parse(name)?;
+        if let Some(path) = pt {
+            if vm.is_some() {
+                return Err(RegistryError::VmAndPassthrough {
+                    port: pn.to_string(),
+                });
+            }
+            return self.passthrough_add(&pn, std::path::Path::new(path));
+        }
+        if let Some(spec) = vm {
+            let Target::Vale { switch, port } = &pn.target else {
+                return Err(RegistryError::VmNotSwitchPort {
+                    port: pn.to_string(),
+                });
+            };
+            if pn.conf.is_some() {
+                return Err(RegistryError::VmSizes {
+                    port: pn.to_string(),
+                });
+            }
+            if self
+                .switches
+                .get(switch)
+                .is_some_and(|s| s.ports.contains_key(port))
+            {
+                return Err(RegistryError::PortExists {
+                    port: pn.to_string(),
+                });
+            }
+            return self.add_port(switch, port, NewPort::Vm(spec));
+        }
+        let g = match pn.target {
+            Target::Pipe { .. } => pn.conf.unwrap_or_else(Geometry::pipe_default),
+            _ => pn.conf.unwrap_or_default(),
+        };
+        match &pn.target {
+            Target::Vale { switch, port } => {
+                if let Some(p) = self
+                    .switches
+                    .get_mut(switch)
+                    .and_then(|s| s.ports.get_mut(port))
+                {
+                    return match &mut p.kind {
+                        Kind::Vm(_) => Err(RegistryError::PortIsVm {
+                            port: pn.to_string(),
+                        }),
+                        Kind::Iface(i) => Err(RegistryError::PortIsInterface {
+                            port: pn.to_string(),
+                            ifname: i.info.ifname.clone(),
+                        }),
+                        Kind::Ring(r) => {
+                            make_persistent(&mut r.persistent, || RegistryError::PortExists {
+                                port: pn.to_string(),
+                            })
+                        }
+                    };
+                }
+                self.add_port(
+                    switch,
+                    port,
+                    NewPort::Ring {
+                        geometry: g,
+                        persistent: true,
+                        counters: None,
+                    },
+                )
+            }
+            Target::Pipe { base, id, end } => {
+                let g = if *end == PipeEnd::Slave {
+                    g.mirrored()
+                } else {
+                    g
+                };
+                let key = Target::pipe_key(base, id);
+                if let Some(p) = self.pipes.get_mut(&key) {
+                    return make_persistent(&mut p.persistent, || RegistryError::PipeExists {
+                        pipe: format!("{base}{{{id}"),
+                    });
+                }
+                self.new_pipe(base, id, g, true)
+            }
+            Target::Nic { ifname } => Err(RegistryError::NicNotAPort {
+                ifname: ifname.clone(),
+            }),
+        }
+    }
+
+    /// `port-del`.
+    pub fn port_del(&mut self, name: &str) -> Result<(), RegistryError> {
+        let pn = Self::parse(name)?;
+        match &pn.target {
+            Target::Vale { switch, port } => {
+                let p = self.port_entry(&pn, switch, port)?;
+                if matches!(&p.kind, Kind::Ring(r) if r.open_by.is_client()) {
+                    return Err(RegistryError::PortInUse {
+                        port: pn.to_string(),
+                    });
+                }
+                self.remove_vale_port(&switch.clone(), &port.clone());
+                Ok(())
+            }
+            Target::Pipe { base, id, .. } => {
+                let key = Target::pipe_key(base, id);
+                let p = self.pipes.get(&key).ok_or_else(|| RegistryError::NoPipe {
+                    pipe: format!("{base}{{{id}"),
+                })?;
+                if p.open_by.iter().any(OpenBy::is_client) {
+                    return Err(RegistryError::PipeInUse {
+                        pipe: format!("{base}{{{id}"),
+                    });
+                }
+                // Its passthrough servers stop (joined after the lock).
+                self.remove_pipe(&key);
+                Ok(())
+            }
+            Target::Nic { ifname } => Err(RegistryError::NicNotAPort {
+                ifname: ifname.clone(),
+            }),
+        }
+    }
+}
