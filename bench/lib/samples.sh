@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # bench/lib/samples.sh - the raw data bench/compare hands to
-# ringswitch-bench-report: meta.tsv, samples.tsv, failures.tsv, notes.tsv
-# in $DATA (see crates/bench-report for the formats). Sourced after
+# ringswitch-bench report: meta.tsv, samples.tsv, failures.tsv, notes.tsv
+# in $DATA (see crates/bench for the formats). Sourced after
 # common.sh and report.sh.
 
 # samples_init DIR: empty data files with their headers.

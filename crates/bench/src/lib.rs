@@ -1,6 +1,7 @@
-//! ringswitch-bench-report: turns the raw data of a `bench/compare` run into
-//! a Markdown report (`REPORT.md`) and SVG plots (`plots/*.svg`). Nothing in
-//! the report is typed in by hand: every figure comes from the data files.
+//! ringswitch-bench: ringswitch's benchmarks. `report` turns the raw data
+//! of a run (`bench/compare`) into a Markdown report (`REPORT.md`) and SVG
+//! plots (`plots/*.svg`). Nothing in the report is typed in by hand: every
+//! figure comes from the data files.
 //!
 //! # Input: a directory with
 //! - `meta.tsv`: `key<TAB>value` lines, no header (date, command, mode,
