@@ -35,6 +35,17 @@ pub enum Error {
         /// What is wrong with it.
         problem: Box<Problem>,
     },
+    /// The parameters file is malformed or lacks a parameter (line 0: the
+    /// whole file).
+    #[error("{}, line {line}: {problem}", file.display())]
+    Params {
+        /// The parameters file.
+        file: PathBuf,
+        /// The line number, from 1; 0 for the whole file.
+        line: usize,
+        /// What is wrong.
+        problem: String,
+    },
 }
 
 /// What is wrong with a line of a data file.

@@ -1,7 +1,15 @@
-//! ringswitch-bench: ringswitch's benchmarks. `report` turns the raw data
-//! of a run (`bench/compare`) into a Markdown report (`REPORT.md`) and SVG
-//! plots (`plots/*.svg`). Nothing in the report is typed in by hand: every
-//! figure comes from the data files.
+//! ringswitch-bench: ringswitch's benchmarks. `run` measures (starts the
+//! daemon and pkt-gen, reads their reports, computes the figures) and
+//! writes the samples of a run ([`run`], [`pktgen`], [`figures`],
+//! [`write`], with its parameters from a data file, [`params`]); `report`
+//! turns the raw data of a run (`bench/compare`) into a Markdown report
+//! (`REPORT.md`) and SVG plots (`plots/*.svg`). Nothing in the report is
+//! typed in by hand: every figure comes from the data files.
+//!
+//! # Modules, in the order they import each other
+//! `text`, `error` ← `input`, `params`, `pktgen`, `figures` ← `write`,
+//! `model` ← `report`, `plot` (on `svg`) ← `run` (on `write`, `pktgen`,
+//! `figures`, `params`).
 //!
 //! # Input: a directory with
 //! - `meta.tsv`: `key<TAB>value` lines, no header (date, command, mode,
@@ -39,12 +47,17 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod figures;
 pub mod input;
 pub mod model;
+pub mod params;
+pub mod pktgen;
 pub mod plot;
 pub mod report;
+pub mod run;
 pub mod svg;
 pub mod text;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 

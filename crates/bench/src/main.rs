@@ -1,13 +1,15 @@
 //! The `ringswitch-bench` binary: `ringswitch-bench report DIR [--out
-//! OUTDIR]`. `ringswitch-bench DIR [--out OUTDIR]`, without a subcommand,
-//! is `report` (how bench/compare called the former
-//! `ringswitch-bench-report`).
+//! OUTDIR]` and `ringswitch-bench run ...`. `ringswitch-bench DIR [--out
+//! OUTDIR]`, without a subcommand, is `report` (how bench/compare called
+//! the former `ringswitch-bench-report`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use ringswitch_bench::params::Mode;
+use ringswitch_bench::run::{self, Section, Setup};
 
 /// ringswitch's benchmarks: measures, and turns the measured samples into a
 /// report.
@@ -37,11 +39,44 @@ enum Command {
         #[arg(long, value_name = "OUTDIR")]
         out: Option<PathBuf>,
     },
+    /// Measures ringswitch's side of sections (throughput, switch, latency,
+    /// batch) and appends the samples and failures to OUT/data/*.tsv,
+    /// progress to OUT/run.log and every process's output to OUT/raw/.
+    /// Sizes, counts and durations come from the parameters file.
+    Run {
+        /// The ringswitch binary (a private copy; ringswitchd beside it).
+        #[arg(long, value_name = "PATH")]
+        ringswitch: PathBuf,
+        /// The daemon's control socket.
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+        /// The output directory (data/, raw/, run.log).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Comma-separated sections, run in this order.
+        #[arg(long, value_name = "LIST", value_delimiter = ',', required = true)]
+        sections: Vec<Section>,
+        /// The parameters file.
+        #[arg(long, value_name = "FILE", default_value = "bench/params.tsv")]
+        params: PathBuf,
+        /// The quick column of the parameters file.
+        #[arg(long)]
+        quick: bool,
+        /// Runs per path (default: the parameters file's `runs`).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..100))]
+        runs: Option<u32>,
+        /// The receivers' CPU.
+        #[arg(long, value_name = "CPU", default_value_t = 0)]
+        rx_cpu: u32,
+        /// The senders' CPU.
+        #[arg(long, value_name = "CPU", default_value_t = 1)]
+        tx_cpu: u32,
+    },
 }
 
 /// The subcommands and the flags clap answers itself; any other first
 /// argument is the data directory of `report`.
-const FIRST_WORDS: &[&str] = &["report", "help", "-h", "--help", "-V", "--version"];
+const FIRST_WORDS: &[&str] = &["report", "run", "help", "-h", "--help", "-V", "--version"];
 
 /// The arguments with `report` put in front when no subcommand is given.
 fn with_subcommand(mut args: Vec<OsString>) -> Vec<OsString> {
@@ -69,6 +104,38 @@ fn main() -> ExitCode {
                     eprintln!("ringswitch-bench report: {e}.");
                     ExitCode::from(2)
                 }
+            }
+        }
+        Command::Run {
+            ringswitch,
+            socket,
+            out,
+            sections,
+            params,
+            quick,
+            runs,
+            rx_cpu,
+            tx_cpu,
+        } => {
+            run::signals::install();
+            let setup = Setup {
+                ringswitch,
+                socket,
+                out,
+                params,
+                mode: if quick { Mode::Quick } else { Mode::Full },
+                runs,
+                rx_cpu,
+                tx_cpu,
+            };
+            let result = run::Bench::new(&setup).and_then(|mut b| b.run(&sections));
+            match result {
+                Err(e) => {
+                    eprintln!("ringswitch-bench run: {e}.");
+                    ExitCode::from(2)
+                }
+                Ok(()) if run::signals::interrupted() => ExitCode::from(143),
+                Ok(()) => ExitCode::SUCCESS,
             }
         }
     }

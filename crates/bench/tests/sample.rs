@@ -590,7 +590,10 @@ fn report_subcommand_and_the_bare_form_write_the_same_report() {
         std::fs::read_to_string(a.join("REPORT.md")).unwrap(),
         std::fs::read_to_string(b.join("REPORT.md")).unwrap()
     );
-    let o = Command::new(bin).args(["report", "--help"]).output().unwrap();
+    let o = Command::new(bin)
+        .args(["report", "--help"])
+        .output()
+        .unwrap();
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("--out"));
 }

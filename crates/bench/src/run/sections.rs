@@ -1,0 +1,322 @@
+//! The sections `run` measures (ringswitch's side of bench/compare's
+//! throughput, switch, latency and batch sections), their cases and the
+//! samples they write. Their sizes, counts and durations come from the
+//! parameters file; the peers of each section are measured by
+//! bench/compare's scripts into the same data files.
+
+use std::str::FromStr;
+
+use super::measure::TputPlan;
+use super::Bench;
+use crate::error::Error;
+use crate::figures::{mpps, per_mpkt};
+use crate::write::Key;
+
+/// A section of `run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// Pipes, process to process.
+    Throughput,
+    /// Two ring ports of one switch.
+    Switch,
+    /// Ping/pong through a pipe and a switch, busy and blocking.
+    Latency,
+    /// Throughput against batch size, pipe and switch.
+    Batch,
+}
+
+/// The names `--sections` takes, in the order they run.
+pub const NAMES: [&str; 4] = ["throughput", "switch", "latency", "batch"];
+
+impl FromStr for Section {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Section, String> {
+        Ok(match s {
+            "throughput" => Section::Throughput,
+            "switch" => Section::Switch,
+            "latency" => Section::Latency,
+            "batch" => Section::Batch,
+            _ => {
+                return Err(format!(
+                    "unknown section '{s}' (sections: {})",
+                    NAMES.join(" ")
+                ))
+            }
+        })
+    }
+}
+
+const PIPE: &str = "ringswitch pipe";
+const SWITCH: &str = "ringswitch switch, 2 ring ports";
+
+/// A throughput figure: received Mpps.
+fn received<'a>(section: &'a str, case: &'a str, system: &'a str, x: &'a str) -> Key<'a> {
+    Key {
+        section,
+        case,
+        system,
+        metric: "received",
+        unit: "Mpps",
+        better: "higher",
+        x,
+    }
+}
+
+/// A CPU cost figure: seconds per million packets.
+fn cost<'a>(case: &'a str, system: &'a str, metric: &'a str) -> Key<'a> {
+    Key {
+        section: "efficiency",
+        case,
+        system,
+        metric,
+        unit: "s per Mpkt",
+        better: "lower",
+        x: "-",
+    }
+}
+
+/// A cost's text, `x` (not a number: a failure line) without packets.
+fn cost_text(cpu_s: Option<f64>, packets: u64) -> String {
+    cpu_s
+        .and_then(|c| per_mpkt(c, packets))
+        .unwrap_or_else(|| "x".into())
+}
+
+impl Section {
+    /// Measures the section into the run's data files.
+    pub fn run(self, b: &mut Bench) -> Result<(), Error> {
+        match self {
+            Section::Throughput => throughput(b),
+            Section::Switch => switch(b),
+            Section::Latency => latency(b),
+            Section::Batch => batch(b),
+        }
+    }
+}
+
+/// Pipes, each size, burst 512, blocking, sender and receiver on their own
+/// CPU.
+fn throughput(b: &mut Bench) -> Result<(), Error> {
+    b.log("throughput: ringswitch pipes");
+    let (secs, burst) = (b.params.one("secs")?, b.params.one("burst")?);
+    for &len in &b.params.list("sizes")?.to_vec() {
+        let c = format!("process to process, {len} B");
+        for r in 1..=b.runs {
+            if super::signals::interrupted() {
+                return Ok(());
+            }
+            if let Err(e) = b.daemon_ensure(&["--workers", "1"]) {
+                b.data.miss("throughput", &c, PIPE, &e)?;
+                continue;
+            }
+            let n = b.next_pipe();
+            let (rxp, txp) = (format!("bp}}{n}"), format!("bp{{{n}"));
+            let plan = TputPlan {
+                label: &format!("pipe-{len}-r{r}"),
+                rx_port: &rxp,
+                tx_port: &txp,
+                len,
+                burst,
+                busy: false,
+                secs,
+                tx_cpu: b.tx_cpu,
+            };
+            match b.tput(&plan) {
+                Ok(t) => {
+                    b.data
+                        .sample(&received("throughput", &c, PIPE, "-"), r, &mpps(t.rx_pps()))?;
+                    let all = cost_text(Some(t.clients_cpu_s()), t.rx_packets());
+                    b.data
+                        .sample(&cost(&c, PIPE, "CPU, all processes"), r, &all)?;
+                    b.log(&format!(
+                        "  pipe {len} B run {r}: {} Mpps",
+                        mpps(t.rx_pps())
+                    ));
+                }
+                Err(e) => b
+                    .data
+                    .miss("throughput", &c, PIPE, &format!("run {r}: {e}"))?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Two ring ports of a switch, the worker on the senders' CPU, both
+/// pkt-gens on the receivers' CPU.
+fn switch(b: &mut Bench) -> Result<(), Error> {
+    b.log("switch: two ring ports of one switch");
+    let (secs, burst) = (b.params.one("secs")?, b.params.one("burst")?);
+    let worker = b.tx_cpu.to_string();
+    for &len in &b.params.list("sizes")?.to_vec() {
+        let c = format!("through a switch, {len} B");
+        let sw = format!("valecmp{len}");
+        for r in 1..=b.runs {
+            if super::signals::interrupted() {
+                return Ok(());
+            }
+            if let Err(e) = b.daemon_ensure(&["--workers", "1", "--worker-cpus", &worker]) {
+                b.data.miss("switch", &c, SWITCH, &e)?;
+                continue;
+            }
+            let (rxp, txp) = (format!("{sw}:b"), format!("{sw}:a"));
+            let plan = TputPlan {
+                label: &format!("switch-{len}-r{r}"),
+                rx_port: &rxp,
+                tx_port: &txp,
+                len,
+                burst,
+                busy: false,
+                secs,
+                tx_cpu: b.rx_cpu,
+            };
+            match b.tput(&plan) {
+                Ok(t) => {
+                    b.data
+                        .sample(&received("switch", &c, SWITCH, "-"), r, &mpps(t.rx_pps()))?;
+                    let n = t.rx_packets();
+                    let sw_cost = cost_text(t.daemon_s, n);
+                    b.data
+                        .sample(&cost(&c, SWITCH, "CPU, switch process"), r, &sw_cost)?;
+                    let all = cost_text(t.daemon_s.map(|d| d + t.clients_cpu_s()), n);
+                    b.data
+                        .sample(&cost(&c, SWITCH, "CPU, all processes"), r, &all)?;
+                    b.log(&format!(
+                        "  switch {len} B run {r}: {} Mpps",
+                        mpps(t.rx_pps())
+                    ));
+                }
+                Err(e) => b
+                    .data
+                    .miss("switch", &c, SWITCH, &format!("run {r}: {e}"))?,
+            }
+        }
+    }
+    // Nothing of ringswitch runs while the peers measure.
+    b.daemon_stop();
+    Ok(())
+}
+
+/// ping ↔ pong through a pipe and through vale0, busy and blocking.
+fn latency(b: &mut Bench) -> Result<(), Error> {
+    b.log("latency: ping/pong through a pipe and a switch");
+    let count = b.params.one("ping_n")?;
+    for path in ["pipe", "switch"] {
+        for busy in [true, false] {
+            let c = format!(
+                "{}, {}",
+                if path == "pipe" {
+                    "pipe"
+                } else {
+                    "through a switch"
+                },
+                if busy { "busy-waiting" } else { "blocking" }
+            );
+            let sys = format!("ringswitch {path}");
+            for r in 1..=b.runs {
+                if super::signals::interrupted() {
+                    return Ok(());
+                }
+                let result = b.rtt(path, busy, count);
+                for f in ["p50", "avg", "min", "p99"] {
+                    let metric = format!("RTT {f}");
+                    let k = Key {
+                        section: "latency",
+                        case: &c,
+                        system: &sys,
+                        metric: &metric,
+                        unit: "ns",
+                        better: "lower",
+                        x: "-",
+                    };
+                    match &result {
+                        Ok(rtt) => {
+                            let v = match f {
+                                "p50" => &rtt.p50,
+                                "avg" => &rtt.avg,
+                                "min" => &rtt.min,
+                                _ => &rtt.p99,
+                            };
+                            match v {
+                                Some(v) => {
+                                    b.data.sample(&k, r, v)?;
+                                }
+                                None => b.data.miss(
+                                    "latency",
+                                    &c,
+                                    &sys,
+                                    &format!("{metric}: not reported (key rtt_{f})"),
+                                )?,
+                            }
+                        }
+                        Err(e) => b.data.miss("latency", &c, &sys, e)?,
+                    }
+                }
+            }
+        }
+    }
+    b.daemon_stop();
+    Ok(())
+}
+
+/// Throughput against batch size: pkt-gen `-b N` on both ends; the switch
+/// also runs `serve --batch N`.
+fn batch(b: &mut Bench) -> Result<(), Error> {
+    b.log("batch: throughput against batch size, pipe and switch");
+    let secs = b.params.one("batch_secs")?;
+    let batches = b.params.list("batches")?.to_vec();
+    let c = "60 B frames";
+    let worker = b.tx_cpu.to_string();
+    for (sys, switch) in [(PIPE, false), (SWITCH, true)] {
+        for &n in &batches {
+            if super::signals::interrupted() {
+                return Ok(());
+            }
+            let x = n.to_string();
+            let daemon = if switch {
+                b.daemon_ensure(&["--workers", "1", "--worker-cpus", &worker, "--batch", &x])
+            } else {
+                b.daemon_ensure(&["--workers", "1"])
+            };
+            if let Err(e) = daemon {
+                b.data.miss("batch", c, sys, &format!("batch {n}: {e}"))?;
+                continue;
+            }
+            let (rxp, txp, label, tx_cpu) = if switch {
+                (
+                    "vale0:sb".to_owned(),
+                    "vale0:sa".to_owned(),
+                    format!("batch-switch-{n}"),
+                    b.rx_cpu,
+                )
+            } else {
+                let p = b.next_pipe();
+                (
+                    format!("bp}}{p}"),
+                    format!("bp{{{p}"),
+                    format!("batch-pipe-{n}"),
+                    b.tx_cpu,
+                )
+            };
+            let plan = TputPlan {
+                label: &label,
+                rx_port: &rxp,
+                tx_port: &txp,
+                len: 60,
+                burst: n,
+                busy: false,
+                secs,
+                tx_cpu,
+            };
+            match b.tput(&plan) {
+                Ok(t) => {
+                    b.data
+                        .sample(&received("batch", c, sys, &x), 1, &mpps(t.rx_pps()))?;
+                }
+                Err(e) => b.data.miss("batch", c, sys, &format!("batch {n}: {e}"))?,
+            }
+        }
+    }
+    b.daemon_stop();
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! What `ringswitch-bench run` reads from its processes, tested on
+//! recorded outputs (bench/testdata/pktgen: pkt-gen --json runs of a
+//! switch and a pipe on the 2-core machine) and on texts written here:
+//! pkt-gen's reports, /proc/PID/stat, a failed process's one-line reason,
+//! and the figures computed from them.
+
+use std::path::{Path, PathBuf};
+
+use ringswitch_bench::figures::{mpps, per_mpkt};
+use ringswitch_bench::pktgen::Report;
+use ringswitch_bench::run::procs::{parse_stat_ticks, strip_ansi, why_line, Exit};
+
+fn recorded(name: &str) -> String {
+    let p: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../bench/testdata/pktgen")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn receiver_and_sender_reports() {
+    let rx = Report::from_stdout(&recorded("rx.out")).expect("rx report");
+    assert_eq!(rx.packets, Some(3_375_930));
+    assert_eq!(mpps(rx.pps.unwrap()), "3.405");
+    assert_eq!(rx.cpu_seconds, Some(0.087960573));
+    let tx = Report::from_stdout(&recorded("tx.out")).expect("tx report");
+    assert_eq!(tx.packets, Some(3_382_071));
+    assert_eq!(mpps(tx.pps.unwrap()), "3.374");
+    // CPU of both pkt-gens per million received packets, as the
+    // throughput section writes it.
+    let all = rx.cpu_seconds.unwrap() + tx.cpu_seconds.unwrap();
+    assert_eq!(
+        per_mpkt(all, rx.packets.unwrap()).as_deref(),
+        Some("0.0549")
+    );
+    assert_eq!(rx.rtt.p50, None);
+}
+
+#[test]
+fn ping_report_keeps_the_numbers_as_written() {
+    let p = Report::from_stdout(&recorded("ping.out")).expect("ping report");
+    assert_eq!(p.rtt.p50.as_deref(), Some("761"));
+    assert_eq!(p.rtt.avg.as_deref(), Some("116095"));
+    assert_eq!(p.rtt.min.as_deref(), Some("360"));
+    assert_eq!(p.rtt.p99.as_deref(), Some("16791"));
+    assert_eq!(p.lost, Some(0));
+}
+
+#[test]
+fn no_report_or_a_broken_one_is_none() {
+    assert_eq!(Report::from_stdout(&recorded("no-report.out")), None);
+    assert_eq!(Report::from_stdout(""), None);
+    assert_eq!(Report::from_stdout("{\"pps\": 1"), None);
+    // Fields of the wrong type are missing, not a panic.
+    let r = Report::from_stdout("x\n{\"pps\":\"fast\",\"packets\":-1,\"rtt_ns_p50\":null}\n\n")
+        .unwrap();
+    assert_eq!((r.pps, r.packets, r.rtt.p50), (None, None, None));
+}
+
+#[test]
+fn proc_stat_ticks() {
+    // A command name with spaces and parentheses: fields count from the
+    // last ')'. utime 7, stime 5.
+    let stat = "3586 (a (b) c) S 3578 3578 18497 0 -1 4194304 99 0 0 0 7 5 0 0 20 0 1 0";
+    assert_eq!(parse_stat_ticks(stat), Some(12));
+    assert_eq!(parse_stat_ticks("3586 (cat) R 1 2"), None);
+    assert_eq!(parse_stat_ticks("garbage"), None);
+}
+
+#[test]
+fn a_failed_process_in_one_line() {
+    let err = "\x1b[31merror\x1b[0m: first\n\nport vale0:x: no such switch\n  \n";
+    let clean = strip_ansi(err);
+    assert_eq!(clean, "error: first\n\nport vale0:x: no such switch\n  \n");
+    assert_eq!(
+        why_line("003-pipe-tx", Exit(1), &clean),
+        "003-pipe-tx exited with status 1: port vale0:x: no such switch"
+    );
+    assert_eq!(
+        why_line("004-rx", Exit(124), ""),
+        "004-rx timed out (status 124)"
+    );
+    let long = "x".repeat(300);
+    assert_eq!(
+        why_line("n", Exit(137), &long).len(),
+        "n timed out (status 137): ".len() + 200
+    );
+}
