@@ -91,6 +91,9 @@ pub enum Problem {
     /// The run number is not a whole number from 1 up.
     #[error("the run number `{0}` is not a whole number from 1 up")]
     Run(String),
+    /// The op column of a target is not one of `>=`, `>`, `<=`, `<`.
+    #[error("the comparison is `{0}`, but it should be `>=`, `>`, `<=` or `<`")]
+    Op(String),
     /// The better column is not one of its three words.
     #[error("better is `{0}`, but it should be `higher`, `lower` or `-`")]
     Better(String),

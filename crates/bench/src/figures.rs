@@ -1,6 +1,6 @@
 //! The arithmetic of a run's figures, on numbers its processes reported:
-//! rates in Mpps, CPU per million packets, CPU as a share of a core,
-//! medians. Each returns the text written to `samples.tsv`, with the
+//! rates in Mpps, CPU per million packets, CPU as a share of a core
+//! (medians of runs: [`crate::model::median`]). Each returns the text written to `samples.tsv`, with the
 //! precision bench/compare has always used.
 
 /// Packets per second as Mpps with three decimals.
@@ -25,22 +25,6 @@ pub fn tick_seconds(ticks: u64, hz: f64) -> f64 {
     (s * 1e4).round() / 1e4
 }
 
-/// The median of `values` (the mean of the two middle ones for an even
-/// count); `None` if empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,14 +38,5 @@ mod tests {
         assert_eq!(pct_of_core(25, 100.0, 5.0).as_deref(), Some("5.00"));
         assert_eq!(pct_of_core(25, 100.0, 0.0), None);
         assert_eq!(tick_seconds(123, 100.0), 1.23);
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0]), Some(3.0));
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        assert_eq!(median(&[f64::NAN, 1.0]), Some(1.0));
     }
 }

@@ -25,6 +25,10 @@
 //!   then one line per measurement that failed;
 //! - `notes.tsv` (optional): `section<TAB>markdown` lines telling how a
 //!   section was measured.
+//! - `targets.tsv` (optional; bench/compare copies `bench/targets.tsv`):
+//!   the header `section case system metric op target source`, then one
+//!   target per line; `op` is `>=`, `>`, `<=` or `<`. The report's Targets
+//!   table judges the median of each target's plain (`x` `-`) samples.
 //!
 //! Malformed input is an [`Error::Malformed`] naming the file, the line and
 //! the problem; nothing on input panics.

@@ -597,3 +597,89 @@ fn report_subcommand_and_the_bare_form_write_the_same_report() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("--out"));
 }
+
+#[test]
+fn targets_are_judged_on_the_median_and_listed_when_given() {
+    // The last full bench/compare run's data, with the checked-in
+    // targets: each target's row carries the median of its samples and
+    // whether it meets it.
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results/data");
+    let data = scratch("targets-data");
+    for f in ["meta.tsv", "samples.tsv", "failures.tsv", "notes.tsv"] {
+        std::fs::copy(recorded.join(f), data.join(f)).unwrap();
+    }
+    let targets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/targets.tsv");
+    std::fs::copy(&targets, data.join("targets.tsv")).unwrap();
+    let with = report_of(&data, &scratch("targets-out"));
+    let without = report_of(&recorded, &scratch("targets-none"));
+    assert!(!without.contains("## Targets"));
+    let at = with.find("## Targets\n").expect("a Targets section");
+    assert!(at < with.find("## Failures").unwrap());
+    let table: Vec<&str> = with[at..]
+        .lines()
+        .skip(4)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let parsed = ringswitch_bench::input::read_dir(&data).unwrap();
+    assert_eq!(table.len(), parsed.targets.len());
+    let all = rows(&recorded);
+    let mut judged = 0;
+    for (t, line) in parsed.targets.iter().zip(&table) {
+        let values: Vec<f64> = all
+            .iter()
+            .filter(|r| {
+                r.section == t.section
+                    && r.case == t.case
+                    && r.system == t.system
+                    && r.metric == t.metric
+                    && r.x == "-"
+            })
+            .map(|r| r.value)
+            .collect();
+        let cells: Vec<&str> = line.split(" | ").collect();
+        if values.is_empty() {
+            assert!(
+                line.contains("| not measured |") && line.contains("| — |"),
+                "{line}"
+            );
+            continue;
+        }
+        let mut v = values.clone();
+        v.sort_by(f64::total_cmp);
+        let m = if v.len() % 2 == 1 {
+            v[v.len() / 2]
+        } else {
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        };
+        assert!(cells[1].starts_with(&num(m)), "{line}: median {m}");
+        let met = match t.op {
+            ringswitch_bench::input::Op::AtLeast => m >= t.target,
+            ringswitch_bench::input::Op::Above => m > t.target,
+            ringswitch_bench::input::Op::AtMost => m <= t.target,
+            ringswitch_bench::input::Op::Below => m < t.target,
+        };
+        assert_eq!(cells[3], if met { "yes" } else { "no" }, "{line}");
+        judged += 1;
+    }
+    assert!(
+        judged >= 7,
+        "only {judged} targets found figures in the recorded run"
+    );
+
+    // A bad comparison is an error naming the file and line.
+    std::fs::write(
+        data.join("targets.tsv"),
+        format!(
+            "{}\nswitch\tc\ts\tm\t=>\t1\tx\n",
+            ringswitch_bench::input::TARGETS_HEADER
+        ),
+    )
+    .unwrap();
+    let e = ringswitch_bench::input::read_dir(&data)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("targets.tsv, line 2") && e.contains("`=>`"),
+        "{e}"
+    );
+}
