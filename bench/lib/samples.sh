@@ -68,6 +68,30 @@ take() {
 	fi
 }
 
+# bench_run SECTIONS: ringswitch's side of SECTIONS (comma-separated),
+# measured by `ringswitch-bench run` into the same data files, with the
+# parameters of bench/params.tsv (its progress on stderr and in run.log, its
+# processes' output in raw/run-*). Uses BENCH (the ringswitch-bench binary,
+# empty if it did not build), RS, WORK, OUT, RUNS, QUICK, RX_CPU, TX_CPU.
+bench_run() {
+	local s=$1 rc=0 q=() x
+	daemon_stop
+	if [[ -z $BENCH ]]; then
+		for x in ${s//,/ }; do miss "$x" "every case" "ringswitch" "not measured: ringswitch-bench did not build (see run.log)"; done
+		return
+	fi
+	((QUICK)) && q=(--quick)
+	logq "start ringswitch-bench run --sections $s"
+	timeout -k 3 3600 "$BENCH" run --ringswitch "$RS" --socket "$WORK/bench.sock" --out "$OUT" \
+		--params "$BENCH_DIR/params.tsv" --sections "$s" --runs "$RUNS" --rx-cpu "$RX_CPU" --tx-cpu "$TX_CPU" \
+		"${q[@]}" </dev/null &
+	BG_PIDS+=("$!")
+	wait_bg "$!" || rc=$?
+	if ((rc != 0)); then
+		for x in ${s//,/ }; do miss "$x" "every case" "ringswitch" "ringswitch-bench run --sections $s exited with status $rc (see run.log)"; done
+	fi
+}
+
 # A median of numbers on stdin (nothing if none).
 median_of() {
 	sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%s\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
