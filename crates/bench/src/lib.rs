@@ -49,6 +49,8 @@
 //! The own writer escapes every text in one place and gives byte-identical
 //! output for the same input.
 #![warn(missing_docs)]
+// System calls only in `run::procs` and `run::signals`, which allow it.
+#![deny(unsafe_code)]
 
 pub mod error;
 pub mod figures;

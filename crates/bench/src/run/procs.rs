@@ -2,6 +2,7 @@
 //! leader of a process group, so killing the group kills the whole
 //! command), optionally pinned with `taskset`, with stdout and stderr in
 //! `raw/NNN-name.{out,err}`. [`Procs`] stops whatever is left when dropped.
+#![allow(unsafe_code)] // kill(2), sysconf(3), signal(2)
 
 use std::fs::File;
 use std::io::Write;

@@ -94,106 +94,98 @@ impl Section {
     }
 }
 
-/// Pipes, each size, burst 512, blocking, sender and receiver on their own
-/// CPU.
+/// Pipes: sender and receiver on their own CPU.
 fn throughput(b: &mut Bench) -> Result<(), Error> {
     b.log("throughput: ringswitch pipes");
-    let (secs, burst) = (b.params.one("secs")?, b.params.one("burst")?);
-    for &len in &b.params.list("sizes")?.to_vec() {
-        let c = format!("process to process, {len} B");
-        for r in 1..=b.runs {
-            if super::signals::interrupted() {
-                return Ok(());
-            }
-            if let Err(e) = b.daemon_ensure(&["--workers", "1"]) {
-                b.data.miss("throughput", &c, PIPE, &e)?;
-                continue;
-            }
-            let n = b.next_pipe();
-            let (rxp, txp) = (format!("bp}}{n}"), format!("bp{{{n}"));
-            let plan = TputPlan {
-                label: &format!("pipe-{len}-r{r}"),
-                rx_port: &rxp,
-                tx_port: &txp,
-                len,
-                burst,
-                busy: false,
-                secs,
-                tx_cpu: b.tx_cpu,
-            };
-            match b.tput(&plan) {
-                Ok(t) => {
-                    b.data
-                        .sample(&received("throughput", &c, PIPE, "-"), r, &mpps(t.rx_pps()))?;
-                    let all = cost_text(Some(t.clients_cpu_s()), t.rx_packets());
-                    b.data
-                        .sample(&cost(&c, PIPE, "CPU, all processes"), r, &all)?;
-                    b.log(&format!(
-                        "  pipe {len} B run {r}: {} Mpps",
-                        mpps(t.rx_pps())
-                    ));
-                }
-                Err(e) => b
-                    .data
-                    .miss("throughput", &c, PIPE, &format!("run {r}: {e}"))?,
-            }
-        }
-    }
-    Ok(())
+    sized_runs(b, false)
 }
 
 /// Two ring ports of a switch, the worker on the senders' CPU, both
 /// pkt-gens on the receivers' CPU.
 fn switch(b: &mut Bench) -> Result<(), Error> {
     b.log("switch: two ring ports of one switch");
+    sized_runs(b, true)?;
+    // Nothing of ringswitch runs while the peers measure.
+    b.daemon_stop();
+    Ok(())
+}
+
+/// Each frame size, `runs` times, burst from the parameters, blocking:
+/// through pipes (`switch` false) or two ring ports of a switch. Received
+/// Mpps and CPU per million packets.
+fn sized_runs(b: &mut Bench, switch: bool) -> Result<(), Error> {
     let (secs, burst) = (b.params.one("secs")?, b.params.one("burst")?);
     let worker = b.tx_cpu.to_string();
+    let (section, sys, what) = if switch {
+        ("switch", SWITCH, "switch")
+    } else {
+        ("throughput", PIPE, "pipe")
+    };
     for &len in &b.params.list("sizes")?.to_vec() {
-        let c = format!("through a switch, {len} B");
-        let sw = format!("valecmp{len}");
+        let c = if switch {
+            format!("through a switch, {len} B")
+        } else {
+            format!("process to process, {len} B")
+        };
         for r in 1..=b.runs {
             if super::signals::interrupted() {
                 return Ok(());
             }
-            if let Err(e) = b.daemon_ensure(&["--workers", "1", "--worker-cpus", &worker]) {
-                b.data.miss("switch", &c, SWITCH, &e)?;
+            let daemon = if switch {
+                b.daemon_ensure(&["--workers", "1", "--worker-cpus", &worker])
+            } else {
+                b.daemon_ensure(&["--workers", "1"])
+            };
+            if let Err(e) = daemon {
+                b.data.miss(section, &c, sys, &e)?;
                 continue;
             }
-            let (rxp, txp) = (format!("{sw}:b"), format!("{sw}:a"));
+            let (rxp, txp, tx_cpu) = if switch {
+                (
+                    format!("valecmp{len}:b"),
+                    format!("valecmp{len}:a"),
+                    b.rx_cpu,
+                )
+            } else {
+                let n = b.next_pipe();
+                (format!("bp}}{n}"), format!("bp{{{n}"), b.tx_cpu)
+            };
             let plan = TputPlan {
-                label: &format!("switch-{len}-r{r}"),
+                label: &format!("{what}-{len}-r{r}"),
                 rx_port: &rxp,
                 tx_port: &txp,
                 len,
                 burst,
                 busy: false,
                 secs,
-                tx_cpu: b.rx_cpu,
+                tx_cpu,
             };
-            match b.tput(&plan) {
-                Ok(t) => {
-                    b.data
-                        .sample(&received("switch", &c, SWITCH, "-"), r, &mpps(t.rx_pps()))?;
-                    let n = t.rx_packets();
-                    let sw_cost = cost_text(t.daemon_s, n);
-                    b.data
-                        .sample(&cost(&c, SWITCH, "CPU, switch process"), r, &sw_cost)?;
-                    let all = cost_text(t.daemon_s.map(|d| d + t.clients_cpu_s()), n);
-                    b.data
-                        .sample(&cost(&c, SWITCH, "CPU, all processes"), r, &all)?;
-                    b.log(&format!(
-                        "  switch {len} B run {r}: {} Mpps",
-                        mpps(t.rx_pps())
-                    ));
+            let t = match b.tput(&plan) {
+                Ok(t) => t,
+                Err(e) => {
+                    b.data.miss(section, &c, sys, &format!("run {r}: {e}"))?;
+                    continue;
                 }
-                Err(e) => b
-                    .data
-                    .miss("switch", &c, SWITCH, &format!("run {r}: {e}"))?,
+            };
+            b.data
+                .sample(&received(section, &c, sys, "-"), r, &mpps(t.rx_pps()))?;
+            let n = t.rx_packets();
+            if switch {
+                let own = cost_text(t.daemon_s, n);
+                b.data
+                    .sample(&cost(&c, sys, "CPU, switch process"), r, &own)?;
             }
+            // Pipes: no daemon on the data path, the pkt-gens are all.
+            let daemon_s = if switch { t.daemon_s } else { Some(0.0) };
+            let all = cost_text(daemon_s.map(|d| d + t.clients_cpu_s()), n);
+            b.data
+                .sample(&cost(&c, sys, "CPU, all processes"), r, &all)?;
+            b.log(&format!(
+                "  {what} {len} B run {r}: {} Mpps",
+                mpps(t.rx_pps())
+            ));
         }
     }
-    // Nothing of ringswitch runs while the peers measure.
-    b.daemon_stop();
     Ok(())
 }
 

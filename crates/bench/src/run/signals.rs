@@ -2,6 +2,7 @@
 //! flag; waits see it, stop what they wait for, and the run returns, so
 //! every process it started is stopped (bench/compare stops `run` with
 //! SIGTERM when it is itself interrupted).
+#![allow(unsafe_code)] // signal(2)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
