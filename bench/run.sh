@@ -98,13 +98,14 @@ while (($# > 0)); do
 	shift
 done
 
-# The round trips and the batch sweep are measured by ringswitch-bench run
-# with bench/params.tsv (bench/compare's parameters).
+# The round trips, the batch sweep, idle and memory are measured by
+# ringswitch-bench run with bench/params.tsv (bench/compare's parameters).
 if ((QUICK)); then
-	TPUT_S=2 IDLE_S=5 MEMIF_S=3 VH_S=2 VH_IDLE_S=5 NIC_S=3 NIC_GEN_S=3
+	TPUT_S=2 MEMIF_S=3 VH_S=2 VH_IDLE_S=5 NIC_S=3 NIC_GEN_S=3
 else
-	TPUT_S=5 IDLE_S=10 MEMIF_S=5 VH_S=5 VH_IDLE_S=10 NIC_S=10 NIC_GEN_S=5
+	TPUT_S=5 MEMIF_S=5 VH_S=5 VH_IDLE_S=10 NIC_S=10 NIC_GEN_S=5
 fi
+IDLE_S=$(param idle_secs)
 RUNS=1
 ((VHOST || CORE || NIC)) || {
 	usage >&2
@@ -213,8 +214,7 @@ fi
 
 ALL_RS_KEYS=(pipe_blocking_mpps pipe_busy_mpps pipe_big_mpps
 	sw60_rx_mpps sw60_tx_mpps sw60_drops sw60_drop_pct
-	sw1514_rx_mpps sw1514_tx_mpps sw1514_drops sw1514_drop_pct
-	idle_daemon_pct idle_pktgen_pct idle_pktgen_max_pct rss8_kib rss64_kib rss_per_port_b)
+	sw1514_rx_mpps sw1514_tx_mpps sw1514_drops sw1514_drop_pct)
 
 # ------------------------------------------------------------ measurements
 
@@ -223,12 +223,10 @@ if ((CORE)) && [[ -n $RS ]]; then
 	measure_switch "$TPUT_S"
 	daemon_stop # nothing of ours runs while memif measures
 	measure_memif "$MEMIF_S"
-	bench_run latency,batch
-	measure_idle_rss "$IDLE_S"
-	daemon_stop
+	bench_run latency,batch,idle
 elif ((CORE)); then
 	failed "$BUILD_ERR" "${ALL_RS_KEYS[@]}"
-	for s in latency batch; do miss "$s" "every case" "ringswitch" "$BUILD_ERR"; done
+	for s in latency batch idle memory; do miss "$s" "every case" "ringswitch" "$BUILD_ERR"; done
 	measure_memif "$MEMIF_S"
 fi
 if ((VHOST)); then
@@ -242,7 +240,7 @@ fi
 
 # ------------------------------------------------------------ data
 
-# The figures of sections 1, 2, 5, 6 and 7 as samples, named as bench/compare
+# The figures of sections 1, 2 and 7 as samples, named as bench/compare
 # names them (bench/targets.tsv judges them by these names).
 if ((CORE)); then
 	c="process to process, 60 B" sys="ringswitch pipe"
@@ -258,13 +256,6 @@ if ((CORE)); then
 		take "sw${len}_drops" switch "$c" "$sys" "dropped (drop_rx_full at the receiver)" packets lower - 1
 		take "sw${len}_drop_pct" switch "$c" "$sys" "dropped, % of sent" "%" lower - 1
 	done
-	c="8 ring ports open, no traffic"
-	take idle_daemon_pct idle "$c" "ringswitch daemon" "CPU, switch process" "% of a core" lower - 1
-	take idle_pktgen_pct idle "$c" "ringswitch, the 8 blocked pkt-gen rx" "CPU, clients" "% of a core" lower - 1
-	take idle_pktgen_max_pct idle "$c" "ringswitch, the 8 blocked pkt-gen rx" "CPU, one client at most" "% of a core" lower - 1
-	take rss8_kib memory "8 ring ports open" "ringswitch daemon" "VmRSS − RssShmem" KiB lower - 1
-	take rss64_kib memory "64 ring ports (56 persistent added)" "ringswitch daemon" "VmRSS − RssShmem" KiB lower - 1
-	take rss_per_port_b memory "per added port" "ringswitch daemon" "VmRSS − RssShmem" B lower - 1
 fi
 # Failures of sections 8 and 9 (their tables follow the report).
 for k in "${KEYS[@]}"; do
@@ -303,14 +294,12 @@ meta guest_halt_poll_ns "$H_HALT_POLL; with 0 every wake-up of a thread on an id
 cp "$BENCH_DIR/targets.tsv" "$DATA/targets.tsv" || log "warning: no bench/targets.tsv: the report has no Targets table"
 
 if ((CORE)); then
-	tick_note=
-	ok idle_tick_pct && tick_note=" One clock tick over the window is $(val idle_tick_pct)% of a core, the resolution of these figures."
 	note throughput "Two CPUs. The receiver (pkt-gen rx) runs pinned to CPU $RX_CPU and the sender (pkt-gen tx) to CPU $TX_CPU with \`taskset\`; no daemon thread is on a pipe's data path. 60 B, \`-b 512\`, blocking (and \`--busy\` on both), ${TPUT_S} s; also 4096 slots and \`-b 2048\`. Throughput is the receiver's: pkt-gen rx counts from its first to its last packet. DPDK memif: \`bench/peers/memif.sh --seconds ${MEMIF_S} --size 64\` (and 1514), testpmd txonly on CPU $TX_CPU → rxonly on CPU $RX_CPU, both busy-polling, run while no ringswitch process runs; its 64 B is testpmd \`--txpkts=64\`, 4 bytes more than ringswitch's 60 B (netmap's convention, without CRC)."
 	note switch "Two ports on a switch of their own (\`valebench60:a\` → \`valebench60:b\`), ${TPUT_S} s; the worker gets CPU $TX_CPU (\`serve --worker-cpus $TX_CPU\`) and both pkt-gens share CPU $RX_CPU, since three busy threads cannot each have a core here. pkt-gen's broadcast frames flood to the one other port; drops are \`drop_rx_full\` of the receiving port from \`ctl stats --json\` (read after the sender stopped, while the receiver still holds its port), also as a share of the packets the sender's pkt-gen reports sent."
 	note latency "\`ringswitch-bench run --sections latency\` (bench/params.tsv's ping_n round trips): ping on CPU $TX_CPU, pong on CPU $RX_CPU, burst 1; busy is \`--busy\` on ping and pong. Blocking through the switch, the daemon runs with \`--idle-poll-us 50\`. Busy RTT through the switch needs three busy-waiting threads (ping, worker, pong), one more than this machine has cores, so it is measured with the worker sleeping between batches; it cannot meet a busy-wait target here. The target is judged on p50."
 	note batch "\`ringswitch-bench run --sections batch\` (bench/params.tsv's batches and batch_secs): for the pipe, pkt-gen \`-b\` on both ends; for the switch, the daemon restarted per point with \`--batch N\` and pkt-gen \`-b N\` on both ends (on-demand ports \`vale0:sa\` → \`vale0:sb\`)."
-	note idle "A fresh daemon, 8 pkt-gen rx (blocking) on \`vale0:i1..i8\`, no traffic; CPU from \`/proc/PID/stat\` utime+stime (all threads) over ${IDLE_S} s, as % of one core.$tick_note"
-	note memory "\`VmRSS − RssShmem\` of the daemon (rings and buffers live in memfds, which count as shmem), with the 8 idle ports open (8 client connections), then with 56 persistent ports \`vale0:p9..p64@conf:slots=64\` added (64 in all, no clients); per port = the difference / 56. Of the 8-port figure, $(val rss8_anon_kib) KiB is RssAnon and $(val rss8_file_kib) KiB RssFile (the mapped binary and libraries)."
+	note idle "A fresh daemon, 8 pkt-gen rx (blocking) on \`vale0:i1..i8\`, no traffic; CPU from \`/proc/PID/stat\` utime+stime (all threads) over ${IDLE_S} s, as % of one core (one clock tick over the window, in run.log, is the resolution of these figures)."
+	note memory "\`VmRSS − RssShmem\` of the daemon (rings and buffers live in memfds, which count as shmem), with the 8 idle ports open (8 client connections), then with 56 persistent ports \`vale0:p9..p64@conf:slots=64\` added (64 in all, no clients); per port = the difference / 56 (the 8-port figure's RssAnon and RssFile, the mapped binary and libraries, are in run.log)."
 	note general "The machine is shared with other jobs (see the load above): figures are noisy, single runs. Reasons and process output: \`run.log\` and \`raw/\` in this directory."
 fi
 

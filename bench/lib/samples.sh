@@ -68,6 +68,15 @@ take() {
 	fi
 }
 
+# param NAME: a parameter of bench/params.tsv (the one ringswitch-bench run
+# measures with), for QUICK's mode; lists with spaces. Uses BENCH_DIR, PROG.
+param() {
+	awk -F'\t' -v n="$1" -v c=$((QUICK ? 2 : 3)) '$1 == n { gsub(",", " ", $c); print $c; f = 1 } END { exit !f }' \
+		"$BENCH_DIR/params.tsv" || {
+		echo "$PROG: no parameter $1 in bench/params.tsv" >&2
+		exit 2
+	}
+}
 # bench_run SECTIONS: ringswitch's side of SECTIONS (comma-separated),
 # measured by `ringswitch-bench run` into the same data files, with the
 # parameters of bench/params.tsv (its progress on stderr and in run.log, its

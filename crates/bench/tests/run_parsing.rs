@@ -1,6 +1,7 @@
 //! What `ringswitch-bench run` reads from its processes, tested on
 //! recorded outputs (bench/testdata/pktgen: pkt-gen --json runs of a
-//! switch and a pipe on the 2-core machine) and on texts written here:
+//! switch and a pipe on the 2-core machine, a `ctl stats --json`) and on
+//! texts written here:
 //! pkt-gen's reports, /proc/PID/stat, a failed process's one-line reason,
 //! and the figures computed from them.
 
@@ -85,4 +86,21 @@ fn a_failed_process_in_one_line() {
         why_line("n", Exit(137), &long).len(),
         "n timed out (status 137): ".len() + 200
     );
+}
+
+#[test]
+fn daemon_memory_and_port_count() {
+    use ringswitch_bench::run::idle::{ports_on, rss_without_shmem, status_kb};
+    let status = "Name:\tringswitchd\nVmRSS:\t    5960 kB\nRssAnon:\t     168 kB\n\
+                  RssFile:\t    1792 kB\nRssShmem:\t    2000 kB\nVmRSSx:\t1 kB\n";
+    assert_eq!(status_kb(status, "VmRSS"), Some(5960));
+    assert_eq!(status_kb(status, "VmSwap"), None);
+    assert_eq!(rss_without_shmem(status), Some((3960, 168, 1792)));
+    assert_eq!(rss_without_shmem("VmRSS:\t1 kB\n"), None);
+    // A recorded `ctl stats --json` of the switch section: one port.
+    let stats = recorded("ctl-stats.json");
+    assert_eq!(ports_on(&stats, "valebench60"), Some(1));
+    assert_eq!(ports_on(&stats, "vale0"), Some(0));
+    assert_eq!(ports_on("{}", "vale0"), None);
+    assert_eq!(ports_on("not json", "vale0"), None);
 }

@@ -10,9 +10,11 @@
 //!   arguments change;
 //! - [`measure`]: one throughput run (a receiver and a sender) and one
 //!   round-trip run (ping and pong);
-//! - [`sections`]: the sections, their cases and their samples.
+//! - [`sections`]: the sections, their cases and their samples;
+//! - [`idle`]: the idle and memory sections.
 
 pub mod daemon;
+pub mod idle;
 pub mod log;
 pub mod measure;
 pub mod procs;

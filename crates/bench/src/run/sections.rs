@@ -23,10 +23,12 @@ pub enum Section {
     Latency,
     /// Throughput against batch size, pipe and switch.
     Batch,
+    /// The daemon's CPU with 8 idle ports, then its memory.
+    Idle,
 }
 
-/// The names `--sections` takes, in the order they run.
-pub const NAMES: [&str; 4] = ["throughput", "switch", "latency", "batch"];
+/// The names `--sections` takes.
+pub const NAMES: [&str; 5] = ["throughput", "switch", "latency", "batch", "idle"];
 
 impl FromStr for Section {
     type Err = String;
@@ -36,6 +38,7 @@ impl FromStr for Section {
             "switch" => Section::Switch,
             "latency" => Section::Latency,
             "batch" => Section::Batch,
+            "idle" => Section::Idle,
             _ => {
                 return Err(format!(
                     "unknown section '{s}' (sections: {})",
@@ -90,6 +93,7 @@ impl Section {
             Section::Switch => switch(b),
             Section::Latency => latency(b),
             Section::Batch => batch(b),
+            Section::Idle => super::idle::idle(b),
         }
     }
 }
