@@ -3,7 +3,6 @@
 # Sourced after common.sh. Uses: RS (the ringswitch binary), SOCK, RX_CPU,
 # TX_CPU, RAW, and the results store of report.sh (put, failed).
 
-TP_TX_EXTRA=() # more pkt-gen arguments for tput's sender (e.g. -R RATE)
 DAEMON_TPID= # the timeout process running the daemon
 DAEMON_PID=  # the daemon itself
 DAEMON_ARGS=
@@ -89,7 +88,7 @@ tput() {
 		return 1
 	fi
 	run_fg "$label-tx" "$TX_CPU" $((secs + 30)) "$RS" --socket "$SOCK" pkt-gen \
-		-i "$txp" -f tx -l "$len" -b "$burst" "${bf[@]}" "${TP_TX_EXTRA[@]}" --duration "$secs" -T 0 --json || rc=$?
+		-i "$txp" -f tx -l "$len" -b "$burst" "${bf[@]}" --duration "$secs" -T 0 --json || rc=$?
 	txname=$BG_NAME
 	sleep 0.3
 	# While the receiver's port is still open (its counters go with it).

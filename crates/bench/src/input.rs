@@ -196,6 +196,25 @@ pub struct Data {
     pub targets: Vec<Target>,
 }
 
+impl Data {
+    /// The plain (x `-`) samples of one metric of one system in one case.
+    pub fn plain<'a>(
+        &'a self,
+        section: &'a str,
+        case: &'a str,
+        system: &'a str,
+        metric: &'a str,
+    ) -> impl Iterator<Item = &'a Sample> + 'a {
+        self.samples.iter().filter(move |s| {
+            s.section == section
+                && s.case == case
+                && s.system == system
+                && s.metric == metric
+                && s.x.value.is_none()
+        })
+    }
+}
+
 /// Reads the data files of `dir`; `samples.tsv` must exist, the others may
 /// be missing.
 pub fn read_dir(dir: &Path) -> Result<Data, Error> {

@@ -40,7 +40,7 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Measures ringswitch's side of sections (throughput, switch, latency,
-    /// batch, idle: also the daemon's memory) and appends the samples and failures to OUT/data/*.tsv,
+    /// batch, idle: also the daemon's memory, load) and appends the samples and failures to OUT/data/*.tsv,
     /// progress to OUT/run.log and every process's output to OUT/raw/.
     /// Sizes, counts and durations come from the parameters file.
     Run {

@@ -433,18 +433,14 @@ pub fn meets(figure: Option<&Figure>, t: &Target) -> &'static str {
     }
 }
 
-/// The figure a target is about: the median of its plain (x `-`) samples.
+/// The figure a target is about: the median of its plain (x `-`) samples,
+/// and their unit.
 pub fn target_figure(data: &Data, t: &Target) -> Option<(Figure, String)> {
-    let of_t = |s: &&Sample| {
-        s.section == t.section
-            && s.case == t.case
-            && s.system == t.system
-            && s.metric == t.metric
-            && s.x.value.is_none()
-    };
-    let values: Vec<f64> = data.samples.iter().filter(of_t).map(|s| s.value).collect();
-    let unit = data.samples.iter().find(of_t)?.unit.clone();
-    Some((Figure::of(&values)?, unit))
+    let samples: Vec<&Sample> = data
+        .plain(&t.section, &t.case, &t.system, &t.metric)
+        .collect();
+    let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
+    Some((Figure::of(&values)?, samples.first()?.unit.clone()))
 }
 
 /// The targets table (`targets.tsv`), if the run has targets.

@@ -140,6 +140,20 @@ impl DataDir {
         Ok(true)
     }
 
+    /// The values of the plain (x `-`) samples written so far for one
+    /// metric of one system in one case.
+    pub fn values(
+        &self,
+        section: &str,
+        case: &str,
+        system: &str,
+        metric: &str,
+    ) -> Result<Vec<f64>, Error> {
+        let data = crate::input::read_dir(&self.dir)?;
+        let values = data.plain(section, case, system, metric).map(|s| s.value);
+        Ok(values.collect())
+    }
+
     /// A `failures.tsv` line.
     pub fn miss(&self, section: &str, case: &str, system: &str, reason: &str) -> Result<(), Error> {
         self.put(

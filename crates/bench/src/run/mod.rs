@@ -11,10 +11,12 @@
 //! - [`measure`]: one throughput run (a receiver and a sender) and one
 //!   round-trip run (ping and pong);
 //! - [`sections`]: the sections, their cases and their samples;
-//! - [`idle`]: the idle and memory sections.
+//! - [`idle`]: the idle and memory sections; [`load`]: CPU against
+//!   offered load.
 
 pub mod daemon;
 pub mod idle;
+pub mod load;
 pub mod log;
 pub mod measure;
 pub mod procs;

@@ -25,10 +25,12 @@ pub enum Section {
     Batch,
     /// The daemon's CPU with 8 idle ports, then its memory.
     Idle,
+    /// CPU against offered load, pipe and switch.
+    Load,
 }
 
 /// The names `--sections` takes.
-pub const NAMES: [&str; 5] = ["throughput", "switch", "latency", "batch", "idle"];
+pub const NAMES: [&str; 6] = ["throughput", "switch", "latency", "batch", "idle", "load"];
 
 impl FromStr for Section {
     type Err = String;
@@ -39,6 +41,7 @@ impl FromStr for Section {
             "latency" => Section::Latency,
             "batch" => Section::Batch,
             "idle" => Section::Idle,
+            "load" => Section::Load,
             _ => {
                 return Err(format!(
                     "unknown section '{s}' (sections: {})",
@@ -49,8 +52,10 @@ impl FromStr for Section {
     }
 }
 
-const PIPE: &str = "ringswitch pipe";
-const SWITCH: &str = "ringswitch switch, 2 ring ports";
+/// The system of the pipe figures.
+pub const PIPE: &str = "ringswitch pipe";
+/// The system of the switch figures.
+pub const SWITCH: &str = "ringswitch switch, 2 ring ports";
 
 /// A throughput figure: received Mpps.
 fn received<'a>(section: &'a str, case: &'a str, system: &'a str, x: &'a str) -> Key<'a> {
@@ -94,6 +99,7 @@ impl Section {
             Section::Latency => latency(b),
             Section::Batch => batch(b),
             Section::Idle => super::idle::idle(b),
+            Section::Load => super::load::load(b),
         }
     }
 }
