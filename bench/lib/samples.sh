@@ -90,18 +90,15 @@ bench_run() {
 		return
 	fi
 	((QUICK)) && q=(--quick)
+	# bench/compare's load section shows the saturated peers' CPU.
+	declare -F want >/dev/null && want load && q+=(--peer-load)
 	logq "start ringswitch-bench run --sections $s"
 	timeout -k 3 3600 "$BENCH" run --ringswitch "$RS" --socket "$WORK/bench.sock" --out "$OUT" \
-		--params "$BENCH_DIR/params.tsv" --sections "$s" --runs "$RUNS" --rx-cpu "$RX_CPU" --tx-cpu "$TX_CPU" \
+		--params "$BENCH_DIR/params.tsv" --bench-dir "$BENCH_DIR" --sections "$s" --runs "$RUNS" --rx-cpu "$RX_CPU" --tx-cpu "$TX_CPU" \
 		"${q[@]}" </dev/null &
 	BG_PIDS+=("$!")
 	wait_bg "$!" || rc=$?
 	if ((rc != 0)); then
 		for x in ${s//,/ }; do miss "$x" "every case" "ringswitch" "ringswitch-bench run --sections $s exited with status $rc (see run.log)"; done
 	fi
-}
-
-# A median of numbers on stdin (nothing if none).
-median_of() {
-	sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%s\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }

@@ -39,8 +39,9 @@ enum Command {
         #[arg(long, value_name = "OUTDIR")]
         out: Option<PathBuf>,
     },
-    /// Measures ringswitch's side of sections (throughput, switch, latency,
-    /// batch, idle: also the daemon's memory, load) and appends the samples and failures to OUT/data/*.tsv,
+    /// Measures sections (throughput and batch with DPDK memif, switch with
+    /// OVS-DPDK's memif ports, latency, idle: also the daemon's memory,
+    /// load) and appends the samples and failures to OUT/data/*.tsv,
     /// progress to OUT/run.log and every process's output to OUT/raw/.
     /// Sizes, counts and durations come from the parameters file.
     Run {
@@ -59,6 +60,13 @@ enum Command {
         /// The parameters file.
         #[arg(long, value_name = "FILE", default_value = "bench/params.tsv")]
         params: PathBuf,
+        /// The bench/ directory, whose peers/ scripts measure the peers.
+        #[arg(long, value_name = "DIR", default_value = "bench")]
+        bench_dir: PathBuf,
+        /// Also record the saturated peers' CPU (memif, OVS-DPDK) in the
+        /// load section, at 100 % of their load.
+        #[arg(long)]
+        peer_load: bool,
         /// The quick column of the parameters file.
         #[arg(long)]
         quick: bool,
@@ -112,6 +120,8 @@ fn main() -> ExitCode {
             out,
             sections,
             params,
+            bench_dir,
+            peer_load,
             quick,
             runs,
             rx_cpu,
@@ -123,6 +133,8 @@ fn main() -> ExitCode {
                 socket,
                 out,
                 params,
+                bench_dir,
+                peer_load,
                 mode: if quick { Mode::Quick } else { Mode::Full },
                 runs,
                 rx_cpu,

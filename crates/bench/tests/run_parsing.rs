@@ -104,3 +104,39 @@ fn daemon_memory_and_port_count() {
     assert_eq!(ports_on("{}", "vale0"), None);
     assert_eq!(ports_on("not json", "vale0"), None);
 }
+
+fn peer_recorded(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../bench/testdata/peers")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn memif_and_ovs_reports() {
+    use ringswitch_bench::run::peers::{cores_per_mpps, ovs_placements, MemifReport};
+    // A recorded bench/peers/memif.sh report after its diagnostics.
+    let m = MemifReport::from_stdout(&format!(
+        "memif size=64 run=1 rx_mpps=0.876 cpu_cores=0.62\n{}",
+        peer_recorded("memif-64.json")
+    ))
+    .expect("memif report");
+    assert_eq!(m.runs, ["0.876"]);
+    assert_eq!(m.cpu_cores, [Some(0.62)]);
+    assert_eq!(cores_per_mpps(0.62, 0.876), "0.7078");
+    // No cpu_cores (older script): the runs still count.
+    let m = MemifReport::from_stdout(r#"{"runs":[1.5,2],"median_mpps":1.75}"#).unwrap();
+    assert_eq!((m.runs.len(), m.cpu_cores[1]), (2, None));
+    assert_eq!(MemifReport::from_stdout(r#"{"runs":["fast"]}"#), None);
+    assert_eq!(MemifReport::from_stdout("testpmd failed"), None);
+
+    // A recorded ovs-dpdk.sh --ports memif report, both pmd-maxsleep values.
+    let rows = ovs_placements(&peer_recorded("ovs-dpdk-memif-64.json")).expect("placements");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].pmd_maxsleep, 0);
+    assert_eq!(rows[0].rx_mpps.as_deref(), Some("0.039"));
+    assert_eq!(rows[0].cpu_ns_per_delivered_pkt, Some(4394.5));
+    assert_eq!(rows[1].pmd_maxsleep, 500);
+    assert_eq!(rows[1].vswitchd_cpu_pct.as_deref(), Some("15.2"));
+    assert_eq!(ovs_placements(r#"{"placements":null}"#), None);
+}

@@ -11,6 +11,7 @@
 //! - [`measure`]: one throughput run (a receiver and a sender) and one
 //!   round-trip run (ping and pong);
 //! - [`sections`]: the sections, their cases and their samples;
+//! - [`peers`]: DPDK memif and OVS-DPDK through their scripts;
 //! - [`idle`]: the idle and memory sections; [`load`]: CPU against
 //!   offered load.
 
@@ -19,6 +20,7 @@ pub mod idle;
 pub mod load;
 pub mod log;
 pub mod measure;
+pub mod peers;
 pub mod procs;
 pub mod sections;
 pub mod signals;
@@ -41,6 +43,10 @@ pub struct Setup {
     pub out: PathBuf,
     /// The parameters file.
     pub params: PathBuf,
+    /// The bench/ directory (its peers/ scripts).
+    pub bench_dir: PathBuf,
+    /// Whether saturated peers' CPU also goes to the load section.
+    pub peer_load: bool,
     /// Quick or full.
     pub mode: Mode,
     /// Runs per path, if not the parameters file's.
@@ -70,6 +76,10 @@ pub struct Bench {
     rs: String,
     sock: String,
     pipe_id: u32,
+    bench_dir: PathBuf,
+    out: PathBuf,
+    /// Whether saturated peers' CPU also goes to the load section.
+    pub peer_load: bool,
 }
 
 impl Bench {
@@ -100,6 +110,9 @@ impl Bench {
             rs: s.ringswitch.display().to_string(),
             sock: s.socket.display().to_string(),
             pipe_id: 0,
+            bench_dir: s.bench_dir.clone(),
+            out: s.out.clone(),
+            peer_load: s.peer_load,
         })
     }
 

@@ -1,8 +1,8 @@
-//! The sections `run` measures (ringswitch's side of bench/compare's
-//! throughput, switch, latency and batch sections), their cases and the
-//! samples they write. Their sizes, counts and durations come from the
-//! parameters file; the peers of each section are measured by
-//! bench/compare's scripts into the same data files.
+//! The sections `run` measures, their cases and the samples they write.
+//! Their sizes, counts and durations come from the parameters file. The
+//! peers of throughput and batch (DPDK memif) and of switch (OVS-DPDK with
+//! memif ports) are measured here through their scripts ([`super::peers`]);
+//! the other peers by bench/compare's bash into the same data files.
 
 use std::str::FromStr;
 
@@ -106,17 +106,23 @@ impl Section {
 
 /// Pipes: sender and receiver on their own CPU.
 fn throughput(b: &mut Bench) -> Result<(), Error> {
-    b.log("throughput: ringswitch pipes");
+    b.log("throughput: ringswitch pipes, DPDK memif");
     sized_runs(b, false)
 }
 
 /// Two ring ports of a switch, the worker on the senders' CPU, both
 /// pkt-gens on the receivers' CPU.
 fn switch(b: &mut Bench) -> Result<(), Error> {
-    b.log("switch: two ring ports of one switch");
+    b.log("switch: two ring ports of one switch, OVS-DPDK with memif ports");
     sized_runs(b, true)?;
     // Nothing of ringswitch runs while the peers measure.
     b.daemon_stop();
+    for &size in &b.params.list("ovs_sizes")?.to_vec() {
+        let case = format!("through a switch, {} B", if size == 64 { 60 } else { size });
+        // At 64 B also with the PMD sleeping when its queues are nearly empty.
+        let maxsleeps: &[u64] = if size == 64 { &[0, 500] } else { &[0] };
+        b.ovs_memif(size, &case, maxsleeps)?;
+    }
     Ok(())
 }
 
@@ -194,6 +200,13 @@ fn sized_runs(b: &mut Bench, switch: bool) -> Result<(), Error> {
                 "  {what} {len} B run {r}: {} Mpps",
                 mpps(t.rx_pps())
             ));
+        }
+        if !switch {
+            // DPDK memif at the same size (64 B for 60: testpmd's frames
+            // carry the 4 bytes of CRC that netmap's 60 B leave out).
+            b.daemon_stop();
+            let size = if len == 60 { 64 } else { len };
+            b.memif("throughput", &c, "DPDK memif (testpmd)", size, None)?;
         }
     }
     Ok(())
@@ -320,5 +333,8 @@ fn batch(b: &mut Bench) -> Result<(), Error> {
         }
     }
     b.daemon_stop();
+    for &n in &b.params.list("memif_batches")?.to_vec() {
+        b.memif("batch", c, "DPDK memif (testpmd, 64 B)", 64, Some(n))?;
+    }
     Ok(())
 }
