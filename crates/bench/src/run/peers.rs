@@ -1,7 +1,8 @@
 //! The peers of the throughput, switch and batch sections, measured by
 //! their scripts (`bench/peers/memif.sh`, `bench/peers/ovs-dpdk.sh`: the
 //! installing and wiring stay there) and read from the JSON report each
-//! prints as its last line.
+//! prints as its last line; and the passthrough section, one TCG guest
+//! driven by `bench/passthrough.sh`, read from the TSV it writes.
 
 use serde_json::Value;
 
@@ -321,9 +322,134 @@ impl Bench {
     }
 }
 
+/// One line of `passthrough.sh --tsv`: `path run frames daemon_ticks
+/// seconds` (path `pt`: the passthrough port, `vu`: vhost-user).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PtLine {
+    /// `pt` or `vu`.
+    pub path: String,
+    /// Run number, from 1.
+    pub run: u32,
+    /// Frames that reached the host's pkt-gen.
+    pub frames: u64,
+    /// The host daemon's CPU ticks over the run.
+    pub ticks: u64,
+    /// Seconds of the run.
+    pub secs: f64,
+}
+
+/// The lines of `passthrough.sh --tsv`; malformed lines are left out.
+pub fn pt_lines(text: &str) -> Vec<PtLine> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let [path, run, frames, ticks, secs] = f.as_slice() else {
+                return None;
+            };
+            Some(PtLine {
+                path: (*path).to_owned(),
+                run: run.parse().ok()?,
+                frames: frames.parse().ok()?,
+                ticks: ticks.parse().ok()?,
+                secs: secs.parse().ok().filter(|s: &f64| *s > 0.0)?,
+            })
+        })
+        .collect()
+}
+
+impl PtLine {
+    /// Frames at the host, Mpps with four decimals.
+    pub fn mpps(&self) -> String {
+        format!("{:.4}", self.frames as f64 / self.secs / 1e6)
+    }
+
+    /// The host daemon's CPU ns per frame; `None` without frames.
+    pub fn ns_per_frame(&self, hz: f64) -> Option<String> {
+        (self.frames > 0)
+            .then(|| format!("{:.0}", self.ticks as f64 / hz * 1e9 / self.frames as f64))
+    }
+}
+
+impl Bench {
+    /// One TCG guest's pkt-gen over a passthrough port and over its
+    /// virtio-net NIC (vhost-user), `runs` times each, alternately.
+    pub fn passthrough(&mut self) -> Result<(), Error> {
+        const CASE: &str = "one TCG guest's pkt-gen tx to a host port";
+        const PT: &str = "ringswitch passthrough (ivshmem)";
+        const VU: &str = "virtio-net over vhost-user (ringswitch backend)";
+        let secs = self.params.one("pt_secs")?;
+        if secs == 0 {
+            return self.data.miss(
+                "passthrough",
+                CASE,
+                PT,
+                "left out of --quick (a TCG guest boot)",
+            );
+        }
+        let tsv = self.out.join("raw/pt.tsv");
+        let _ = std::fs::remove_file(&tsv);
+        let cmd: Vec<String> = vec![
+            self.bench_dir.join("passthrough.sh").display().to_string(),
+            "--secs".into(),
+            secs.to_string(),
+            "--reps".into(),
+            self.runs.to_string(),
+            "--tsv".into(),
+            tsv.display().to_string(),
+            "--no-report".into(),
+        ];
+        let (stem, exit) = match self.procs.run("passthrough", None, 900, &cmd) {
+            Ok(x) => x,
+            Err(e) => return self.data.miss("passthrough", CASE, PT, &e),
+        };
+        let lines = pt_lines(&std::fs::read_to_string(&tsv).unwrap_or_default());
+        if !exit.ok() || lines.is_empty() {
+            let why = self.procs.why(&stem, exit);
+            return self.data.miss("passthrough", CASE, PT, &why);
+        }
+        let hz = super::procs::clock_ticks();
+        for l in &lines {
+            let sys = if l.path == "vu" { VU } else { PT };
+            let k = Key {
+                section: "passthrough",
+                case: CASE,
+                system: sys,
+                metric: "frames at the host",
+                unit: "Mpps",
+                better: "higher",
+                x: "-",
+            };
+            self.data.sample(&k, l.run, &l.mpps())?;
+            if let Some(ns) = l.ns_per_frame(hz) {
+                let k = Key {
+                    metric: "host daemon CPU per frame",
+                    unit: "ns",
+                    better: "lower",
+                    ..k
+                };
+                self.data.sample(&k, l.run, &ns)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passthrough_lines() {
+        let l = pt_lines(
+            "pt 1 3000000 150 3.0\nvu 1 600000 300 3.0\nbad line\nvu 2 0 1 3\nvu 3 1 1 0\n",
+        );
+        assert_eq!(l.len(), 3);
+        assert_eq!(l[0].mpps(), "1.0000");
+        assert_eq!(l[0].ns_per_frame(100.0).as_deref(), Some("500"));
+        assert_eq!(l[1].mpps(), "0.2000");
+        assert_eq!(l[1].ns_per_frame(100.0).as_deref(), Some("5000"));
+        assert_eq!(l[2].ns_per_frame(100.0), None);
+    }
 
     #[test]
     fn costs() {

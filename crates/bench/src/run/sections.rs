@@ -27,10 +27,20 @@ pub enum Section {
     Idle,
     /// CPU against offered load, pipe and switch.
     Load,
+    /// One TCG guest over a passthrough port and over vhost-user.
+    Passthrough,
 }
 
 /// The names `--sections` takes.
-pub const NAMES: [&str; 6] = ["throughput", "switch", "latency", "batch", "idle", "load"];
+pub const NAMES: [&str; 7] = [
+    "throughput",
+    "switch",
+    "latency",
+    "batch",
+    "idle",
+    "load",
+    "passthrough",
+];
 
 impl FromStr for Section {
     type Err = String;
@@ -42,6 +52,7 @@ impl FromStr for Section {
             "batch" => Section::Batch,
             "idle" => Section::Idle,
             "load" => Section::Load,
+            "passthrough" => Section::Passthrough,
             _ => {
                 return Err(format!(
                     "unknown section '{s}' (sections: {})",
@@ -100,6 +111,7 @@ impl Section {
             Section::Batch => batch(b),
             Section::Idle => super::idle::idle(b),
             Section::Load => super::load::load(b),
+            Section::Passthrough => b.passthrough(),
         }
     }
 }
