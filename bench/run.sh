@@ -6,9 +6,10 @@
 #
 #   bench/run.sh [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
 #
-# Writes DIR/REPORT.md (also printed on stdout), DIR/batch.csv,
-# DIR/results.tsv, DIR/run.log (progress and every failure's reason) and
-# DIR/raw/ (each process's output). Progress goes to stderr.
+# Writes DIR/REPORT.md (also printed on stdout; drawn by `ringswitch-bench
+# report` from DIR/data/*.tsv, with the issue's targets from
+# bench/targets.tsv), DIR/data/, DIR/run.log (progress and every failure's
+# reason) and DIR/raw/ (each process's output). Progress goes to stderr.
 
 # shellcheck source-path=SCRIPTDIR
 set -uo pipefail
@@ -21,6 +22,8 @@ ROOT=$(cd "$BENCH_DIR/.." && pwd)
 . "$BENCH_DIR/lib/common.sh"
 # shellcheck source=lib/report.sh
 . "$BENCH_DIR/lib/report.sh"
+# shellcheck source=lib/samples.sh
+. "$BENCH_DIR/lib/samples.sh"
 # shellcheck source=lib/measure.sh
 . "$BENCH_DIR/lib/measure.sh"
 # shellcheck source=lib/testpmd.sh
@@ -36,7 +39,7 @@ usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
        [--guest-halt-poll NS]
 
   --quick       shorter measurements and a shorter batch sweep
-  --out DIR     where REPORT.md, batch.csv, results.tsv, run.log and raw/ go
+  --out DIR     where REPORT.md, data/, run.log and raw/ go
                 (default: bench/results/run)
   --no-vhost    leave out section 8 (VM ports beside OVS-DPDK)
   --vhost-only  only section 8
@@ -48,7 +51,8 @@ usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
                 beside DPDK net_af_xdp, net_af_packet and a Linux bridge;
                 needs root)
 
-Builds ringswitch (cargo build --release -p ringswitch-cli), starts its own
+Builds ringswitch and ringswitch-bench (cargo build --release -p
+ringswitch-cli -p ringswitch-bench), starts its own
 daemon on a temporary socket, measures, runs bench/peers/memif.sh and
 bench/peers/ovs-dpdk.sh, and stops everything it started on exit
 (section 9: also deletes its network namespaces rsbn-PID-*).
@@ -94,19 +98,20 @@ while (($# > 0)); do
 	shift
 done
 
+# The round trips, the batch sweep, idle and memory are measured by
+# ringswitch-bench run with bench/params.tsv (bench/compare's parameters).
 if ((QUICK)); then
-	TPUT_S=2 BATCH_S=1 IDLE_S=5 MEMIF_S=3 VH_S=2 VH_IDLE_S=5 NIC_S=3 NIC_GEN_S=3
-	BATCHES=(1 8 64 512)
+	TPUT_S=2 MEMIF_S=3 VH_S=2 VH_IDLE_S=5 NIC_S=3 NIC_GEN_S=3
 else
-	TPUT_S=5 BATCH_S=3 IDLE_S=10 MEMIF_S=5 VH_S=5 VH_IDLE_S=10 NIC_S=10 NIC_GEN_S=5
-	BATCHES=(1 2 4 8 16 32 64 128 256 512)
+	TPUT_S=5 MEMIF_S=5 VH_S=5 VH_IDLE_S=10 NIC_S=10 NIC_GEN_S=5
 fi
+IDLE_S=$(param idle_secs)
+RUNS=1
 ((VHOST || CORE || NIC)) || {
 	usage >&2
 	echo "$PROG: these options leave nothing to measure" >&2
 	exit 2
 }
-PING_N=20000
 DAEMON_DEFAULT=(--workers 1)
 DAEMON_MAX_S=1800 # no daemon outlives half an hour
 PIPE_ID=0
@@ -121,7 +126,8 @@ LOGFILE=$OUT/run.log
 rm -rf -- "$RAW"
 mkdir -p "$RAW"
 : >"$LOGFILE"
-rm -f -- "$OUT/REPORT.md" "$OUT/batch.csv" "$OUT/results.tsv"
+rm -rf -- "$OUT/REPORT.md" "$OUT/batch.csv" "$OUT/results.tsv" "$OUT/data" "$OUT/plots"
+samples_init "$OUT/data"
 
 WORK=
 cleanup() {
@@ -188,17 +194,17 @@ log "CPUs $H_BUSY0% busy before the run (top: $H_TOP0); load average $H_LOAD0"
 
 # ------------------------------------------------------------ build
 
-RS=
+RS= BENCH=
 BUILD_ERR=
-log "building: cargo build --release -p ringswitch-cli"
-if run_fg build "" 1800 cargo build --release -p ringswitch-cli; then
+log "building: cargo build --release -p ringswitch-cli -p ringswitch-bench"
+if run_fg build "" 1800 cargo build --release -p ringswitch-cli -p ringswitch-bench; then
 	# Run a private copy: others may rebuild target/ while we measure.
 	# ringswitchd beside it: `ringswitch serve` runs the daemon from there.
-	if cp "$ROOT/target/release/ringswitch" "$ROOT/target/release/ringswitchd" "$WORK/"; then
-		RS=$WORK/ringswitch
+	if cp "$ROOT/target/release/ringswitch" "$ROOT/target/release/ringswitchd" "$ROOT/target/release/ringswitch-bench" "$WORK/"; then
+		RS=$WORK/ringswitch BENCH=$WORK/ringswitch-bench
 		H_VERSION=$("$RS" --version 2>/dev/null)
 	else
-		BUILD_ERR="target/release/ringswitch or ringswitchd missing after the build"
+		BUILD_ERR="target/release/ringswitch, ringswitchd or ringswitch-bench missing after the build"
 	fi
 else
 	rc=$?
@@ -208,32 +214,19 @@ fi
 
 ALL_RS_KEYS=(pipe_blocking_mpps pipe_busy_mpps pipe_big_mpps
 	sw60_rx_mpps sw60_tx_mpps sw60_drops sw60_drop_pct
-	sw1514_rx_mpps sw1514_tx_mpps sw1514_drops sw1514_drop_pct
-	idle_daemon_pct idle_pktgen_pct idle_pktgen_max_pct rss8_kib rss64_kib rss_per_port_b)
-for p in pipe switch; do
-	for m in busy blocking; do
-		for f in p50 p99 min avg; do ALL_RS_KEYS+=("rtt_${p}_${m}_$f"); done
-	done
-done
+	sw1514_rx_mpps sw1514_tx_mpps sw1514_drops sw1514_drop_pct)
 
 # ------------------------------------------------------------ measurements
 
-CSV=$OUT/batch.csv
 if ((CORE)) && [[ -n $RS ]]; then
 	measure_pipe "$TPUT_S"
 	measure_switch "$TPUT_S"
 	daemon_stop # nothing of ours runs while memif measures
 	measure_memif "$MEMIF_S"
-	measure_rtt "$PING_N"
-	measure_batch "$BATCH_S" "$CSV" "${BATCHES[@]}"
-	measure_idle_rss "$IDLE_S"
-	daemon_stop
+	bench_run latency,batch,idle
 elif ((CORE)); then
 	failed "$BUILD_ERR" "${ALL_RS_KEYS[@]}"
-	printf 'path,batch,mpps\n' >"$CSV"
-	for p in pipe switch; do
-		for b in "${BATCHES[@]}"; do printf '%s,%s,failed\n' "$p" "$b" >>"$CSV"; done
-	done
+	for s in latency batch idle memory; do miss "$s" "every case" "ringswitch" "$BUILD_ERR"; done
 	measure_memif "$MEMIF_S"
 fi
 if ((VHOST)); then
@@ -245,124 +238,85 @@ if ((NIC)); then
 	nic_measure "$NIC_S" "$NIC_GEN_S" "$([[ -n $RS ]] && echo 1 || echo 0)"
 fi
 
-# ------------------------------------------------------------ report
+# ------------------------------------------------------------ data
+
+# The figures of sections 1, 2 and 7 as samples, named as bench/compare
+# names them (bench/targets.tsv judges them by these names).
+if ((CORE)); then
+	c="process to process, 60 B" sys="ringswitch pipe"
+	take pipe_blocking_mpps throughput "$c" "$sys" received Mpps higher - 1
+	take pipe_busy_mpps throughput "$c, busy-waiting" "$sys" received Mpps higher - 1
+	take pipe_big_mpps throughput "$c, 4096 slots, batch 2048" "$sys" received Mpps higher - 1
+	take memif64_mpps throughput "$c" "DPDK memif (testpmd)" received Mpps higher - 1
+	take memif1514_mpps throughput "process to process, 1514 B" "DPDK memif (testpmd)" received Mpps higher - 1
+	for len in 60 1514; do
+		c="through a switch, $len B" sys="ringswitch switch, 2 ring ports"
+		take "sw${len}_rx_mpps" switch "$c" "$sys" received Mpps higher - 1
+		take "sw${len}_tx_mpps" switch "$c" "$sys" sent Mpps higher - 1
+		take "sw${len}_drops" switch "$c" "$sys" "dropped (drop_rx_full at the receiver)" packets lower - 1
+		take "sw${len}_drop_pct" switch "$c" "$sys" "dropped, % of sent" "%" lower - 1
+	done
+fi
+# Failures of sections 8 and 9 (their tables follow the report).
+for k in "${KEYS[@]}"; do
+	[[ -n ${WHY[$k]+x} ]] || continue
+	case $k in
+	vh_*) miss vm "$k" ringswitch "${WHY[$k]}" ;;
+	nic_*) miss nic "$k" ringswitch "${WHY[$k]}" ;;
+	esac
+done
 
 ELAPSED=$((SECONDS - T_START))
-H_LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
-write_tsv >"$OUT/results.tsv"
-
-tick_note=
-ok idle_tick_pct && tick_note=" One clock tick over the window is $(val idle_tick_pct)% of a core, the resolution of these figures."
 run_flags=
 if ((!CORE && VHOST && !NIC)); then
-	run_flags=", \`--vhost-only\`"
+	run_flags=" --vhost-only"
 elif ((!CORE && !VHOST)); then
-	run_flags=", \`--nic-only\`"
+	run_flags=" --nic-only"
 elif ((!VHOST)); then
-	run_flags=", \`--no-vhost\`"
+	run_flags=" --no-vhost"
 fi
-dirty_note=
-((H_DIRTY > 0)) && dirty_note=" (working tree differs from it in $H_DIRTY tracked files)"
+meta date "$H_DATE"
+meta command "bench/run.sh$( ((QUICK)) && echo " --quick")$run_flags"
+meta mode "$( ((QUICK)) && echo quick || echo full)"
+meta runs 1
+meta elapsed_s "$ELAPSED"
+meta host "$(hostname)"
+meta kernel "$H_KERNEL"
+meta cpu_model "$H_CPU"
+meta cores "$NCPU"
+meta rustc "$H_RUSTC"
+meta commit "$H_COMMIT$( ((H_DIRTY > 0)) && echo " (working tree differs from it in $H_DIRTY tracked files)")"
+meta ringswitch "${H_VERSION:-not built}"
+meta load_start "$H_LOAD0"
+meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"
+meta busy_start "$H_BUSY0% of all CPUs in the second before the run (top: $H_TOP0)"
+meta guest_halt_poll_ns "$H_HALT_POLL; with 0 every wake-up of a thread on an idle vCPU is a halt exit, which sets the blocking figures (bench/floors.sh)"
+cp "$BENCH_DIR/targets.tsv" "$DATA/targets.tsv" || log "warning: no bench/targets.tsv: the report has no Targets table"
 
-{
-	cat <<EOF
-# ringswitch benchmark
-
-- date: $H_DATE
-- kernel: \`$H_KERNEL\`; guest halt polling (ns): $H_HALT_POLL; with 0 every wake-up of a thread on an idle vCPU is a halt exit, which sets the blocking figures (bench/floors.sh)
-- CPU: $H_CPU, $NCPU cores
-- rustc: \`$H_RUSTC\`
-- commit: \`$H_COMMIT\`$dirty_note
-- binary: \`${H_VERSION:-not built}\` (cargo build --release -p ringswitch-cli)
-- run: $( ((QUICK)) && echo "\`--quick\`" || echo "full")$run_flags, ${ELAPSED} s; throughput ${TPUT_S} s per measurement, batch sweep ${BATCH_S} s per point, idle window ${IDLE_S} s, memif ${MEMIF_S} s per size, ping -n $PING_N; VM ports ${VH_S} s per placement, idle ${VH_IDLE_S} s; NIC ports ${NIC_S} s per receiver
-- machine load: CPUs ${H_BUSY0}% busy in the second before the run (top: $H_TOP0); load average $H_LOAD0 at the start, $H_LOAD1 at the end
-
-Every number below was measured in this run; targets are the issue's.
-
-EOF
-	if ((CORE)); then
-		cat <<EOF
-## Results
-
-EOF
-		main_table
-		cat <<EOF
-
-## Throughput against batch size (60 B, blocking)
-
-Also in \`batch.csv\` (path,batch,mpps).
-
-EOF
-	batch_table "$CSV"
-	cat <<EOF
-
-## How these were measured
-
-- Two CPUs. Pipes: the receiver (pkt-gen rx, pong) runs pinned to CPU
-  $RX_CPU and the sender (pkt-gen tx, ping) to CPU $TX_CPU with \`taskset\`;
-  no daemon thread is on a pipe's data path. Switch throughput: the worker
-  gets CPU $TX_CPU (\`serve --worker-cpus $TX_CPU\`) and both pkt-gens share
-  CPU $RX_CPU, since three busy threads cannot each have a core here.
-- Throughput is the receiver's: pkt-gen rx counts from its first to its last
-  packet. Switch: two ports on a switch of their own (\`valebench60:a\` →
-  \`valebench60:b\`); pkt-gen's broadcast frames flood to the one other
-  port; drops are \`drop_rx_full\` of the receiving port from \`ctl stats
-  --json\` (read after the sender stopped, while the receiver still holds
-  its port), as a share of the packets the sender's pkt-gen reports sent.
-- Batch sweep: for the pipe, pkt-gen \`-b\` on both ends; for the switch, the
-  daemon restarted per point with \`--batch N\` and pkt-gen \`-b N\` on both
-  ends (on-demand ports \`vale0:sa\` → \`vale0:sb\`).
-- RTT: ping on CPU $TX_CPU, pong on CPU $RX_CPU, burst 1, $PING_N round
-  trips; busy is \`--busy\` on ping and pong. Blocking through the switch,
-  the daemon runs with \`--idle-poll-us 50\`. Busy RTT through the switch needs three
-  busy-waiting threads (ping, worker, pong), one more than this machine has
-  cores, so it is measured with the worker sleeping between batches; it
-  cannot meet a busy-wait target here. The target is judged on p50.
-- Idle: a fresh daemon, 8 pkt-gen rx (blocking) on \`vale0:i1..i8\`, no
-  traffic; CPU from \`/proc/PID/stat\` utime+stime (all threads) over
-  ${IDLE_S} s, as % of one core.$tick_note
-- Memory: \`VmRSS − RssShmem\` of the daemon (rings and buffers live in
-  memfds, which count as shmem), with the 8 idle ports open (8 client
-  connections), then with 56 persistent ports \`vale0:p9..p64@conf:slots=64\`
-  added (64 in all, no clients); per port = the difference / 56. Of the 8-port
-  figure, $(val rss8_anon_kib) KiB is RssAnon and $(val rss8_file_kib) KiB RssFile (the mapped binary and libraries).
-- DPDK memif: \`bench/peers/memif.sh --seconds ${MEMIF_S} --size 64\` (and 1514),
-  testpmd txonly on CPU $TX_CPU → rxonly on CPU $RX_CPU, both busy-polling,
-  run while no ringswitch process runs. Its 64 B is testpmd \`--txpkts=64\`,
-  4 bytes more than ringswitch's 60 B (netmap's convention, without CRC); at
-  1514 B the sizes are equal. Ratios divide ringswitch's received Mpps by
-  memif's at that size.
-- The machine is shared with other jobs (see the load above): figures are
-  noisy, single runs.
-
-EOF
-	fi
-	((VHOST)) && vhost_report
-	((NIC)) && nic_report
-	cat <<EOF
-## Failures
-
-EOF
-	failures
-	cat <<EOF
-
-Reasons and process output: \`run.log\` and \`raw/\` in this directory.
-EOF
-} >"$OUT/REPORT.md"
-
-log "done in ${ELAPSED} s: $OUT/REPORT.md"
 if ((CORE)); then
-	main_table
-	echo
-	batch_table "$CSV"
+	note throughput "Two CPUs. The receiver (pkt-gen rx) runs pinned to CPU $RX_CPU and the sender (pkt-gen tx) to CPU $TX_CPU with \`taskset\`; no daemon thread is on a pipe's data path. 60 B, \`-b 512\`, blocking (and \`--busy\` on both), ${TPUT_S} s; also 4096 slots and \`-b 2048\`. Throughput is the receiver's: pkt-gen rx counts from its first to its last packet. DPDK memif: \`bench/peers/memif.sh --seconds ${MEMIF_S} --size 64\` (and 1514), testpmd txonly on CPU $TX_CPU → rxonly on CPU $RX_CPU, both busy-polling, run while no ringswitch process runs; its 64 B is testpmd \`--txpkts=64\`, 4 bytes more than ringswitch's 60 B (netmap's convention, without CRC)."
+	note switch "Two ports on a switch of their own (\`valebench60:a\` → \`valebench60:b\`), ${TPUT_S} s; the worker gets CPU $TX_CPU (\`serve --worker-cpus $TX_CPU\`) and both pkt-gens share CPU $RX_CPU, since three busy threads cannot each have a core here. pkt-gen's broadcast frames flood to the one other port; drops are \`drop_rx_full\` of the receiving port from \`ctl stats --json\` (read after the sender stopped, while the receiver still holds its port), also as a share of the packets the sender's pkt-gen reports sent."
+	note latency "\`ringswitch-bench run --sections latency\` (bench/params.tsv's ping_n round trips): ping on CPU $TX_CPU, pong on CPU $RX_CPU, burst 1; busy is \`--busy\` on ping and pong. Blocking through the switch, the daemon runs with \`--idle-poll-us 50\`. Busy RTT through the switch needs three busy-waiting threads (ping, worker, pong), one more than this machine has cores, so it is measured with the worker sleeping between batches; it cannot meet a busy-wait target here. The target is judged on p50."
+	note batch "\`ringswitch-bench run --sections batch\` (bench/params.tsv's batches and batch_secs): for the pipe, pkt-gen \`-b\` on both ends; for the switch, the daemon restarted per point with \`--batch N\` and pkt-gen \`-b N\` on both ends (on-demand ports \`vale0:sa\` → \`vale0:sb\`)."
+	note idle "A fresh daemon, 8 pkt-gen rx (blocking) on \`vale0:i1..i8\`, no traffic; CPU from \`/proc/PID/stat\` utime+stime (all threads) over ${IDLE_S} s, as % of one core (one clock tick over the window, in run.log, is the resolution of these figures)."
+	note memory "\`VmRSS − RssShmem\` of the daemon (rings and buffers live in memfds, which count as shmem), with the 8 idle ports open (8 client connections), then with 56 persistent ports \`vale0:p9..p64@conf:slots=64\` added (64 in all, no clients); per port = the difference / 56 (the 8-port figure's RssAnon and RssFile, the mapped binary and libraries, are in run.log)."
+	note general "The machine is shared with other jobs (see the load above): figures are noisy, single runs. Reasons and process output: \`run.log\` and \`raw/\` in this directory."
 fi
-if ((VHOST)); then
-	((CORE)) && echo
-	vhost_table
-	echo
-	vhost_placement_table
+
+# ------------------------------------------------------------ report
+
+if [[ -z $BENCH ]]; then
+	die "no report: ringswitch-bench did not build; the data is in $DATA"
 fi
-if ((NIC)); then
-	((CORE || VHOST)) && echo
-	nic_tables
+"$BENCH" report "$DATA" --out "$OUT" >>"$LOGFILE" 2>&1 ||
+	die "ringswitch-bench report could not write the report from $DATA (see $LOGFILE)"
+# Sections 8 and 9 keep their own tables (bench/lib/vhost.sh, nic.sh).
+if ((VHOST || NIC)); then
+	{
+		echo
+		((VHOST)) && vhost_report
+		((NIC)) && nic_report
+	} >>"$OUT/REPORT.md"
 fi
+log "done in ${ELAPSED} s: $OUT/REPORT.md"
+cat "$OUT/REPORT.md"

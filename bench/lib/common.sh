@@ -169,11 +169,6 @@ cpu_ticks() {
 	awk '{ print $12 + $13 }' <<<"$s"
 }
 
-# A /proc/PID/status field in kB.
-status_kb() {
-	awk -v k="$2:" '$1 == k { print $2; f = 1 } END { exit !f }' "/proc/$1/status" 2>/dev/null
-}
-
 now_s() { date +%s.%N; }
 
 # How busy all CPUs are, in %, over one second of /proc/stat.

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # bench/lib/samples.sh - the raw data bench/compare hands to
-# ringswitch-bench-report: meta.tsv, samples.tsv, failures.tsv, notes.tsv
-# in $DATA (see crates/bench-report for the formats). Sourced after
+# ringswitch-bench report: meta.tsv, samples.tsv, failures.tsv, notes.tsv
+# in $DATA (see crates/bench for the formats). Sourced after
 # common.sh and report.sh.
 
 # samples_init DIR: empty data files with their headers.
@@ -68,7 +68,37 @@ take() {
 	fi
 }
 
-# A median of numbers on stdin (nothing if none).
-median_of() {
-	sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%s\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+# param NAME: a parameter of bench/params.tsv (the one ringswitch-bench run
+# measures with), for QUICK's mode; lists with spaces. Uses BENCH_DIR, PROG.
+param() {
+	awk -F'\t' -v n="$1" -v c=$((QUICK ? 2 : 3)) '$1 == n { gsub(",", " ", $c); print $c; f = 1 } END { exit !f }' \
+		"$BENCH_DIR/params.tsv" || {
+		echo "$PROG: no parameter $1 in bench/params.tsv" >&2
+		exit 2
+	}
+}
+# bench_run SECTIONS: ringswitch's side of SECTIONS (comma-separated),
+# measured by `ringswitch-bench run` into the same data files, with the
+# parameters of bench/params.tsv (its progress on stderr and in run.log, its
+# processes' output in raw/run-*). Uses BENCH (the ringswitch-bench binary,
+# empty if it did not build), RS, WORK, OUT, RUNS, QUICK, RX_CPU, TX_CPU.
+bench_run() {
+	local s=$1 rc=0 q=() x
+	daemon_stop
+	if [[ -z $BENCH ]]; then
+		for x in ${s//,/ }; do miss "$x" "every case" "ringswitch" "not measured: ringswitch-bench did not build (see run.log)"; done
+		return
+	fi
+	((QUICK)) && q=(--quick)
+	# bench/compare's load section shows the saturated peers' CPU.
+	declare -F want >/dev/null && want load && q+=(--peer-load)
+	logq "start ringswitch-bench run --sections $s"
+	timeout -k 3 3600 "$BENCH" run --ringswitch "$RS" --socket "$WORK/bench.sock" --out "$OUT" \
+		--params "$BENCH_DIR/params.tsv" --bench-dir "$BENCH_DIR" --sections "$s" --runs "$RUNS" --rx-cpu "$RX_CPU" --tx-cpu "$TX_CPU" \
+		"${q[@]}" </dev/null &
+	BG_PIDS+=("$!")
+	wait_bg "$!" || rc=$?
+	if ((rc != 0)); then
+		for x in ${s//,/ }; do miss "$x" "every case" "ringswitch" "ringswitch-bench run --sections $s exited with status $rc (see run.log)"; done
+	fi
 }

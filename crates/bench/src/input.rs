@@ -13,6 +13,8 @@ use crate::error::{Error, Problem};
 pub const SAMPLES_HEADER: &str = "section\tcase\tsystem\tmetric\tunit\tbetter\tx\trun\tvalue";
 /// The header line of `failures.tsv`.
 pub const FAILURES_HEADER: &str = "section\tcase\tsystem\treason";
+/// The header line of `targets.tsv`.
+pub const TARGETS_HEADER: &str = "section\tcase\tsystem\tmetric\top\ttarget\tsource";
 
 /// Which way a metric is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +114,73 @@ pub struct Note {
     pub text: String,
 }
 
+/// How a figure is compared with its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `>=`
+    AtLeast,
+    /// `>`
+    Above,
+    /// `<=`
+    AtMost,
+    /// `<`
+    Below,
+}
+
+impl Op {
+    fn parse(s: &str) -> Option<Op> {
+        Some(match s {
+            ">=" => Op::AtLeast,
+            ">" => Op::Above,
+            "<=" => Op::AtMost,
+            "<" => Op::Below,
+            _ => return None,
+        })
+    }
+
+    /// Whether `value` meets `target`.
+    pub fn meets(self, value: f64, target: f64) -> bool {
+        match self {
+            Op::AtLeast => value >= target,
+            Op::Above => value > target,
+            Op::AtMost => value <= target,
+            Op::Below => value < target,
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::AtLeast => "≥",
+            Op::Above => ">",
+            Op::AtMost => "≤",
+            Op::Below => "<",
+        })
+    }
+}
+
+/// A target for a figure (the median of its runs): a line of `targets.tsv`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// Section id.
+    pub section: String,
+    /// The case.
+    pub case: String,
+    /// The system.
+    pub system: String,
+    /// The metric.
+    pub metric: String,
+    /// How the figure is compared.
+    pub op: Op,
+    /// The target.
+    pub target: f64,
+    /// The target as written in the file.
+    pub target_text: String,
+    /// Where the target comes from, in words.
+    pub source: String,
+}
+
 /// Everything in a data directory.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Data {
@@ -123,6 +192,27 @@ pub struct Data {
     pub failures: Vec<Failure>,
     /// `notes.tsv`, in file order.
     pub notes: Vec<Note>,
+    /// `targets.tsv`, in file order.
+    pub targets: Vec<Target>,
+}
+
+impl Data {
+    /// The plain (x `-`) samples of one metric of one system in one case.
+    pub fn plain<'a>(
+        &'a self,
+        section: &'a str,
+        case: &'a str,
+        system: &'a str,
+        metric: &'a str,
+    ) -> impl Iterator<Item = &'a Sample> + 'a {
+        self.samples.iter().filter(move |s| {
+            s.section == section
+                && s.case == case
+                && s.system == system
+                && s.metric == metric
+                && s.x.value.is_none()
+        })
+    }
 }
 
 /// Reads the data files of `dir`; `samples.tsv` must exist, the others may
@@ -133,6 +223,7 @@ pub fn read_dir(dir: &Path) -> Result<Data, Error> {
     let meta_path = dir.join("meta.tsv");
     let failures_path = dir.join("failures.tsv");
     let notes_path = dir.join("notes.tsv");
+    let targets_path = dir.join("targets.tsv");
     Ok(Data {
         meta: match read_optional(&meta_path)? {
             Some(text) => parse_pairs(&meta_path, &text, "key")?,
@@ -150,7 +241,37 @@ pub fn read_dir(dir: &Path) -> Result<Data, Error> {
                 .collect(),
             None => Vec::new(),
         },
+        targets: match read_optional(&targets_path)? {
+            Some(text) => parse_targets(&targets_path, &text)?,
+            None => Vec::new(),
+        },
     })
+}
+
+/// Parses `targets.tsv` (header included).
+pub fn parse_targets(file: &Path, text: &str) -> Result<Vec<Target>, Error> {
+    let mut out = Vec::new();
+    for (n, c) in table(file, text, TARGETS_HEADER)? {
+        let bad = |p| malformed(file, n, p);
+        for (i, what) in [(0, "section"), (1, "case"), (2, "system"), (3, "metric")] {
+            if c[i].is_empty() {
+                return Err(bad(Problem::Empty(what)));
+            }
+        }
+        let op = Op::parse(c[4]).ok_or_else(|| bad(Problem::Op(c[4].to_string())))?;
+        let target = number(c[5]).ok_or_else(|| bad(Problem::Value(c[5].to_string())))?;
+        out.push(Target {
+            section: c[0].to_string(),
+            case: c[1].to_string(),
+            system: c[2].to_string(),
+            metric: c[3].to_string(),
+            op,
+            target,
+            target_text: c[5].to_string(),
+            source: c[6].to_string(),
+        });
+    }
+    Ok(out)
 }
 
 fn read(path: &Path) -> Result<String, Error> {

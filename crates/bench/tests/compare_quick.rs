@@ -59,8 +59,8 @@ fn compare_quick_measures_every_section_and_writes_the_report() {
         .arg(&out)
         .env("RINGSWITCH_BIN", &rs)
         .env(
-            "RINGSWITCH_BENCH_REPORT_BIN",
-            env!("CARGO_BIN_EXE_ringswitch-bench-report"),
+            "RINGSWITCH_BENCH_BIN",
+            env!("CARGO_BIN_EXE_ringswitch-bench"),
         )
         .status()
         .expect("bench/compare runs");

@@ -8,9 +8,9 @@ use std::path::Path;
 #[test]
 fn checked_in_report_is_regenerated_byte_for_byte_from_its_recorded_data() {
     let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
-    let data = ringswitch_bench_report::read_dir(&results.join("data"))
+    let data = ringswitch_bench::read_dir(&results.join("data"))
         .expect("bench/results/data reads as a bench/compare run");
-    let out = ringswitch_bench_report::render(&data);
+    let out = ringswitch_bench::render(&data);
     let report =
         std::fs::read_to_string(results.join("REPORT.md")).expect("bench/results/REPORT.md");
     assert!(

@@ -16,6 +16,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("latency", "Round-trip latency"),
     ("efficiency", "CPU cost per packet"),
     ("idle", "CPU use with all clients idle"),
+    ("memory", "Daemon memory"),
     ("batch", "Throughput against batch size"),
     ("load", "CPU use against offered load"),
 ];

@@ -35,6 +35,17 @@ pub enum Error {
         /// What is wrong with it.
         problem: Box<Problem>,
     },
+    /// The parameters file is malformed or lacks a parameter (line 0: the
+    /// whole file).
+    #[error("{}, line {line}: {problem}", file.display())]
+    Params {
+        /// The parameters file.
+        file: PathBuf,
+        /// The line number, from 1; 0 for the whole file.
+        line: usize,
+        /// What is wrong.
+        problem: String,
+    },
 }
 
 /// What is wrong with a line of a data file.
@@ -80,6 +91,9 @@ pub enum Problem {
     /// The run number is not a whole number from 1 up.
     #[error("the run number `{0}` is not a whole number from 1 up")]
     Run(String),
+    /// The op column of a target is not one of `>=`, `>`, `<=`, `<`.
+    #[error("the comparison is `{0}`, but it should be `>=`, `>`, `<=` or `<`")]
+    Op(String),
     /// The better column is not one of its three words.
     #[error("better is `{0}`, but it should be `higher`, `lower` or `-`")]
     Better(String),

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use crate::input::{Better, Data};
+use crate::input::{Better, Data, Sample, Target};
 use crate::model::{self, is_ringswitch, Figure, Metric, PlotMetric, Section};
 use crate::plot::{self, Line, Plot, XScale};
 use crate::text::{cell, num, short, slug};
@@ -423,6 +423,65 @@ fn notes(out: &mut String, data: &Data, section: &str) {
     }
 }
 
+/// Whether a figure meets its target: `yes`, `no`, or `—` when it was not
+/// measured.
+pub fn meets(figure: Option<&Figure>, t: &Target) -> &'static str {
+    match figure {
+        Some(f) if t.op.meets(f.median, t.target) => "yes",
+        Some(_) => "no",
+        None => "—",
+    }
+}
+
+/// The figure a target is about: the median of its plain (x `-`) samples,
+/// and their unit.
+pub fn target_figure(data: &Data, t: &Target) -> Option<(Figure, String)> {
+    let samples: Vec<&Sample> = data
+        .plain(&t.section, &t.case, &t.system, &t.metric)
+        .collect();
+    let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
+    Some((Figure::of(&values)?, samples.first()?.unit.clone()))
+}
+
+/// The targets table (`targets.tsv`), if the run has targets.
+fn targets(out: &mut String, data: &Data) {
+    if data.targets.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## Targets
+"
+    );
+    let _ = writeln!(
+        out,
+        "| measurement | ringswitch | target | meets | source |"
+    );
+    let _ = writeln!(out, "|---|---:|---|---|---|");
+    for t in &data.targets {
+        let found = target_figure(data, t);
+        let (fig, unit) = match &found {
+            Some((f, unit)) => (figure(f), format!(" {unit}")),
+            None => ("not measured".to_string(), String::new()),
+        };
+        let _ = writeln!(
+            out,
+            "| {}: {}, {}: {} | {} | {} {}{} | {} | {} |",
+            cell(model::title(&t.section)),
+            cell(&t.case),
+            cell(&t.system),
+            cell(&t.metric),
+            cell(&fig),
+            t.op,
+            cell(&t.target_text),
+            cell(&unit),
+            meets(found.as_ref().map(|(f, _)| f), t),
+            cell(&t.source)
+        );
+    }
+    out.push('\n');
+}
+
 /// Renders the report of `data`.
 pub fn render(data: &Data) -> Output {
     let sections = model::aggregate(&data.samples);
@@ -442,6 +501,7 @@ pub fn render(data: &Data) -> Output {
         let _ = writeln!(out, "No sample was recorded.\n");
     }
     headline(&mut out, &sections);
+    targets(&mut out, data);
 
     for s in &sections {
         let _ = writeln!(out, "## {}\n", model::title(&s.id));

@@ -1,6 +1,15 @@
-//! ringswitch-bench-report: turns the raw data of a `bench/compare` run into
-//! a Markdown report (`REPORT.md`) and SVG plots (`plots/*.svg`). Nothing in
-//! the report is typed in by hand: every figure comes from the data files.
+//! ringswitch-bench: ringswitch's benchmarks. `run` measures (starts the
+//! daemon and pkt-gen, reads their reports, computes the figures) and
+//! writes the samples of a run ([`run`], [`pktgen`], [`figures`],
+//! [`write`], with its parameters from a data file, [`params`]); `report`
+//! turns the raw data of a run (`bench/compare`) into a Markdown report
+//! (`REPORT.md`) and SVG plots (`plots/*.svg`). Nothing in the report is
+//! typed in by hand: every figure comes from the data files.
+//!
+//! # Modules, in the order they import each other
+//! `text`, `error` ← `input`, `params`, `pktgen`, `figures` ← `write`,
+//! `model` ← `report`, `plot` (on `svg`) ← `run` (on `write`, `pktgen`,
+//! `figures`, `params`).
 //!
 //! # Input: a directory with
 //! - `meta.tsv`: `key<TAB>value` lines, no header (date, command, mode,
@@ -16,6 +25,10 @@
 //!   then one line per measurement that failed;
 //! - `notes.tsv` (optional): `section<TAB>markdown` lines telling how a
 //!   section was measured.
+//! - `targets.tsv` (optional; bench/compare copies `bench/targets.tsv`):
+//!   the header `section case system metric op target source`, then one
+//!   target per line; `op` is `>=`, `>`, `<=` or `<`. The report's Targets
+//!   table judges the median of each target's plain (`x` `-`) samples.
 //!
 //! Malformed input is an [`Error::Malformed`] naming the file, the line and
 //! the problem; nothing on input panics.
@@ -36,14 +49,21 @@
 //! The own writer escapes every text in one place and gives byte-identical
 //! output for the same input.
 #![warn(missing_docs)]
+// System calls only in `run::procs` and `run::signals`, which allow it.
+#![deny(unsafe_code)]
 
 pub mod error;
+pub mod figures;
 pub mod input;
 pub mod model;
+pub mod params;
+pub mod pktgen;
 pub mod plot;
 pub mod report;
+pub mod run;
 pub mod svg;
 pub mod text;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 

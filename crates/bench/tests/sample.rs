@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ringswitch_bench_report::report::figure;
-use ringswitch_bench_report::text::{num, short, slug, xml};
+use ringswitch_bench::report::figure;
+use ringswitch_bench::text::{num, short, slug, xml};
 
 fn sample_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/testdata/compare-sample")
@@ -22,7 +22,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn report_of(data: &Path, out: &Path) -> String {
-    let path = ringswitch_bench_report::run(data, out).unwrap();
+    let path = ringswitch_bench::run(data, out).unwrap();
     assert_eq!(path, out.join("REPORT.md"));
     std::fs::read_to_string(path).unwrap()
 }
@@ -496,7 +496,7 @@ fn failures_meta_and_notes_are_shown() {
         // Under its own section.
         let heading = report[..at].rfind("\n## ").unwrap();
         let title = report[heading + 4..].lines().next().unwrap();
-        assert_eq!(title, ringswitch_bench_report::model::title(section));
+        assert_eq!(title, ringswitch_bench::model::title(section));
         assert!(at > last, "notes out of file order");
         last = at;
     }
@@ -504,7 +504,7 @@ fn failures_meta_and_notes_are_shown() {
 
 #[test]
 fn binary_writes_the_report_and_rejects_bad_input() {
-    let bin = env!("CARGO_BIN_EXE_ringswitch-bench-report");
+    let bin = env!("CARGO_BIN_EXE_ringswitch-bench");
     let out = scratch("bin");
     let o = Command::new(bin)
         .arg(sample_dir())
@@ -562,7 +562,7 @@ fn figure_count(report: &str) -> usize {
 
 #[test]
 fn figure_format_matches_the_library() {
-    use ringswitch_bench_report::model::Figure;
+    use ringswitch_bench::model::Figure;
     let f = Figure {
         median: 17.25,
         min: 17.0,
@@ -570,4 +570,116 @@ fn figure_format_matches_the_library() {
         n: 3,
     };
     assert_eq!(figure(&f), fig_text((17.25, 17.0, 17.4, 3)));
+}
+
+#[test]
+fn report_subcommand_and_the_bare_form_write_the_same_report() {
+    let bin = env!("CARGO_BIN_EXE_ringswitch-bench");
+    let (a, b) = (scratch("sub-report"), scratch("sub-bare"));
+    for (args, out) in [(&["report"][..], &a), (&[][..], &b)] {
+        let o = Command::new(bin)
+            .args(args)
+            .arg(sample_dir())
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(
+        std::fs::read_to_string(a.join("REPORT.md")).unwrap(),
+        std::fs::read_to_string(b.join("REPORT.md")).unwrap()
+    );
+    let o = Command::new(bin)
+        .args(["report", "--help"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("--out"));
+}
+
+#[test]
+fn targets_are_judged_on_the_median_and_listed_when_given() {
+    // The last full bench/compare run's data, with the checked-in
+    // targets: each target's row carries the median of its samples and
+    // whether it meets it.
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results/data");
+    let data = scratch("targets-data");
+    for f in ["meta.tsv", "samples.tsv", "failures.tsv", "notes.tsv"] {
+        std::fs::copy(recorded.join(f), data.join(f)).unwrap();
+    }
+    let targets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/targets.tsv");
+    std::fs::copy(&targets, data.join("targets.tsv")).unwrap();
+    let with = report_of(&data, &scratch("targets-out"));
+    let without = report_of(&recorded, &scratch("targets-none"));
+    assert!(!without.contains("## Targets"));
+    let at = with.find("## Targets\n").expect("a Targets section");
+    assert!(at < with.find("## Failures").unwrap());
+    let table: Vec<&str> = with[at..]
+        .lines()
+        .skip(4)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let parsed = ringswitch_bench::input::read_dir(&data).unwrap();
+    assert_eq!(table.len(), parsed.targets.len());
+    let all = rows(&recorded);
+    let mut judged = 0;
+    for (t, line) in parsed.targets.iter().zip(&table) {
+        let values: Vec<f64> = all
+            .iter()
+            .filter(|r| {
+                r.section == t.section
+                    && r.case == t.case
+                    && r.system == t.system
+                    && r.metric == t.metric
+                    && r.x == "-"
+            })
+            .map(|r| r.value)
+            .collect();
+        let cells: Vec<&str> = line.split(" | ").collect();
+        if values.is_empty() {
+            assert!(
+                line.contains("| not measured |") && line.contains("| — |"),
+                "{line}"
+            );
+            continue;
+        }
+        let mut v = values.clone();
+        v.sort_by(f64::total_cmp);
+        let m = if v.len() % 2 == 1 {
+            v[v.len() / 2]
+        } else {
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        };
+        assert!(cells[1].starts_with(&num(m)), "{line}: median {m}");
+        let met = match t.op {
+            ringswitch_bench::input::Op::AtLeast => m >= t.target,
+            ringswitch_bench::input::Op::Above => m > t.target,
+            ringswitch_bench::input::Op::AtMost => m <= t.target,
+            ringswitch_bench::input::Op::Below => m < t.target,
+        };
+        assert_eq!(cells[3], if met { "yes" } else { "no" }, "{line}");
+        judged += 1;
+    }
+    assert!(
+        judged >= 7,
+        "only {judged} targets found figures in the recorded run"
+    );
+
+    // A bad comparison is an error naming the file and line.
+    std::fs::write(
+        data.join("targets.tsv"),
+        format!(
+            "{}\nswitch\tc\ts\tm\t=>\t1\tx\n",
+            ringswitch_bench::input::TARGETS_HEADER
+        ),
+    )
+    .unwrap();
+    let e = ringswitch_bench::input::read_dir(&data)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("targets.tsv, line 2") && e.contains("`=>`"),
+        "{e}"
+    );
 }

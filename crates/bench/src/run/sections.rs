@@ -1,0 +1,352 @@
+//! The sections `run` measures, their cases and the samples they write.
+//! Their sizes, counts and durations come from the parameters file. The
+//! peers of throughput and batch (DPDK memif) and of switch (OVS-DPDK with
+//! memif ports) are measured here through their scripts ([`super::peers`]);
+//! the other peers by bench/compare's bash into the same data files.
+
+use std::str::FromStr;
+
+use super::measure::TputPlan;
+use super::Bench;
+use crate::error::Error;
+use crate::figures::{mpps, per_mpkt};
+use crate::write::Key;
+
+/// A section of `run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// Pipes, process to process.
+    Throughput,
+    /// Two ring ports of one switch.
+    Switch,
+    /// Ping/pong through a pipe and a switch, busy and blocking.
+    Latency,
+    /// Throughput against batch size, pipe and switch.
+    Batch,
+    /// The daemon's CPU with 8 idle ports, then its memory.
+    Idle,
+    /// CPU against offered load, pipe and switch.
+    Load,
+    /// One TCG guest over a passthrough port and over vhost-user.
+    Passthrough,
+}
+
+/// The names `--sections` takes.
+pub const NAMES: [&str; 7] = [
+    "throughput",
+    "switch",
+    "latency",
+    "batch",
+    "idle",
+    "load",
+    "passthrough",
+];
+
+impl FromStr for Section {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Section, String> {
+        Ok(match s {
+            "throughput" => Section::Throughput,
+            "switch" => Section::Switch,
+            "latency" => Section::Latency,
+            "batch" => Section::Batch,
+            "idle" => Section::Idle,
+            "load" => Section::Load,
+            "passthrough" => Section::Passthrough,
+            _ => {
+                return Err(format!(
+                    "unknown section '{s}' (sections: {})",
+                    NAMES.join(" ")
+                ))
+            }
+        })
+    }
+}
+
+/// The system of the pipe figures.
+pub const PIPE: &str = "ringswitch pipe";
+/// The system of the switch figures.
+pub const SWITCH: &str = "ringswitch switch, 2 ring ports";
+
+/// A throughput figure: received Mpps.
+fn received<'a>(section: &'a str, case: &'a str, system: &'a str, x: &'a str) -> Key<'a> {
+    Key {
+        section,
+        case,
+        system,
+        metric: "received",
+        unit: "Mpps",
+        better: "higher",
+        x,
+    }
+}
+
+/// A CPU cost figure: seconds per million packets.
+fn cost<'a>(case: &'a str, system: &'a str, metric: &'a str) -> Key<'a> {
+    Key {
+        section: "efficiency",
+        case,
+        system,
+        metric,
+        unit: "s per Mpkt",
+        better: "lower",
+        x: "-",
+    }
+}
+
+/// A cost's text, `x` (not a number: a failure line) without packets.
+fn cost_text(cpu_s: Option<f64>, packets: u64) -> String {
+    cpu_s
+        .and_then(|c| per_mpkt(c, packets))
+        .unwrap_or_else(|| "x".into())
+}
+
+impl Section {
+    /// Measures the section into the run's data files.
+    pub fn run(self, b: &mut Bench) -> Result<(), Error> {
+        match self {
+            Section::Throughput => throughput(b),
+            Section::Switch => switch(b),
+            Section::Latency => latency(b),
+            Section::Batch => batch(b),
+            Section::Idle => super::idle::idle(b),
+            Section::Load => super::load::load(b),
+            Section::Passthrough => b.passthrough(),
+        }
+    }
+}
+
+/// Pipes: sender and receiver on their own CPU.
+fn throughput(b: &mut Bench) -> Result<(), Error> {
+    b.log("throughput: ringswitch pipes, DPDK memif");
+    sized_runs(b, false)
+}
+
+/// Two ring ports of a switch, the worker on the senders' CPU, both
+/// pkt-gens on the receivers' CPU.
+fn switch(b: &mut Bench) -> Result<(), Error> {
+    b.log("switch: two ring ports of one switch, OVS-DPDK with memif ports");
+    sized_runs(b, true)?;
+    // Nothing of ringswitch runs while the peers measure.
+    b.daemon_stop();
+    for &size in &b.params.list("ovs_sizes")?.to_vec() {
+        let case = format!("through a switch, {} B", if size == 64 { 60 } else { size });
+        // At 64 B also with the PMD sleeping when its queues are nearly empty.
+        let maxsleeps: &[u64] = if size == 64 { &[0, 500] } else { &[0] };
+        b.ovs_memif(size, &case, maxsleeps)?;
+    }
+    Ok(())
+}
+
+/// Each frame size, `runs` times, burst from the parameters, blocking:
+/// through pipes (`switch` false) or two ring ports of a switch. Received
+/// Mpps and CPU per million packets.
+fn sized_runs(b: &mut Bench, switch: bool) -> Result<(), Error> {
+    let (secs, burst) = (b.params.one("secs")?, b.params.one("burst")?);
+    let worker = b.tx_cpu.to_string();
+    let (section, sys, what) = if switch {
+        ("switch", SWITCH, "switch")
+    } else {
+        ("throughput", PIPE, "pipe")
+    };
+    for &len in &b.params.list("sizes")?.to_vec() {
+        let c = if switch {
+            format!("through a switch, {len} B")
+        } else {
+            format!("process to process, {len} B")
+        };
+        for r in 1..=b.runs {
+            if super::signals::interrupted() {
+                return Ok(());
+            }
+            let daemon = if switch {
+                b.daemon_ensure(&["--workers", "1", "--worker-cpus", &worker])
+            } else {
+                b.daemon_ensure(&["--workers", "1"])
+            };
+            if let Err(e) = daemon {
+                b.data.miss(section, &c, sys, &e)?;
+                continue;
+            }
+            let (rxp, txp, tx_cpu) = if switch {
+                (
+                    format!("valecmp{len}:b"),
+                    format!("valecmp{len}:a"),
+                    b.rx_cpu,
+                )
+            } else {
+                let n = b.next_pipe();
+                (format!("bp}}{n}"), format!("bp{{{n}"), b.tx_cpu)
+            };
+            let plan = TputPlan {
+                label: &format!("{what}-{len}-r{r}"),
+                rx_port: &rxp,
+                tx_port: &txp,
+                len,
+                burst,
+                busy: false,
+                secs,
+                tx_cpu,
+            };
+            let t = match b.tput(&plan) {
+                Ok(t) => t,
+                Err(e) => {
+                    b.data.miss(section, &c, sys, &format!("run {r}: {e}"))?;
+                    continue;
+                }
+            };
+            b.data
+                .sample(&received(section, &c, sys, "-"), r, &mpps(t.rx_pps()))?;
+            let n = t.rx_packets();
+            if switch {
+                let own = cost_text(t.daemon_s, n);
+                b.data
+                    .sample(&cost(&c, sys, "CPU, switch process"), r, &own)?;
+            }
+            // Pipes: no daemon on the data path, the pkt-gens are all.
+            let daemon_s = if switch { t.daemon_s } else { Some(0.0) };
+            let all = cost_text(daemon_s.map(|d| d + t.clients_cpu_s()), n);
+            b.data
+                .sample(&cost(&c, sys, "CPU, all processes"), r, &all)?;
+            b.log(&format!(
+                "  {what} {len} B run {r}: {} Mpps",
+                mpps(t.rx_pps())
+            ));
+        }
+        if !switch {
+            // DPDK memif at the same size (64 B for 60: testpmd's frames
+            // carry the 4 bytes of CRC that netmap's 60 B leave out).
+            b.daemon_stop();
+            let size = if len == 60 { 64 } else { len };
+            b.memif("throughput", &c, "DPDK memif (testpmd)", size, None)?;
+        }
+    }
+    Ok(())
+}
+
+/// ping ↔ pong through a pipe and through vale0, busy and blocking.
+fn latency(b: &mut Bench) -> Result<(), Error> {
+    b.log("latency: ping/pong through a pipe and a switch");
+    let count = b.params.one("ping_n")?;
+    for path in ["pipe", "switch"] {
+        for busy in [true, false] {
+            let c = format!(
+                "{}, {}",
+                if path == "pipe" {
+                    "pipe"
+                } else {
+                    "through a switch"
+                },
+                if busy { "busy-waiting" } else { "blocking" }
+            );
+            let sys = format!("ringswitch {path}");
+            for r in 1..=b.runs {
+                if super::signals::interrupted() {
+                    return Ok(());
+                }
+                let result = b.rtt(path, busy, count);
+                for f in ["p50", "avg", "min", "p99"] {
+                    let metric = format!("RTT {f}");
+                    let k = Key {
+                        section: "latency",
+                        case: &c,
+                        system: &sys,
+                        metric: &metric,
+                        unit: "ns",
+                        better: "lower",
+                        x: "-",
+                    };
+                    match &result {
+                        Ok(rtt) => {
+                            let v = match f {
+                                "p50" => &rtt.p50,
+                                "avg" => &rtt.avg,
+                                "min" => &rtt.min,
+                                _ => &rtt.p99,
+                            };
+                            match v {
+                                Some(v) => {
+                                    b.data.sample(&k, r, v)?;
+                                }
+                                None => b.data.miss(
+                                    "latency",
+                                    &c,
+                                    &sys,
+                                    &format!("{metric}: not reported (key rtt_{f})"),
+                                )?,
+                            }
+                        }
+                        Err(e) => b.data.miss("latency", &c, &sys, e)?,
+                    }
+                }
+            }
+        }
+    }
+    b.daemon_stop();
+    Ok(())
+}
+
+/// Throughput against batch size: pkt-gen `-b N` on both ends; the switch
+/// also runs `serve --batch N`.
+fn batch(b: &mut Bench) -> Result<(), Error> {
+    b.log("batch: throughput against batch size, pipe and switch");
+    let secs = b.params.one("batch_secs")?;
+    let batches = b.params.list("batches")?.to_vec();
+    let c = "60 B frames";
+    let worker = b.tx_cpu.to_string();
+    for (sys, switch) in [(PIPE, false), (SWITCH, true)] {
+        for &n in &batches {
+            if super::signals::interrupted() {
+                return Ok(());
+            }
+            let x = n.to_string();
+            let daemon = if switch {
+                b.daemon_ensure(&["--workers", "1", "--worker-cpus", &worker, "--batch", &x])
+            } else {
+                b.daemon_ensure(&["--workers", "1"])
+            };
+            if let Err(e) = daemon {
+                b.data.miss("batch", c, sys, &format!("batch {n}: {e}"))?;
+                continue;
+            }
+            let (rxp, txp, label, tx_cpu) = if switch {
+                (
+                    "vale0:sb".to_owned(),
+                    "vale0:sa".to_owned(),
+                    format!("batch-switch-{n}"),
+                    b.rx_cpu,
+                )
+            } else {
+                let p = b.next_pipe();
+                (
+                    format!("bp}}{p}"),
+                    format!("bp{{{p}"),
+                    format!("batch-pipe-{n}"),
+                    b.tx_cpu,
+                )
+            };
+            let plan = TputPlan {
+                label: &label,
+                rx_port: &rxp,
+                tx_port: &txp,
+                len: 60,
+                burst: n,
+                busy: false,
+                secs,
+                tx_cpu,
+            };
+            match b.tput(&plan) {
+                Ok(t) => {
+                    b.data
+                        .sample(&received("batch", c, sys, &x), 1, &mpps(t.rx_pps()))?;
+                }
+                Err(e) => b.data.miss("batch", c, sys, &format!("batch {n}: {e}"))?,
+            }
+        }
+    }
+    b.daemon_stop();
+    for &n in &b.params.list("memif_batches")?.to_vec() {
+        b.memif("batch", c, "DPDK memif (testpmd, 64 B)", 64, Some(n))?;
+    }
+    Ok(())
+}
