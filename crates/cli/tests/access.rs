@@ -498,7 +498,7 @@ fn the_fallback_socket_path_is_private() {
     std::fs::remove_dir_all(&dir).unwrap();
     let mut child = serve().spawn().unwrap();
     let sock = dir.join("ringswitch.sock");
-    wait_until("the private socket", || sock.exists());
+    wait_until("the private socket", || SeqPacket::connect(&sock).is_ok());
     let m = std::fs::symlink_metadata(&dir).unwrap();
     assert_eq!((m.uid(), m.mode() & 0o777), (NOBODY, 0o700));
     // Root's client does not trust nobody's daemon unless told to.

@@ -45,7 +45,7 @@ fn spawn_serve(bin: &Path, sock: &Path, args: &[&str]) -> std::process::Child {
         },
     );
     let child = child.expect("started");
-    common::wait_until(&format!("a socket at {}", sock.display()), || sock.exists());
+    common::wait_listening(&sock);
     child
 }
 

@@ -26,7 +26,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .spawn()
             .expect("daemon starts");
-        wait_until("the daemon's socket", || socket.exists());
+        common::wait_listening(&socket);
         Daemon { child, socket }
     }
 

@@ -107,7 +107,10 @@ impl Scene {
             daemon,
             socket,
         };
-        wait_until("the daemon's control socket", || s.socket.exists());
+        // The file exists from `bind`, a moment before `listen`.
+        wait_until("the daemon listening on its control socket", || {
+            ringswitch_control::socket::SeqPacket::connect(&s.socket).is_ok()
+        });
         s
     }
 

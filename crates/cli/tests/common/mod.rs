@@ -50,7 +50,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .spawn()
             .expect("daemon starts");
-        wait_until("the daemon's socket", || socket.exists());
+        wait_listening(&socket);
         Daemon { child, socket }
     }
 
@@ -178,6 +178,15 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
         assert!(t0.elapsed() < DEADLINE, "{what}: not within {DEADLINE:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Waits until a daemon accepts connections on `socket`: the file exists
+/// from `bind`, a moment before `listen`, so its existence is not enough.
+pub fn wait_listening(socket: &Path) {
+    wait_until(
+        &format!("a daemon listening on {}", socket.display()),
+        || ringswitch_control::socket::SeqPacket::connect(socket).is_ok(),
+    );
 }
 
 /// Sends SIGINT to a child (pkt-gen stops, takes what already arrived,
