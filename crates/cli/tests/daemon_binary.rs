@@ -45,7 +45,7 @@ fn spawn_serve(bin: &Path, sock: &Path, args: &[&str]) -> std::process::Child {
         },
     );
     let child = child.expect("started");
-    common::wait_listening(&sock);
+    common::wait_listening(sock);
     child
 }
 
