@@ -30,6 +30,21 @@ pub struct Key<'a> {
     pub x: &'a str,
 }
 
+impl<'a> Key<'a> {
+    /// A throughput figure: received Mpps.
+    pub fn received(section: &'a str, case: &'a str, system: &'a str, x: &'a str) -> Key<'a> {
+        Key {
+            section,
+            case,
+            system,
+            metric: "received",
+            unit: "Mpps",
+            better: "higher",
+            x,
+        }
+    }
+}
+
 /// The data directory of a run.
 pub struct DataDir {
     dir: PathBuf,

@@ -171,15 +171,7 @@ impl Bench {
         let x = burst.map_or("-".to_owned(), |b| b.to_string());
         for (i, v) in report.runs.iter().enumerate() {
             let run = u32::try_from(i + 1).unwrap_or(u32::MAX);
-            let k = Key {
-                section,
-                case,
-                system,
-                metric: "received",
-                unit: "Mpps",
-                better: "higher",
-                x: &x,
-            };
+            let k = Key::received(section, case, system, &x);
             self.data.sample(&k, run, v)?;
             if let (None, Some(cores)) = (burst, report.cpu_cores[i]) {
                 let k = Key {

@@ -68,19 +68,6 @@ pub const PIPE: &str = "ringswitch pipe";
 /// The system of the switch figures.
 pub const SWITCH: &str = "ringswitch switch, 2 ring ports";
 
-/// A throughput figure: received Mpps.
-fn received<'a>(section: &'a str, case: &'a str, system: &'a str, x: &'a str) -> Key<'a> {
-    Key {
-        section,
-        case,
-        system,
-        metric: "received",
-        unit: "Mpps",
-        better: "higher",
-        x,
-    }
-}
-
 /// A CPU cost figure: seconds per million packets.
 fn cost<'a>(case: &'a str, system: &'a str, metric: &'a str) -> Key<'a> {
     Key {
@@ -196,7 +183,7 @@ fn sized_runs(b: &mut Bench, switch: bool) -> Result<(), Error> {
                 }
             };
             b.data
-                .sample(&received(section, &c, sys, "-"), r, &mpps(t.rx_pps()))?;
+                .sample(&Key::received(section, &c, sys, "-"), r, &mpps(t.rx_pps()))?;
             let n = t.rx_packets();
             if switch {
                 let own = cost_text(t.daemon_s, n);
@@ -338,7 +325,7 @@ fn batch(b: &mut Bench) -> Result<(), Error> {
             match b.tput(&plan) {
                 Ok(t) => {
                     b.data
-                        .sample(&received("batch", c, sys, &x), 1, &mpps(t.rx_pps()))?;
+                        .sample(&Key::received("batch", c, sys, &x), 1, &mpps(t.rx_pps()))?;
                 }
                 Err(e) => b.data.miss("batch", c, sys, &format!("batch {n}: {e}"))?,
             }
