@@ -10,9 +10,10 @@
 //! - [`hdr`]: the offload fields of a virtio-net header ([`OffloadHdr`]) and
 //!   what a destination accepts ([`Caps`]). What must be done in software
 //!   between the two is the `ringswitch-offload` crate's business.
-//! - [`queue`]: the [`FrameQueue`] trait, the [`Frame`] a queue hands over,
-//!   and the [`Wake`] a flush returns, to send once the queue's lock is
-//!   released.
+//! - [`queue`]: the [`FrameQueue`] trait and the [`Wake`] a flush returns,
+//!   to send once the queue's lock is released.
+//! - [`stage`]: the [`Stage`] a queue copies the frames it hands over onto,
+//!   one concrete type so that no frame costs a call through a pointer.
 //!
 //! What this crate deliberately is not: it knows nothing of rings, guests or
 //! sockets, has no `unsafe` code and no dependency but `thiserror`.
@@ -22,9 +23,11 @@
 
 pub mod hdr;
 pub mod queue;
+pub mod stage;
 
 pub use hdr::{
     Caps, HeaderTooShort, OffloadHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4,
     GSO_TCPV6, GSO_UDP,
 };
-pub use queue::{Frame, FrameQueue, Notify, PushError, QueueStats, SharedQueue, Taken, Wake};
+pub use queue::{FrameQueue, Notify, PushError, QueueStats, SharedQueue, Taken, Wake};
+pub use stage::{Stage, Staged, FRAME_MAX, FRAME_MIN, STAGE_BYTES};

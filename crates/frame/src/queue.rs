@@ -5,49 +5,7 @@ use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 
 use crate::hdr::{Caps, OffloadHdr};
-
-/// A frame a queue hands over: its bytes may be scattered (a guest's
-/// descriptor chain) or contiguous (a socket's buffer), and are only
-/// readable by copying them out. Valid only during the call it is given to.
-pub trait Frame {
-    /// Length in bytes (any virtio-net header excluded).
-    fn len(&self) -> usize;
-
-    /// Whether the frame has no bytes.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Copies the frame's first `dst.len()` bytes (or all, if shorter) into
-    /// `dst`; returns how many were copied.
-    fn copy_to(&self, dst: &mut [u8]) -> usize;
-
-    /// The frame's bytes, copied (allocates: for tests and tools, never the
-    /// data path).
-    fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0; self.len()];
-        let n = self.copy_to(&mut v);
-        v.truncate(n);
-        v
-    }
-}
-
-/// Contiguous bytes (a socket's or a kernel ring's buffer) as a frame:
-/// `f(&bytes, &hdr)` hands a `&[u8]` to a [`FrameQueue::take_batch`]
-/// callback.
-impl Frame for &[u8] {
-    #[inline]
-    fn len(&self) -> usize {
-        <[u8]>::len(self)
-    }
-
-    #[inline]
-    fn copy_to(&self, dst: &mut [u8]) -> usize {
-        let n = <[u8]>::len(self).min(dst.len());
-        dst[..n].copy_from_slice(&self[..n]);
-        n
-    }
-}
+use crate::stage::Stage;
 
 /// Why a queue did not take a frame pushed into it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -114,10 +72,11 @@ impl std::fmt::Debug for Wake {
 /// What one [`FrameQueue::take_batch`] did.
 #[derive(Debug, Default)]
 pub struct Taken {
-    /// Frames (or descriptor chains) taken from the queue: those handed to
-    /// the callback and those refused as `malformed`.
+    /// Frames (or descriptor chains) taken from the queue: those put on
+    /// the stage (including those it counted as short or long) and those
+    /// refused as `malformed`.
     pub frames: usize,
-    /// Of those, refused by the queue before the callback saw them (a
+    /// Of those, refused by the queue before they reached the stage (a
     /// guest's bad descriptor chain), to be counted as malformed drops of
     /// the port.
     pub malformed: u64,
@@ -156,7 +115,7 @@ pub struct QueueStats {
 
 /// A queue of frames in both directions: one queue of an interface, one
 /// queue pair of a VM. A switch worker serving it takes frames with
-/// [`FrameQueue::take_batch`]; workers delivering to it call
+/// [`FrameQueue::take_batch`] onto a [`Stage`]; workers delivering to it call
 /// [`FrameQueue::push`] per frame and [`FrameQueue::flush`] once per batch.
 ///
 /// A queue is used by one thread at a time (the port keeps it behind a lock
@@ -164,15 +123,12 @@ pub struct QueueStats {
 /// rings, guest memory) is trusted: a bad descriptor is dropped and
 /// counted, never followed.
 pub trait FrameQueue: Send {
-    /// Takes up to `max` frames, calling `f` with each and its offload
-    /// header (all zero where the other side has none). `f` returns false
-    /// to stop after the frame it was given. Each frame is only valid
-    /// during its call: its memory goes back to the other side.
-    fn take_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> Taken;
+    /// Takes up to `max` frames, copying each with its offload header (all
+    /// zero where the other side has none) onto `stage` with
+    /// [`Stage::put`] or [`Stage::put_with`], and stops early when that
+    /// says the stage is full. The frames' memory goes back to the other
+    /// side.
+    fn take_batch(&mut self, max: usize, stage: &mut Stage) -> Taken;
 
     /// Whether frames wait to be taken (cheap: at most one read of shared
     /// memory, no system call where the queue has shared rings).

@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ringswitch_frame::{
-    Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, SharedQueue, Taken, Wake,
+    Caps, FrameQueue, OffloadHdr, PushError, QueueStats, SharedQueue, Stage, Taken, Wake,
 };
 
 use crate::{iface, DevError, Driver, Nic, NicConfig};
@@ -740,11 +740,7 @@ impl PacketQueue {
 }
 
 impl FrameQueue for PacketQueue {
-    fn take_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> Taken {
+    fn take_batch(&mut self, max: usize, stage: &mut Stage) -> Taken {
         let mut taken = 0;
         while taken < max {
             if self.rx.left == 0 && !self.rx_open_block() {
@@ -762,7 +758,7 @@ impl FrameQueue for PacketQueue {
                         )
                     };
                     taken += 1;
-                    let more = f(&frame, &fr.hdr);
+                    let more = stage.put(frame, fr.hdr);
                     self.rx_advance(fr.next);
                     if !more {
                         break;
@@ -1049,13 +1045,9 @@ mod tests {
     }
 
     fn take(q: &mut PacketQueue, max: usize) -> Vec<(Vec<u8>, OffloadHdr)> {
-        let mut v = Vec::new();
-        let n = q
-            .take_batch(max, &mut |f, h| {
-                v.push((f.to_vec(), *h));
-                true
-            })
-            .frames;
+        let mut stage = Stage::new(max);
+        let n = q.take_batch(max, &mut stage).frames;
+        let v = stage.to_vec();
         assert_eq!(n, v.len());
         v
     }
@@ -1084,9 +1076,10 @@ mod tests {
         assert_eq!(got, want);
         assert!(!q.has_work());
         assert_eq!(q.rx.block, 2);
-        // The callback stops a batch after the frame it was given.
+        // A full stage stops a batch after the frame that filled it.
         put_block(&q, 2, &frames[..3], |_| {});
-        assert_eq!(q.take_batch(64, &mut |_, _| false).frames, 1);
+        let mut one = Stage::with_bytes(ringswitch_frame::FRAME_MAX + 1, 1);
+        assert_eq!(q.take_batch(64, &mut one).frames, 1);
         assert_eq!(take(&mut q, 64).len(), 2);
         assert_eq!(q.stats().kernel_rx_dropped, 0);
     }

@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
 
 use ringswitch_frame::{
-    Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, SharedQueue, Taken, Wake,
+    Caps, FrameQueue, OffloadHdr, PushError, QueueStats, SharedQueue, Stage, Taken, Wake,
 };
 
 use crate::{iface, DevError, Driver};
@@ -211,11 +211,7 @@ fn vnet_order(mut h: OffloadHdr) -> OffloadHdr {
 }
 
 impl FrameQueue for TapQueue {
-    fn take_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> Taken {
+    fn take_batch(&mut self, max: usize, stage: &mut Stage) -> Taken {
         let mut n = 0;
         while n < max {
             // SAFETY: reads at most buf.len() bytes into our own buffer.
@@ -250,7 +246,7 @@ impl FrameQueue for TapQueue {
                     continue;
                 }
             };
-            if !f(&&self.buf[HDR..len], &hdr) {
+            if !stage.put(&self.buf[HDR..len], hdr) {
                 break;
             }
         }

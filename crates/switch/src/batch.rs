@@ -1,21 +1,22 @@
 //! What one batch is made of, and the per-worker memory that holds it: the
 //! frame table of a ring source (one entry per packet, pointing at its TX
-//! slots, and the walk over a packet's fragments), the staging arena frames
-//! taken from queues are copied into, and the conversions every stage uses. The leaf of the data path: it imports
-//! nothing else of the crate.
+//! slots, and the walk over a packet's fragments), the stage frames taken
+//! from queues are copied onto (a `ringswitch_frame::Stage`) with the room
+//! software offloads work in, and the conversions every stage uses. The
+//! leaf of the data path: it imports nothing else of the crate.
 
-use ringswitch_frame::OffloadHdr;
+use ringswitch_frame::Stage;
 use ringswitch_offload::{self as offload, Segmenter};
 use ringswitch_ring::{arith, Region, RingRef};
-
-use conv::u32_of;
 
 /// Largest batch a worker takes from one ring at a time.
 pub const MAX_BATCH: u32 = 2048;
 /// Default batch.
 pub const DEFAULT_BATCH: u32 = 512;
-/// Shortest frame forwarded: an Ethernet header.
+/// Shortest frame forwarded: an Ethernet header (the same bound a queue's
+/// stage keeps).
 pub const MIN_FRAME: u32 = 14;
+const _: () = assert!(MIN_FRAME as usize == ringswitch_frame::FRAME_MIN);
 
 /// Conversions of the data path, none of which can wrap: lengths, counts
 /// and indexes are bounded by the geometry or the batch, and a conversion
@@ -147,11 +148,6 @@ impl<'a> Iterator for SlotFrags<'a> {
     }
 }
 
-/// Staging space for one batch.
-pub(crate) const ARENA: usize = 1 << 20;
-/// Largest frame a source can hand over: a virtio chain's bound (64 KiB +
-/// 1 KiB, header included), more than a TAP's 64 KiB.
-pub(crate) const FRAME_MAX: usize = 65 * 1024;
 /// Contiguous space for a frame gathered from ring fragments, or for the
 /// segments of one TSO frame (64 KiB of payload plus a header per segment).
 const BOUNCE: usize = 160 * 1024;
@@ -159,46 +155,24 @@ const BOUNCE: usize = 160 * 1024;
 /// bytes; a smaller MSS is refused as malformed).
 pub(crate) const SEGS_MAX: usize = 768;
 
-/// What staging did with a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Staging {
-    /// Staged for forwarding.
-    Staged,
-    /// Refused: its offload request is unsound.
-    Malformed,
-    /// The arena is full (the batch stops while a frame of the largest size
-    /// still fits, so only a frame over [`FRAME_MAX`] meets this).
-    NoRoom,
-}
-
-/// A frame in the arena.
-#[derive(Clone, Copy)]
-pub(crate) struct Staged {
-    pub(crate) off: u32,
-    pub(crate) len: u32,
-    pub(crate) hdr: OffloadHdr,
-}
-
 /// Per-worker staging space, allocated the first time the worker meets a
-/// VM or interface port (ring-only daemons never touch it).
+/// VM or interface port (ring-only daemons never touch it): the stage a
+/// queue's frames are taken onto, and the room software offloads work in.
 #[derive(Default)]
 pub(crate) struct StageScratch {
-    pub(crate) arena: Vec<u8>,
-    pub(crate) staged: Vec<Staged>,
+    /// Frames taken from a queue, with their offload requests.
+    pub(crate) intake: Stage,
     pub(crate) bounce: Vec<u8>,
     /// Segments in `bounce`: (offset, length).
     pub(crate) segs: Vec<(u32, u32)>,
     pub(crate) segmenter: Option<Segmenter>,
-    /// Bytes of the arena in use.
-    pub(crate) used: usize,
 }
 
 impl StageScratch {
     pub(crate) fn ensure(&mut self) {
-        if self.arena.is_empty() {
-            self.arena = vec![0; ARENA];
+        if !self.intake.is_allocated() {
+            self.intake = Stage::new(MAX_BATCH as usize);
             self.bounce = vec![0; BOUNCE];
-            self.staged.reserve(MAX_BATCH as usize);
             self.segs.reserve(SEGS_MAX);
             self.segmenter = Some(Segmenter::new());
         }
@@ -207,44 +181,30 @@ impl StageScratch {
     /// Starts a batch.
     pub(crate) fn start(&mut self) {
         self.ensure();
-        self.staged.clear();
-        self.used = 0;
+        self.intake.clear();
     }
 
-    /// Whether one more frame of the largest size fits.
-    #[inline]
-    pub(crate) fn has_room(&self) -> bool {
-        ARENA - self.used >= FRAME_MAX
-    }
-
-    /// Room for the next frame, copied in place: the free tail of the arena (at least [`FRAME_MAX`] bytes while
-    /// [`StageScratch::has_room`]).
-    pub(crate) fn tail(&mut self) -> &mut [u8] {
-        &mut self.arena[self.used..]
-    }
-
-    /// Stages the frame of `len` bytes written at the start of
-    /// [`StageScratch::tail`], once its offload request is checked on that
-    /// copy (the source cannot change it any more): a bad header, a
-    /// checksum field outside the frame, headers a GSO frame cannot be cut
-    /// by, or more segments than [`SEGS_MAX`] make it `Malformed`, refused
-    /// here once for every destination. What passes cannot fail later for
-    /// one destination and not another (but for segments overflowing the
-    /// bounce buffer, counted as too long by that destination).
-    pub(crate) fn commit(&mut self, hdr: OffloadHdr, len: usize) -> Staging {
-        let Some(frame) = self.arena.get(self.used..self.used + len) else {
-            return Staging::NoRoom;
-        };
-        match offload::check(frame, &hdr) {
-            Ok(segs) if segs <= SEGS_MAX => {}
-            _ => return Staging::Malformed,
-        }
-        self.staged.push(Staged {
-            off: u32_of(self.used),
-            len: u32_of(len),
-            hdr,
-        });
-        self.used += len.next_multiple_of(64);
-        Staging::Staged
+    /// Refuses, once for every destination, the frames on the stage whose
+    /// offload request is unsound, checked on the copy (the source cannot
+    /// change it any more): a bad header, a checksum field outside the
+    /// frame, headers a GSO frame cannot be cut by, or more segments than
+    /// [`SEGS_MAX`]. What passes cannot fail later for one destination and
+    /// not another (but for segments overflowing the bounce buffer, counted
+    /// as too long by that destination). Returns the frames refused and the
+    /// bytes of those kept.
+    pub(crate) fn check_offloads(&mut self) -> (u64, u64) {
+        let (mut refused, mut bytes) = (0u64, 0u64);
+        self.intake
+            .retain(|frame, f| match offload::check(frame, &f.hdr) {
+                Ok(segs) if segs <= SEGS_MAX => {
+                    bytes += u64::from(f.len);
+                    true
+                }
+                _ => {
+                    refused += 1;
+                    false
+                }
+            });
+        (refused, bytes)
     }
 }

@@ -226,23 +226,19 @@ impl Switch {
         took: source::Took,
         sc: &mut Scratch,
     ) -> BatchResult {
-        let source::Took {
-            taken,
-            short,
-            long,
-            malformed,
-            bytes,
-        } = took;
+        let source::Took { taken, short, long } = took;
         taken.wake.send();
         if taken.frames == 0 {
             return BatchResult::default();
         }
-        if !sc.stage.staged.is_empty() {
+        // After the queue's lock is released.
+        let (malformed, bytes) = sc.stage.check_offloads();
+        if !sc.stage.intake.frames().is_empty() {
             sc.clear();
             let table = self.read();
             let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s());
             source::look_up_staged(&sc.stage, &mut sc.dests, &mut look);
-            let pkts = sc.stage.staged.len() as u64;
+            let pkts = sc.stage.intake.frames().len() as u64;
             deliver(&look, src, pkts, bytes, &mut sc.dests, &mut sc.stage, src_q);
         }
         let c = &src.counters;

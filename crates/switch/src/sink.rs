@@ -78,12 +78,10 @@ impl Frames for StageScratch {
 
     fn to_queue<Q: FrameQueue + ?Sized>(&mut self, order: &[u32], q: &mut Q, c: &Counters) -> Wake {
         let StageScratch {
-            arena,
-            staged,
-            segmenter,
-            ..
+            intake, segmenter, ..
         } = self;
         let segmenter = segmenter.as_mut().expect("ensure() ran");
+        let (arena, staged) = intake.parts_mut();
         let mut frames = StagedFrames { arena, staged };
         queue::push(&mut frames, order, segmenter, q, c)
     }

@@ -8,7 +8,7 @@ use ringswitch_ring::sync::Unfinished;
 use ringswitch_ring::{arith, NetmapSlot, PortRing, Region};
 
 use crate::batch::conv::split_word0;
-use crate::batch::{BatchResult, Ft, StageScratch, Staging, FRAME_MAX, MIN_FRAME};
+use crate::batch::{BatchResult, Ft, StageScratch, MIN_FRAME};
 use crate::lookup::{Dests, Lookup};
 use crate::port::{Counters, RingPort};
 
@@ -236,59 +236,30 @@ pub(crate) fn release_ring(
     }
 }
 
-/// One batch taken from a queue into the staging arena, not yet forwarded.
+/// One batch taken from a queue onto the stage, not yet checked
+/// ([`StageScratch::check_offloads`]) nor forwarded.
 #[must_use = "a batch taken is forwarded"]
 pub(crate) struct Took {
     pub(crate) taken: Taken,
     pub(crate) short: u64,
     pub(crate) long: u64,
-    pub(crate) malformed: u64,
-    /// Bytes staged.
-    pub(crate) bytes: u64,
 }
 
 /// Takes up to `max` frames from `q` (locked by the caller for this call
-/// only) into the staging arena: frames shorter than an Ethernet header or
-/// longer than the arena takes are dropped, and a frame whose offload
-/// request is unsound is refused, each counted when the batch is forwarded.
+/// only) onto the stage: frames shorter than an Ethernet header or longer
+/// than a stage takes are dropped, each counted when the batch is
+/// forwarded.
 pub(crate) fn take<Q: FrameQueue + ?Sized>(
     q: &mut Q,
     max: usize,
     stage: &mut StageScratch,
 ) -> Took {
     stage.start();
-    let (mut short, mut long, mut malformed, mut bytes) = (0u64, 0u64, 0u64, 0u64);
-    let taken = q.take_batch(max, &mut |f, h| {
-        let len = f.len();
-        if len < MIN_FRAME as usize {
-            short += 1;
-        } else if len > FRAME_MAX {
-            long += 1;
-        } else {
-            // The batch stops while the arena still has room for a frame of
-            // FRAME_MAX bytes.
-            match stage.tail().get_mut(..len) {
-                Some(dst) => {
-                    f.copy_to(dst);
-                    match stage.commit(*h, len) {
-                        Staging::Staged => bytes += len as u64,
-                        Staging::Malformed => malformed += 1,
-                        Staging::NoRoom => long += 1,
-                    }
-                }
-                // Not reached (see above); the frame is taken all the same,
-                // so it is counted.
-                None => long += 1,
-            }
-        }
-        stage.has_room()
-    });
+    let taken = q.take_batch(max, &mut stage.intake);
     Took {
         taken,
-        short,
-        long,
-        malformed,
-        bytes,
+        short: stage.intake.short(),
+        long: stage.intake.long(),
     }
 }
 
@@ -296,10 +267,11 @@ pub(crate) fn take<Q: FrameQueue + ?Sized>(
 /// destinations in `dests` (learning from every one: a queue has no
 /// `NS_NO_LEARN`).
 pub(crate) fn look_up_staged(stage: &StageScratch, dests: &mut Dests, look: &mut Lookup<'_>) {
-    for st in &stage.staged {
-        let o = st.off as usize;
+    let intake = &stage.intake;
+    for f in intake.frames() {
         let mut hdr = [0u8; 12];
-        hdr.copy_from_slice(&stage.arena[o..o + 12]);
-        look.file(dests, hdr, st.len, true);
+        // Every staged frame has at least FRAME_MIN (14) bytes.
+        hdr.copy_from_slice(&intake.bytes(f)[..12]);
+        look.file(dests, hdr, f.len, true);
     }
 }

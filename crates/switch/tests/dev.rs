@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 
 use ringswitch_frame::{
-    Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, Taken, Wake, F_NEEDS_CSUM,
+    Caps, FrameQueue, OffloadHdr, PushError, QueueStats, Stage, Taken, Wake, F_NEEDS_CSUM,
     GSO_TCPV4,
 };
 use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
@@ -33,11 +33,7 @@ struct MockQueue {
 }
 
 impl FrameQueue for MockQueue {
-    fn take_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> Taken {
+    fn take_batch(&mut self, max: usize, stage: &mut Stage) -> Taken {
         let mut w = self.wire.lock().unwrap();
         let mut n = 0;
         while n < max {
@@ -45,7 +41,7 @@ impl FrameQueue for MockQueue {
                 break;
             };
             n += 1;
-            if !f(&&frame[..], &h) {
+            if !stage.put(&frame, h) {
                 break;
             }
         }

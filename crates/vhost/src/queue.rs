@@ -8,23 +8,11 @@ use std::os::fd::AsRawFd;
 use std::os::fd::RawFd;
 
 use ringswitch_frame::{
-    Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, Taken, Wake, F_DATA_VALID,
+    Caps, FrameQueue, OffloadHdr, PushError, QueueStats, Stage, Taken, Wake, F_DATA_VALID,
 };
 
 use crate::hdr::VirtioNetHdr;
-use crate::port::{RxError, TxFrame, VirtioNetPort};
-
-impl Frame for TxFrame<'_> {
-    #[inline]
-    fn len(&self) -> usize {
-        TxFrame::len(self)
-    }
-
-    #[inline]
-    fn copy_to(&self, dst: &mut [u8]) -> usize {
-        TxFrame::copy_to(self, dst)
-    }
-}
+use crate::port::{RxError, VirtioNetPort};
 
 /// The offload fields of a guest's TX header, in host order. DATA_VALID is
 /// the device's word on receive, not the guest's on transmit: a guest
@@ -59,13 +47,13 @@ impl FrameQueue for VirtioNetPort {
     /// chains are completed with length 0 and returned as malformed; the TX
     /// completion interrupt, if the guest wants one, comes back to be sent
     /// after the pair's lock is released.
-    fn take_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> Taken {
+    fn take_batch(&mut self, max: usize, stage: &mut Stage) -> Taken {
         let bad0 = self.stats().tx_bad_chains;
-        let frames = self.tx_batch(max, |frame, h| f(frame, &tx_offload(h)));
+        let frames = self.tx_batch(max, |frame, h| {
+            stage.put_with(frame.len(), tx_offload(h), |dst| {
+                frame.copy_to(dst);
+            })
+        });
         let wake = if frames > 0 {
             self.notify_tx_done().into()
         } else {

@@ -22,7 +22,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
 
-use ringswitch_frame::{Caps, Frame, FrameQueue, OffloadHdr, PushError, QueueStats, Taken, Wake};
+use ringswitch_frame::{Caps, FrameQueue, OffloadHdr, PushError, QueueStats, Stage, Taken, Wake};
 
 use super::ffi::{self, XdpDesc, XskSocket, XskUmem};
 use super::ring::Ring;
@@ -547,7 +547,7 @@ struct RxBatch<'a> {
 }
 
 impl RxBatch<'_> {
-    fn run(&mut self, f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool) -> usize {
+    fn run(&mut self, stage: &mut Stage) -> usize {
         let hdr = OffloadHdr::default();
         let area = self.q.area.ptr;
         let mut delivered = 0;
@@ -561,14 +561,14 @@ impl RxBatch<'_> {
             match check_rx(&d, self.q.frame_size, self.q.frames) {
                 RxDesc::Frame { off, len, base } => {
                     // The fill entry is published when the batch ends,
-                    // after `f` is done with the frame.
+                    // after the frame is copied onto the stage.
                     self.give_back(base);
                     // SAFETY: `off..off + len` lies inside one RX frame of
                     // our mapping (`check_rx`); the kernel does not write
                     // that frame until the fill entry above is published.
                     let frame = unsafe { std::slice::from_raw_parts(area.add(off), len) };
                     delivered += 1;
-                    if !f(&frame, &hdr) {
+                    if !stage.put(frame, hdr) {
                         break;
                     }
                 }
@@ -612,11 +612,7 @@ impl Drop for RxBatch<'_> {
 }
 
 impl FrameQueue for XdpQueue {
-    fn take_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&dyn Frame, &OffloadHdr) -> bool,
-    ) -> Taken {
+    fn take_batch(&mut self, max: usize, stage: &mut Stage) -> Taken {
         if !self.rx_spare.is_empty() {
             self.refill_spare();
         }
@@ -637,7 +633,7 @@ impl FrameQueue for XdpQueue {
             fill_first,
         };
         Taken {
-            frames: batch.run(f),
+            frames: batch.run(stage),
             ..Taken::default()
         }
     }

@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ringswitch_frame::{FrameQueue, OffloadHdr};
+use ringswitch_frame::{FrameQueue, OffloadHdr, Stage, FRAME_MAX};
 use ringswitch_offload::checksum::{add, pseudo_header_v4, sum};
 
 /// A local experimental EtherType: only our frames, whatever else the
@@ -395,16 +395,35 @@ pub fn udp_frame(
     f
 }
 
-/// Takes a batch from a queue with each frame as contiguous bytes (copied:
-/// tests only), returning how many frames were taken.
+/// Takes a batch from a queue onto a fresh stage (allocates: tests only)
+/// and shows `f` each frame taken, in order, until `f` returns false;
+/// returns how many frames were taken.
 pub trait RxBatch {
     fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize;
+
+    /// Takes one frame: the stage has room for one only, so the queue
+    /// stops after it.
+    fn rx_one(&mut self) -> Option<(Vec<u8>, OffloadHdr)>;
 }
 
 impl<Q: FrameQueue + ?Sized> RxBatch for Q {
     fn rx_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], &OffloadHdr) -> bool) -> usize {
-        let taken = self.take_batch(max, &mut |frame, h| f(&frame.to_vec(), h));
+        let mut stage = Stage::new(max);
+        let taken = self.take_batch(max, &mut stage);
         taken.wake.send();
+        for fr in stage.frames() {
+            if !f(stage.bytes(fr), &fr.hdr) {
+                break;
+            }
+        }
         taken.frames
+    }
+
+    fn rx_one(&mut self) -> Option<(Vec<u8>, OffloadHdr)> {
+        let mut stage = Stage::with_bytes(FRAME_MAX + 1, 1);
+        let taken = self.take_batch(64, &mut stage);
+        taken.wake.send();
+        assert!(taken.frames <= 1, "a full stage stops a batch");
+        stage.to_vec().pop()
     }
 }

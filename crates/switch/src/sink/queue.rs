@@ -4,10 +4,10 @@
 //! not, and one flush per batch; the wake-up the flush asks for (a guest's
 //! interrupt) is sent by the caller once the lock is released.
 
-use ringswitch_frame::{FrameQueue, OffloadHdr, PushError, Wake, F_DATA_VALID};
+use ringswitch_frame::{FrameQueue, OffloadHdr, PushError, Staged, Wake, FRAME_MAX, F_DATA_VALID};
 use ringswitch_offload::{self as offload, Action, Segmenter};
 
-use crate::batch::{RingBatch, Staged, FRAME_MAX};
+use crate::batch::RingBatch;
 use crate::port::Counters;
 
 /// The header of a frame whose checksum is known good.

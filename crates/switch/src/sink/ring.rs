@@ -7,11 +7,11 @@
 use ringswitch_ring::layout::{MAX_FRAGS, NS_MOREFRAG};
 use ringswitch_ring::{arith, Dir, Region, RingRef};
 
-use ringswitch_frame::Caps;
+use ringswitch_frame::{Caps, Staged};
 use ringswitch_offload::{self as offload, Action};
 
 use crate::batch::conv::{frag_flags, slot_len, u32_of};
-use crate::batch::{RingBatch, SlotFrag, SlotFrags, StageScratch, Staged, SEGS_MAX};
+use crate::batch::{RingBatch, SlotFrag, SlotFrags, StageScratch, SEGS_MAX};
 use crate::port::{Counters, RingPort};
 use crate::sink::queue::checked_hdr;
 
@@ -271,14 +271,13 @@ pub(crate) fn put_staged(
 ) {
     let none = Caps::default();
     let StageScratch {
-        arena,
-        staged,
+        intake,
         bounce,
         segs,
         segmenter,
-        ..
     } = st;
     let segmenter = segmenter.as_mut().expect("ensure() ran");
+    let (arena, staged) = intake.parts_mut();
     let mut run_start = 0usize;
     let mut i = 0usize;
     let mut full = false;
@@ -314,7 +313,7 @@ pub(crate) fn put_staged(
         if segment || i == order.len() {
             let run = &order[run_start..i];
             if !run.is_empty() {
-                let (arena, staged): (&[u8], &[Staged]) = (arena, staged);
+                let (arena, staged): (&[u8], &[Staged]) = (&*arena, &*staged);
                 let frames = Contiguous(|k: u32| {
                     let st = staged[k as usize];
                     &arena[st.off as usize..(st.off + st.len) as usize]
