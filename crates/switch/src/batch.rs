@@ -39,7 +39,7 @@ pub(crate) mod conv {
         u16::try_from(nfrags.min(MAX_FRAGS)).unwrap_or_default() << 8
     }
 
-    /// A count, offset or length bounded by the batch, the staging arena
+    /// A count, offset or length bounded by the batch, the stage
     /// or a frame (all far below 2^32).
     #[inline(always)]
     pub(crate) fn u32_of(x: usize) -> u32 {

@@ -34,7 +34,7 @@ pub enum AttachError {
 }
 
 /// Per-worker scratch space, allocated once: the batch's frame table, the
-/// lookup's destination lists and the staging arena.
+/// lookup's destination lists and the stage queues copy onto.
 pub struct Scratch {
     pub(crate) ft: Vec<Ft>,
     pub(crate) dests: Dests,

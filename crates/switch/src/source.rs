@@ -1,5 +1,5 @@
 //! Sources: a ring port's TX slots, or a frame queue's batch, read into
-//! the batch (the frame table, or the staging arena), each frame looked up
+//! the batch (the frame table, or the stage), each frame looked up
 //! as it is read. What a source refuses is counted on it here.
 
 use ringswitch_frame::{FrameQueue, Taken};
