@@ -56,6 +56,14 @@ pub fn within(from: u32, len: u32, x: u32, n: u32) -> bool {
     x < n && dist(from, x, n) <= len
 }
 
+/// Whether the port side may move the application's `tail` to `hw`:
+/// forward from `tail`, never onto the slot before `head` (one slot always
+/// stays empty between what the port fills and what the application owns).
+#[inline(always)]
+pub fn tail_may_move(tail: u32, head: u32, hw: u32, n: u32) -> bool {
+    within(tail, dist(tail, prev(head, n), n), hw, n)
+}
+
 /// Rounds `x` up to a multiple of `a` (a power of two).
 pub const fn align_up(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
@@ -89,6 +97,18 @@ mod tests {
         assert!(!within(60, 8, 59, n));
         assert!(!within(60, 8, 64, n), "out of range index");
         assert!(!within(60, 8, u32::MAX, n));
+    }
+
+    #[test]
+    fn tail_moves_forward_up_to_before_head() {
+        let n = 100;
+        // The application owns [head 10, tail 20): tail may go to 99, 0..=9.
+        assert!(tail_may_move(20, 10, 20, n));
+        assert!(tail_may_move(20, 10, 99, n));
+        assert!(tail_may_move(20, 10, 9, n));
+        assert!(!tail_may_move(20, 10, 10, n), "onto head");
+        assert!(!tail_may_move(20, 10, 19, n), "backwards");
+        assert!(!tail_may_move(20, 10, 100, n), "out of range index");
     }
 
     #[test]

@@ -666,45 +666,45 @@ mod tests {
 
     #[test]
     fn geometry_limits() {
-        assert!(Geometry::default().validate().is_ok());
-        let g = Geometry {
-            tx_rings: 17,
-            ..Geometry::default()
-        };
-        assert_eq!(g.validate(), Err(GeometryError::Rings(17)));
-        let g = Geometry {
-            rx_slots: 63,
-            ..Geometry::default()
-        };
-        assert_eq!(g.validate(), Err(GeometryError::Slots(63)));
-        let g = Geometry {
-            tx_slots: 4097,
-            ..Geometry::default()
-        };
-        assert_eq!(g.validate(), Err(GeometryError::Slots(4097)));
-        let g = Geometry {
-            buf_size: 100,
-            ..Geometry::default()
-        };
-        assert_eq!(g.validate(), Err(GeometryError::BufSize(100)));
-        // 64 KiB would wrap a full slot's 16-bit length to 0.
-        let g = Geometry {
-            buf_size: 65536,
-            ..Geometry::default()
-        };
-        assert_eq!(g.validate(), Err(GeometryError::BufSize(65536)));
-        assert!(RegionLayout::new(g, 1).is_err());
-        let g = Geometry {
+        let d = Geometry::default();
+        assert!(d.validate().is_ok());
+        let refused = [
+            (Geometry { tx_rings: 17, ..d }, GeometryError::Rings(17)),
+            (Geometry { rx_slots: 63, ..d }, GeometryError::Slots(63)),
+            (
+                Geometry {
+                    tx_slots: 4097,
+                    ..d
+                },
+                GeometryError::Slots(4097),
+            ),
+            (Geometry { buf_size: 100, ..d }, GeometryError::BufSize(100)),
+            // 64 KiB would wrap a full slot's 16-bit length to 0.
+            (
+                Geometry {
+                    buf_size: 65536,
+                    ..d
+                },
+                GeometryError::BufSize(65536),
+            ),
+        ];
+        for (g, e) in refused {
+            assert_eq!(g.validate(), Err(e));
+            assert!(RegionLayout::new(g, 1).is_err(), "{g:?}");
+        }
+        assert!(Geometry {
             buf_size: MAX_BUF_SIZE,
-            ..Geometry::default()
-        };
-        assert!(g.validate().is_ok());
-        let g = Geometry {
-            tx_slots: 1000,
-            ..Geometry::default()
-        };
+            ..d
+        }
+        .validate()
+        .is_ok());
         assert!(
-            g.validate().is_ok(),
+            Geometry {
+                tx_slots: 1000,
+                ..d
+            }
+            .validate()
+            .is_ok(),
             "slot counts need not be powers of two"
         );
     }

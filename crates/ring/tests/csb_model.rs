@@ -278,8 +278,7 @@ impl App {
         if hw == self.tail {
             return false;
         }
-        let limit = arith::dist(self.tail, arith::prev(self.head, n), n);
-        if !arith::within(self.tail, limit, hw, n) {
+        if !arith::tail_may_move(self.tail, self.head, hw, n) {
             self.bad_tails += 1;
             return false;
         }
