@@ -208,7 +208,6 @@ impl Port {
                 .collect();
             Backend::Pipe(pipe::PipeEnd::new(region.clone(), end, doorbells))
         };
-        let poll_set = poll_set(&irqs)?;
         let info = OpenReply {
             handle: 0,
             name: name.split('@').next().unwrap_or(name).to_string(),
@@ -222,18 +221,7 @@ impl Port {
             region_size: region.len() as u64,
             nifp_offset: l.nifp_ofs[end] as u64,
         };
-        Ok(Port {
-            _conn: None,
-            info,
-            region,
-            tx,
-            rx,
-            irqs,
-            poll_set,
-            backend,
-            mode: WaitMode::Blocking,
-            stats: ClientStats::default(),
-        })
+        Self::assemble(None, info, region, (tx, rx), irqs, backend)
     }
 
     /// Opens `name` over an existing connection (which the port then owns).
@@ -292,9 +280,22 @@ impl Port {
                 )
             }
         };
+        Self::assemble(Some(Arc::new(conn)), info, region, (tx, rx), irqs, backend)
+    }
+
+    /// A port just opened, from its parts: one poll descriptor over its
+    /// interrupts, blocking waits, counters at zero.
+    fn assemble(
+        conn: Option<Arc<Connection>>,
+        info: OpenReply,
+        region: Arc<Region>,
+        (tx, rx): (Vec<AppRing>, Vec<AppRing>),
+        irqs: Vec<EventFd>,
+        backend: Backend,
+    ) -> Result<Port, ClientError> {
         let poll_set = poll_set(&irqs)?;
         Ok(Port {
-            _conn: Some(Arc::new(conn)),
+            _conn: conn,
             info,
             region,
             tx,
