@@ -22,9 +22,9 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ringswitch_client::{Port, WaitMode};
+use ringswitch_client::{ClientStats, Port, WaitMode};
 use ringswitch_ring::layout::NS_BUF_CHANGED;
-use ringswitch_ring::{AppRing, Dir};
+use ringswitch_ring::{AppRing, Dir, Geometry};
 
 use error::{chain, errno_of, fail, guard};
 
@@ -76,6 +76,28 @@ pub struct RsStats {
     pub bad_values: u64,
 }
 
+impl From<Geometry> for RsGeometry {
+    fn from(g: Geometry) -> RsGeometry {
+        RsGeometry {
+            tx_rings: g.tx_rings,
+            rx_rings: g.rx_rings,
+            tx_slots: g.tx_slots,
+            rx_slots: g.rx_slots,
+            buf_size: g.buf_size,
+        }
+    }
+}
+
+impl From<ClientStats> for RsStats {
+    fn from(s: ClientStats) -> RsStats {
+        RsStats {
+            kicks: s.kicks,
+            sleeps: s.sleeps,
+            bad_values: s.bad_values,
+        }
+    }
+}
+
 /// Ring direction for the ring functions: the application fills TX.
 pub const RS_TX: c_int = 0;
 /// Ring direction for the ring functions: the application drains RX.
@@ -121,6 +143,32 @@ unsafe fn port_ref<'a>(p: *const RsPort) -> Option<&'a RsPort> {
     }
     // SAFETY: a live port, only read, per the contract.
     Some(unsafe { &*p })
+}
+
+/// Writes what `value` makes of port `p` to the caller's `out`
+/// (`null_out`: the sentence when `out` is NULL): 0, or -1 and errno.
+///
+/// # Safety
+/// `p` as for [`port_ref`]; `out` is NULL or writable.
+unsafe fn write_out<T>(
+    p: *const RsPort,
+    out: *mut T,
+    null_out: &str,
+    value: impl FnOnce(&RsPort) -> T,
+) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_ref(p) }) else {
+            return -1;
+        };
+        if out.is_null() {
+            return fail(libc::EINVAL, null_out, -1);
+        }
+        let v = value(p);
+        // SAFETY: writable per the contract.
+        unsafe { out.write(v) };
+        0
+    })
 }
 
 /// Checks that `ring` exists in direction `d`.
@@ -278,27 +326,12 @@ pub unsafe extern "C" fn rs_port_name(p: *const RsPort) -> *const c_char {
 /// `p` is NULL or an open port; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rs_port_geometry(p: *const RsPort, out: *mut RsGeometry) -> c_int {
-    guard(-1, || {
-        // SAFETY: the caller's contract.
-        let Some(p) = (unsafe { port_ref(p) }) else {
-            return -1;
-        };
-        if out.is_null() {
-            return fail(libc::EINVAL, "the geometry is a NULL pointer", -1);
-        }
-        let g = p.port.geometry();
-        // SAFETY: writable per the contract.
-        unsafe {
-            out.write(RsGeometry {
-                tx_rings: g.tx_rings,
-                rx_rings: g.rx_rings,
-                tx_slots: g.tx_slots,
-                rx_slots: g.rx_slots,
-                buf_size: g.buf_size,
-            })
-        };
-        0
-    })
+    // SAFETY: the caller's contract is write_out's.
+    unsafe {
+        write_out(p, out, "the geometry is a NULL pointer", |p| {
+            p.port.geometry().into()
+        })
+    }
 }
 
 /// The descriptor that becomes readable when the port has something for
@@ -425,25 +458,12 @@ pub unsafe extern "C" fn rs_port_nifp(p: *const RsPort) -> *mut c_void {
 /// `p` is NULL or an open port; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rs_port_stats(p: *const RsPort, out: *mut RsStats) -> c_int {
-    guard(-1, || {
-        // SAFETY: the caller's contract.
-        let Some(p) = (unsafe { port_ref(p) }) else {
-            return -1;
-        };
-        if out.is_null() {
-            return fail(libc::EINVAL, "the stats are a NULL pointer", -1);
-        }
-        let s = p.port.stats();
-        // SAFETY: writable per the contract.
-        unsafe {
-            out.write(RsStats {
-                kicks: s.kicks,
-                sleeps: s.sleeps,
-                bad_values: s.bad_values,
-            })
-        };
-        0
-    })
+    // SAFETY: the caller's contract is write_out's.
+    unsafe {
+        write_out(p, out, "the stats are a NULL pointer", |p| {
+            p.port.stats().into()
+        })
+    }
 }
 
 /// 1 when the two ports share memory (the same port, or the two ends of one
@@ -641,17 +661,8 @@ pub unsafe extern "C" fn rs_ring_advance(p: *mut RsPort, dir: c_int, ring: u32, 
 /// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_txsync(p: *mut RsPort, ring: u32) -> c_int {
-    guard(-1, || {
-        // SAFETY: the caller's contract.
-        let Some(p) = (unsafe { port_mut(p) }) else {
-            return -1;
-        };
-        if !ring_ok(p, Dir::Tx, ring) || !adopt_header(p, Dir::Tx, ring as usize) {
-            return -1;
-        }
-        p.port.txsync(ring as usize);
-        0
-    })
+    // SAFETY: the caller's contract is sync's.
+    unsafe { sync(p, Dir::Tx, ring) }
 }
 
 /// RX sync: releases the consumed slots and picks up new packets. Never
@@ -661,15 +672,27 @@ pub unsafe extern "C" fn rs_txsync(p: *mut RsPort, ring: u32) -> c_int {
 /// `p` is NULL or an open port.
 #[no_mangle]
 pub unsafe extern "C" fn rs_rxsync(p: *mut RsPort, ring: u32) -> c_int {
+    // SAFETY: the caller's contract is sync's.
+    unsafe { sync(p, Dir::Rx, ring) }
+}
+
+/// Takes up the ring header's head and cur, then syncs ring `ring` of `d`.
+///
+/// # Safety
+/// `p` is NULL or an open port.
+unsafe fn sync(p: *mut RsPort, d: Dir, ring: u32) -> c_int {
     guard(-1, || {
         // SAFETY: the caller's contract.
         let Some(p) = (unsafe { port_mut(p) }) else {
             return -1;
         };
-        if !ring_ok(p, Dir::Rx, ring) || !adopt_header(p, Dir::Rx, ring as usize) {
+        if !ring_ok(p, d, ring) || !adopt_header(p, d, ring as usize) {
             return -1;
         }
-        p.port.rxsync(ring as usize);
+        match d {
+            Dir::Tx => p.port.txsync(ring as usize),
+            Dir::Rx => p.port.rxsync(ring as usize),
+        }
         0
     })
 }
