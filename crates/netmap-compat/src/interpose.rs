@@ -18,75 +18,69 @@ use libc::{c_char, c_int, c_ulong, c_void, epoll_event, mode_t, nfds_t, off_t, p
 
 use crate::{dev, epoll, guard, real, table};
 
-fn open_dev(flags: c_int) -> c_int {
-    guard(-1, || dev::open(flags))
-}
-
-/// open(2).
+/// An open of `path` when it is `/dev/netmap`, emulated here: the new
+/// descriptor, or -1 and errno. None for any other path (the C library's
+/// to open).
 ///
 /// # Safety
-/// As for open(2).
-#[no_mangle]
-pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+/// `path` is NULL or a C string.
+unsafe fn open_dev_netmap(path: *const c_char, flags: c_int) -> Option<c_int> {
     // SAFETY: a C string from the caller.
-    if unsafe { dev::is_dev_netmap(path) } {
-        return open_dev(flags);
-    }
-    // SAFETY: forwarded as given.
-    unsafe { real::open(path, flags, mode) }
+    unsafe { dev::is_dev_netmap(path) }.then(|| guard(-1, || dev::open(flags)))
 }
 
-/// open64(2).
-///
-/// # Safety
-/// As for open(2).
-#[no_mangle]
-pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
-    // SAFETY: a C string from the caller.
-    if unsafe { dev::is_dev_netmap(path) } {
-        return open_dev(flags);
-    }
-    // SAFETY: forwarded as given.
-    unsafe { real::open64(path, flags, mode) }
+/// Defines the C library's open call `$name` (after `dirfd` for the `*at`
+/// ones): `/dev/netmap` is emulated here, any other path goes to the C
+/// library's `$name` as given. Four symbols with one body: a function
+/// cannot be exported under several names.
+macro_rules! interpose_open {
+    ($(#[$m:meta])* $name:ident($($dirfd:ident)?)) => {
+        $(#[$m])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            $($dirfd: c_int,)?
+            path: *const c_char,
+            flags: c_int,
+            mode: mode_t,
+        ) -> c_int {
+            // SAFETY: the caller's C string.
+            if let Some(fd) = unsafe { open_dev_netmap(path, flags) } {
+                return fd;
+            }
+            // SAFETY: forwarded as given.
+            unsafe { real::$name($($dirfd,)? path, flags, mode) }
+        }
+    };
 }
 
-/// openat(2).
-///
-/// # Safety
-/// As for openat(2).
-#[no_mangle]
-pub unsafe extern "C" fn openat(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: mode_t,
-) -> c_int {
-    // SAFETY: a C string from the caller.
-    if unsafe { dev::is_dev_netmap(path) } {
-        return open_dev(flags);
-    }
-    // SAFETY: forwarded as given.
-    unsafe { real::openat(dirfd, path, flags, mode) }
-}
-
-/// openat64(2).
-///
-/// # Safety
-/// As for openat(2).
-#[no_mangle]
-pub unsafe extern "C" fn openat64(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: mode_t,
-) -> c_int {
-    // SAFETY: a C string from the caller.
-    if unsafe { dev::is_dev_netmap(path) } {
-        return open_dev(flags);
-    }
-    // SAFETY: forwarded as given.
-    unsafe { real::openat64(dirfd, path, flags, mode) }
-}
+interpose_open!(
+    /// open(2).
+    ///
+    /// # Safety
+    /// As for open(2).
+    open()
+);
+interpose_open!(
+    /// open64(2).
+    ///
+    /// # Safety
+    /// As for open(2).
+    open64()
+);
+interpose_open!(
+    /// openat(2).
+    ///
+    /// # Safety
+    /// As for openat(2).
+    openat(dirfd)
+);
+interpose_open!(
+    /// openat64(2).
+    ///
+    /// # Safety
+    /// As for openat(2).
+    openat64(dirfd)
+);
 
 /// The fortified open glibc calls with `_FORTIFY_SOURCE`.
 ///
@@ -128,67 +122,51 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
     unsafe { real::ioctl(fd, req, arg) }
 }
 
-unsafe fn mmap_common(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-    large: bool,
-) -> *mut c_void {
-    if fd >= 0 && table::owns(fd) {
-        return guard(libc::MAP_FAILED, || match table::get(fd) {
-            // SAFETY: the application's mapping request.
-            Some(f) => unsafe { dev::mmap(&f, addr, len, prot, flags, off) },
-            None => {
-                crate::set_errno(libc::EBADF);
-                libc::MAP_FAILED
+/// Defines the C library's mapping call `$name`: a mapping of an emulated
+/// descriptor maps its port here, any other goes to the C library's `$name`
+/// as given. Two symbols with one body, as for the open calls.
+macro_rules! interpose_mmap {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            addr: *mut c_void,
+            len: size_t,
+            prot: c_int,
+            flags: c_int,
+            fd: c_int,
+            off: off_t,
+        ) -> *mut c_void {
+            if fd >= 0 && table::owns(fd) {
+                return guard(libc::MAP_FAILED, || match table::get(fd) {
+                    // SAFETY: the application's mapping request.
+                    Some(f) => unsafe { dev::mmap(&f, addr, len, prot, flags, off) },
+                    None => {
+                        crate::set_errno(libc::EBADF);
+                        libc::MAP_FAILED
+                    }
+                });
             }
-        });
-    }
-    if large {
-        // SAFETY: forwarded as given.
-        unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
-    } else {
-        // SAFETY: forwarded as given.
-        unsafe { real::mmap(addr, len, prot, flags, fd, off) }
-    }
+            // SAFETY: forwarded as given.
+            unsafe { real::$name(addr, len, prot, flags, fd, off) }
+        }
+    };
 }
 
-/// mmap(2).
-///
-/// # Safety
-/// As for mmap(2).
-#[no_mangle]
-pub unsafe extern "C" fn mmap(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    // SAFETY: forwarded contract.
-    unsafe { mmap_common(addr, len, prot, flags, fd, off, false) }
-}
-
-/// mmap64(2).
-///
-/// # Safety
-/// As for mmap(2).
-#[no_mangle]
-pub unsafe extern "C" fn mmap64(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    // SAFETY: forwarded contract.
-    unsafe { mmap_common(addr, len, prot, flags, fd, off, true) }
-}
+interpose_mmap!(
+    /// mmap(2).
+    ///
+    /// # Safety
+    /// As for mmap(2).
+    mmap
+);
+interpose_mmap!(
+    /// mmap64(2).
+    ///
+    /// # Safety
+    /// As for mmap(2).
+    mmap64
+);
 
 /// close(2).
 ///
