@@ -1,6 +1,7 @@
 //! `/dev/netmap` itself: open, ioctl, mmap and close on emulated files.
 
 use libc::{c_int, c_ulong, c_void, off_t, size_t};
+use ringswitch_ring::Dir;
 
 use crate::abi::{self, legacy, mode, Nmreq, NmreqHeader, NmreqPortInfo, NmreqRegister};
 use crate::file::{NmFile, RegRequest};
@@ -73,8 +74,8 @@ fn name_of(raw: &[u8]) -> Result<String, Errno> {
 /// structure `req` names, valid for reads and writes.
 pub unsafe fn ioctl(file: &NmFile, req: c_ulong, arg: *mut c_void) -> c_int {
     let r = match req {
-        abi::NIOCTXSYNC => file.txsync(),
-        abi::NIOCRXSYNC => file.rxsync(),
+        abi::NIOCTXSYNC => file.sync(Dir::Tx),
+        abi::NIOCRXSYNC => file.sync(Dir::Rx),
         // SAFETY: forwarded contract.
         abi::NIOCCTRL => unsafe { ctrl(file, arg as *mut NmreqHeader) },
         // SAFETY: forwarded contract.
@@ -219,36 +220,30 @@ fn port_info(file: &NmFile, name: &str) -> Result<crate::file::RegInfo, Errno> {
 /// # Safety
 /// `r` is NULL or points to a writable `struct nmreq`.
 unsafe fn regif(file: &NmFile, r: *mut Nmreq) -> Result<(), Errno> {
-    if r.is_null() {
-        return Err(efault("the NIOCREGIF argument"));
+    // SAFETY: forwarded contract.
+    unsafe {
+        legacy_request(r, "the NIOCREGIF argument", |req, name| {
+            let ringid = req.nr_ringid;
+            let reg_mode = match req.nr_flags & legacy::REG_MASK {
+                0 if ringid & legacy::SW_RING != 0 => mode::SW,
+                0 if ringid & legacy::HW_RING != 0 => mode::ONE_NIC,
+                0 => mode::ALL_NIC,
+                m => m,
+            };
+            let mut flags = 0;
+            if ringid & legacy::NO_TX_POLL != 0 {
+                flags |= abi::flags::NO_TX_POLL;
+            }
+            file.register(
+                name,
+                RegRequest {
+                    mode: reg_mode,
+                    ringid: ringid & legacy::RING_MASK,
+                    flags,
+                },
+            )
+        })
     }
-    // SAFETY: non-null, valid per the contract.
-    let mut req = unsafe { r.read_unaligned() };
-    check_legacy_version(req.nr_version)?;
-    let name = name_of(&req.nr_name)?;
-    let ringid = req.nr_ringid;
-    let reg_mode = match req.nr_flags & legacy::REG_MASK {
-        0 if ringid & legacy::SW_RING != 0 => mode::SW,
-        0 if ringid & legacy::HW_RING != 0 => mode::ONE_NIC,
-        0 => mode::ALL_NIC,
-        m => m,
-    };
-    let mut flags = 0;
-    if ringid & legacy::NO_TX_POLL != 0 {
-        flags |= abi::flags::NO_TX_POLL;
-    }
-    let info = file.register(
-        &name,
-        RegRequest {
-            mode: reg_mode,
-            ringid: ringid & legacy::RING_MASK,
-            flags,
-        },
-    )?;
-    fill_legacy(&mut req, &info)?;
-    // SAFETY: as above, writable.
-    unsafe { r.write_unaligned(req) };
-    Ok(())
 }
 
 /// Legacy NIOCGINFO.
@@ -256,14 +251,29 @@ unsafe fn regif(file: &NmFile, r: *mut Nmreq) -> Result<(), Errno> {
 /// # Safety
 /// `r` is NULL or points to a writable `struct nmreq`.
 unsafe fn ginfo(file: &NmFile, r: *mut Nmreq) -> Result<(), Errno> {
+    // SAFETY: forwarded contract.
+    unsafe { legacy_request(r, "the NIOCGINFO argument", |_, name| port_info(file, name)) }
+}
+
+/// One legacy request: reads `struct nmreq` at `r` (`what`, for the error
+/// when it is NULL), checks its version and port name, asks `answer` for
+/// the registration's figures and writes them back into it.
+///
+/// # Safety
+/// `r` is NULL or points to a writable `struct nmreq`.
+unsafe fn legacy_request(
+    r: *mut Nmreq,
+    what: &str,
+    answer: impl FnOnce(&Nmreq, &str) -> Result<crate::file::RegInfo, Errno>,
+) -> Result<(), Errno> {
     if r.is_null() {
-        return Err(efault("the NIOCGINFO argument"));
+        return Err(efault(what));
     }
     // SAFETY: non-null, valid per the contract.
     let mut req = unsafe { r.read_unaligned() };
     check_legacy_version(req.nr_version)?;
     let name = name_of(&req.nr_name)?;
-    let info = port_info(file, &name)?;
+    let info = answer(&req, &name)?;
     fill_legacy(&mut req, &info)?;
     // SAFETY: as above, writable.
     unsafe { r.write_unaligned(req) };

@@ -240,11 +240,10 @@ impl NmFile {
         };
         // Put the ring headers in the state a freshly registered netmap
         // ring has, whatever a previous user left there.
-        for i in b.tx.clone() {
-            b.port.app_ring(Dir::Tx, i).mirror_to_header();
-        }
-        for i in b.rx.clone() {
-            b.port.app_ring(Dir::Rx, i).mirror_to_header();
+        for dir in [Dir::Tx, Dir::Rx] {
+            for i in b.rings(dir) {
+                b.port.app_ring(dir, i).mirror_to_header();
+            }
         }
         inner.bound = Some(b);
         Ok(info)
@@ -267,19 +266,11 @@ impl NmFile {
         Some(f(b.port.region().fd().as_raw_fd(), b.port.region().len()))
     }
 
-    /// NIOCTXSYNC.
-    pub fn txsync(&self) -> Result<(), Errno> {
+    /// NIOCTXSYNC (`Dir::Tx`) or NIOCRXSYNC (`Dir::Rx`).
+    pub fn sync(&self, dir: Dir) -> Result<(), Errno> {
         let mut inner = self.lock();
         let b = inner.bound.as_mut().ok_or_else(not_registered)?;
-        b.txsync();
-        Ok(())
-    }
-
-    /// NIOCRXSYNC.
-    pub fn rxsync(&self) -> Result<(), Errno> {
-        let mut inner = self.lock();
-        let b = inner.bound.as_mut().ok_or_else(not_registered)?;
-        b.rxsync();
+        b.sync(dir);
         Ok(())
     }
 
@@ -453,28 +444,32 @@ impl RegInfo {
     }
 }
 
+/// Which bound rings `events` (POLLOUT, POLLIN) is about.
+const POLL_DIRS: [(Dir, i16); 2] = [(Dir::Tx, libc::POLLOUT), (Dir::Rx, libc::POLLIN)];
+
 impl Bound {
-    fn txsync(&mut self) {
-        for i in self.tx.clone() {
-            let ring = self.port.app_ring(Dir::Tx, i);
+    /// The bound rings of `dir`.
+    fn rings(&self, dir: Dir) -> Range<usize> {
+        match dir {
+            Dir::Tx => self.tx.clone(),
+            Dir::Rx => self.rx.clone(),
+        }
+    }
+
+    /// NIOCTXSYNC or NIOCRXSYNC: syncs every bound ring of `dir`.
+    fn sync(&mut self, dir: Dir) {
+        for i in self.rings(dir) {
+            let ring = self.port.app_ring(dir, i);
             if !ring.adopt_header_pointers() {
                 // Out of range or backwards: keep the last valid state and
                 // show it to the application again.
                 ring.mirror_to_header();
                 self.reinits += 1;
             }
-            self.port.txsync(i);
-        }
-    }
-
-    fn rxsync(&mut self) {
-        for i in self.rx.clone() {
-            let ring = self.port.app_ring(Dir::Rx, i);
-            if !ring.adopt_header_pointers() {
-                ring.mirror_to_header();
-                self.reinits += 1;
+            match dir {
+                Dir::Tx => self.port.txsync(i),
+                Dir::Rx => self.port.rxsync(i),
             }
-            self.port.rxsync(i);
         }
     }
 
@@ -482,40 +477,30 @@ impl Bound {
         let want_tx = events & libc::POLLOUT != 0;
         let want_rx = events & libc::POLLIN != 0;
         if want_tx || !self.no_tx_poll {
-            self.txsync();
+            self.sync(Dir::Tx);
         }
         if want_rx {
-            self.rxsync();
+            self.sync(Dir::Rx);
         }
         let mut r = 0;
-        if want_tx
-            && self
-                .tx
-                .clone()
-                .any(|i| self.port.app_ring(Dir::Tx, i).space() > 0)
-        {
-            r |= libc::POLLOUT;
-        }
-        if want_rx
-            && self
-                .rx
-                .clone()
-                .any(|i| self.port.app_ring(Dir::Rx, i).space() > 0)
-        {
-            r |= libc::POLLIN;
+        for (dir, bit) in POLL_DIRS {
+            if events & bit != 0
+                && self
+                    .rings(dir)
+                    .any(|i| self.port.app_ring(dir, i).space() > 0)
+            {
+                r |= bit;
+            }
         }
         r
     }
 
     fn set_need_kick(&mut self, events: i16, on: bool) {
-        if events & libc::POLLOUT != 0 {
-            for i in self.tx.clone() {
-                self.port.app_ring(Dir::Tx, i).set_need_kick(on);
-            }
-        }
-        if events & libc::POLLIN != 0 {
-            for i in self.rx.clone() {
-                self.port.app_ring(Dir::Rx, i).set_need_kick(on);
+        for (dir, bit) in POLL_DIRS {
+            if events & bit != 0 {
+                for i in self.rings(dir) {
+                    self.port.app_ring(dir, i).set_need_kick(on);
+                }
             }
         }
     }
