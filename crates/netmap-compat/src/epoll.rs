@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use libc::{c_int, epoll_event, nfds_t, pollfd};
 
+use crate::file::NmFile;
 use crate::{real, table};
 
 /// Most emulated descriptors one poll, select or epoll_wait call syncs;
@@ -31,6 +32,12 @@ fn left_ms(deadline: Option<Instant>) -> c_int {
         }
     }
 }
+
+/// The two looks before a sleep, as netmap's poll takes them: sync and see
+/// what is ready; when nothing is, ask for an interrupt and look once more
+/// (the double check), so what arrives in between is never slept through.
+/// Under load the first look finds something and no system call is made.
+const LOOKS: [fn(&NmFile, i16) -> i16; 2] = [NmFile::poll_events, NmFile::arm];
 
 fn deadline_of(timeout_ms: c_int) -> Option<Instant> {
     (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64))
@@ -65,19 +72,18 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
     let deadline = deadline_of(timeout_ms);
     let mut ready: [i16; MAX_NM_PER_CALL] = [0; MAX_NM_PER_CALL];
     loop {
-        // Sync and look; if nothing is there, ask for interrupts and look
-        // once more. Under load this returns here without a system call.
         let mut any = false;
-        for (j, &(i, ev)) in nm.iter().enumerate() {
-            ready[j] = table::get(all[i].fd).map_or(libc::POLLNVAL, |f| f.poll_events(ev));
-            any |= ready[j] != 0;
-        }
-        if !any {
+        for (pass, look) in LOOKS.into_iter().enumerate() {
             for (j, &(i, ev)) in nm.iter().enumerate() {
-                if let Some(f) = table::get(all[i].fd) {
-                    ready[j] = f.arm(ev);
-                    any |= ready[j] != 0;
+                match table::get(all[i].fd) {
+                    Some(f) => ready[j] = look(&f, ev),
+                    None if pass == 0 => ready[j] = libc::POLLNVAL,
+                    None => {}
                 }
+                any |= ready[j] != 0;
+            }
+            if any {
+                break;
             }
         }
         if any {
@@ -349,29 +355,20 @@ pub unsafe fn epoll_wait(
             }
         }
         let mine = &mine[..k];
-        // Sync and look; if nothing is there, ask for interrupts and look
-        // once more. Under load this returns without sleeping and without
-        // waking anyone.
         let mut ready: [(u64, u32); MAX_NM_PER_CALL] = [(0, 0); MAX_NM_PER_CALL];
         let mut nr = 0;
-        for w in mine {
-            if let Some(f) = table::get(w.fd) {
-                let r = f.poll_events(w.events as i16);
-                if r != 0 {
-                    ready[nr] = (w.data, r as u32);
-                    nr += 1;
-                }
-            }
-        }
-        if nr == 0 {
+        for look in LOOKS {
             for w in mine {
                 if let Some(f) = table::get(w.fd) {
-                    let r = f.arm(w.events as i16);
+                    let r = look(&f, w.events as i16);
                     if r != 0 {
                         ready[nr] = (w.data, r as u32);
                         nr += 1;
                     }
                 }
+            }
+            if nr > 0 {
+                break;
             }
         }
         if nr > 0 {
