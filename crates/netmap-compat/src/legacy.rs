@@ -7,12 +7,11 @@
 use std::ptr;
 
 use libc::{c_char, c_int, c_uchar, c_void, size_t};
-use ringswitch_ring::layout::nifp_ring_ofs;
 
 use crate::abi::Nmreq;
 use crate::file::RegRequest;
-use crate::mapped::{MappedRing, Side};
-use crate::nmport::{bound_rings, inject_into, parse_spec};
+use crate::mapped::{self, rings_from, MappedPort, Side};
+use crate::nmport::{bound_rings, parse_spec};
 use crate::{dev, guard, set_errno, table, Errno};
 
 /// `struct nm_pkthdr`.
@@ -204,24 +203,15 @@ pub unsafe extern "C" fn nm_open(
         req.nr_name[..n].copy_from_slice(&spec.name.as_bytes()[..n]);
         // SAFETY: inside the mapping.
         let buf_end = unsafe { (mem as *mut u8).add(info.memsize as usize) } as *const c_void;
-        // SAFETY: the mapping is live; a ring of the port to show the
-        // program (None when the layout is odd: then NULL).
-        let some_ring = unsafe {
-            MappedRing::new(
-                mem as *mut u8,
-                info.memsize as usize,
-                info.nifp_offset as usize,
-                Side::Tx,
-                0,
-            )
-        }
-        .map_or(ptr::null(), |_| {
-            // SAFETY: ring_ofs[0] was read and checked by MappedRing::new.
-            let rel = unsafe {
-                ptr::read_volatile((nifp as *const u8).add(nifp_ring_ofs(0)) as *const i64)
-            };
-            (nifp as *const u8).wrapping_offset(rel as isize) as *const c_void
-        });
+        // SAFETY: the mapping nm_open just made, of that length; it lives
+        // until nm_close.
+        let mapped =
+            unsafe { MappedPort::new(mem, info.memsize as usize, info.nifp_offset as usize) };
+        // A ring of the port to show the program (NULL when the layout is
+        // odd).
+        let some_ring = mapped
+            .ring(Side::Tx, 0)
+            .map_or(ptr::null(), |r| r.header() as *const c_void);
         let d = Box::new(NmDesc {
             self_: ptr::null_mut(),
             fd,
@@ -322,26 +312,16 @@ pub unsafe extern "C" fn nm_inject(d: *mut NmDesc, buf: *const c_void, size: siz
         return 0;
     }
     guard(0, || {
-        let (first, last) = (d.first_tx_ring, d.last_tx_ring);
-        let mut ri = d.cur_tx_ring.clamp(first, last);
-        for _ in first..=last {
-            // SAFETY: the descriptor's live mapping.
-            let ring = unsafe {
-                MappedRing::new(
-                    d.mem as *mut u8,
-                    d.memsize as usize,
-                    d.req.nr_offset as usize,
-                    Side::Tx,
-                    ri,
-                )
-            };
-            if let Some(n) = ring.and_then(|r| inject_into(&r, buf as *const u8, size)) {
-                d.cur_tx_ring = ri;
-                return n;
-            }
-            ri = if ri == last { first } else { ri + 1 };
+        // SAFETY: `buf` has `size` readable bytes, per the contract.
+        unsafe {
+            mapped::inject(
+                &d.mapped(),
+                (d.first_tx_ring, d.last_tx_ring),
+                &mut d.cur_tx_ring,
+                buf as *const u8,
+                size,
+            )
         }
-        0
     })
 }
 
@@ -415,21 +395,12 @@ unsafe fn each_rx(d: &mut NmDesc, limit: u64, mut f: impl FnMut(&NmPkthdr, *mut 
         return 0;
     }
     let (first, last) = (d.first_rx_ring, d.last_rx_ring);
-    let mut ri = d.cur_rx_ring.clamp(first, last);
+    let start = d.cur_rx_ring.clamp(first, last);
     let mut got = 0u64;
     let self_ptr = d as *mut NmDesc;
-    for _ in first..=last {
-        // SAFETY: the descriptor's live mapping.
-        let ring = unsafe {
-            MappedRing::new(
-                d.mem as *mut u8,
-                d.memsize as usize,
-                d.req.nr_offset as usize,
-                Side::Rx,
-                ri,
-            )
-        };
-        if let Some(ring) = ring {
+    let port = d.mapped();
+    for ri in rings_from(first, last, start) {
+        if let Some(ring) = port.ring(Side::Rx, ri) {
             // Bounded by the ring's size: space() never exceeds num_slots.
             let mut n = ring.space();
             while n > 0 && got < limit {
@@ -459,8 +430,16 @@ unsafe fn each_rx(d: &mut NmDesc, limit: u64, mut f: impl FnMut(&NmPkthdr, *mut 
                 return got;
             }
         }
-        ri = if ri == last { first } else { ri + 1 };
     }
-    d.cur_rx_ring = ri;
+    d.cur_rx_ring = start;
     got
+}
+
+impl NmDesc {
+    /// The descriptor's mapping of its port.
+    fn mapped(&self) -> MappedPort {
+        // SAFETY: a descriptor from nm_open keeps its mapping, of
+        // `memsize` bytes, until nm_close frees it.
+        unsafe { MappedPort::new(self.mem, self.memsize as usize, self.req.nr_offset as usize) }
+    }
 }

@@ -7,6 +7,7 @@
 
 use std::ptr;
 
+use libc::c_int;
 use ringswitch_ring::layout::{
     nifp_field, nifp_ring_ofs, ring_field, slot_field, slot_offset, RING_SLOTS_OFFSET,
 };
@@ -15,6 +16,94 @@ use ringswitch_ring::layout::{
 /// entry: a corrupted count cannot send the search far (the entry is
 /// checked against the mapping anyway).
 const RING_COUNT_BOUND: usize = 64;
+
+/// A program's mapping of a port, as `nm_desc` and `nmport_d` record it:
+/// where it lies, its length, and the offset of the port's `netmap_if`.
+#[derive(Clone, Copy)]
+pub struct MappedPort {
+    base: *mut u8,
+    memsize: usize,
+    nifp: usize,
+}
+
+impl MappedPort {
+    /// The mapping `base[..memsize]`, its `netmap_if` at offset `nifp`
+    /// (only read through [`MappedPort::ring`], which checks everything).
+    ///
+    /// # Safety
+    /// `base` is a live mapping of at least `memsize` bytes, which stays
+    /// mapped while the result and the rings from it are used.
+    pub unsafe fn new(base: *mut libc::c_void, memsize: usize, nifp: usize) -> MappedPort {
+        MappedPort {
+            base: base.cast(),
+            memsize,
+            nifp,
+        }
+    }
+
+    /// Ring `ri` of `side`; None when the mapping does not hold it.
+    pub fn ring(&self, side: Side, ri: u16) -> Option<MappedRing> {
+        MappedRing::new(self, side, ri)
+    }
+}
+
+/// The bound rings `first..=last` in the order the library's helpers try
+/// them: from `cur` (brought into the span) round to the one before it.
+/// Empty when nothing is bound (`first > last`).
+pub fn rings_from(first: u16, last: u16, cur: u16) -> impl Iterator<Item = u16> {
+    let start = if first <= last {
+        cur.clamp(first, last)
+    } else {
+        first
+    };
+    (start..=last).chain(first..start)
+}
+
+/// Copies one frame into the first of the bound TX rings `first..=last`
+/// with room, trying them from `*cur` round (nm_inject, nmport_inject);
+/// `*cur` becomes the ring it went into. Returns `size`, or 0 when no ring
+/// has room or the frame does not fit a buffer. Does not sync.
+///
+/// # Safety
+/// `buf` has `size` readable bytes.
+pub unsafe fn inject(
+    port: &MappedPort,
+    (first, last): (u16, u16),
+    cur: &mut u16,
+    buf: *const u8,
+    size: usize,
+) -> c_int {
+    for ri in rings_from(first, last, *cur) {
+        let Some(ring) = port.ring(Side::Tx, ri) else {
+            continue;
+        };
+        // SAFETY: `buf` has `size` readable bytes, per the contract.
+        if let Some(n) = unsafe { inject_into(&ring, buf, size) } {
+            *cur = ri;
+            return n;
+        }
+    }
+    0
+}
+
+/// Copies one frame into the slot at `cur` of `ring` and moves head and
+/// cur past it; None when the ring has no room or the frame does not fit.
+///
+/// # Safety
+/// `buf` has `size` readable bytes.
+unsafe fn inject_into(ring: &MappedRing, buf: *const u8, size: usize) -> Option<c_int> {
+    if ring.space() == 0 || size > ring.buf_size() as usize || size > u16::MAX as usize {
+        return None;
+    }
+    let cur = ring.cur()?;
+    let (slot, dst) = ring.slot(cur)?;
+    // SAFETY: `dst` has buf_size bytes inside the mapping (checked by
+    // `slot`); the caller's `buf` has `size` readable bytes.
+    unsafe { ptr::copy_nonoverlapping(buf, dst, size) };
+    ring.set_len(slot, size as u16);
+    ring.release_to(ring.next(cur));
+    Some(size as c_int)
+}
 
 /// One ring of a mapped port.
 pub struct MappedRing {
@@ -36,22 +125,17 @@ pub enum Side {
 }
 
 impl MappedRing {
-    /// Ring `ri` of `side`, from the `netmap_if` at `nifp` in the mapping
-    /// `base[..memsize]`.
-    ///
-    /// # Safety
-    /// `base` is a live mapping of at least `memsize` bytes, which stays
-    /// mapped while the result is used.
-    pub unsafe fn new(
-        base: *mut u8,
-        memsize: usize,
-        nifp: usize,
-        side: Side,
-        ri: u16,
-    ) -> Option<MappedRing> {
+    /// Ring `ri` of `side`, from the `netmap_if` of `port`.
+    fn new(port: &MappedPort, side: Side, ri: u16) -> Option<MappedRing> {
+        let MappedPort {
+            base,
+            memsize,
+            nifp,
+        } = *port;
         let rd32 = |off: usize| -> Option<u32> {
             (off.checked_add(4)? <= memsize)
-                // SAFETY: inside the mapping, checked.
+                // SAFETY: inside the mapping, checked (live per
+                // `MappedPort::new`'s contract).
                 .then(|| unsafe { ptr::read_volatile(base.add(off) as *const u32) })
         };
         let slot = match side {
@@ -91,6 +175,12 @@ impl MappedRing {
             bsize,
             buf_ofs,
         })
+    }
+
+    /// The ring's header (`struct netmap_ring`) in the mapping.
+    pub fn header(&self) -> *mut u8 {
+        // SAFETY: the header lies inside the mapping (checked in `new`).
+        unsafe { self.base.add(self.ring) }
     }
 
     fn field(&self, off: usize) -> u32 {

@@ -11,7 +11,7 @@ use std::ptr;
 use libc::{c_char, c_int, c_void, size_t};
 
 use crate::abi::{self, flags, mode, NmreqHeader, NmreqRegister};
-use crate::mapped::{MappedRing, Side};
+use crate::mapped::{self, MappedPort};
 use crate::{dev, guard, set_errno, table, Errno};
 
 /// `struct nmport_d`.
@@ -279,18 +279,19 @@ pub unsafe extern "C" fn nmport_prepare(spec: *const c_char) -> *mut NmportD {
     }
     // SAFETY: fresh descriptor; the caller's spec.
     if unsafe { nmport_parse(d, spec) } != 0 {
-        let e = errno();
         // SAFETY: ours, not used again.
-        unsafe { nmport_delete(d) };
-        set_errno(e);
+        undo_keeping_errno(|| unsafe { nmport_delete(d) });
         return ptr::null_mut();
     }
     d
 }
 
-fn errno() -> c_int {
+/// Undoes part of a call that failed, keeping the failure's errno.
+fn undo_keeping_errno(undo: impl FnOnce()) {
     // SAFETY: this thread's errno slot.
-    unsafe { *libc::__errno_location() }
+    let e = unsafe { *libc::__errno_location() };
+    undo();
+    set_errno(e);
 }
 
 /// Opens `/dev/netmap` and registers the parsed port.
@@ -322,9 +323,9 @@ pub unsafe extern "C" fn nmport_register(d: *mut NmportD) -> c_int {
             None => -1,
         };
         if r != 0 {
-            let e = errno();
-            dev::close(fd);
-            set_errno(e);
+            undo_keeping_errno(|| {
+                dev::close(fd);
+            });
             return -1;
         }
         d.fd = fd;
@@ -396,10 +397,8 @@ pub unsafe extern "C" fn nmport_open_desc(d: *mut NmportD) -> c_int {
     }
     // SAFETY: forwarded contract.
     if unsafe { nmport_mmap(d) } != 0 {
-        let e = errno();
         // SAFETY: forwarded contract.
-        unsafe { nmport_undo_register(d) };
-        set_errno(e);
+        undo_keeping_errno(|| unsafe { nmport_undo_register(d) });
         return -1;
     }
     0
@@ -418,10 +417,8 @@ pub unsafe extern "C" fn nmport_open(spec: *const c_char) -> *mut NmportD {
     }
     // SAFETY: a fresh descriptor.
     if unsafe { nmport_open_desc(d) } != 0 {
-        let e = errno();
         // SAFETY: ours, not used again.
-        unsafe { nmport_delete(d) };
-        set_errno(e);
+        undo_keeping_errno(|| unsafe { nmport_delete(d) });
         return ptr::null_mut();
     }
     d
@@ -526,53 +523,20 @@ pub unsafe extern "C" fn nmport_inject(d: *mut NmportD, buf: *const c_void, size
             set_errno(libc::EINVAL);
             return 0;
         }
-        let (first, last) = (d.first_tx_ring, d.last_tx_ring);
-        let mut ri = d.cur_tx_ring.clamp(first, last);
-        for _ in first..=last {
-            // SAFETY: the mapping is live and `ri` a bound ring; every
-            // value read from it is checked before use.
-            if let Some(n) = unsafe { inject_one(d, ri, buf as *const u8, size) } {
-                d.cur_tx_ring = ri;
-                return n;
-            }
-            ri = if ri == last { first } else { ri + 1 };
+        // SAFETY: a mapped descriptor keeps its mapping, of `memsize`
+        // bytes, until nmport_undo_mmap.
+        let port = unsafe { MappedPort::new(d.mem, d.memsize as usize, d.reg.nr_offset as usize) };
+        // SAFETY: `buf` has `size` readable bytes, per the contract.
+        unsafe {
+            mapped::inject(
+                &port,
+                (d.first_tx_ring, d.last_tx_ring),
+                &mut d.cur_tx_ring,
+                buf as *const u8,
+                size,
+            )
         }
-        0
     })
-}
-
-/// Tries TX ring `ri`; None when it has no room (or is unusable).
-///
-/// # Safety
-/// `d` is mapped; `buf` has `size` readable bytes.
-unsafe fn inject_one(d: &NmportD, ri: u16, buf: *const u8, size: usize) -> Option<c_int> {
-    // SAFETY: the descriptor's live mapping.
-    let ring = unsafe {
-        MappedRing::new(
-            d.mem as *mut u8,
-            d.memsize as usize,
-            d.reg.nr_offset as usize,
-            Side::Tx,
-            ri,
-        )
-    }?;
-    inject_into(&ring, buf, size)
-}
-
-/// Copies one frame into the slot at `cur` of `ring` and moves head and
-/// cur past it; None when the ring has no room or the frame does not fit.
-pub(crate) fn inject_into(ring: &MappedRing, buf: *const u8, size: usize) -> Option<c_int> {
-    if ring.space() == 0 || size > ring.buf_size() as usize || size > u16::MAX as usize {
-        return None;
-    }
-    let cur = ring.cur()?;
-    let (slot, dst) = ring.slot(cur)?;
-    // SAFETY: `dst` has buf_size bytes inside the mapping (checked by
-    // `slot`); the caller's `buf` has `size` readable bytes.
-    unsafe { ptr::copy_nonoverlapping(buf, dst, size) };
-    ring.set_len(slot, size as u16);
-    ring.release_to(ring.next(cur));
-    Some(size as c_int)
 }
 
 #[cfg(test)]
