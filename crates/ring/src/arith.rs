@@ -101,14 +101,12 @@ mod tests {
 
     #[test]
     fn tail_moves_forward_up_to_before_head() {
+        // The application owns [head 10, tail 20) of 100 slots: tail may
+        // stay, or go forward to 99 and round to 9, never onto head.
         let n = 100;
-        // The application owns [head 10, tail 20): tail may go to 99, 0..=9.
-        assert!(tail_may_move(20, 10, 20, n));
-        assert!(tail_may_move(20, 10, 99, n));
-        assert!(tail_may_move(20, 10, 9, n));
-        assert!(!tail_may_move(20, 10, 10, n), "onto head");
-        assert!(!tail_may_move(20, 10, 19, n), "backwards");
-        assert!(!tail_may_move(20, 10, 100, n), "out of range index");
+        let allowed: Vec<u32> = (0..=n).filter(|&hw| tail_may_move(20, 10, hw, n)).collect();
+        assert_eq!(allowed, (0..10).chain(20..100).collect::<Vec<u32>>());
+        assert!(!tail_may_move(20, 10, u32::MAX, n), "out of range index");
     }
 
     #[test]
