@@ -39,6 +39,8 @@ pub mod notify;
 pub mod port;
 mod queue;
 pub mod socket;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
 pub use device::{NetConfig, VhostUserNet};
 pub use guest::GuestMemory;
