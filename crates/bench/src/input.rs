@@ -253,11 +253,7 @@ pub fn parse_targets(file: &Path, text: &str) -> Result<Vec<Target>, Error> {
     let mut out = Vec::new();
     for (n, c) in table(file, text, TARGETS_HEADER)? {
         let bad = |p| malformed(file, n, p);
-        for (i, what) in [(0, "section"), (1, "case"), (2, "system"), (3, "metric")] {
-            if c[i].is_empty() {
-                return Err(bad(Problem::Empty(what)));
-            }
-        }
+        keys_present(&c, bad)?;
         let op = Op::parse(c[4]).ok_or_else(|| bad(Problem::Op(c[4].to_string())))?;
         let target = number(c[5]).ok_or_else(|| bad(Problem::Value(c[5].to_string())))?;
         out.push(Target {
@@ -299,6 +295,17 @@ fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
         .enumerate()
         .map(|(i, l)| (i + 1, l.strip_suffix('\r').unwrap_or(l)))
         .filter(|(_, l)| !l.trim().is_empty())
+}
+
+/// The row's key columns (section, case, system, metric: the first four)
+/// are not empty; `bad` makes the error for an empty one.
+fn keys_present(c: &[&str], bad: impl Fn(Problem) -> Error) -> Result<(), Error> {
+    for (i, what) in [(0, "section"), (1, "case"), (2, "system"), (3, "metric")] {
+        if c[i].is_empty() {
+            return Err(bad(Problem::Empty(what)));
+        }
+    }
+    Ok(())
 }
 
 fn malformed(file: &Path, line: usize, problem: Problem) -> Error {
@@ -379,11 +386,7 @@ pub fn parse_samples(file: &Path, text: &str) -> Result<Vec<Sample>, Error> {
     let mut out = Vec::new();
     for (n, c) in table(file, text, SAMPLES_HEADER)? {
         let bad = |p| malformed(file, n, p);
-        for (i, name) in [(0, "section"), (1, "case"), (2, "system"), (3, "metric")] {
-            if c[i].is_empty() {
-                return Err(bad(Problem::Empty(name)));
-            }
-        }
+        keys_present(&c, bad)?;
         let better = Better::parse(c[5]).ok_or_else(|| bad(Problem::Better(c[5].into())))?;
         let x = if c[6] == "-" {
             None

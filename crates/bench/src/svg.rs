@@ -61,6 +61,15 @@ impl Stroke<'_> {
     }
 }
 
+/// `points` as an SVG `points` list.
+fn point_list(points: &[(f64, f64)]) -> String {
+    let pts: Vec<String> = points
+        .iter()
+        .map(|(x, y)| format!("{},{}", c(*x), c(*y)))
+        .collect();
+    pts.join(" ")
+}
+
 /// An SVG document being written.
 pub struct Svg {
     out: String,
@@ -87,69 +96,51 @@ impl Svg {
 
     /// A straight line.
     pub fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, stroke: Stroke) {
-        let _ = writeln!(
-            self.out,
-            r#"<line x1="{}" y1="{}" x2="{}" y2="{}" {}/>"#,
-            c(x1),
-            c(y1),
-            c(x2),
-            c(y2),
-            stroke.attrs()
-        );
+        let at = [("x1", x1), ("y1", y1), ("x2", x2), ("y2", y2)];
+        self.shape("line", &at, &stroke.attrs());
     }
 
     /// A line through `points`, not filled.
     pub fn polyline(&mut self, points: &[(f64, f64)], stroke: Stroke) {
-        let pts: Vec<String> = points
-            .iter()
-            .map(|(x, y)| format!("{},{}", c(*x), c(*y)))
-            .collect();
-        let _ = writeln!(
-            self.out,
-            r#"<polyline points="{}" fill="none" {} stroke-linejoin="round"/>"#,
-            pts.join(" "),
+        let rest = format!(
+            r#"points="{}" fill="none" {} stroke-linejoin="round""#,
+            point_list(points),
             stroke.attrs()
         );
+        self.shape("polyline", &[], &rest);
     }
 
     /// A rectangle, outlined or filled (`fill` "none" for an outline).
     pub fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, stroke: Option<Stroke>) {
-        let _ = writeln!(
-            self.out,
-            r#"<rect x="{}" y="{}" width="{}" height="{}" fill="{}"{}/>"#,
-            c(x),
-            c(y),
-            c(w),
-            c(h),
+        let at = [("x", x), ("y", y), ("width", w), ("height", h)];
+        let rest = format!(
+            r#"fill="{}"{}"#,
             xml(fill),
             stroke.map_or(String::new(), |s| format!(" {}", s.attrs()))
         );
+        self.shape("rect", &at, &rest);
     }
 
     /// A filled circle.
     pub fn circle(&mut self, x: f64, y: f64, r: f64, fill: &str) {
-        let _ = writeln!(
-            self.out,
-            r#"<circle cx="{}" cy="{}" r="{}" fill="{}"/>"#,
-            c(x),
-            c(y),
-            c(r),
-            xml(fill)
-        );
+        let at = [("cx", x), ("cy", y), ("r", r)];
+        self.shape("circle", &at, &format!(r#"fill="{}""#, xml(fill)));
     }
 
     /// A filled polygon.
     pub fn polygon(&mut self, points: &[(f64, f64)], fill: &str) {
-        let pts: Vec<String> = points
-            .iter()
-            .map(|(x, y)| format!("{},{}", c(*x), c(*y)))
-            .collect();
-        let _ = writeln!(
-            self.out,
-            r#"<polygon points="{}" fill="{}"/>"#,
-            pts.join(" "),
-            xml(fill)
-        );
+        let rest = format!(r#"points="{}" fill="{}""#, point_list(points), xml(fill));
+        self.shape("polygon", &[], &rest);
+    }
+
+    /// An empty element `name`: its coordinate attributes `at` (each value
+    /// through [`c`]), then the attributes `rest` as written.
+    fn shape(&mut self, name: &str, at: &[(&str, f64)], rest: &str) {
+        let _ = write!(self.out, "<{name}");
+        for (k, v) in at {
+            let _ = write!(self.out, r#" {k}="{}""#, c(*v));
+        }
+        let _ = writeln!(self.out, " {rest}/>");
     }
 
     /// A text at (`x`, `y`) (baseline), rotated by `rotate` degrees about

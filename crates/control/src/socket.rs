@@ -78,10 +78,20 @@ pub fn connect_nonblocking(path: &Path) -> io::Result<(OwnedFd, bool)> {
 
 /// connect(2) of the unix socket `fd` to `path`.
 fn connect(fd: BorrowedFd<'_>, path: &Path) -> io::Result<()> {
-    let (addr, len) = sockaddr(path)?;
-    // SAFETY: connect with a valid sockaddr_un of the stated length.
+    at_addr(fd, &sockaddr(path)?, libc::connect)
+}
+
+/// `call`, bind(2) or connect(2) (they take the same arguments), of the
+/// unix socket `fd` with the address `addr` (from [`sockaddr`]).
+fn at_addr(
+    fd: BorrowedFd<'_>,
+    &(addr, len): &(libc::sockaddr_un, libc::socklen_t),
+    call: unsafe extern "C" fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: bind or connect with a valid sockaddr_un of the stated
+    // length, which lives across the call.
     if unsafe {
-        libc::connect(
+        call(
             fd.as_raw_fd(),
             (&addr as *const libc::sockaddr_un).cast(),
             len,
@@ -478,23 +488,13 @@ pub fn bind_with_mode(
     path: &Path,
     access: SocketAccess,
 ) -> io::Result<(u64, u64)> {
-    let (addr, len) = sockaddr(path)?;
+    let addr = sockaddr(path)?;
     let mode = access.mode & 0o777;
     // SAFETY: fchmod on our own socket fd; it sets the mode bind() gives the file.
     if unsafe { libc::fchmod(fd.as_raw_fd(), mode) } != 0 {
         return Err(last());
     }
-    // SAFETY: bind with a valid sockaddr_un of the stated length.
-    if unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    } != 0
-    {
-        return Err(last());
-    }
+    at_addr(fd, &addr, libc::bind)?;
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(path)?;
     let id = (m.dev(), m.ino());

@@ -260,7 +260,10 @@ impl Registry {
             NewPort::Vm(spec) => self.attach_vm_port(sw, port, spec),
         };
         self.drop_failed_switch(sw, res.is_err());
-        res
+        let entry = res?;
+        let s = self.switches.get_mut(sw).expect("exists");
+        s.ports.insert(port.to_string(), entry);
+        Ok(())
     }
 
     /// The entry of `port` on `switch`, named `pn`.

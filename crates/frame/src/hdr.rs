@@ -79,6 +79,38 @@ impl OffloadHdr {
         let [o0, o1] = self.csum_offset.to_le_bytes();
         [self.flags, self.gso_type, h0, h1, g0, g1, s0, s1, o0, o1]
     }
+
+    /// Reads the first 10 bytes of a virtio-net header in host order, as
+    /// the kernel's AF_PACKET and TAP sockets write it (a TAP unless told
+    /// otherwise with TUNSETVNETLE).
+    #[inline]
+    pub fn from_ne_bytes(bytes: &[u8]) -> Result<Self, HeaderTooShort> {
+        Self::from_le_bytes(bytes).map(Self::swap_on_big_endian)
+    }
+
+    /// Writes the header as the first 10 bytes of a virtio-net header in
+    /// host order, as the kernel's TAP sockets read it.
+    #[inline]
+    pub fn to_ne_bytes(&self) -> [u8; Self::LEN] {
+        self.swap_on_big_endian().to_le_bytes()
+    }
+
+    /// On a big-endian host, the 16-bit fields byte-swapped: what turns a
+    /// little-endian reading into a host-order one and back.
+    #[inline]
+    fn swap_on_big_endian(mut self) -> Self {
+        if cfg!(target_endian = "big") {
+            for v in [
+                &mut self.hdr_len,
+                &mut self.gso_size,
+                &mut self.csum_start,
+                &mut self.csum_offset,
+            ] {
+                *v = v.swap_bytes();
+            }
+        }
+        self
+    }
 }
 
 /// The offloads a destination accepts: for a VM, the `GUEST_*` features it
@@ -136,6 +168,26 @@ mod tests {
         assert_eq!(
             OffloadHdr::from_le_bytes(&bytes[..9]),
             Err(HeaderTooShort { len: 9 })
+        );
+    }
+
+    #[test]
+    fn host_order_bytes_round_trip() {
+        let hdr = OffloadHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_TCPV4,
+            hdr_len: 0x0102,
+            gso_size: 1448,
+            csum_start: 34,
+            csum_offset: 16,
+        };
+        let bytes = hdr.to_ne_bytes();
+        assert_eq!(&bytes[2..4], &0x0102u16.to_ne_bytes());
+        assert_eq!(&bytes[4..6], &1448u16.to_ne_bytes());
+        assert_eq!(OffloadHdr::from_ne_bytes(&bytes), Ok(hdr));
+        assert_eq!(
+            OffloadHdr::from_ne_bytes(&bytes[..3]),
+            Err(HeaderTooShort { len: 3 })
         );
     }
 }

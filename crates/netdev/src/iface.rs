@@ -81,6 +81,16 @@ const ETHTOOL_GCHANNELS: u32 = 0x3c;
 /// `/sys/class/net/NAME/queues/rx-*`, which shows the namespace sysfs was
 /// mounted in: an interface only found elsewhere counts as one queue.
 pub fn rx_queue_count(name: &str) -> Result<u32, DevError> {
+    match channel_rx_queues(name)? {
+        Some(n) => Ok(n),
+        None => sysfs_rx_queues(name),
+    }
+}
+
+/// RX plus combined channels (at least 1) from the ethtool channels
+/// request, answered in the calling thread's network namespace; `None`
+/// for a driver without channels.
+pub(crate) fn channel_rx_queues(name: &str) -> Result<Option<u32>, DevError> {
     let s = ctl_socket()?;
     let mut r = ifreq(name)?;
     let mut ch = EthtoolChannels {
@@ -91,24 +101,27 @@ pub fn rx_queue_count(name: &str) -> Result<u32, DevError> {
     // SAFETY: SIOCETHTOOL reads the name and the command, and writes the
     // channels struct `r` points to; both live across the call.
     if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut r) } == 0 {
-        return Ok((ch.rx_count + ch.combined_count).max(1));
+        return Ok(Some((ch.rx_count + ch.combined_count).max(1)));
     }
     let e = io::Error::last_os_error();
     match e.raw_os_error() {
-        Some(libc::ENODEV) => {
-            return Err(DevError::NoSuchInterface {
-                name: name.to_string(),
-            })
-        }
-        Some(libc::EOPNOTSUPP) => {}
-        _ => {
-            return Err(DevError::io(
-                format!("reading the channels of {name}"),
-                "CAP_NET_ADMIN",
-                e,
-            ))
-        }
+        Some(libc::ENODEV) => Err(DevError::NoSuchInterface {
+            name: name.to_string(),
+        }),
+        Some(libc::EOPNOTSUPP) => Ok(None),
+        _ => Err(DevError::io(
+            format!("reading the channels of {name}"),
+            "CAP_NET_ADMIN",
+            e,
+        )),
     }
+}
+
+/// `/sys/class/net/NAME/queues/rx-*` counted (at least 1). Sysfs shows the
+/// namespace it was mounted in: an interface only found elsewhere (by
+/// index, in the calling thread's namespace) counts as one queue; one
+/// found nowhere is [`DevError::NoSuchInterface`].
+pub(crate) fn sysfs_rx_queues(name: &str) -> Result<u32, DevError> {
     let dir = format!("/sys/class/net/{name}/queues");
     let rd = match std::fs::read_dir(&dir) {
         Ok(rd) => rd,
@@ -169,16 +182,24 @@ fn no_such_or(name: &str, doing: &str, e: io::Error) -> DevError {
 }
 
 fn flags(name: &str) -> Result<(OwnedFd, libc::ifreq), DevError> {
+    get_request(name, libc::SIOCGIFFLAGS, "reading the flags of")
+}
+
+/// Interface request `req` for `name`, one of the SIOCGIF* requests that
+/// read the name and fill a member of the request's union; returns the
+/// socket (for a request that follows) and the filled request. `doing` is
+/// what the request is for, in an error.
+fn get_request(
+    name: &str,
+    req: libc::Ioctl,
+    doing: &str,
+) -> Result<(OwnedFd, libc::ifreq), DevError> {
     let s = ctl_socket()?;
     let mut r = ifreq(name)?;
-    // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of `r`,
-    // which lives across the call.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut r) } < 0 {
-        return Err(no_such_or(
-            name,
-            "reading the flags of",
-            io::Error::last_os_error(),
-        ));
+    // SAFETY: `req` reads the name and writes a member of the union of
+    // `r`, which lives across the call.
+    if unsafe { libc::ioctl(s.as_raw_fd(), req, &mut r) } < 0 {
+        return Err(no_such_or(name, doing, io::Error::last_os_error()));
     }
     Ok((s, r))
 }
@@ -244,17 +265,7 @@ pub fn set_mac(name: &str, mac: [u8; 6]) -> Result<(), DevError> {
 
 /// The interface's MTU.
 pub fn mtu(name: &str) -> Result<u32, DevError> {
-    let s = ctl_socket()?;
-    let mut r = ifreq(name)?;
-    // SAFETY: SIOCGIFMTU reads the name and writes the MTU of `r`, which
-    // lives across the call.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut r) } < 0 {
-        return Err(no_such_or(
-            name,
-            "reading the MTU of",
-            io::Error::last_os_error(),
-        ));
-    }
+    let (_, r) = get_request(name, libc::SIOCGIFMTU, "reading the MTU of")?;
     // SAFETY: SIOCGIFMTU filled the mtu member of the union.
     Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
 }

@@ -201,6 +201,32 @@ struct Mapping {
     len: usize,
 }
 
+impl Mapping {
+    /// A new read-write mapping of `len` bytes of `fd` (-1 with
+    /// `MAP_ANONYMOUS`), with mmap's `flags`; no address hint.
+    fn new(len: usize, flags: libc::c_int, fd: RawFd) -> io::Result<Mapping> {
+        // SAFETY: a new mapping with no address hint, so it replaces
+        // nothing; mmap checks `fd`, `len` and `flags`.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: NonNull::new(p.cast()).expect("mmap does not return NULL on success"),
+            len,
+        })
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: our own mapping of `len` bytes, unmapped once; no
@@ -365,29 +391,9 @@ impl PacketQueue {
             .map_err(|e| DevError::io(what("setting up the TX ring"), NEEDS, e))?;
 
         let len = geo.bytes();
-        // SAFETY: a new shared mapping of the socket's rings (RX then TX,
-        // `len` bytes as set up above); no address hint.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                raw,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(DevError::io(
-                what("mapping the rings"),
-                NEEDS,
-                io::Error::last_os_error(),
-            ));
-        }
-        let map = Mapping {
-            ptr: NonNull::new(p.cast()).expect("mmap does not return NULL on success"),
-            len,
-        };
+        // The socket's rings, RX then TX, `len` bytes as set up above.
+        let map = Mapping::new(len, libc::MAP_SHARED | libc::MAP_POPULATE, raw)
+            .map_err(|e| DevError::io(what("mapping the rings"), NEEDS, e))?;
 
         // Enough send buffer for every slot in flight, so the kernel never
         // stops part-way through the ring for lack of it (the slots' skbs
@@ -473,12 +479,18 @@ impl PacketQueue {
             opt(libc::PACKET_IGNORE_OUTGOING, 1, "ignoring outgoing frames")?;
         }
 
-        Ok(PacketQueue {
+        Ok(PacketQueue::new(map, fd, ifname, queue, *geo))
+    }
+
+    /// A queue over `map`, the rings of socket `fd` laid out as `geo`,
+    /// before its first frame.
+    fn new(map: Mapping, fd: OwnedFd, ifname: &str, queue: u32, geo: Geometry) -> PacketQueue {
+        PacketQueue {
             map,
             fd,
             ifname: ifname.to_string(),
             queue,
-            geo: *geo,
+            geo,
             rx: RxPos::default(),
             tx_head: 0,
             tx_unsent: false,
@@ -488,7 +500,7 @@ impl PacketQueue {
             truncated: 0,
             tx_runts: 0,
             tx_send_errors: 0,
-        })
+        }
     }
 
     /// Start of RX block `b` (< `rx_blocks`).
@@ -604,22 +616,6 @@ enum Parsed {
     Bad(&'static str),
 }
 
-/// Reads a virtio-net header the kernel wrote in host order.
-fn vnet_hdr(b: &[u8]) -> OffloadHdr {
-    let mut h = OffloadHdr::from_le_bytes(b).unwrap_or_default();
-    if cfg!(target_endian = "big") {
-        for v in [
-            &mut h.hdr_len,
-            &mut h.gso_size,
-            &mut h.csum_start,
-            &mut h.csum_offset,
-        ] {
-            *v = v.swap_bytes();
-        }
-    }
-    h
-}
-
 impl PacketQueue {
     /// Checks the frame at the current position of the open block and puts
     /// its VLAN tag back in front of its EtherType.
@@ -649,7 +645,8 @@ impl PacketQueue {
         // block (checked above), which is ours until we give it back; the
         // kernel does not write it meanwhile.
         let v = unsafe { std::slice::from_raw_parts(base.add(off + mac - VNET), VNET) };
-        let mut hdr = vnet_hdr(v);
+        // The kernel writes the header in host order.
+        let mut hdr = OffloadHdr::from_ne_bytes(v).unwrap_or_default();
         let (mut start, mut len) = (off + mac, snap);
         if h.tp_status & libc::TP_STATUS_VLAN_VALID != 0 {
             // The tag goes back between the addresses and the EtherType:
@@ -930,41 +927,13 @@ mod tests {
     fn fake(ring: u32) -> PacketQueue {
         let geo = Geometry::new(1500, ring);
         let len = geo.bytes();
-        // SAFETY: a new private anonymous mapping; no address hint.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let map = Mapping::new(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1).unwrap();
         // SAFETY: socket() with constant arguments; the result is checked.
         let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         assert!(fd >= 0);
-        PacketQueue {
-            map: Mapping {
-                ptr: NonNull::new(p.cast()).unwrap(),
-                len,
-            },
-            // SAFETY: a fresh fd nothing else owns.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            ifname: "fake0".into(),
-            queue: 0,
-            geo,
-            rx: RxPos::default(),
-            tx_head: 0,
-            tx_unsent: false,
-            tx_down: false,
-            kernel_drops: Cell::new(0),
-            bad_blocks: 0,
-            truncated: 0,
-            tx_runts: 0,
-            tx_send_errors: 0,
-        }
+        // SAFETY: a fresh fd nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        PacketQueue::new(map, fd, "fake0", 0, geo)
     }
 
     /// A frame as the kernel lays it out in a block.

@@ -192,24 +192,6 @@ fn stable_mac(name: &str) -> [u8; 6] {
     [0x02, b[0], b[1], b[2], b[3], b[4]]
 }
 
-/// The TAP's virtio-net header is in the host's order unless told
-/// otherwise (TUNSETVNETLE, which needs a kernel built with cross-endian
-/// support): little-endian on the hosts this runs on. On a big-endian host,
-/// swaps the fields the little-endian conversion got backwards.
-fn vnet_order(mut h: OffloadHdr) -> OffloadHdr {
-    if cfg!(target_endian = "big") {
-        for v in [
-            &mut h.hdr_len,
-            &mut h.gso_size,
-            &mut h.csum_start,
-            &mut h.csum_offset,
-        ] {
-            *v = v.swap_bytes();
-        }
-    }
-    h
-}
-
 impl FrameQueue for TapQueue {
     fn take_batch(&mut self, max: usize, stage: &mut Stage) -> Taken {
         let mut n = 0;
@@ -239,8 +221,10 @@ impl FrameQueue for TapQueue {
                 self.stats.kernel_rx_dropped += 1;
                 continue;
             }
-            let hdr = match OffloadHdr::from_le_bytes(&self.buf[..len.min(HDR)]) {
-                Ok(h) if len > HDR => vnet_order(h),
+            // The TAP's virtio-net header is in the host's order (it was
+            // not told otherwise with TUNSETVNETLE).
+            let hdr = match OffloadHdr::from_ne_bytes(&self.buf[..len.min(HDR)]) {
+                Ok(h) if len > HDR => h,
                 _ => {
                     self.stats.rx_bad_hdr += 1;
                     continue;
@@ -271,7 +255,7 @@ impl FrameQueue for TapQueue {
             return Err(PushError::TooLong);
         }
         let mut h = [0u8; HDR];
-        h[..OffloadHdr::LEN].copy_from_slice(&vnet_order(*hdr).to_le_bytes());
+        h[..OffloadHdr::LEN].copy_from_slice(&hdr.to_ne_bytes());
         let iov = [
             libc::iovec {
                 iov_base: h.as_ptr() as *mut libc::c_void,

@@ -30,8 +30,6 @@ mod queue;
 mod ring;
 
 use std::cell::Cell;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -224,74 +222,18 @@ fn frame_size_for(mtu: u32) -> Option<u32> {
     [2048, 4096].into_iter().find(|&fs| need <= fs)
 }
 
-/// `struct ethtool_channels`.
-#[repr(C)]
-#[derive(Default)]
-struct EthtoolChannels {
-    cmd: u32,
-    max_rx: u32,
-    max_tx: u32,
-    max_other: u32,
-    max_combined: u32,
-    rx_count: u32,
-    tx_count: u32,
-    other_count: u32,
-    combined_count: u32,
-}
-
-const ETHTOOL_GCHANNELS: u32 = 0x3c;
-
 /// RX and combined queues the interface has now, from the ethtool channels
 /// ioctl (which answers in the calling thread's network namespace, where
 /// the sockets will be; sysfs shows the namespace it was mounted in). Falls
-/// back to sysfs for a driver without channels.
+/// back to sysfs for a driver without channels, and to one queue (as libxdp
+/// assumes) for an interface sysfs does not show.
 fn queue_count(ifname: &str) -> Result<u32, DevError> {
-    // SAFETY: socket() with constant arguments; the result is checked.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(DevError::Io {
-            what: "opening a socket for ethtool requests".into(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    // SAFETY: a fresh fd that nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut ch = EthtoolChannels {
-        cmd: ETHTOOL_GCHANNELS,
-        ..Default::default()
-    };
-    // SAFETY: ifreq is plain data; all zeroes is a valid value.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in ifr
-        .ifr_name
-        .iter_mut()
-        .zip(ifname.bytes().take(libc::IFNAMSIZ - 1))
-    {
-        *d = s as libc::c_char;
-    }
-    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
-    // SAFETY: SIOCETHTOOL reads the name and the command, and writes the
-    // channels struct `ifr` points to; both live across the call.
-    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
-    if r == 0 {
-        return Ok((ch.rx_count + ch.combined_count).max(1));
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENODEV) => Err(DevError::NoSuchInterface {
-            name: ifname.to_string(),
-        }),
-        // No channels: sysfs, which only knows the namespace it was
-        // mounted in; elsewhere, one queue (as libxdp assumes).
-        Some(libc::EOPNOTSUPP) => match iface::rx_queue_count(ifname) {
+    match iface::channel_rx_queues(ifname)? {
+        Some(n) => Ok(n),
+        None => match iface::sysfs_rx_queues(ifname) {
             Err(DevError::NoSuchInterface { .. }) => Ok(1),
             r => r,
         },
-        _ => Err(DevError::io(
-            format!("reading the channels of {ifname}"),
-            "CAP_NET_ADMIN",
-            e,
-        )),
     }
 }
 

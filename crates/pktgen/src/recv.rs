@@ -4,7 +4,7 @@
 
 use crate::frame::{read_seq, read_stream};
 use crate::os::monotonic_ns;
-use crate::report::{End, Outcome, Reporter};
+use crate::report::{Activity, End, Outcome, Reporter};
 use crate::seq::SeqStreams;
 use crate::session::Session;
 use crate::PktGenError;
@@ -17,13 +17,11 @@ pub(crate) fn receive(
     let rings = s.rx_rings();
     // One tracker per sender stream, allocated here once.
     let mut streams = with_seq.then(SeqStreams::default);
+    let mut active = Activity::default();
     let mut short = 0u64;
-    let mut first_ns: Option<u64> = None;
-    let mut last_ns = 0u64;
     let end = loop {
         let now = monotonic_ns();
-        s.tick(now, None, out);
-        if let Some(e) = s.ending(now) {
+        if let Some(e) = s.round_start(now, out) {
             break e;
         }
         let mut got = 0u32;
@@ -35,8 +33,7 @@ pub(crate) fn receive(
             got += n;
         }
         if got > 0 {
-            first_ns.get_or_insert(now);
-            last_ns = now;
+            active.at(now);
             continue;
         }
         let slice = s.wait_slice(now);
@@ -63,7 +60,7 @@ pub(crate) fn receive(
     let mut out = Outcome {
         packets: m.pkts,
         bytes: m.bytes,
-        span: first_ns.map(|f| (f, last_ns)),
+        span: active.span(),
         end: Some(end),
         drops: Some(0),
         ..Outcome::default()

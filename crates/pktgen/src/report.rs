@@ -152,6 +152,27 @@ pub(crate) struct Outcome {
     pub(crate) rtt: Option<RttSummary>,
 }
 
+/// When a loop first and last moved packets: an [`Outcome`]'s `span`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Activity {
+    first_ns: Option<u64>,
+    last_ns: u64,
+}
+
+impl Activity {
+    /// Packets moved at `now_ns`.
+    #[inline]
+    pub(crate) fn at(&mut self, now_ns: u64) {
+        self.first_ns.get_or_insert(now_ns);
+        self.last_ns = now_ns;
+    }
+
+    /// From the first to the last time packets moved; `None` if never.
+    pub(crate) fn span(&self) -> Option<(u64, u64)> {
+        self.first_ns.map(|f| (f, self.last_ns))
+    }
+}
+
 fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (None, None) => None,

@@ -9,7 +9,7 @@
 use crate::frame::{read_seq, read_ts, swap_addresses};
 use crate::latency::{IntervalRtt, RttStats};
 use crate::os::{monotonic_ns, stop_requested};
-use crate::report::{Outcome, Reporter};
+use crate::report::{Activity, Outcome, Reporter};
 use crate::send::Stamper;
 use crate::session::{Session, WAIT_SLICE};
 use crate::PktGenError;
@@ -35,19 +35,11 @@ pub(crate) fn ping(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, P
         if let Some(e) = s.ending(now) {
             break e;
         }
-        let Some(want) = s.rate_budget(&mut bucket, s.burst, now) else {
-            continue;
-        };
 
         // Send a round.
-        let slice = s.wait_slice(now);
-        let space = s.port.tx(0).space();
-        if space == 0 {
-            let r = s.port.tx(0).wait(Some(slice));
-            r.map_err(|e| s.wait_err(e))?;
+        let Some((want, _)) = s.tx_grant(&mut bucket, now)? else {
             continue;
-        }
-        let want = s.claim(want.min(space));
+        };
         let mut tx = s.port.tx(0);
         let base = stamper.next_seq();
         let mut n = 0;
@@ -137,12 +129,10 @@ pub(crate) fn ping(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, P
 pub(crate) fn pong(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, PktGenError> {
     let region = s.port.region().clone();
     let mut bad = 0u64;
-    let mut first_ns: Option<u64> = None;
-    let mut last_ns = 0u64;
+    let mut active = Activity::default();
     let end = loop {
         let now = monotonic_ns();
-        s.tick(now, None, out);
-        if let Some(e) = s.ending(now) {
+        if let Some(e) = s.round_start(now, out) {
             break e;
         }
         let slice = s.wait_slice(now);
@@ -198,8 +188,7 @@ pub(crate) fn pong(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, P
         r.map_err(|e| s.wait_err(e))?;
         if out > 0 {
             s.record(out, bytes, avail);
-            first_ns.get_or_insert(now);
-            last_ns = now;
+            active.at(now);
         }
     };
     let r = s.port.rx(0).sync();
@@ -211,7 +200,7 @@ pub(crate) fn pong(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, P
     Ok(Outcome {
         packets: s.meter.pkts,
         bytes: s.meter.bytes,
-        span: first_ns.map(|f| (f, last_ns)),
+        span: active.span(),
         end: Some(end),
         malformed: Some(bad),
         ..Outcome::default()

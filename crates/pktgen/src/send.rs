@@ -134,24 +134,12 @@ pub(crate) fn send(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, P
     let t0 = monotonic_ns();
     let end = loop {
         let now = monotonic_ns();
-        s.tick(now, None, out);
-        if let Some(e) = s.ending(now) {
+        if let Some(e) = s.round_start(now, out) {
             break e;
         }
-        let Some(want) = s.rate_budget(&mut bucket, s.burst, now) else {
+        let Some((want, space)) = s.tx_grant(&mut bucket, now)? else {
             continue;
         };
-        let slice = s.wait_slice(now);
-        let space = s.port.tx(0).space();
-        if space == 0 {
-            // Full: wait syncs, and returns as soon as slots are free.
-            let r = s.port.tx(0).wait(Some(slice));
-            r.map_err(|e| s.wait_err(e))?;
-            continue;
-        }
-        // From the -n budget (shared with the other threads): what the
-        // ring can take now, at most.
-        let want = s.claim(want.min(space));
         let mut tx = s.port.tx(0);
         let mut n = 0;
         // Up to `want` slots; `slot` gives none past the free space.

@@ -230,6 +230,15 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The start of a round of a loop without round trips (all but
+    /// ping's): reports the interval if one is due, then says why the loop
+    /// must end, if it must (see [`Session::ending`]).
+    #[inline]
+    pub(crate) fn round_start(&mut self, now: u64, out: &mut dyn Reporter) -> Option<End> {
+        self.tick(now, None, out);
+        self.ending(now)
+    }
+
     /// One sync moved `pkts` packets of `bytes` bytes; the ring had `space`.
     #[inline]
     pub(crate) fn record(&mut self, pkts: u32, bytes: u64, space: u32) {
@@ -320,6 +329,30 @@ impl<'a> Session<'a> {
             return None;
         }
         Some(want.min(avail))
+    }
+
+    /// How many packets a sending loop fills this round, at most a burst:
+    /// what the rate limit lets go (see [`Session::rate_budget`]) and TX
+    /// ring 0 has room for, claimed from the `-n` budget (shared with the
+    /// other threads); with the free space the ring had. `None`, after a
+    /// pause for the rate or a wait (at most the wait slice, over as soon
+    /// as slots are free) when the ring is full: the loop looks again.
+    pub(crate) fn tx_grant(
+        &mut self,
+        bucket: &mut Option<TokenBucket>,
+        now: u64,
+    ) -> Result<Option<(u32, u32)>, PktGenError> {
+        let Some(want) = self.rate_budget(bucket, self.burst, now) else {
+            return Ok(None);
+        };
+        let slice = self.wait_slice(now);
+        let space = self.port.tx(0).space();
+        if space == 0 {
+            let r = self.port.tx(0).wait(Some(slice));
+            r.map_err(|e| self.wait_err(e))?;
+            return Ok(None);
+        }
+        Ok(Some((self.claim(want.min(space)), space)))
     }
 
     /// The token bucket for `-R`: it holds a burst, or a millisecond of

@@ -22,34 +22,17 @@ use std::time::{Duration, Instant};
 
 use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
 use ringswitch_switch::{Hub, Scratch, Switch, SwitchPort};
-use ringswitch_vhost::hdr::feature;
 use ringswitch_vhost::socket::SharedNet;
-use ringswitch_vhost::vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+use ringswitch_vhost::testing::{MockGuest, BUF_LEN};
 use ringswitch_vhost::{NetConfig, QueueKind, VhostUserNet, VirtioNetHdr, VirtioNetPort};
 
-/// Queue size of every virtqueue.
-const QSIZE: u16 = 1024;
 /// Frames per round (the switch's default batch).
 const BATCH: u32 = 512;
-/// Bytes per guest buffer (a DPDK mbuf's data room).
-const BUF_LEN: u32 = 2048;
-/// Distance between guest buffers (a DPDK mbuf pool element).
-const BUF_STRIDE: u64 = 2368;
-/// Guest memory per VM: rings at 0, buffers from BUF_BASE.
-const MEM_SIZE: usize = 4 << 20;
-/// The driven queue's rings; the other queue's sit at IDLE_RINGS, empty.
-const DESC: u64 = 0x0;
-const AVAIL: u64 = DESC + 16 * QSIZE as u64;
-const USED: u64 = 0x8000;
+/// The driven queue's rings are the mock guest's; the other queue's sit
+/// this far from them, empty.
 const IDLE_RINGS: u64 = 0x2_0000;
-const BUF_BASE: u64 = 0x10_0000;
 /// Runs per path; the best is printed.
 const RUNS: usize = 5;
-
-const FEATURES: u64 = (1 << feature::VIRTIO_F_VERSION_1)
-    | (1 << feature::VIRTIO_RING_F_EVENT_IDX)
-    | (1 << feature::VIRTIO_RING_F_INDIRECT_DESC)
-    | (1 << feature::VIRTIO_NET_F_MRG_RXBUF);
 
 /// A frame from 02:..:01 to 02:..:02, `len` bytes.
 fn frame(len: usize) -> Vec<u8> {
@@ -62,73 +45,30 @@ fn frame(len: usize) -> Vec<u8> {
 
 /// One guest with one queue pair whose `kind` queue is driven.
 struct Guest {
-    mem: GuestMemoryMmap,
+    mock: MockGuest,
     dev: SharedNet,
     kind: QueueKind,
-    avail_idx: u16,
 }
 
 impl Guest {
     fn new(kind: QueueKind, frame_len: usize) -> Guest {
-        let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), MEM_SIZE)]).unwrap();
+        let mock = MockGuest::new(kind, &frame(frame_len));
         let dev: SharedNet = Arc::new(Mutex::new(VhostUserNet::new(NetConfig::default()).unwrap()));
         {
             let net = dev.lock().unwrap();
             let mut port: std::sync::MutexGuard<'_, VirtioNetPort> = net.ports()[0].lock().unwrap();
-            port.set_memory(Some(mem.clone()));
-            port.set_features(FEATURES);
+            mock.set_up(&mut port, kind, IDLE_RINGS);
+            // A running pair is a link that is up.
             for k in [QueueKind::Rx, QueueKind::Tx] {
-                let at = if k == kind { 0 } else { IDLE_RINGS };
-                assert!(port.set_vring_size(k, QSIZE));
-                port.set_vring_addr(k, at + DESC, at + AVAIL, at + USED);
-                port.set_vring_base(k, 0);
-                port.set_vring_enabled(k, true);
-                // A running pair is a link that is up.
                 assert!(port.start_vring(k, None));
             }
         }
-        let (flags, len) = match kind {
-            QueueKind::Rx => (2u16, BUF_LEN), // VRING_DESC_F_WRITE
-            QueueKind::Tx => (0u16, (VirtioNetHdr::LEN + frame_len) as u32),
-        };
-        let f = frame(frame_len);
-        for i in 0..u64::from(QSIZE) {
-            let buf = BUF_BASE + i * BUF_STRIDE;
-            let mut d = [0u8; 16];
-            d[0..8].copy_from_slice(&buf.to_le_bytes());
-            d[8..12].copy_from_slice(&len.to_le_bytes());
-            d[12..14].copy_from_slice(&flags.to_le_bytes());
-            mem.write_slice(&d, GuestAddress(DESC + 16 * i)).unwrap();
-            if kind == QueueKind::Tx {
-                mem.write_slice(&[0u8; VirtioNetHdr::LEN], GuestAddress(buf))
-                    .unwrap();
-                mem.write_slice(&f, GuestAddress(buf + VirtioNetHdr::LEN as u64))
-                    .unwrap();
-            }
-        }
-        // No interrupts wanted (used_event far away).
-        mem.write_obj(0x8000u16, GuestAddress(AVAIL + 4 + 2 * u64::from(QSIZE)))
-            .unwrap();
-        Guest {
-            mem,
-            dev,
-            kind,
-            avail_idx: 0,
-        }
+        Guest { mock, dev, kind }
     }
 
     /// Offers `n` more chains (the device consumed all offered before).
     fn offer(&mut self, n: u32) {
-        for _ in 0..n {
-            let slot = u64::from(self.avail_idx % QSIZE);
-            self.mem
-                .write_obj(self.avail_idx % QSIZE, GuestAddress(AVAIL + 4 + 2 * slot))
-                .unwrap();
-            self.avail_idx = self.avail_idx.wrapping_add(1);
-        }
-        self.mem
-            .write_obj(self.avail_idx, GuestAddress(AVAIL + 2))
-            .unwrap();
+        self.mock.offer(n as usize);
     }
 
     /// Frames the device put in the guest's RX queue so far.

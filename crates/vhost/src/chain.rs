@@ -26,7 +26,7 @@ use virtio_bindings::virtio_ring;
 use crate::flag16;
 
 pub use crate::guest::Seg;
-use crate::guest::{DescTable, GuestMap};
+use crate::guest::{Desc, DescTable, GuestMap};
 
 const VRING_DESC_F_NEXT: u16 = flag16(virtio_ring::VRING_DESC_F_NEXT);
 const VRING_DESC_F_WRITE: u16 = flag16(virtio_ring::VRING_DESC_F_WRITE);
@@ -91,15 +91,7 @@ pub(crate) fn walk(
     let first = ring.get(head).ok_or(ChainError::IndexOutOfRange)?;
     let chained = VRING_DESC_F_INDIRECT | VRING_DESC_F_NEXT;
     if first.flags & chained == 0 {
-        if first.len == 0 {
-            return Err(ChainError::ZeroLength);
-        }
-        if (first.flags & VRING_DESC_F_WRITE != 0) != writable {
-            return Err(ChainError::WrongDirection);
-        }
-        let seg = mem
-            .seg(first.addr, first.len)
-            .ok_or(ChainError::OutOfBounds)?;
+        let seg = buffer(mem, &first, writable)?;
         if u64::from(first.len) > CHAIN_BYTES_MAX {
             return Err(ChainError::TooManyBytes);
         }
@@ -131,15 +123,7 @@ pub(crate) fn walk(
             in_indirect = true;
             continue;
         }
-        if desc.len == 0 {
-            return Err(ChainError::ZeroLength);
-        }
-        if (desc.flags & VRING_DESC_F_WRITE != 0) != writable {
-            return Err(ChainError::WrongDirection);
-        }
-        let seg = mem
-            .seg(desc.addr, desc.len)
-            .ok_or(ChainError::OutOfBounds)?;
+        let seg = buffer(mem, &desc, writable)?;
         total += u64::from(desc.len);
         if total > CHAIN_BYTES_MAX {
             return Err(ChainError::TooManyBytes);
@@ -154,4 +138,17 @@ pub(crate) fn walk(
         index = desc.next;
     }
     Err(ChainError::TooLong)
+}
+
+/// The buffer a direct descriptor names, checked: not empty, in the
+/// chain's direction (`writable`), inside one region of guest memory.
+#[inline(always)]
+fn buffer(mem: &GuestMap, desc: &Desc, writable: bool) -> Result<Seg, ChainError> {
+    if desc.len == 0 {
+        return Err(ChainError::ZeroLength);
+    }
+    if (desc.flags & VRING_DESC_F_WRITE != 0) != writable {
+        return Err(ChainError::WrongDirection);
+    }
+    mem.seg(desc.addr, desc.len).ok_or(ChainError::OutOfBounds)
 }

@@ -20,6 +20,8 @@
 //!   ranges), never a crash of the process.
 //! - [`notify`]: kick and call descriptors must be non-blocking eventfds;
 //!   interrupts are sent after the pair's lock is released.
+//! - `testing` (feature `test-support`): a mock guest driver for the
+//!   examples that measure the VM data path; no part of the device.
 //!
 //! Why not `vhost-user-backend`'s daemon: its `VhostUserDaemon` owns the
 //! threads that wait on the kick eventfds and calls the device back from
@@ -39,6 +41,8 @@ pub mod notify;
 pub mod port;
 mod queue;
 pub mod socket;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
 pub use device::{NetConfig, VhostUserNet};
 pub use guest::GuestMemory;

@@ -203,13 +203,20 @@ mod tests {
         assert!(matches!(check_eventfd(&f), Err(FdError::NotEventFd)));
     }
 
-    #[test]
-    fn a_full_counter_drops_and_counts_instead_of_blocking() {
+    /// A blocking eventfd whose counter is at its maximum: one more
+    /// write would block.
+    fn full_eventfd() -> File {
         let f = eventfd(libc::EFD_CLOEXEC);
         let v: u64 = 0xffff_ffff_ffff_fffe;
         // SAFETY: writes 8 bytes of a local u64 to our eventfd.
         let n = unsafe { libc::write(f.as_raw_fd(), (&v as *const u64).cast(), 8) };
         assert_eq!(n, 8);
+        f
+    }
+
+    #[test]
+    fn a_full_counter_drops_and_counts_instead_of_blocking() {
+        let f = full_eventfd();
         let counters = Arc::new(IrqCounters::default());
         let call = Arc::new(CallFd::new(f, counters.clone()).unwrap());
         Interrupt::to(&call).send();
@@ -220,11 +227,7 @@ mod tests {
 
     #[test]
     fn a_call_eventfd_made_blocking_again_is_cut_short() {
-        let f = eventfd(libc::EFD_CLOEXEC);
-        let v: u64 = 0xffff_ffff_ffff_fffe;
-        // SAFETY: writes 8 bytes of a local u64 to our eventfd.
-        let n = unsafe { libc::write(f.as_raw_fd(), (&v as *const u64).cast(), 8) };
-        assert_eq!(n, 8);
+        let f = full_eventfd();
         let frontend = f.try_clone().unwrap();
         let counters = Arc::new(IrqCounters::default());
         let call = Arc::new(CallFd::new(f, counters.clone()).unwrap());

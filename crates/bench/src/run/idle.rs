@@ -136,9 +136,7 @@ fn one_run(b: &mut Bench, secs: u64, r: u32) -> Result<(), Error> {
         if err.is_some() {
             break;
         }
-        if b.procs.wait_ready(n, 15).is_err() {
-            let exit = b.procs.stop(n);
-            let why = b.procs.why(n, exit);
+        if let Err(why) = b.procs.ready_or_stop(n, 15) {
             err = Some(format!(
                 "pkt-gen rx vale0:i{} did not open its port: {why}",
                 i + 1

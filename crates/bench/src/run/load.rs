@@ -160,9 +160,7 @@ fn point(b: &mut Bench, path: Path, pct: u64, secs: u64, max: f64) -> Result<(),
         Ok(n) => n,
         Err(e) => return b.data.miss("load", c, &sys, &format!("{pct} %: {e}")),
     };
-    if b.procs.wait_ready(&rx, 15).is_err() {
-        let exit = b.procs.stop(&rx);
-        let why = b.procs.why(&rx, exit);
+    if let Err(why) = b.procs.ready_or_stop(&rx, 15) {
         return b.data.miss(
             "load",
             c,

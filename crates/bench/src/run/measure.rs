@@ -83,14 +83,9 @@ impl Bench {
             p.secs + 40,
             &cmd,
         )?;
-        if self.procs.wait_ready(&rx, 15).is_err() {
-            let exit = self.procs.stop(&rx);
-            return Err(format!(
-                "receiver did not open {}: {}",
-                p.rx_port,
-                self.procs.why(&rx, exit)
-            ));
-        }
+        self.procs
+            .ready_or_stop(&rx, 15)
+            .map_err(|why| format!("receiver did not open {}: {why}", p.rx_port))?;
         let secs = p.secs.to_string();
         let mut tx_args = vec![
             "pkt-gen", "-i", p.tx_port, "-f", "tx", "-l", &len, "-b", &burst,
@@ -175,13 +170,9 @@ impl Bench {
             190,
             &cmd,
         )?;
-        if self.procs.wait_ready(&pong, 15).is_err() {
-            let exit = self.procs.stop(&pong);
-            return Err(format!(
-                "RTT {path} {mode}: pong did not open {pong_port}: {}",
-                self.procs.why(&pong, exit)
-            ));
-        }
+        self.procs
+            .ready_or_stop(&pong, 15)
+            .map_err(|why| format!("RTT {path} {mode}: pong did not open {pong_port}: {why}"))?;
         let n = count.to_string();
         let mut ping_args = vec!["pkt-gen", "-i", &ping_port, "-f", "ping", "-n", &n];
         ping_args.extend_from_slice(bf);

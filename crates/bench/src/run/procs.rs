@@ -212,6 +212,17 @@ impl Procs {
         }
     }
 
+    /// Waits until process `name` is ready (see [`Procs::wait_ready`]);
+    /// if it is not, stops it, and `Err` says why (from its exit and its
+    /// output).
+    pub fn ready_or_stop(&mut self, name: &str, secs: u64) -> Result<(), String> {
+        if self.wait_ready(name, secs).is_ok() {
+            return Ok(());
+        }
+        let exit = self.stop(name);
+        Err(self.why(name, exit))
+    }
+
     /// Stops process `name`: one SIGTERM to the command itself (not through
     /// `timeout`, which would pass it on twice, to the command and to its
     /// group: pkt-gen takes a second signal as "exit now, without a

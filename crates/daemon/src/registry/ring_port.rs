@@ -34,7 +34,8 @@ impl PortEntry {
 }
 
 impl Registry {
-    /// Creates ring port `port` on switch `sw` (see [`Registry::add_port`]).
+    /// Creates ring port `port` on switch `sw` and returns its entry, for
+    /// [`Registry::add_port`] to file.
     pub(super) fn attach_ring_port(
         &mut self,
         sw: &str,
@@ -42,7 +43,7 @@ impl Registry {
         g: Geometry,
         persistent: bool,
         counters: Option<Arc<Counters>>,
-    ) -> Result<(), RegistryError> {
+    ) -> Result<PortEntry, RegistryError> {
         let full = if port == DIRECT_APP {
             sw.to_string()
         } else {
@@ -86,20 +87,15 @@ impl Registry {
         attached.assign(&[Source::Rings], &self.next_id)?;
         let (sp, assigned) = attached.commit();
         info!(port = %full, index = sp.index, worker = assigned.first().map(|a| a.1), "port created");
-        let entry = self.switches.get_mut(sw).expect("exists");
-        entry.ports.insert(
-            port.to_string(),
-            PortEntry {
-                port: sp,
-                assigned,
-                kind: Kind::Ring(RingEntry {
-                    geometry: g,
-                    persistent,
-                    open_by: OpenBy::Closed,
-                    _charge: charge,
-                }),
-            },
-        );
-        Ok(())
+        Ok(PortEntry {
+            port: sp,
+            assigned,
+            kind: Kind::Ring(RingEntry {
+                geometry: g,
+                persistent,
+                open_by: OpenBy::Closed,
+                _charge: charge,
+            }),
+        })
     }
 }

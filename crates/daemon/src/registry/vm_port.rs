@@ -22,13 +22,13 @@ pub(super) struct VmEntry {
 
 impl Registry {
     /// Creates VM port `port` on switch `sw`: a vhost-user virtio-net
-    /// device (see [`Registry::add_port`]).
+    /// device, and returns its entry, for [`Registry::add_port`] to file.
     pub(super) fn attach_vm_port(
         &mut self,
         sw: &str,
         port: &str,
         spec: &VhostUserSpec,
-    ) -> Result<(), RegistryError> {
+    ) -> Result<PortEntry, RegistryError> {
         if spec.path.is_empty() {
             return Err(RegistryError::VmNoSocketPath);
         }
@@ -66,19 +66,14 @@ impl Registry {
         )?;
         let (sp, assigned) = attached.commit();
         info!(port = %full, index = sp.index, path = %spec.path, client = spec.client, queues = spec.queues, "VM port created");
-        let entry = self.switches.get_mut(sw).expect("exists");
-        entry.ports.insert(
-            port.to_string(),
-            PortEntry {
-                port: sp,
-                assigned,
-                kind: Kind::Vm(Box::new(VmEntry {
-                    spec: spec.clone(),
-                    thread,
-                })),
-            },
-        );
-        Ok(())
+        Ok(PortEntry {
+            port: sp,
+            assigned,
+            kind: Kind::Vm(Box::new(VmEntry {
+                spec: spec.clone(),
+                thread,
+            })),
+        })
     }
 }
 
