@@ -74,7 +74,10 @@ fn ovs_dpdk_vhost_report() {
         ]
     );
     // A report cut short: no figures, no panic.
-    assert_eq!(ovs_placements("ovs-dpdk placement rx_cpu=0\n{\"peer\":"), None);
+    assert_eq!(
+        ovs_placements("ovs-dpdk placement rx_cpu=0\n{\"peer\":"),
+        None
+    );
     assert_eq!(ovs_idle("{\"idle_cpu_pct\":null}"), None);
 }
 
