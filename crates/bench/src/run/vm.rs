@@ -146,7 +146,9 @@ struct Frontends {
 }
 
 impl Frontends {
-    fn prefix(&mut self, seq: usize) -> String {
+    /// A fresh `--file-prefix`.
+    fn prefix(&mut self) -> String {
+        let seq = self.prefixes.len() + 1;
         let p = format!("ringswitch-bench-{}-{seq}", std::process::id());
         self.prefixes.push(p.clone());
         p
@@ -166,9 +168,10 @@ impl Bench {
     /// The socket of VM port `vm` (`vm1`: the sender's, `vm2`: the
     /// receiver's), beside the daemon's.
     fn vm_socket(&self, vm: &str) -> String {
-        let dir = PathBuf::from(&self.sock);
-        let dir = dir.parent().map(PathBuf::from).unwrap_or_default();
-        dir.join(format!("{vm}.sock")).display().to_string()
+        let sock = PathBuf::from(&self.sock);
+        sock.with_file_name(format!("{vm}.sock"))
+            .display()
+            .to_string()
     }
 
     /// A fresh daemon with `args` and the two VM ports in client mode.
@@ -198,7 +201,7 @@ impl Bench {
         mode: Mode,
         secs: u64,
     ) -> Result<String, String> {
-        let prefix = fe.prefix(fe.prefixes.len() + 1);
+        let prefix = fe.prefix();
         let mac = if vm == "vm1" {
             testpmd::TX_MAC
         } else {
