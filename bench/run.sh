@@ -28,8 +28,6 @@ ROOT=$(cd "$BENCH_DIR/.." && pwd)
 . "$BENCH_DIR/lib/measure.sh"
 # shellcheck source=lib/testpmd.sh
 . "$BENCH_DIR/lib/testpmd.sh"
-# shellcheck source=lib/vhost.sh
-. "$BENCH_DIR/lib/vhost.sh"
 # shellcheck source=lib/nic.sh
 . "$BENCH_DIR/lib/nic.sh"
 
@@ -101,11 +99,11 @@ done
 # The round trips, the batch sweep, idle and memory are measured by
 # ringswitch-bench run with bench/params.tsv (bench/compare's parameters).
 if ((QUICK)); then
-	TPUT_S=2 MEMIF_S=3 VH_S=2 VH_IDLE_S=5 NIC_S=3 NIC_GEN_S=3
+	TPUT_S=2 MEMIF_S=3 NIC_S=3 NIC_GEN_S=3
 else
-	TPUT_S=5 MEMIF_S=5 VH_S=5 VH_IDLE_S=10 NIC_S=10 NIC_GEN_S=5
+	TPUT_S=5 MEMIF_S=5 NIC_S=10 NIC_GEN_S=5
 fi
-IDLE_S=$(param idle_secs)
+IDLE_S=$(param idle_secs) VM_S=$(param vm_secs)
 RUNS=1
 ((VHOST || CORE || NIC)) || {
 	usage >&2
@@ -230,8 +228,13 @@ elif ((CORE)); then
 	measure_memif "$MEMIF_S"
 fi
 if ((VHOST)); then
-	vhost_measure "$VH_S" "$VH_IDLE_S" "$([[ -n $RS ]] && echo 1 || echo 0)"
-	daemon_stop
+	# DPDK's testpmd stands in for the VMs (ovs-dpdk.sh installs OVS itself).
+	if ! command -v dpdk-testpmd >/dev/null 2>&1 && ((EUID == 0)) && command -v apt-get >/dev/null 2>&1; then
+		log "installing dpdk-dev (dpdk-testpmd)"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk-dev >>"$LOGFILE" 2>&1 ||
+			{ apt-get update -qq >>"$LOGFILE" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk-dev >>"$LOGFILE" 2>&1; }
+	fi
+	bench_run vm
 fi
 if ((NIC)); then
 	daemon_stop # nothing of ours runs while the NIC section measures
@@ -257,11 +260,10 @@ if ((CORE)); then
 		take "sw${len}_drop_pct" switch "$c" "$sys" "dropped, % of sent" "%" lower - 1
 	done
 fi
-# Failures of sections 8 and 9 (their tables follow the report).
+# Failures of section 9 (its tables follow the report).
 for k in "${KEYS[@]}"; do
 	[[ -n ${WHY[$k]+x} ]] || continue
 	case $k in
-	vh_*) miss vm "$k" ringswitch "${WHY[$k]}" ;;
 	nic_*) miss nic "$k" ringswitch "${WHY[$k]}" ;;
 	esac
 done
@@ -303,6 +305,10 @@ if ((CORE)); then
 	note general "The machine is shared with other jobs (see the load above): figures are noisy, single runs. Reasons and process output: \`run.log\` and \`raw/\` in this directory."
 fi
 
+if ((VHOST)); then
+	note vm "\`ringswitch-bench run --sections vm\` (bench/params.tsv's vm_secs, vm_switch_cpu, vm_ovs_maxsleeps): two DPDK testpmd processes with a virtio_user port each stand in for fast VMs (testpmd owns each socket, \`server=1\`; \`--no-huge\`, one queue pair): txonly (64-byte frames) on CPU $TX_CPU → the switch → rxonly on CPU $RX_CPU, ${VM_S} s windows. ringswitch: \`ctl port add valevm:vmN --vhost-user PATH --client\`, a fresh \`serve --workers 1 --worker-cpus W\` per run; OVS-DPDK: \`bench/peers/ovs-dpdk.sh\` (dpdkvhostuserclient ports, one PMD on the same CPU W, port-to-port flows), with and without \`other_config:pmd-maxsleep=500\`. Idle: both testpmd interactive (ports up, not forwarding), the switch process's CPU over ${IDLE_S} s (OVS: default, pmd-maxsleep=50 and =500)."
+fi
+
 # ------------------------------------------------------------ report
 
 if [[ -z $BENCH ]]; then
@@ -310,12 +316,11 @@ if [[ -z $BENCH ]]; then
 fi
 "$BENCH" report "$DATA" --out "$OUT" >>"$LOGFILE" 2>&1 ||
 	die "ringswitch-bench report could not write the report from $DATA (see $LOGFILE)"
-# Sections 8 and 9 keep their own tables (bench/lib/vhost.sh, nic.sh).
-if ((VHOST || NIC)); then
+# Section 9 keeps its own tables (bench/lib/nic.sh).
+if ((NIC)); then
 	{
 		echo
-		((VHOST)) && vhost_report
-		((NIC)) && nic_report
+		nic_report
 	} >>"$OUT/REPORT.md"
 fi
 log "done in ${ELAPSED} s: $OUT/REPORT.md"

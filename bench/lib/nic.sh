@@ -25,9 +25,11 @@
 # even without XDP), threaded NAPI (/sys/class/net/vethB/threaded), and its
 # kthread pinned there.
 #
-# Sourced after common.sh, report.sh, measure.sh, testpmd.sh and vhost.sh
-# (vstat). Uses RS,
+# Sourced after common.sh, report.sh, measure.sh and testpmd.sh. Uses RS,
 # WORK, RAW, LOGFILE, RX_CPU, TX_CPU, BUILD_ERR.
+
+# A port's counters from a `ctl stats --json` snapshot: vstat JSON PORT FIELD
+vstat() { jq -r --arg p "$2" --arg f "$3" '.[] | select(.name == $p) | .[$f] // empty' <<<"$1" 2>/dev/null; }
 
 NIC_NS_GEN=rsbn-$$-gen # the generator's namespace: NIC_IF_A
 NIC_NS_RX=rsbn-$$-rx   # the receivers': NIC_IF_B (and the bridge)

@@ -39,18 +39,6 @@ val() {
 
 ok() { [[ -n ${VAL[$1]+x} ]] && is_num "${VAL[$1]}"; }
 
-# meets KEY OP TARGET -> yes / no / "—" (OP: ge, le, lt); the VM section's
-# table (bench/lib/vhost.sh) still judges its idle target with it.
-meets() {
-	ok "$1" || {
-		printf '—'
-		return
-	}
-	awk -v v="${VAL[$1]}" -v op="$2" -v t="$3" 'BEGIN {
-		r = (op == "ge") ? v >= t : (op == "le") ? v <= t : v < t
-		printf "%s", r ? "yes" : "no" }'
-}
-
 _row() {
 	local out='|' c
 	for c in "$@"; do out+=" $c |"; done

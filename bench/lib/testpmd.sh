@@ -1,9 +1,11 @@
 # shellcheck shell=bash
 # bench/lib/testpmd.sh - DPDK testpmd with a virtio_user port as a fast
-# userspace "VM": the command line shared by the vhost-user benchmark of
-# ringswitch (bench/lib/vhost.sh) and of OVS-DPDK (bench/peers/ovs-dpdk.sh),
-# so that both switches see exactly the same frontends, and the parsing of
-# testpmd's statistics. Sourced, not run; needs nothing else.
+# userspace "VM": the command line of OVS-DPDK's frontends
+# (bench/peers/ovs-dpdk.sh), the same as ringswitch's in `ringswitch-bench
+# run --sections vm` (crates/bench/src/run/testpmd.rs; a test there keeps
+# the two equal), so that both switches see exactly the same frontends; and
+# the parsing of testpmd's statistics (ovs-dpdk.sh, bench/lib/nic.sh).
+# Sourced, not run; needs nothing else.
 
 # The MAC addresses of the two frontends. The sender's frames carry the
 # receiver's MAC as destination (--eth-peer): unicast. A learning switch
@@ -97,9 +99,6 @@ testpmd_median() {
 		      if (NR % 2) print v[(NR + 1) / 2]
 		      else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-
-# Time-weighted mean of testpmd_samples output on stdin.
-testpmd_mean() { awk '{ p += $1 * $2; t += $2 } END { if (t > 0) printf "%.0f\n", p / t }'; }
 
 # The last cumulative counter in a log: testpmd_last RX-packets|TX-packets LOG
 testpmd_last() {

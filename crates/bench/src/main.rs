@@ -40,8 +40,9 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Measures sections (throughput and batch with DPDK memif, switch with
-    /// OVS-DPDK's memif ports, latency, idle: also the daemon's memory,
-    /// load) and appends the samples and failures to OUT/data/*.tsv,
+    /// OVS-DPDK's memif ports, vm: DPDK testpmd as VMs beside OVS-DPDK's
+    /// vhost-user ports, latency, idle: also the daemon's memory, load,
+    /// passthrough) and appends the samples and failures to OUT/data/*.tsv,
     /// progress to OUT/run.log and every process's output to OUT/raw/.
     /// Sizes, counts and durations come from the parameters file.
     Run {

@@ -13,7 +13,9 @@
 //! - [`sections`]: the sections, their cases and their samples;
 //! - [`peers`]: DPDK memif and OVS-DPDK through their scripts;
 //! - [`idle`]: the idle and memory sections; [`load`]: CPU against
-//!   offered load.
+//!   offered load;
+//! - [`vm`]: VM ports, DPDK testpmd ([`testpmd`]: its command line and
+//!   log) as the VMs, beside OVS-DPDK.
 
 pub mod daemon;
 pub mod idle;
@@ -24,6 +26,8 @@ pub mod peers;
 pub mod procs;
 pub mod sections;
 pub mod signals;
+pub mod testpmd;
+pub mod vm;
 
 use std::path::{Path, PathBuf};
 

@@ -23,6 +23,12 @@ pub struct MemifReport {
 /// One placement line of `ovs-dpdk.sh`'s report.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OvsPlacement {
+    /// The receiver testpmd's CPU.
+    pub rx_cpu: Option<u64>,
+    /// The sender testpmd's CPU.
+    pub tx_cpu: Option<u64>,
+    /// The PMD thread's CPU.
+    pub pmd_cpu: Option<u64>,
     /// `pmd-maxsleep` (0: not set).
     pub pmd_maxsleep: u64,
     /// Received Mpps, as written.
@@ -71,11 +77,27 @@ pub fn ovs_placements(stdout: &str) -> Option<Vec<OvsPlacement>> {
     Some(
         rows.iter()
             .map(|p| OvsPlacement {
+                rx_cpu: p.get("rx_cpu").and_then(Value::as_u64),
+                tx_cpu: p.get("tx_cpu").and_then(Value::as_u64),
+                pmd_cpu: p.get("pmd_cpu").and_then(Value::as_u64),
                 pmd_maxsleep: p.get("pmd_maxsleep").and_then(Value::as_u64).unwrap_or(0),
                 rx_mpps: p.get("rx_mpps").and_then(num_text),
                 cpu_ns_per_delivered_pkt: p.get("cpu_ns_per_delivered_pkt").and_then(Value::as_f64),
                 vswitchd_cpu_pct: p.get("vswitchd_cpu_pct").and_then(num_text),
             })
+            .collect(),
+    )
+}
+
+/// The idle windows on the last line of `ovs-dpdk.sh`'s stdout:
+/// (`pmd-maxsleep` setting: `default`, `50`, `500`; ovs-vswitchd's CPU, %
+/// of a core), the numbers as written.
+pub fn ovs_idle(stdout: &str) -> Option<Vec<(String, String)>> {
+    let v = last_json(stdout)?;
+    let idle = v.get("idle_cpu_pct")?.as_object()?;
+    Some(
+        idle.iter()
+            .filter_map(|(k, v)| Some((k.clone(), num_text(v)?)))
             .collect(),
     )
 }
@@ -90,7 +112,8 @@ pub fn cores_per_mpps(cores: f64, mpps: f64) -> String {
     }
 }
 
-fn load_key<'a>(case: &'a str, system: &'a str) -> Key<'a> {
+/// A load section figure at offered load `x` (%).
+pub(super) fn load_key<'a>(case: &'a str, system: &'a str, x: &'a str) -> Key<'a> {
     Key {
         section: "load",
         case,
@@ -98,14 +121,19 @@ fn load_key<'a>(case: &'a str, system: &'a str) -> Key<'a> {
         metric: "CPU",
         unit: "% of a core",
         better: "lower",
-        x: "100",
+        x,
     }
 }
 
 impl Bench {
     /// A peer script to completion; its stdout, or why it failed. Its
     /// stderr goes to the log.
-    fn peer(&mut self, name: &str, secs: u64, cmd: &[String]) -> Result<(String, String), String> {
+    pub(super) fn peer(
+        &mut self,
+        name: &str,
+        secs: u64,
+        cmd: &[String],
+    ) -> Result<(String, String), String> {
         let (stem, exit) = self.procs.run(name, None, secs, cmd)?;
         let err = std::fs::read_to_string(self.procs.err_path(&stem)).unwrap_or_default();
         for l in strip_ansi(&err).lines() {
@@ -188,7 +216,7 @@ impl Bench {
                 if size == 64 && self.peer_load {
                     let pct = format!("{:.1}", 100.0 * cores);
                     self.data.sample(
-                        &load_key("pipe, 60 B", "DPDK memif: both testpmd"),
+                        &load_key("pipe, 60 B", "DPDK memif: both testpmd", "100"),
                         run,
                         &pct,
                     )?;
@@ -298,7 +326,7 @@ impl Bench {
                         "OVS-DPDK: ovs-vswitchd".to_owned()
                     };
                     self.data
-                        .sample(&load_key("switch, 60 B", &load_sys), r, cpu)?;
+                        .sample(&load_key("switch, 60 B", &load_sys, "100"), r, cpu)?;
                 }
             }
             let got: Vec<&str> = rows

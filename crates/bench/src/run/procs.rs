@@ -77,8 +77,8 @@ impl Procs {
         self.raw.join(format!("{name}.err"))
     }
 
-    /// Starts `cmd` under `timeout -k 3 SECS`, pinned to `cpu`. Fails only
-    /// if `timeout` itself cannot be started.
+    /// Starts `cmd` under `timeout -k 3 SECS`, pinned to `cpu`, stdin from
+    /// /dev/null. Fails only if `timeout` itself cannot be started.
     /// Returns the process's name (the stem of its output files).
     pub fn start(
         &mut self,
@@ -86,6 +86,30 @@ impl Procs {
         cpu: Cpu,
         secs: u64,
         cmd: &[String],
+    ) -> Result<String, String> {
+        self.spawn(name, cpu, secs, cmd, Stdio::null())
+    }
+
+    /// [`Procs::start`] with a stdin that stays open, with nothing written
+    /// to it, until the process is stopped (an interactive program that
+    /// must not see end-of-file).
+    pub fn start_interactive(
+        &mut self,
+        name: &str,
+        cpu: Cpu,
+        secs: u64,
+        cmd: &[String],
+    ) -> Result<String, String> {
+        self.spawn(name, cpu, secs, cmd, Stdio::piped())
+    }
+
+    fn spawn(
+        &mut self,
+        name: &str,
+        cpu: Cpu,
+        secs: u64,
+        cmd: &[String],
+        stdin: Stdio,
     ) -> Result<String, String> {
         self.seq += 1;
         let stem: String = format!("{}{:03}-{name}", self.prefix, self.seq)
@@ -113,7 +137,7 @@ impl Procs {
         let (out, err) = files.map_err(|e| format!("cannot create raw/{stem}.out: {e}"))?;
         let child = Command::new("timeout")
             .args(&argv)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(out)
             .stderr(err)
             .spawn()
@@ -363,6 +387,12 @@ pub fn parse_stat_ticks(stat: &str) -> Option<u64> {
     let utime: u64 = f.get(11)?.parse().ok()?;
     let stime: u64 = f.get(12)?.parse().ok()?;
     Some(utime + stime)
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid(2) reads a process attribute; no memory of ours.
+    unsafe { libc::geteuid() == 0 }
 }
 
 /// The clock ticks per second of `/proc` times.

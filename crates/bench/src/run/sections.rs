@@ -1,8 +1,9 @@
 //! The sections `run` measures, their cases and the samples they write.
 //! Their sizes, counts and durations come from the parameters file. The
 //! peers of throughput and batch (DPDK memif) and of switch (OVS-DPDK with
-//! memif ports) are measured here through their scripts ([`super::peers`]);
-//! the other peers by bench/compare's bash into the same data files.
+//! memif ports) are measured here through their scripts ([`super::peers`]),
+//! as are those of vm (OVS-DPDK with vhost-user ports, [`super::vm`]); the
+//! other peers by bench/compare's bash into the same data files.
 
 use std::str::FromStr;
 
@@ -29,10 +30,12 @@ pub enum Section {
     Load,
     /// One TCG guest over a passthrough port and over vhost-user.
     Passthrough,
+    /// testpmd virtio_user pairs through VM ports, beside OVS-DPDK.
+    Vm,
 }
 
 /// The names `--sections` takes.
-pub const NAMES: [&str; 7] = [
+pub const NAMES: [&str; 8] = [
     "throughput",
     "switch",
     "latency",
@@ -40,6 +43,7 @@ pub const NAMES: [&str; 7] = [
     "idle",
     "load",
     "passthrough",
+    "vm",
 ];
 
 impl FromStr for Section {
@@ -53,6 +57,7 @@ impl FromStr for Section {
             "idle" => Section::Idle,
             "load" => Section::Load,
             "passthrough" => Section::Passthrough,
+            "vm" => Section::Vm,
             _ => {
                 return Err(format!(
                     "unknown section '{s}' (sections: {})",
@@ -99,6 +104,7 @@ impl Section {
             Section::Idle => super::idle::idle(b),
             Section::Load => super::load::load(b),
             Section::Passthrough => b.passthrough(),
+            Section::Vm => super::vm::vm(b),
         }
     }
 }
