@@ -210,7 +210,7 @@ impl Port {
         };
         let info = OpenReply {
             handle: 0,
-            name: name.split('@').next().unwrap_or(name).to_string(),
+            name: ringswitch_control::name::base_name(name).to_string(),
             kind: if l.ends == 1 {
                 PortKind::Vale
             } else {

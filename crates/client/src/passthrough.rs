@@ -133,7 +133,7 @@ pub fn devices() -> Vec<PathBuf> {
 /// that is this guest's: `name` is matched against the `ni_name` netmap
 /// gives that end (the port's name, cut to 15 bytes).
 pub fn find(name: &str) -> Option<(Arc<Device>, Region, usize)> {
-    let want = name.split('@').next().unwrap_or(name);
+    let want = ringswitch_control::name::base_name(name);
     let want = &want.as_bytes()[..want.len().min(15)];
     for path in devices() {
         let Ok(dev) = Device::open(&path) else {

@@ -141,6 +141,12 @@ fn parse_conf(opts: &str, base: Geometry) -> Result<Geometry, NameError> {
     Ok(g)
 }
 
+/// A port name without its options: `vale0:a` of `vale0:a@conf:slots=64`
+/// (the name as the switch and netmap's `ni_name` know it).
+pub fn base_name(name: &str) -> &str {
+    name.split_once('@').map_or(name, |(base, _)| base)
+}
+
 impl std::str::FromStr for PortName {
     type Err = NameError;
 
@@ -148,6 +154,7 @@ impl std::str::FromStr for PortName {
         if s.is_empty() {
             return Err(NameError::Empty);
         }
+        // The options of `base_name`.
         let (base, conf_str) = match s.split_once('@') {
             None => (s, None),
             Some((b, opt)) => {
@@ -244,6 +251,8 @@ mod tests {
                 port: "a".into()
             }
         );
+        assert_eq!(base_name("vale1:vm-2@conf:rings=4"), "vale1:vm-2");
+        assert_eq!(base_name("pipe{1"), "pipe{1");
         let n = p("vale1:vm-2@conf:rings=4,slots=2048").unwrap();
         let g = n.conf.unwrap();
         assert_eq!(

@@ -235,7 +235,7 @@ impl NmFile {
             rx,
             no_tx_poll: req.flags & flags::NO_TX_POLL != 0,
             info,
-            name: name.split('@').next().unwrap_or(name).to_string(),
+            name: ringswitch_control::name::base_name(name).to_string(),
             reinits: 0,
         };
         // Put the ring headers in the state a freshly registered netmap
@@ -251,7 +251,7 @@ impl NmFile {
 
     /// The registration, if this descriptor holds port `name`.
     pub fn info_of(&self, name: &str) -> Option<RegInfo> {
-        let want = name.split('@').next().unwrap_or(name);
+        let want = ringswitch_control::name::base_name(name);
         self.lock()
             .bound
             .as_ref()
@@ -355,7 +355,7 @@ impl Shared {
         name: &str,
         ring: usize,
     ) -> Result<(Arc<Shared>, Port), Errno> {
-        let key = name.split('@').next().unwrap_or(name);
+        let key = ringswitch_control::name::base_name(name);
         let mut all = SHARED.lock().unwrap_or_else(|p| p.into_inner());
         all.retain(|w| w.strong_count() > 0);
         let found = all.iter().filter_map(Weak::upgrade).find(|s| s.key == key);

@@ -116,7 +116,7 @@ fn open(plan: &CheckedPlan, name: &str, socket: &Path) -> Result<(Port, u32), Pk
         return Err(PktGenError::TooFewRings {
             example: format!(
                 "{}@conf:rings={threads}",
-                name.split('@').next().unwrap_or(name)
+                ringswitch_control::name::base_name(name)
             ),
             port: name.to_string(),
             threads,
