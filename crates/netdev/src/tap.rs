@@ -11,12 +11,13 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ringswitch_frame::{
     Caps, FrameQueue, OffloadHdr, PushError, QueueStats, SharedQueue, Stage, Taken, Wake,
 };
+use ringswitch_ring::poll;
 
 use crate::{iface, DevError, Driver};
 
@@ -241,13 +242,10 @@ impl FrameQueue for TapQueue {
     }
 
     fn has_work(&self) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, no wait.
-        unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
+        let mut p = [poll::watch(self.fd.as_raw_fd(), libc::POLLIN)];
+        // Readable only: a hung-up TAP is not work.
+        matches!(poll::poll_fds(&mut p, Some(Duration::ZERO)), Ok(n) if n > 0)
+            && p[0].revents & libc::POLLIN != 0
     }
 
     fn push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), PushError> {
