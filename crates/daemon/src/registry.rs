@@ -44,13 +44,13 @@ mod retire;
 mod ring_port;
 mod switches;
 mod vm_port;
+mod xdp_state;
 
 use crate::worker::Worker;
 use attach::take_off;
 use budget::{Budget, Limits, Who};
 pub use config::{load_config, parse_config};
 pub use error::RegistryError;
-pub use iface::clean_stale_attachments;
 use iface::{IfaceEntry, DIRECT_APP};
 use open::Handle;
 pub use open::Opened;
@@ -58,6 +58,7 @@ use pipe::PipeEntry;
 pub use retire::Retired;
 use ring_port::RingEntry;
 use vm_port::VmEntry;
+pub use xdp_state::clean_stale_attachments;
 
 /// Most switches per daemon.
 pub const MAX_SWITCHES: usize = 64;

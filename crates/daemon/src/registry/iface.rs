@@ -1,6 +1,6 @@
 //! Interface ports: NICs (AF_XDP, or AF_PACKET where XDP cannot attach) and
-//! host-stack TAPs attached to switches, and the state file that lets a
-//! restarted daemon take a crashed one's XDP programs off its interfaces.
+//! host-stack TAPs attached to switches, recorded in the XDP state file
+//! ([`super::xdp_state`]) while our program is on them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use tracing::{info, warn};
 
 use super::attach::Attached;
 use super::config::IfaceRequest;
+use super::xdp_state;
 use super::{internal, Kind, NewPort, PortEntry, Registry, RegistryError, SwitchEntry};
 use crate::worker::Source;
 
@@ -57,30 +58,6 @@ pub(super) fn release(port: Arc<SwitchPort>, info: &IfaceInfo) {
     }
     drop(port);
     info!(port = %info.port, ifname = %info.ifname, "interface given back to the kernel");
-}
-
-/// Removes XDP programs a crashed daemon left on the interfaces recorded in
-/// `path`, then empties it. Called once at start, after the socket is bound
-/// (so no other daemon owns the same state).
-pub fn clean_stale_attachments(path: &std::path::Path) {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return;
-    };
-    for ifname in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        match netdev::xdp::detach_stale(ifname) {
-            Ok(true) => {
-                info!(
-                    ifname,
-                    "removed the XDP program a previous daemon left attached"
-                )
-            }
-            Ok(false) => {}
-            Err(e) => warn!(ifname, error = %e, "cannot clean up after a previous daemon"),
-        }
-    }
-    if let Err(e) = std::fs::write(path, "") {
-        warn!(path = %path.display(), error = %e, "cannot reset the state file");
-    }
 }
 
 impl Registry {
@@ -388,44 +365,14 @@ impl Registry {
     }
 
     fn record_attachment(&self, ifname: &str) {
-        let Some(path) = &self.state else { return };
-        let mut names = read_names(path);
-        if !names.iter().any(|n| n == ifname) {
-            names.push(ifname.to_string());
-            write_names(path, &names);
+        if let Some(path) = &self.state {
+            xdp_state::record(path, ifname);
         }
     }
 
     pub(super) fn forget_attachment(&self, ifname: &str) {
-        let Some(path) = &self.state else { return };
-        let mut names = read_names(path);
-        let before = names.len();
-        names.retain(|n| n != ifname);
-        if names.len() != before {
-            write_names(path, &names);
+        if let Some(path) = &self.state {
+            xdp_state::forget(path, ifname);
         }
-    }
-}
-
-fn read_names(path: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .map(|t| {
-            t.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn write_names(path: &std::path::Path, names: &[String]) {
-    let mut text = names.join("\n");
-    text.push('\n');
-    // Written whole to a temporary file and renamed, so a crash leaves
-    // either list.
-    let tmp = path.with_extension("tmp");
-    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
-        warn!(path = %path.display(), error = %e, "cannot record attached interfaces; a crash would leave their XDP programs behind");
     }
 }
