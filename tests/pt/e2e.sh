@@ -220,7 +220,10 @@ wait_for 60 rx_reported || { stop_spawned "$host_rx"; wait_for 60 rx_reported ||
 host=$(grep '^{' "$RUN/host-rx.log" | tail -n 1 || true)
 got=$(json "$host" packets)
 gaps=$(json "$host" gaps)
-# Every frame accounted for: the guest sent N and the switch took them all;
+# Every frame accounted for: the guest sent N and the switch took them all
+# (its report comes after the switch took the last one, and the switch
+# counts and publishes a frame to vale0:h before it hands the guest's slot
+# back: so the receiver, stopped after that, could read every delivered one);
 # each was delivered to vale0:h or dropped there and counted; the receiver
 # read every delivered one, in order; a gap it saw is a counted drop (drops
 # at the very end leave none).
