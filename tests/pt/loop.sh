@@ -8,7 +8,8 @@
 #                                              every run passed)
 #
 # Prints one line per run: the check's verdict, with the frames the switch
-# dropped at the host receiver's full ring (counted, and allowed).
+# dropped at the host receiver's full ring (counted, and allowed); the whole
+# lines, with the receiver's reports, are in $RS_PT_OUT/loop/summary.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,8 +34,11 @@ for i in $(seq "$RUNS"); do
         mv "$BASE/run/e2e" "$BASE/fail-$i"
         cp "$BASE/run.out" "$BASE/fail-$i/e2e.out"
     fi
-    verdict=$(grep -a -E '^(PASS|FAIL)  guest-to-switch' "$BASE/run.out" | cut -c1-220 || true)
-    echo "run $i: ${verdict:-no verdict: $(tail -n 1 "$BASE/run.out")}" | tee -a "$BASE/summary"
+    verdict=$(grep -a -E '^(PASS|FAIL)  guest-to-switch' "$BASE/run.out" || true)
+    verdict="run $i: ${verdict:-no verdict: $(tail -n 1 "$BASE/run.out")}"
+    # The whole line (the receiver's report too) in the summary, its start here.
+    echo "$verdict" >>"$BASE/summary"
+    echo "${verdict:0:200}"
 done
 echo "$passed passed, $failed failed of $RUNS (logs of failures: $BASE/fail-*)" | tee -a "$BASE/summary"
 [ "$failed" = 0 ]
