@@ -6,7 +6,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Instant;
 
 mod common;
-use common::{interrupt, wait_until};
+use common::{interrupt, signal, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
 
@@ -170,6 +170,37 @@ fn switch_txseq_to_rxseq_counters_add_up() {
         "gaps {} > drops {dropped}",
         n(&r, "gaps")
     );
+    assert_eq!(n(&r, "reordered"), 0);
+}
+
+/// A receiver that stops reading (descheduled on a loaded machine) loses
+/// the frames the switch cannot put in its full ring, and only those: each
+/// is counted in `drop_rx_full`. Frames dropped at the end of a stream
+/// leave no gap rxseq could see, so only the counters tell (the failure of
+/// the passthrough end-to-end test: a receiver that fell behind an
+/// unthrottled guest, with no gap and no report).
+#[test]
+fn a_stopped_receiver_loses_frames_only_into_drop_rx_full() {
+    const SENT: u64 = 20_000;
+    let d = Daemon::start("swstop", &[]);
+    let rx = d.pktgen(&["-i", "vale0:r", "-f", "rxseq", "-T", "0"]);
+    wait_port(&d, "vale0:r");
+    signal(&rx, libc::SIGSTOP);
+    let tx = d.pktgen(&["-i", "vale0:t", "-f", "txseq", "-n", "20000", "-T", "0"]);
+    let t = report(tx.wait_with_output().unwrap());
+    wait_accounted(&d, "vale0:r", SENT);
+    let rs = port_stats(&d, "vale0:r");
+    signal(&rx, libc::SIGCONT);
+    interrupt(&rx);
+    let r = report(rx.wait_with_output().unwrap());
+    assert_eq!(n(&t, "packets"), SENT);
+    let (rx_pk, dropped) = (n(&rs, "rx_packets"), n(&rs, "drop_rx_full"));
+    // The ring was empty when the receiver stopped: it takes one slot
+    // short of the ring's size, the rest is dropped.
+    let ring = u64::from(ringswitch_ring::layout::DEFAULT_SLOTS) - 1;
+    assert_eq!((rx_pk, dropped), (ring, SENT - ring), "{rs}");
+    assert_eq!(n(&r, "packets"), rx_pk, "rxseq read what was delivered");
+    assert_eq!(n(&r, "gaps"), 0, "drops at the end leave no gap: {r}");
     assert_eq!(n(&r, "reordered"), 0);
 }
 

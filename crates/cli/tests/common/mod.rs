@@ -192,7 +192,12 @@ pub fn wait_listening(socket: &Path) {
 /// Sends SIGINT to a child (pkt-gen stops, takes what already arrived,
 /// and prints its report).
 pub fn interrupt(c: &Child) {
+    signal(c, libc::SIGINT);
+}
+
+/// Sends signal `sig` to a child.
+pub fn signal(c: &Child, sig: libc::c_int) {
     // SAFETY: kill has no memory preconditions; the pid is our child's,
     // not yet waited for.
-    unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
+    unsafe { libc::kill(c.id() as libc::pid_t, sig) };
 }
