@@ -113,6 +113,45 @@ pub fn cores_per_mpps(cores: f64, mpps: f64) -> String {
 }
 
 /// A load section figure at offered load `x` (%).
+/// bench/peers/ovs-dpdk.sh's command line: `ports` (None: its default,
+/// vhost-user) and `size` (None: its default) given or not, then the
+/// windows, the placements (`RX,TX,PMD` triples, space-separated), the
+/// `pmd-maxsleep` values and the raw output directory.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn ovs_dpdk_argv(
+    script: &str,
+    ports: Option<&str>,
+    size: &str,
+    secs: u64,
+    idle_secs: u64,
+    placements: &str,
+    maxsleep: &str,
+    raw: &std::path::Path,
+) -> Vec<String> {
+    let mut cmd = vec![script.to_owned()];
+    if let Some(p) = ports {
+        cmd.extend([
+            "--ports".to_owned(),
+            p.to_owned(),
+            "--size".to_owned(),
+            size.to_owned(),
+        ]);
+    }
+    cmd.extend([
+        "--seconds".to_owned(),
+        secs.to_string(),
+        "--idle-seconds".to_owned(),
+        idle_secs.to_string(),
+        "--placements".to_owned(),
+        placements.to_owned(),
+        "--maxsleep".to_owned(),
+        maxsleep.to_owned(),
+        "--raw".to_owned(),
+        raw.display().to_string(),
+    ]);
+    cmd
+}
+
 pub(super) fn load_key<'a>(case: &'a str, system: &'a str, x: &'a str) -> Key<'a> {
     Key {
         section: "load",
@@ -256,26 +295,16 @@ impl Bench {
             ));
             let raw = self.out.join(format!("raw/ovs-memif-{size}-r{r}"));
             let _ = std::fs::create_dir_all(&raw);
-            let cmd: Vec<String> = [
-                script.as_str(),
-                "--ports",
-                "memif",
-                "--size",
+            let cmd = ovs_dpdk_argv(
+                &script,
+                Some("memif"),
                 &size.to_string(),
-                "--seconds",
-                &secs.to_string(),
-                "--idle-seconds",
-                "0",
-                "--placements",
+                secs,
+                0,
                 &placement,
-                "--maxsleep",
                 &ms,
-                "--raw",
-                &raw.display().to_string(),
-            ]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
+                &raw,
+            );
             let (stem, out) = match self.peer(&format!("ovs-memif-{size}-r{r}"), 600, &cmd) {
                 Ok(x) => x,
                 Err(e) => {

@@ -643,22 +643,7 @@ fn ovs_vhost(b: &mut Bench, places: &[Placement], secs: u64, idle_secs: u64) -> 
     let raw = b.out.join("raw/ovs-vhost");
     let _ = std::fs::create_dir_all(&raw);
     let script = b.bench_dir.join("peers/ovs-dpdk.sh").display().to_string();
-    let cmd: Vec<String> = [
-        script.as_str(),
-        "--seconds",
-        &secs.to_string(),
-        "--idle-seconds",
-        &idle_secs.to_string(),
-        "--placements",
-        &all,
-        "--maxsleep",
-        &ms,
-        "--raw",
-        &raw.display().to_string(),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let cmd = super::peers::ovs_dpdk_argv(&script, None, "", secs, idle_secs, &all, &ms, &raw);
     let idle_systems = [
         ("default", OVS.to_owned()),
         ("50", format!("{OVS}, pmd-maxsleep=50")),
