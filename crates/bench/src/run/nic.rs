@@ -859,6 +859,143 @@ pub fn nic(b: &mut Bench) -> Result<(), Error> {
     Ok(())
 }
 
+/// The kernel ping's case (the latency section's blocking switch case).
+const PING_CASE: &str = "through a switch, blocking";
+/// The kernel ping's system.
+const PING_SYS: &str = "Linux bridge + veth, kernel ICMP (ping -f)";
+
+/// The min and avg round trip (ms) of iputils ping's summary line `rtt
+/// min/avg/max/mdev = 0.008/0.010/0.050/0.002 ms`.
+pub fn ping_rtt(out: &str) -> Option<(f64, f64)> {
+    let rest = out
+        .lines()
+        .find_map(|l| l.split_once("rtt min/avg/max/mdev = "))?
+        .1;
+    let mut v = rest.split_whitespace().next()?.split('/');
+    let mut num = || {
+        v.next()?
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+    };
+    Some((num()?, num()?))
+}
+
+impl Bench {
+    /// Runs `cmd` in namespace PREFIX-`ns` under a 20 s bound; whether it
+    /// succeeded (its output in the log).
+    fn in_ns(&mut self, ns: &str, label: &str, cmd: &[&str]) -> bool {
+        let mut v: Vec<String> = ["ip", "netns", "exec"].map(str::to_owned).into();
+        v.push(format!("{}-{ns}", self.nic_prefix()));
+        v.extend(cmd.iter().map(|a| (*a).to_owned()));
+        matches!(self.procs.run(label, None, 20, &v), Ok((_, e)) if e.ok())
+    }
+
+    /// The bridge with rsbnA (10.77.0.1) and rsbnD (10.77.0.2) addressed,
+    /// once an echo crosses it.
+    fn ping_path(&mut self) -> Result<Topology, String> {
+        let t = self.topology(true, None)?;
+        if !(self.in_ns(
+            "gen",
+            "ping-addr",
+            &["ip", "addr", "add", "10.77.0.1/24", "dev", IF_A],
+        ) && self.in_ns(
+            "d",
+            "ping-addr",
+            &["ip", "addr", "add", "10.77.0.2/24", "dev", IF_D],
+        )) {
+            return Err(format!("cannot address {IF_A} and {IF_D} (see run.log)"));
+        }
+        let deadline = Instant::now() + Duration::from_secs(START_S);
+        while !self.in_ns(
+            "gen",
+            "ping-first",
+            &["ping", "-c", "1", "-W", "2", "10.77.0.2"],
+        ) {
+            if Instant::now() >= deadline || super::signals::interrupted() {
+                return Err("no IPv4 path across the bridge (see run.log)".into());
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// The kernel's ICMP echo through a Linux bridge (iputils `ping -f`, one
+/// echo in flight, `count` round trips, `runs` times) between two
+/// namespaces: veth → bridge → veth; its min and avg (ping prints no
+/// percentiles).
+pub fn kernel_ping(b: &mut Bench, count: u64) -> Result<(), Error> {
+    let why = if !is_root() {
+        Some("the kernel ping needs root (network namespaces, veth)")
+    } else if !on_path("ping") {
+        Some("ping (iputils-ping) is missing")
+    } else if !on_path("ip") || !on_path("bridge") {
+        Some("ip or bridge (iproute2) missing")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return b.data.miss("latency", PING_CASE, PING_SYS, why);
+    }
+    let _topology = match b.ping_path() {
+        Ok(t) => t,
+        Err(e) => return b.data.miss("latency", PING_CASE, PING_SYS, &e),
+    };
+    let key = |metric| Key {
+        section: "latency",
+        case: PING_CASE,
+        system: PING_SYS,
+        metric,
+        unit: "ns",
+        better: "lower",
+        x: "-",
+    };
+    let tx = b.tx_cpu.to_string();
+    let n = count.to_string();
+    for r in 1..=b.runs {
+        if super::signals::interrupted() {
+            break;
+        }
+        let cmd: Vec<String> = [
+            "ip".to_owned(),
+            "netns".into(),
+            "exec".into(),
+            format!("{}-gen", b.nic_prefix()),
+            "taskset".into(),
+            "-c".into(),
+            tx.clone(),
+            "ping".into(),
+            "-f".into(),
+            "-q".into(),
+            "-c".into(),
+            n.clone(),
+            "10.77.0.2".into(),
+        ]
+        .into();
+        let out = match b.procs.run(&format!("kernel-ping-r{r}"), None, 60, &cmd) {
+            Ok((stem, _)) => (stem.clone(), b.out_text(&stem)),
+            Err(e) => {
+                b.data
+                    .miss("latency", PING_CASE, PING_SYS, &format!("run {r}: {e}"))?;
+                continue;
+            }
+        };
+        let Some((min, avg)) = ping_rtt(&out.1) else {
+            let why = format!("run {r}: ping printed no rtt line (raw/{}.out)", out.0);
+            b.data.miss("latency", PING_CASE, PING_SYS, &why)?;
+            continue;
+        };
+        b.data
+            .sample(&key("RTT min"), r, &format!("{:.0}", min * 1e6))?;
+        b.data
+            .sample(&key("RTT avg"), r, &format!("{:.0}", avg * 1e6))?;
+        b.log(&format!(
+            "  kernel ping run {r}: min {min} ms, avg {avg} ms"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -886,6 +1023,15 @@ mod tests {
         );
         assert_eq!(window(&s, 1, 5.0).len(), 1);
         assert_eq!(window(&s, 0, 0.5).len(), 1);
+    }
+
+    #[test]
+    fn ping_summary() {
+        let out = "--- 10.77.0.2 ping statistics ---\n5000 packets transmitted, 5000 received, 0% packet loss, time 60ms\nrtt min/avg/max/mdev = 0.008/0.010/0.050/0.002 ms, ipg/ewma 0.012/0.010 ms\n";
+        assert_eq!(ping_rtt(out), Some((0.008, 0.010)));
+        assert_eq!(ping_rtt("rtt min/avg/max/mdev = x/y/z ms"), None);
+        assert_eq!(ping_rtt("rtt min/avg/max/mdev = 0.1"), None);
+        assert_eq!(ping_rtt("no summary"), None);
     }
 
     #[test]

@@ -225,7 +225,9 @@ fn sized_runs(b: &mut Bench, switch: bool) -> Result<(), Error> {
 
 /// ping ↔ pong through a pipe and through vale0, busy and blocking.
 fn latency(b: &mut Bench) -> Result<(), Error> {
-    b.log("latency: ping/pong through a pipe and a switch");
+    b.log(
+        "latency: ping/pong through a pipe and a switch; the kernel's ping through a Linux bridge",
+    );
     let count = b.params.one("ping_n")?;
     for path in ["pipe", "switch"] {
         for busy in [true, false] {
@@ -282,6 +284,10 @@ fn latency(b: &mut Bench) -> Result<(), Error> {
         }
     }
     b.daemon_stop();
+    // The peer: the kernel's ping through a Linux bridge.
+    if !super::signals::interrupted() {
+        super::nic::kernel_ping(b, count)?;
+    }
     Ok(())
 }
 
