@@ -487,7 +487,7 @@ impl Bench {
         let rx = match c.rcv {
             Receiver::RsNative => self.nic_ringswitch(c)?,
             Receiver::DpdkXdp | Receiver::DpdkPacket | Receiver::BridgeApp => {
-                let (ns, ifname) = if bridge_case(c.rcv) {
+                let (ns, ifname) = if c.rcv == Receiver::BridgeApp {
                     ("d", IF_D)
                 } else {
                     ("rx", IF_B)
@@ -726,10 +726,6 @@ impl Bench {
         self.procs.stop(&name);
         testpmd::median_pps(&s).ok_or_else(|| format!("no Tx-pps samples in raw/{name}.out"))
     }
-}
-
-fn bridge_case(r: Receiver) -> bool {
-    r == Receiver::BridgeApp
 }
 
 /// The whole section.
