@@ -28,8 +28,6 @@ ROOT=$(cd "$BENCH_DIR/.." && pwd)
 . "$BENCH_DIR/lib/measure.sh"
 # shellcheck source=lib/testpmd.sh
 . "$BENCH_DIR/lib/testpmd.sh"
-# shellcheck source=lib/nic.sh
-. "$BENCH_DIR/lib/nic.sh"
 
 usage() {
 	cat <<EOF
@@ -99,9 +97,9 @@ done
 # The round trips, the batch sweep, idle and memory are measured by
 # ringswitch-bench run with bench/params.tsv (bench/compare's parameters).
 if ((QUICK)); then
-	TPUT_S=2 MEMIF_S=3 NIC_S=3 NIC_GEN_S=3
+	TPUT_S=2 MEMIF_S=3
 else
-	TPUT_S=5 MEMIF_S=5 NIC_S=10 NIC_GEN_S=5
+	TPUT_S=5 MEMIF_S=5
 fi
 IDLE_S=$(param idle_secs) VM_S=$(param vm_secs)
 RUNS=1
@@ -132,7 +130,6 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM HUP
 	cleanup_all
-	nic_cleanup
 	halt_poll_restore
 	[[ -n $WORK ]] && rm -rf -- "$WORK"
 	exit "$rc"
@@ -227,19 +224,17 @@ elif ((CORE)); then
 	for s in latency batch idle memory; do miss "$s" "every case" "ringswitch" "$BUILD_ERR"; done
 	measure_memif "$MEMIF_S"
 fi
-if ((VHOST)); then
-	# DPDK's testpmd stands in for the VMs (ovs-dpdk.sh installs OVS itself).
-	if ! command -v dpdk-testpmd >/dev/null 2>&1 && ((EUID == 0)) && command -v apt-get >/dev/null 2>&1; then
-		log "installing dpdk-dev (dpdk-testpmd)"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk-dev >>"$LOGFILE" 2>&1 ||
-			{ apt-get update -qq >>"$LOGFILE" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk-dev >>"$LOGFILE" 2>&1; }
-	fi
-	bench_run vm
+# DPDK's testpmd stands in for the VMs (ovs-dpdk.sh installs OVS itself)
+# and generates and receives on the NIC section's veth.
+if ((VHOST || NIC)) && ! command -v dpdk-testpmd >/dev/null 2>&1 && ((EUID == 0)) && command -v apt-get >/dev/null 2>&1; then
+	log "installing dpdk-dev (dpdk-testpmd)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk-dev >>"$LOGFILE" 2>&1 ||
+		{ apt-get update -qq >>"$LOGFILE" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk-dev >>"$LOGFILE" 2>&1; }
 fi
-if ((NIC)); then
-	daemon_stop # nothing of ours runs while the NIC section measures
-	nic_measure "$NIC_S" "$NIC_GEN_S" "$([[ -n $RS ]] && echo 1 || echo 0)"
-fi
+((VHOST)) && bench_run vm
+# The NIC section (its note too) by ringswitch-bench run with
+# bench/params.tsv's nic_* parameters, as bench/compare measures it.
+((NIC)) && bench_run nic
 
 # ------------------------------------------------------------ data
 
@@ -260,14 +255,6 @@ if ((CORE)); then
 		take "sw${len}_drop_pct" switch "$c" "$sys" "dropped, % of sent" "%" lower - 1
 	done
 fi
-# Failures of section 9 (its tables follow the report).
-for k in "${KEYS[@]}"; do
-	[[ -n ${WHY[$k]+x} ]] || continue
-	case $k in
-	nic_*) miss nic "$k" ringswitch "${WHY[$k]}" ;;
-	esac
-done
-
 ELAPSED=$((SECONDS - T_START))
 run_flags=
 if ((!CORE && VHOST && !NIC)); then
@@ -316,12 +303,5 @@ if [[ -z $BENCH ]]; then
 fi
 "$BENCH" report "$DATA" --out "$OUT" >>"$LOGFILE" 2>&1 ||
 	die "ringswitch-bench report could not write the report from $DATA (see $LOGFILE)"
-# Section 9 keeps its own tables (bench/lib/nic.sh).
-if ((NIC)); then
-	{
-		echo
-		nic_report
-	} >>"$OUT/REPORT.md"
-fi
 log "done in ${ELAPSED} s: $OUT/REPORT.md"
 cat "$OUT/REPORT.md"

@@ -4,7 +4,7 @@
 # (bench/peers/ovs-dpdk.sh), the same as ringswitch's in `ringswitch-bench
 # run --sections vm` (crates/bench/src/run/testpmd.rs; a test there keeps
 # the two equal), so that both switches see exactly the same frontends; and
-# the parsing of testpmd's statistics (ovs-dpdk.sh, bench/lib/nic.sh).
+# the parsing of testpmd's statistics (ovs-dpdk.sh).
 # Sourced, not run; needs nothing else.
 
 # The MAC addresses of the two frontends. The sender's frames carry the
@@ -98,18 +98,4 @@ testpmd_median() {
 		END { if (NR == 0) exit
 		      if (NR % 2) print v[(NR + 1) / 2]
 		      else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# The last cumulative counter in a log: testpmd_last RX-packets|TX-packets LOG
-testpmd_last() {
-	testpmd_clean "$2" | awk -v k="$1:" '$1 == k { v = $2 } END { if (v != "") print v }'
-}
-
-# Totals testpmd prints when it stops (SIGINT/SIGTERM): "Accumulated forward
-# statistics" RX-packets or TX-packets.
-#   testpmd_total RX|TX LOG
-testpmd_total() {
-	testpmd_clean "$2" | awk -v k="$1-packets:" '
-		/Accumulated forward statistics/ { a = 1; next }
-		a && $1 == k { print $2; exit }'
 }

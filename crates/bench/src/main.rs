@@ -41,8 +41,9 @@ enum Command {
     },
     /// Measures sections (throughput and batch with DPDK memif, switch with
     /// OVS-DPDK's memif ports, vm: DPDK testpmd as VMs beside OVS-DPDK's
-    /// vhost-user ports, latency, idle: also the daemon's memory, load,
-    /// passthrough) and appends the samples and failures to OUT/data/*.tsv,
+    /// vhost-user ports, nic: a veth pair into the switch beside DPDK
+    /// testpmd and a Linux bridge, latency, idle: also the daemon's memory,
+    /// load, passthrough) and appends the samples and failures to OUT/data/*.tsv,
     /// progress to OUT/run.log and every process's output to OUT/raw/.
     /// Sizes, counts and durations come from the parameters file.
     Run {

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::procs::Cpu;
 use super::Bench;
 
 /// The daemon a run started, if any.
@@ -50,14 +51,29 @@ impl Bench {
 
     /// Starts a fresh daemon with `args`.
     pub fn daemon_start(&mut self, args: &[&str]) -> Result<(), String> {
+        self.daemon_start_in(None, None, args)
+    }
+
+    /// Starts a fresh daemon with `args` in network namespace `netns`
+    /// (`ip netns exec`, which execs it), all its threads pinned to `cpu`.
+    pub fn daemon_start_in(
+        &mut self,
+        netns: Option<&str>,
+        cpu: Cpu,
+        args: &[&str],
+    ) -> Result<(), String> {
         self.daemon_stop();
         let sock = self.sock.clone();
         let _ = std::fs::remove_file(&sock);
         let mut serve = vec!["serve", "--socket", &sock];
         serve.extend_from_slice(args);
-        let mut cmd = vec![self.rs.clone()];
+        let mut cmd = Vec::new();
+        if let Some(ns) = netns {
+            cmd.extend(["ip", "netns", "exec", ns].map(str::to_owned));
+        }
+        cmd.push(self.rs.clone());
         cmd.extend(serve.iter().map(|a| (*a).to_owned()));
-        let name = self.procs.start("daemon", None, 1800, &cmd)?;
+        let name = self.procs.start("daemon", cpu, 1800, &cmd)?;
         self.daemon = Daemon {
             name: Some(name.clone()),
             pid: None,

@@ -15,13 +15,16 @@
 //! - [`idle`]: the idle and memory sections; [`load`]: CPU against
 //!   offered load;
 //! - [`vm`]: VM ports, DPDK testpmd ([`testpmd`]: its command line and
-//!   log) as the VMs, beside OVS-DPDK.
+//!   log) as the VMs, beside OVS-DPDK;
+//! - [`nic`]: NIC ports on a veth pair beside DPDK testpmd and a Linux
+//!   bridge (`bench/peers/veth.sh` wires the namespaces).
 
 pub mod daemon;
 pub mod idle;
 pub mod load;
 pub mod log;
 pub mod measure;
+pub mod nic;
 pub mod peers;
 pub mod procs;
 pub mod sections;

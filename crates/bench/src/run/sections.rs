@@ -2,7 +2,8 @@
 //! Their sizes, counts and durations come from the parameters file. The
 //! peers of throughput and batch (DPDK memif) and of switch (OVS-DPDK with
 //! memif ports) are measured here through their scripts ([`super::peers`]),
-//! as are those of vm (OVS-DPDK with vhost-user ports, [`super::vm`]); the
+//! as are those of vm (OVS-DPDK with vhost-user ports, [`super::vm`]) and
+//! of nic (DPDK testpmd and a Linux bridge on a veth, [`super::nic`]); the
 //! other peers by bench/compare's bash into the same data files.
 
 use std::str::FromStr;
@@ -32,10 +33,12 @@ pub enum Section {
     Passthrough,
     /// testpmd virtio_user pairs through VM ports, beside OVS-DPDK.
     Vm,
+    /// A veth pair: AF_XDP into the switch beside DPDK and a Linux bridge.
+    Nic,
 }
 
 /// The names `--sections` takes.
-pub const NAMES: [&str; 8] = [
+pub const NAMES: [&str; 9] = [
     "throughput",
     "switch",
     "latency",
@@ -44,6 +47,7 @@ pub const NAMES: [&str; 8] = [
     "load",
     "passthrough",
     "vm",
+    "nic",
 ];
 
 impl FromStr for Section {
@@ -58,6 +62,7 @@ impl FromStr for Section {
             "load" => Section::Load,
             "passthrough" => Section::Passthrough,
             "vm" => Section::Vm,
+            "nic" => Section::Nic,
             _ => {
                 return Err(format!(
                     "unknown section '{s}' (sections: {})",
@@ -105,6 +110,7 @@ impl Section {
             Section::Load => super::load::load(b),
             Section::Passthrough => b.passthrough(),
             Section::Vm => super::vm::vm(b),
+            Section::Nic => super::nic::nic(b),
         }
     }
 }
@@ -219,7 +225,9 @@ fn sized_runs(b: &mut Bench, switch: bool) -> Result<(), Error> {
 
 /// ping ↔ pong through a pipe and through vale0, busy and blocking.
 fn latency(b: &mut Bench) -> Result<(), Error> {
-    b.log("latency: ping/pong through a pipe and a switch");
+    b.log(
+        "latency: ping/pong through a pipe and a switch; the kernel's ping through a Linux bridge",
+    );
     let count = b.params.one("ping_n")?;
     for path in ["pipe", "switch"] {
         for busy in [true, false] {
@@ -276,6 +284,10 @@ fn latency(b: &mut Bench) -> Result<(), Error> {
         }
     }
     b.daemon_stop();
+    // The peer: the kernel's ping through a Linux bridge.
+    if !super::signals::interrupted() {
+        super::nic::kernel_ping(b, count)?;
+    }
     Ok(())
 }
 

@@ -42,6 +42,20 @@ pub fn argv(
     if server {
         vdev.push_str(",server=1");
     }
+    vdev_argv(cpu, prefix, &vdev, Some(RX_MAC), mode)
+}
+
+/// One testpmd on `vdev` (any virtual device: virtio_user, net_af_xdp,
+/// net_af_packet), both lcores on `cpu`, runtime files under `prefix`; a
+/// txonly sends to `peer` (`--eth-peer`) if given, else to testpmd's
+/// default destination.
+pub fn vdev_argv(
+    cpu: u32,
+    prefix: &str,
+    vdev: &str,
+    peer: Option<&str>,
+    mode: Mode,
+) -> Vec<String> {
     let mut v: Vec<String> = [
         "dpdk-testpmd".to_owned(),
         format!("--lcores=0@{cpu},1@{cpu}"),
@@ -58,13 +72,16 @@ pub fn argv(
     ]
     .into();
     match mode {
-        Mode::TxOnly(size) => v.extend([
-            "--forward-mode=txonly".to_owned(),
-            format!("--txpkts={size}"),
-            format!("--eth-peer=0,{RX_MAC}"),
-            "--stats-period".into(),
-            "1".into(),
-        ]),
+        Mode::TxOnly(size) => {
+            v.extend([
+                "--forward-mode=txonly".to_owned(),
+                format!("--txpkts={size}"),
+            ]);
+            if let Some(mac) = peer {
+                v.push(format!("--eth-peer=0,{mac}"));
+            }
+            v.extend(["--stats-period".to_owned(), "1".into()]);
+        }
         Mode::RxOnly => v.extend([
             "--forward-mode=rxonly".to_owned(),
             "--stats-period".into(),

@@ -141,13 +141,13 @@ struct VmTput {
 /// The testpmd of a run: their `--file-prefix` runtime directories are
 /// removed when it ends.
 #[derive(Default)]
-struct Frontends {
+pub(super) struct Frontends {
     prefixes: Vec<String>,
 }
 
 impl Frontends {
     /// A fresh `--file-prefix`.
-    fn prefix(&mut self) -> String {
+    pub(super) fn prefix(&mut self) -> String {
         let seq = self.prefixes.len() + 1;
         let p = format!("ringswitch-bench-{}-{seq}", std::process::id());
         self.prefixes.push(p.clone());
@@ -216,7 +216,8 @@ impl Bench {
         }
     }
 
-    fn out_text(&self, name: &str) -> String {
+    /// The stdout of process `name` so far.
+    pub(super) fn out_text(&self, name: &str) -> String {
         std::fs::read_to_string(self.procs.out_path(name)).unwrap_or_default()
     }
 
@@ -467,7 +468,7 @@ impl Bench {
 
 /// Sleeps `secs` (a measurement window), or less if the run is
 /// interrupted.
-fn sleep_window(secs: u64) {
+pub(super) fn sleep_window(secs: u64) {
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end && !super::signals::interrupted() {
         std::thread::sleep(Duration::from_millis(100).min(end - Instant::now()));
@@ -618,7 +619,8 @@ fn ringswitch(b: &mut Bench, places: &[Placement], secs: u64, idle_secs: u64) ->
     Ok(())
 }
 
-fn on_path(cmd: &str) -> bool {
+/// Whether `cmd` is on the PATH.
+pub(super) fn on_path(cmd: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
 }
