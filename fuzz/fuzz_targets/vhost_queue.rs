@@ -15,6 +15,7 @@ use std::os::fd::FromRawFd;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use ringswitch_frame::{FrameQueue, Stage, FRAME_MAX, FRAME_MIN};
 use ringswitch_vhost::hdr::feature;
 use ringswitch_vhost::vm_memory::mmap::MmapRegion;
 use ringswitch_vhost::vm_memory::{Bytes, GuestAddress, GuestMemoryMmap, GuestRegionMmap};
@@ -141,6 +142,11 @@ enum Op {
         max: u8,
         stop_after: u8,
     },
+    /// The switch takes up to `max` TX frames onto its stage, as a worker
+    /// does (`FrameQueue::take_batch`).
+    TakeTx {
+        max: u8,
+    },
     /// The switch delivers a frame into the guest's RX buffers.
     Rx {
         len: u16,
@@ -237,6 +243,8 @@ fuzz_target!(|inp: Input| {
     start(&mut port, QueueKind::Rx, &rx, 0);
     start(&mut port, QueueKind::Tx, &tx, 0);
     let frame_buf = vec![0u8; 65_600];
+    // Room for two of the largest frames: a batch also stops on a full stage.
+    let mut stage = Stage::with_bytes(2 * FRAME_MAX + 1, 256);
     for op in inp.ops.iter().take(200) {
         match op {
             Op::Desc {
@@ -298,6 +306,20 @@ fuzz_target!(|inp: Input| {
                 });
                 assert!(taken <= usize::from(*max).min(usize::from(tx.size)));
                 assert!(seen <= taken);
+            }
+            Op::TakeTx { max } => {
+                stage.clear();
+                let taken = FrameQueue::take_batch(&mut port, usize::from(*max), &mut stage);
+                assert!(taken.frames <= usize::from(*max).min(usize::from(tx.size)));
+                // Every chain taken is on the stage, counted short or long
+                // by it, or refused as malformed by the queue.
+                let staged = stage.frames().len() as u64 + stage.short() + stage.long();
+                assert_eq!(staged + taken.malformed, taken.frames as u64);
+                for f in stage.frames() {
+                    assert_eq!(stage.bytes(f).len(), f.len as usize);
+                    assert!((FRAME_MIN..=FRAME_MAX).contains(&(f.len as usize)));
+                }
+                taken.wake.send();
             }
             Op::Rx {
                 len,

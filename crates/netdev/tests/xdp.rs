@@ -331,7 +331,6 @@ fn check_rx(ns: &Netns, q: &mut dyn FrameQueue) {
     while !q.has_work() && t0.elapsed() < WAIT {
         std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(Duration::from_millis(50));
     let mut one = Stage::with_bytes(FRAME_MAX + 1, 1);
     assert_eq!(q.take_batch(64, &mut one).frames, 1);
     let mut rest = 0;

@@ -154,11 +154,17 @@ impl Registry {
                 return;
             }
         };
-        let tmp = path.with_extension("tmp");
-        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
+        if let Err(e) = replace_file(path, &text) {
             warn!(path = %path.display(), error = %e, "cannot save the configuration");
         }
     }
+}
+
+/// Writes `text` as the whole of `path`: to a temporary file beside it,
+/// then renamed over it, so a crash leaves the old text or the new.
+pub(super) fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path))
 }
 
 #[cfg(test)]

@@ -61,8 +61,7 @@ fn read_names(path: &Path) -> Vec<String> {
 fn write_names(path: &Path, names: &[String]) {
     let mut text = names.join("\n");
     text.push('\n');
-    let tmp = path.with_extension("tmp");
-    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
+    if let Err(e) = super::config::replace_file(path, &text) {
         warn!(path = %path.display(), error = %e, "cannot record attached interfaces; a crash would leave their XDP programs behind");
     }
 }
