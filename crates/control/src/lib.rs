@@ -7,6 +7,7 @@ pub mod conn;
 pub mod name;
 pub mod proto;
 pub mod socket;
+pub mod vlan;
 
 pub use conn::{CallError, Connection};
 pub use name::{NameError, PipeEnd, PortName, Target};
@@ -14,6 +15,7 @@ pub use proto::*;
 pub use socket::{
     default_socket_path, trusted_daemon_uid, Listener, PeerCred, SeqPacket, SocketAccess,
 };
+pub use vlan::{PortVlan, VlanError, VlanSet};
 
 /// An error and its causes as one sentence: "outer: cause: root cause".
 pub fn error_chain(e: &dyn std::error::Error) -> String {

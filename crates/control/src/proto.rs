@@ -454,6 +454,11 @@ pub struct PortStats {
     /// other port.
     #[serde(default)]
     pub drop_no_dest: u64,
+    /// Packets from this port whose VLAN the port does not carry (a tagged
+    /// frame on an access port, a VLAN outside a trunk's set), and packets
+    /// a VLAN tag could not be pushed onto (too long with it).
+    #[serde(default)]
+    pub drop_vlan: u64,
     /// Frames this port was offered that software segmentation made
     /// beyond one per TSO frame (each segment is counted in `rx_packets`
     /// or a drop; subtract this to count frames as their senders sent

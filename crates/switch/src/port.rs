@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use ringswitch_control::PortStats;
+use ringswitch_control::{PortStats, PortVlan};
 use ringswitch_frame::{FrameQueue, QueueStats, SharedQueue};
 use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region, RingRef};
 
@@ -41,6 +41,8 @@ pub struct Counters {
     /// Drops: packets it sent that had no destination (addressed to itself,
     /// or flooded with no other port attached).
     pub drop_no_dest: AtomicU64,
+    /// Drops: packets it sent in a VLAN it does not carry.
+    pub drop_vlan: AtomicU64,
     /// Frames it was offered (delivered or dropped) that software
     /// segmentation made beyond one per TSO frame: a TSO frame cut into n
     /// segments adds n - 1, so the destination's outcomes minus this are
@@ -73,6 +75,7 @@ impl Counters {
             ring_reinits: g(&self.ring_reinits),
             drop_link_down: g(&self.drop_link_down),
             drop_no_dest: g(&self.drop_no_dest),
+            drop_vlan: g(&self.drop_vlan),
             rx_segments_added: g(&self.rx_segments_added),
             drop_kernel: 0,
             kernel_tx_invalid: 0,
@@ -335,6 +338,9 @@ pub struct SwitchPort {
     /// into the same counters, so no frame goes uncounted across the
     /// replacement.
     pub counters: Arc<Counters>,
+    /// Its VLANs (the default: a trunk of every VLAN, every frame passes
+    /// as it is).
+    pub vlan: PortVlan,
 }
 
 /// Adds one queue's counters to `t`.
@@ -363,6 +369,7 @@ impl SwitchPort {
             index,
             backend: Backend::Ring(RingPort::new(region)?),
             counters: Arc::default(),
+            vlan: PortVlan::default(),
         })
     }
 
@@ -373,12 +380,19 @@ impl SwitchPort {
             index,
             backend: Backend::Queue(queues),
             counters: Arc::default(),
+            vlan: PortVlan::default(),
         }
     }
 
     /// The same port counting into `counters` (its predecessor's).
     pub fn with_counters(mut self, counters: Arc<Counters>) -> SwitchPort {
         self.counters = counters;
+        self
+    }
+
+    /// The same port with its VLANs set.
+    pub fn with_vlan(mut self, vlan: PortVlan) -> SwitchPort {
+        self.vlan = vlan;
         self
     }
 
