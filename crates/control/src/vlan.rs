@@ -155,6 +155,9 @@ impl fmt::Debug for VlanSet {
 }
 
 /// Where a port stands in the switch's VLANs.
+// The set is kept inline (512 bytes, once per port): the data path reads
+// it for every frame of a VLAN switch, and a box would add a pointer hop.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PortVlan {
     /// Untagged on the port, VLAN `vid` (1..=4094) inside the switch:
