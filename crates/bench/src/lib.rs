@@ -9,7 +9,8 @@
 //! # Modules, in the order they import each other
 //! `text`, `error` ← `input`, `params`, `pktgen`, `figures` ← `write`,
 //! `model` ← `report`, `plot` (on `svg`) ← `run` (on `write`, `pktgen`,
-//! `figures`, `params`).
+//! `figures`, `params`) ← `compare` (a whole run: `run`'s sections, the
+//! machine's facts, the notes, then `report`).
 //!
 //! # Input: a directory with
 //! - `meta.tsv`: `key<TAB>value` lines, no header (date, command, mode,
@@ -52,6 +53,7 @@
 // System calls only in `run::procs` and `run::signals`, which allow it.
 #![deny(unsafe_code)]
 
+pub mod compare;
 pub mod error;
 pub mod figures;
 pub mod input;
