@@ -1,8 +1,8 @@
 //! `ringswitch-bench run`: starts the daemon from a private binary copy
 //! and pkt-gen with CPU pinning and timeouts, waits for conditions with
 //! deadlines, reads their JSON reports and writes the figures to the run's
-//! `samples.tsv` and `failures.tsv` (appended: bench/compare's peers go to
-//! the same files). A failed measurement is a failure line with its reason;
+//! `samples.tsv` and `failures.tsv` (appended: `compare` runs one section
+//! after another into the same files). A failed measurement is a failure line with its reason;
 //! the run goes on.
 //!
 //! - [`procs`]: starting, waiting for and stopping processes;

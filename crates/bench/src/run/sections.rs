@@ -3,8 +3,8 @@
 //! peers of throughput and batch (DPDK memif) and of switch (OVS-DPDK with
 //! memif ports) are measured here through their scripts ([`super::peers`]),
 //! as are those of vm (OVS-DPDK with vhost-user ports, [`super::vm`]) and
-//! of nic (DPDK testpmd and a Linux bridge on a veth, [`super::nic`]); the
-//! other peers by bench/compare's bash into the same data files.
+//! of nic (DPDK testpmd and a Linux bridge on a veth, [`super::nic`]), of
+//! latency (the kernel's ping) and of passthrough (vhost-user).
 
 use std::str::FromStr;
 
