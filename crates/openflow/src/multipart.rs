@@ -1,5 +1,7 @@
 //! Multipart requests and replies (`OFPMP_*`): DESC, FLOW, AGGREGATE,
-//! TABLE, PORT_STATS, PORT_DESC, GROUP and GROUP_DESC. Any other multipart
+//! TABLE, PORT_STATS, PORT_DESC, GROUP, GROUP_DESC, and TABLE_FEATURES with
+//! its properties kept as bytes (ovs-ofctl asks for it before most
+//! commands and needs an answer). Any other multipart
 //! type decodes as `Unsupported`, for the switch to refuse with
 //! `BAD_REQUEST/BAD_MULTIPART`.
 
@@ -19,6 +21,7 @@ pub mod mp_type {
     pub const PORT_STATS: u16 = 4;
     pub const GROUP: u16 = 6;
     pub const GROUP_DESC: u16 = 7;
+    pub const TABLE_FEATURES: u16 = 12;
     pub const PORT_DESC: u16 = 13;
 }
 use mp_type as mp;
@@ -48,6 +51,10 @@ pub enum MultipartRequest {
     },
     /// Every group's description.
     GroupDesc,
+    /// The tables' features: empty to ask, entries to set them (which a
+    /// switch may refuse). ovs-ofctl asks before most commands and needs
+    /// a reply.
+    TableFeatures(Vec<TableFeatures>),
     /// A multipart type this codec does not handle.
     Unsupported {
         /// Its type.
@@ -93,6 +100,8 @@ pub enum MultipartReply {
     Group(Vec<GroupStats>),
     /// One description per group.
     GroupDesc(Vec<GroupDesc>),
+    /// One entry per table.
+    TableFeatures(Vec<TableFeatures>),
     /// A multipart type this codec does not handle.
     Unsupported {
         /// Its type.
@@ -204,6 +213,68 @@ pub struct GroupStats {
     pub buckets: Vec<(u64, u64)>,
 }
 
+/// `ofp_table_features`: a table's name and limits; its properties are
+/// kept as bytes, not decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TableFeatures {
+    /// The table.
+    pub table_id: u8,
+    /// Its name (31 bytes at most).
+    pub name: String,
+    /// Metadata bits it can match.
+    pub metadata_match: u64,
+    /// Metadata bits it can write.
+    pub metadata_write: u64,
+    /// `OFPTC_*` bits.
+    pub config: u32,
+    /// How many flows it holds at most.
+    pub max_entries: u32,
+    /// The raw `ofp_table_feature_prop_*` list (a multiple of 8 bytes).
+    pub properties: Vec<u8>,
+}
+
+const TABLE_NAME_LEN: usize = 32;
+
+impl TableFeatures {
+    fn decode_list(body: &[u8]) -> Result<Vec<TableFeatures>, DecodeError> {
+        let mut out = Vec::new();
+        for e in entries(body, 64)? {
+            let mut e = Reader::new(e, BAD_LEN);
+            e.skip(2)?;
+            let table_id = e.u8()?;
+            e.skip(5)?;
+            out.push(TableFeatures {
+                table_id,
+                name: e.fixed_str(TABLE_NAME_LEN)?,
+                metadata_match: e.u64()?,
+                metadata_write: e.u64()?,
+                config: e.u32()?,
+                max_entries: e.u32()?,
+                properties: e.rest().to_vec(),
+            });
+        }
+        Ok(out)
+    }
+
+    fn encode_list(list: &[TableFeatures], out: &mut Vec<u8>) {
+        for t in list {
+            let start = out.len();
+            out.put_u16(0);
+            out.put_u8(t.table_id);
+            out.put_zeros(5);
+            out.put_fixed_str(&t.name, TABLE_NAME_LEN);
+            out.put_u64(t.metadata_match);
+            out.put_u64(t.metadata_write);
+            out.put_u32(t.config);
+            out.put_u32(t.max_entries);
+            out.extend_from_slice(&t.properties);
+            out.pad8_from(start);
+            let len = len16(out, start);
+            out.patch_u16(start, len);
+        }
+    }
+}
+
 /// `ofp_group_desc`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupDesc {
@@ -287,6 +358,7 @@ impl MultipartRequest {
             MultipartRequest::PortDesc => mp::PORT_DESC,
             MultipartRequest::Group { .. } => mp::GROUP,
             MultipartRequest::GroupDesc => mp::GROUP_DESC,
+            MultipartRequest::TableFeatures(_) => mp::TABLE_FEATURES,
             MultipartRequest::Unsupported { kind, .. } => *kind,
         }
     }
@@ -312,6 +384,9 @@ impl MultipartRequest {
                 MultipartRequest::Group { group_id }
             }
             mp::GROUP_DESC => MultipartRequest::GroupDesc,
+            mp::TABLE_FEATURES => {
+                MultipartRequest::TableFeatures(TableFeatures::decode_list(r.rest())?)
+            }
             _ => MultipartRequest::Unsupported {
                 kind,
                 body: r.rest().to_vec(),
@@ -333,6 +408,7 @@ impl MultipartRequest {
                 out.put_u32(*id);
                 out.put_zeros(4);
             }
+            MultipartRequest::TableFeatures(list) => TableFeatures::encode_list(list, out),
             MultipartRequest::Unsupported { body, .. } => out.extend_from_slice(body),
         }
     }
@@ -354,6 +430,7 @@ impl MultipartReply {
             MultipartReply::PortDesc(_) => mp::PORT_DESC,
             MultipartReply::Group(_) => mp::GROUP,
             MultipartReply::GroupDesc(_) => mp::GROUP_DESC,
+            MultipartReply::TableFeatures(_) => mp::TABLE_FEATURES,
             MultipartReply::Unsupported { kind, .. } => *kind,
         }
     }
@@ -595,6 +672,7 @@ impl MultipartReply {
                     out.patch_u16(start, len);
                 }
             }
+            MultipartReply::TableFeatures(list) => TableFeatures::encode_list(list, out),
             MultipartReply::Unsupported { body, .. } => out.extend_from_slice(body),
         }
     }
