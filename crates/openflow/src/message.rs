@@ -752,7 +752,7 @@ fn decode_hello(version: u8, r: &mut Reader<'_>) -> Result<Hello, DecodeError> {
     }
     let bad = err(
         ErrorCode::BAD_REQUEST_BAD_LEN,
-        "a hello element's length is shorter than its header or runs past the message",
+        "a hello element's length is shorter than its header, or it and its padding run past the message",
     );
     while r.remaining() > 0 {
         let kind = r.u16()?;
@@ -761,8 +761,7 @@ fn decode_hello(version: u8, r: &mut Reader<'_>) -> Result<Hello, DecodeError> {
             return Err(bad);
         }
         let data = r.bytes(len - 4).map_err(|_| bad)?;
-        // The last element's padding may be left out.
-        r.skip((pad8(len) - len).min(r.remaining()))?;
+        r.skip(pad8(len) - len).map_err(|_| bad)?;
         elements.push(if kind == 1 {
             if data.len() % 4 != 0 {
                 return Err(bad);

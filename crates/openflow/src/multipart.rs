@@ -553,6 +553,9 @@ impl MultipartReply {
                 r.rest();
                 MultipartReply::Group(groups)
             }
+            mp::TABLE_FEATURES => {
+                MultipartReply::TableFeatures(TableFeatures::decode_list(r.rest())?)
+            }
             mp::GROUP_DESC => {
                 let mut groups = Vec::new();
                 for e in entries(body, 8)? {
