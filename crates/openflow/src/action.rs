@@ -110,7 +110,7 @@ impl Action {
     fn decode(r: &mut Reader<'_>) -> Result<Action, DecodeError> {
         let ty = r.u16()?;
         let len = usize::from(r.u16()?);
-        if len < 8 || len % 8 != 0 {
+        if len < 8 || !len.is_multiple_of(8) {
             return Err(BAD_LEN);
         }
         let mut b = Reader::new(r.bytes(len - 4)?, BAD_LEN);
@@ -357,7 +357,7 @@ impl Instruction {
         );
         let ty = r.u16()?;
         let len = usize::from(r.u16()?);
-        if len < 8 || len % 8 != 0 {
+        if len < 8 || !len.is_multiple_of(8) {
             return Err(bad_len);
         }
         let mut b = Reader::new(r.bytes(len - 4)?, bad_len);

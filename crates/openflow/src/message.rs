@@ -368,7 +368,7 @@ impl Port {
 
     /// Reads the ports filling `bytes`.
     pub(crate) fn decode_list(bytes: &[u8]) -> Result<Vec<Port>, DecodeError> {
-        if bytes.len() % PORT_LEN != 0 {
+        if !bytes.len().is_multiple_of(PORT_LEN) {
             return Err(BAD_LEN);
         }
         let mut r = Reader::new(bytes, BAD_LEN);
@@ -551,7 +551,7 @@ impl Bucket {
                 ));
             }
             let len = usize::from(r.u16()?);
-            if len < 16 || len % 8 != 0 {
+            if len < 16 || !len.is_multiple_of(8) {
                 return Err(BAD_BUCKET);
             }
             let mut b = Reader::new(r.bytes(len - 2)?, BAD_BUCKET);
@@ -763,7 +763,7 @@ fn decode_hello(version: u8, r: &mut Reader<'_>) -> Result<Hello, DecodeError> {
         let data = r.bytes(len - 4).map_err(|_| bad)?;
         r.skip(pad8(len) - len).map_err(|_| bad)?;
         elements.push(if kind == 1 {
-            if data.len() % 4 != 0 {
+            if !data.len().is_multiple_of(4) {
                 return Err(bad);
             }
             HelloElement::VersionBitmap(

@@ -304,7 +304,7 @@ fn entries(body: &[u8], min: usize) -> Result<Vec<&[u8]>, DecodeError> {
             [a, b, ..] => usize::from(u16::from_be_bytes([*a, *b])),
             _ => return Err(BAD_LEN),
         };
-        if len < min || len % 8 != 0 {
+        if len < min || !len.is_multiple_of(8) {
             return Err(BAD_LEN);
         }
         let (entry, tail) = rest.split_at_checked(len).ok_or(BAD_LEN)?;
@@ -487,7 +487,7 @@ impl MultipartReply {
                 MultipartReply::Aggregate(a)
             }
             mp::TABLE => {
-                if body.len() % 24 != 0 {
+                if !body.len().is_multiple_of(24) {
                     return Err(BAD_LEN);
                 }
                 let mut tables = Vec::new();
@@ -504,7 +504,7 @@ impl MultipartReply {
                 MultipartReply::Table(tables)
             }
             mp::PORT_STATS => {
-                if body.len() % 112 != 0 {
+                if !body.len().is_multiple_of(112) {
                     return Err(BAD_LEN);
                 }
                 let mut ports = Vec::new();
@@ -542,7 +542,7 @@ impl MultipartReply {
                         duration_nsec: e.u32()?,
                         buckets: Vec::new(),
                     };
-                    if e.remaining() % 16 != 0 {
+                    if !e.remaining().is_multiple_of(16) {
                         return Err(BAD_LEN);
                     }
                     while e.remaining() > 0 {

@@ -52,7 +52,7 @@ macro_rules! fields {
             }
 
             /// Its value's size on the wire, in bytes.
-            pub fn len(self) -> usize {
+            pub fn size(self) -> usize {
                 match self { $(Field::$name => $len,)* }
             }
 
@@ -274,7 +274,7 @@ impl Oxm {
 
     /// Its size on the wire, header included.
     pub fn wire_len(&self) -> usize {
-        4 + self.field.len() * if self.mask.is_some() { 2 } else { 1 }
+        4 + self.field.size() * if self.mask.is_some() { 2 } else { 1 }
     }
 
     /// Checks the value (and mask) on its own: width, maskability, and no
@@ -318,7 +318,7 @@ impl Oxm {
         if has_mask && (!field.maskable() || matches!(usage, OxmUse::SetField)) {
             return Err(usage.bad_mask());
         }
-        let n = field.len();
+        let n = field.size();
         if len != n * if has_mask { 2 } else { 1 } {
             return Err(usage.bad_len());
         }
@@ -334,7 +334,7 @@ impl Oxm {
 
     /// Appends the TLV.
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        let n = self.field.len();
+        let n = self.field.size();
         out.put_u16(OFPXMC_OPENFLOW_BASIC);
         out.put_u8(self.field.id() << 1 | u8::from(self.mask.is_some()));
         out.put_u8((n * if self.mask.is_some() { 2 } else { 1 }) as u8);
@@ -697,7 +697,7 @@ mod tests {
             decode_bytes(&[0, 1, 0, 40, 0, 0, 0, 0]).unwrap_err().code,
             ErrorCode::BAD_MATCH_BAD_LEN
         );
-        let ok = wrap(&[ip.clone()]);
+        let ok = wrap(std::slice::from_ref(&ip));
         assert_eq!(
             decode_bytes(&ok[..ok.len() - 1]).unwrap_err().code,
             ErrorCode::BAD_MATCH_BAD_LEN
