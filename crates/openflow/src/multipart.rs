@@ -6,8 +6,9 @@
 //! `BAD_REQUEST/BAD_MULTIPART`.
 
 use crate::action::Instruction;
+use crate::consts::{OFPMPF_MORE, OFP_MAX_MESSAGE_LEN};
 use crate::error::DecodeError;
-use crate::message::{Bucket, GroupType, Port, BAD_LEN};
+use crate::message::{Body, Bucket, GroupType, Message, Port, BAD_LEN};
 use crate::oxm::Match;
 use crate::wire::{len16, Put, Reader};
 
@@ -418,7 +419,54 @@ impl MultipartRequest {
 const DESC_STR_LEN: usize = 256;
 const SERIAL_NUM_LEN: usize = 32;
 
+/// Splits `items` into as few lists as keep each reply's message within
+/// 65535 bytes (an item too big on its own still gets a list of its own).
+fn split<T: Clone>(items: Vec<T>, wrap: impl Fn(Vec<T>) -> MultipartReply) -> Vec<MultipartReply> {
+    // The header and the multipart header.
+    const ROOM: usize = OFP_MAX_MESSAGE_LEN - 16;
+    let mut out = Vec::new();
+    let mut cur = Vec::new();
+    let mut used = 0;
+    for item in items {
+        let mut one = Vec::new();
+        wrap(vec![item.clone()]).encode(&mut one);
+        if used + one.len() > ROOM && !cur.is_empty() {
+            out.push(wrap(std::mem::take(&mut cur)));
+            used = 0;
+        }
+        used += one.len();
+        cur.push(item);
+    }
+    out.push(wrap(cur));
+    out
+}
+
 impl MultipartReply {
+    /// The reply as the messages that carry it: a list too long for one
+    /// message is split, every message but the last flagged
+    /// `OFPMPF_REPLY_MORE`, all with `xid`.
+    pub fn into_messages(self, xid: u32) -> Vec<Message> {
+        let parts = match self {
+            MultipartReply::Flow(v) => split(v, MultipartReply::Flow),
+            MultipartReply::Table(v) => split(v, MultipartReply::Table),
+            MultipartReply::PortStats(v) => split(v, MultipartReply::PortStats),
+            MultipartReply::PortDesc(v) => split(v, MultipartReply::PortDesc),
+            MultipartReply::Group(v) => split(v, MultipartReply::Group),
+            MultipartReply::GroupDesc(v) => split(v, MultipartReply::GroupDesc),
+            MultipartReply::TableFeatures(v) => split(v, MultipartReply::TableFeatures),
+            one => vec![one],
+        };
+        let last = parts.len() - 1;
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, reply)| {
+                let flags = if i < last { OFPMPF_MORE } else { 0 };
+                Message::new(xid, Body::MultipartReply { flags, reply })
+            })
+            .collect()
+    }
+
     /// Its multipart type number.
     pub fn kind(&self) -> u16 {
         match self {
@@ -678,5 +726,59 @@ impl MultipartReply {
             MultipartReply::TableFeatures(list) => TableFeatures::encode_list(list, out),
             MultipartReply::Unsupported { body, .. } => out.extend_from_slice(body),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::action::Action;
+    use crate::oxm::{Field, Oxm};
+
+    #[test]
+    fn long_replies_split_into_messages_that_fit() {
+        let flow = FlowStats {
+            table_id: 0,
+            duration_sec: 0,
+            duration_nsec: 0,
+            priority: 1,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            flags: 0,
+            cookie: 0,
+            packet_count: 0,
+            byte_count: 0,
+            r#match: Match::new(vec![Oxm::exact(Field::InPort, 1)]).unwrap(),
+            instructions: vec![Instruction::ApplyActions(vec![Action::Output {
+                port: 2,
+                max_len: 0,
+            }])],
+        };
+        let flows = vec![flow; 3000];
+        let msgs = MultipartReply::Flow(flows.clone()).into_messages(5);
+        assert!(msgs.len() > 1);
+        let mut back = Vec::new();
+        for (i, m) in msgs.iter().enumerate() {
+            let wire = m.encode().expect("each part fits");
+            let Body::MultipartReply {
+                flags,
+                reply: MultipartReply::Flow(part),
+            } = Message::decode(&wire).unwrap().body
+            else {
+                panic!("not a flow reply");
+            };
+            assert_eq!(flags, if i + 1 < msgs.len() { OFPMPF_MORE } else { 0 });
+            assert!(wire.len() > 60_000 || i + 1 == msgs.len());
+            back.extend(part);
+        }
+        assert_eq!(back, flows);
+        // Short replies and non-lists are one message.
+        assert_eq!(MultipartReply::Flow(vec![]).into_messages(1).len(), 1);
+        assert_eq!(
+            MultipartReply::Aggregate(AggregateStats::default())
+                .into_messages(1)
+                .len(),
+            1
+        );
     }
 }
