@@ -820,3 +820,25 @@ fn masks_and_prefixes_build_as_expected() {
     assert_eq!(m.fields().len(), 2);
     assert!(m.get(Field::VlanVid).is_some());
 }
+
+/// Writes seeds for the `openflow_codec` fuzz target into the directory
+/// `RS_OPENFLOW_SEEDS` names: every message of [`every_message`] on its
+/// own, and all of them as one stream after a HELLO. Run by
+/// fuzz/make-seeds.sh; ignored otherwise.
+#[test]
+#[ignore]
+fn write_fuzz_seeds() {
+    let Some(dir) = std::env::var_os("RS_OPENFLOW_SEEDS") else {
+        eprintln!("RS_OPENFLOW_SEEDS is not set: nothing written");
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut stream = hello(4, Some(vec![1 << 4]));
+    for (i, body) in every_message().into_iter().enumerate() {
+        let wire = Message::new(i as u32, body).encode().unwrap();
+        std::fs::write(dir.join(format!("msg{i:02}")), &wire).unwrap();
+        stream.extend(wire);
+    }
+    std::fs::write(dir.join("stream"), stream).unwrap();
+}
