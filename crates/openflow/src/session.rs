@@ -47,6 +47,9 @@ pub enum SessionError {
     /// The peer's HELLO offers no version we speak.
     #[error("the peer's HELLO (version {0:#04x}) offers no version in common with 0x04")]
     NoCommonVersion(u8),
+    /// The peer's HELLO does not decode.
+    #[error("the peer's HELLO is malformed")]
+    BadHello(#[source] DecodeError),
     /// The peer sent something else before its HELLO.
     #[error("the peer sent message type {0} before its HELLO")]
     NotHello(u8),
@@ -140,7 +143,8 @@ impl Session {
         self.events.pop_front()
     }
 
-    /// The bytes to write to the connection, taken.
+    /// The bytes to write to the connection, taken. They grow with every
+    /// answer until taken: take them after each [`Session::receive`].
     pub fn take_output(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.out)
     }
@@ -202,10 +206,9 @@ impl Session {
                     "no common version: this switch speaks OpenFlow 1.3 (0x04) only",
                     SessionError::NoCommonVersion(hello.version),
                 ),
-                _ if h.kind == msg_type::HELLO => {
-                    let e = decoded.err().unwrap_or(crate::message::BAD_LEN);
+                Err(e) if h.kind == msg_type::HELLO => {
                     self.queue(&error_reply(frame, e.code));
-                    self.close(SessionError::NoCommonVersion(h.version));
+                    self.close(SessionError::BadHello(e));
                 }
                 _ => self.hello_failed(
                     h.xid,

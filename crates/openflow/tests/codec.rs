@@ -735,6 +735,24 @@ fn session_negotiates_from_the_bitmap_or_the_header() {
 }
 
 #[test]
+fn session_closes_on_a_malformed_hello() {
+    let mut s = Session::new();
+    s.take_output();
+    let (out, ev) = run(&mut s, &msg(0, &[0, 1, 0, 2, 0, 0, 0, 0]));
+    assert!(matches!(
+        &out[..],
+        [Message {
+            body: Body::Error(ErrorMsg {
+                code: ErrorCode::BAD_REQUEST_BAD_LEN,
+                ..
+            }),
+            ..
+        }]
+    ));
+    assert!(matches!(ev[..], [Event::Closed(SessionError::BadHello(_))]));
+}
+
+#[test]
 fn session_refuses_messages_before_hello() {
     let mut s = Session::new();
     s.take_output();

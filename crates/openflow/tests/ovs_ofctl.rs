@@ -21,7 +21,7 @@ use ringswitch_openflow::consts::*;
 use ringswitch_openflow::message::{
     Features, FlowMod, FlowModCommand, GroupCommand, GroupMod, GroupType, PacketOut, SwitchConfig,
 };
-use ringswitch_openflow::multipart::{FlowStats, GroupDesc, SwitchDesc, TableFeatures};
+use ringswitch_openflow::multipart::{FlowStats, GroupDesc, PortStats, SwitchDesc, TableFeatures};
 use ringswitch_openflow::oxm::{mac_value, Field as F};
 use ringswitch_openflow::{
     Action as A, Body, Bucket, ErrorCode, Event, Match, Message, MultipartReply, MultipartRequest,
@@ -195,6 +195,17 @@ fn serve_one(mut conn: UnixStream, got: &mut Vec<Message>) {
                             ))
                         }
                         MultipartRequest::Flow(_) => mp(MultipartReply::Flow(canned_flows())),
+                        MultipartRequest::PortStats { .. } => mp(MultipartReply::PortStats(
+                            ports()
+                                .iter()
+                                .map(|p| PortStats {
+                                    port_no: p.port_no,
+                                    counters: [u64::from(p.port_no) * 100; 12],
+                                    duration_sec: 3,
+                                    duration_nsec: 0,
+                                })
+                                .collect(),
+                        )),
                         MultipartRequest::Desc => mp(MultipartReply::Desc(SwitchDesc {
                             mfr_desc: "ringswitch".into(),
                             ..SwitchDesc::default()
@@ -646,6 +657,12 @@ fn ovs_ofctl_accepts_our_replies() {
     assert_eq!(
         (req.table_id, req.out_port, req.out_group),
         (OFPTT_ALL, OFPP_ANY, OFPG_ANY)
+    );
+
+    let (stats, _) = ofctl("dump-ports", &[], &[]);
+    assert!(
+        stats.contains("port  2: rx pkts=200, bytes=200, drop=200, errs=200"),
+        "{stats}"
     );
 
     let (groups, _) = ofctl("dump-groups", &[], &[]);
