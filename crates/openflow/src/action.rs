@@ -11,7 +11,7 @@
 use crate::consts::*;
 use crate::error::{err, DecodeError, ErrorCode};
 use crate::oxm::{Oxm, OxmUse};
-use crate::wire::{len16, pad8, Put, Reader};
+use crate::wire::{pad8, put_tlv, Put, Reader};
 
 /// One action.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -108,12 +108,7 @@ const BAD_LEN: DecodeError = err(
 impl Action {
     /// Reads one action.
     fn decode(r: &mut Reader<'_>) -> Result<Action, DecodeError> {
-        let ty = r.u16()?;
-        let len = usize::from(r.u16()?);
-        if len < 8 || !len.is_multiple_of(8) {
-            return Err(BAD_LEN);
-        }
-        let mut b = Reader::new(r.bytes(len - 4)?, BAD_LEN);
+        let (ty, len, mut b) = r.element(BAD_LEN)?;
         let fixed = |want: usize| if len == want { Ok(()) } else { Err(BAD_LEN) };
         let ethertype = |b: &mut Reader<'_>, ok: &[u16]| -> Result<u16, DecodeError> {
             let t = b.u16()?;
@@ -205,72 +200,53 @@ impl Action {
         Ok(a)
     }
 
-    /// Appends the action.
-    fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        let short = |out: &mut Vec<u8>, ty: u16| {
-            out.put_u16(ty);
-            out.put_u16(8);
-        };
+    fn type_number(&self) -> u16 {
         match self {
+            Action::Output { .. } => at::OUTPUT,
+            Action::CopyTtlOut => at::COPY_TTL_OUT,
+            Action::CopyTtlIn => at::COPY_TTL_IN,
+            Action::SetMplsTtl(_) => at::SET_MPLS_TTL,
+            Action::DecMplsTtl => at::DEC_MPLS_TTL,
+            Action::PushVlan(_) => at::PUSH_VLAN,
+            Action::PopVlan => at::POP_VLAN,
+            Action::PushMpls(_) => at::PUSH_MPLS,
+            Action::PopMpls(_) => at::POP_MPLS,
+            Action::SetQueue(_) => at::SET_QUEUE,
+            Action::Group(_) => at::GROUP,
+            Action::SetNwTtl(_) => at::SET_NW_TTL,
+            Action::DecNwTtl => at::DEC_NW_TTL,
+            Action::SetField(_) => at::SET_FIELD,
+            Action::PushPbb(_) => at::PUSH_PBB,
+            Action::PopPbb => at::POP_PBB,
+            Action::Experimenter { .. } => at::EXPERIMENTER,
+        }
+    }
+
+    /// Appends the action (padding makes the short ones 8 bytes).
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_tlv(out, self.type_number(), |out| match self {
             Action::Output { port, max_len } => {
-                out.put_u16(at::OUTPUT);
-                out.put_u16(16);
                 out.put_u32(*port);
                 out.put_u16(*max_len);
                 out.put_zeros(6);
             }
-            Action::CopyTtlOut => short(out, at::COPY_TTL_OUT),
-            Action::CopyTtlIn => short(out, at::COPY_TTL_IN),
-            Action::SetMplsTtl(t) => {
-                short(out, at::SET_MPLS_TTL);
-                out.put_u8(*t);
+            Action::SetMplsTtl(t) | Action::SetNwTtl(t) => out.put_u8(*t),
+            Action::PushVlan(t) | Action::PushMpls(t) | Action::PopMpls(t) | Action::PushPbb(t) => {
+                out.put_u16(*t)
             }
-            Action::DecMplsTtl => short(out, at::DEC_MPLS_TTL),
-            Action::PushVlan(t) => {
-                short(out, at::PUSH_VLAN);
-                out.put_u16(*t);
-            }
-            Action::PopVlan => short(out, at::POP_VLAN),
-            Action::PushMpls(t) => {
-                short(out, at::PUSH_MPLS);
-                out.put_u16(*t);
-            }
-            Action::PopMpls(t) => {
-                short(out, at::POP_MPLS);
-                out.put_u16(*t);
-            }
-            Action::SetQueue(q) => {
-                short(out, at::SET_QUEUE);
-                out.put_u32(*q);
-            }
-            Action::Group(g) => {
-                short(out, at::GROUP);
-                out.put_u32(*g);
-            }
-            Action::SetNwTtl(t) => {
-                short(out, at::SET_NW_TTL);
-                out.put_u8(*t);
-            }
-            Action::DecNwTtl => short(out, at::DEC_NW_TTL),
-            Action::SetField(oxm) => {
-                short(out, at::SET_FIELD);
-                oxm.encode(out);
-            }
-            Action::PushPbb(t) => {
-                short(out, at::PUSH_PBB);
-                out.put_u16(*t);
-            }
-            Action::PopPbb => short(out, at::POP_PBB),
+            Action::SetQueue(id) | Action::Group(id) => out.put_u32(*id),
+            Action::SetField(oxm) => oxm.encode(out),
             Action::Experimenter { experimenter, data } => {
-                short(out, at::EXPERIMENTER);
                 out.put_u32(*experimenter);
                 out.extend_from_slice(data);
             }
-        }
-        out.pad8_from(start);
-        let len = len16(out, start);
-        out.patch_u16(start + 2, len);
+            Action::CopyTtlOut
+            | Action::CopyTtlIn
+            | Action::DecMplsTtl
+            | Action::PopVlan
+            | Action::DecNwTtl
+            | Action::PopPbb => {}
+        });
     }
 
     /// Reads a list of actions filling `bytes`, at most [`MAX_ACTIONS`].
@@ -355,12 +331,7 @@ impl Instruction {
             ErrorCode::BAD_INSTRUCTION_BAD_LEN,
             "an instruction's length is not a multiple of 8, not its type's size, or runs past its list",
         );
-        let ty = r.u16()?;
-        let len = usize::from(r.u16()?);
-        if len < 8 || !len.is_multiple_of(8) {
-            return Err(bad_len);
-        }
-        let mut b = Reader::new(r.bytes(len - 4)?, bad_len);
+        let (ty, len, mut b) = r.element(bad_len)?;
         let fixed = |want: usize| if len == want { Ok(()) } else { Err(bad_len) };
         Ok(match ty {
             it::GOTO_TABLE => {
@@ -407,10 +378,7 @@ impl Instruction {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.put_u16(self.type_number());
-        out.put_u16(0);
-        match self {
+        put_tlv(out, self.type_number(), |out| match self {
             Instruction::GotoTable(t) => out.put_u8(*t),
             Instruction::WriteMetadata { metadata, mask } => {
                 out.put_zeros(4);
@@ -427,10 +395,7 @@ impl Instruction {
                 out.put_u32(*experimenter);
                 out.extend_from_slice(data);
             }
-        }
-        out.pad8_from(start);
-        let len = len16(out, start);
-        out.patch_u16(start + 2, len);
+        });
     }
 
     /// Reads the instructions filling `bytes`; each type at most once

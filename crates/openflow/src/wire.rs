@@ -68,6 +68,22 @@ impl<'a> Reader<'a> {
         Ok(u64::from_be_bytes(self.array()?))
     }
 
+    /// Reads the header of an 8-aligned type-length element (an action, an
+    /// instruction): its type, its length (at least 8, a multiple of 8,
+    /// within what is left; else `bad_len`), and a reader over the rest of
+    /// it that answers `bad_len` when short.
+    pub(crate) fn element(
+        &mut self,
+        bad_len: DecodeError,
+    ) -> Result<(u16, usize, Reader<'a>), DecodeError> {
+        let ty = self.u16()?;
+        let len = usize::from(self.u16()?);
+        if len < 8 || !len.is_multiple_of(8) {
+            return Err(bad_len);
+        }
+        Ok((ty, len, Reader::new(self.bytes(len - 4)?, bad_len)))
+    }
+
     /// A NUL-terminated string in a fixed field of `n` bytes: the bytes up
     /// to the first NUL, invalid UTF-8 replaced, cut to at most `n - 1`
     /// bytes so that it encodes back into the field with its NUL.
@@ -139,4 +155,16 @@ pub(crate) fn pad8(n: usize) -> usize {
 /// holds (callers have checked the whole message fits in 65535 bytes).
 pub(crate) fn len16(buf: &[u8], start: usize) -> u16 {
     u16::try_from(buf.len() - start).unwrap_or(u16::MAX)
+}
+
+/// Appends an 8-aligned type-length element: its type, then what `body`
+/// writes, padded to 8, then its length (padding included) patched in.
+pub(crate) fn put_tlv(out: &mut Vec<u8>, ty: u16, body: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.put_u16(ty);
+    out.put_u16(0);
+    body(out);
+    out.pad8_from(start);
+    let len = len16(out, start);
+    out.patch_u16(start + 2, len);
 }
