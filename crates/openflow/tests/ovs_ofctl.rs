@@ -676,3 +676,119 @@ fn ovs_ofctl_accepts_our_replies() {
         "{groups}"
     );
 }
+
+/// What the switch sends unasked (PACKET_IN, FLOW_REMOVED, PORT_STATUS)
+/// and the replies ovs-ofctl's commands do not ask for, printed by
+/// `ovs-ofctl ofp-print`: each is read without complaint and says what we
+/// put in.
+#[test]
+fn ofp_print_reads_what_the_switch_sends() {
+    if !have_ovs_ofctl() {
+        return;
+    }
+    use ringswitch_openflow::message::{
+        AsyncConfig, ErrorMsg, FlowRemoved, PacketIn, PortStatus, Role,
+    };
+    use ringswitch_openflow::multipart::{AggregateStats, GroupStats, TableStats};
+    let frame: Vec<u8> = (0..60).collect();
+    let tcp = canned_flows()[0].r#match.clone();
+    let cases: Vec<(Body, &str)> = vec![
+        (
+            Body::PacketIn(PacketIn {
+                buffer_id: OFP_NO_BUFFER,
+                total_len: 60,
+                reason: OFPR_NO_MATCH,
+                table_id: 2,
+                cookie: 0x77,
+                r#match: mat(vec![exact(F::InPort, 3)]),
+                data: frame,
+            }),
+            "OFPT_PACKET_IN (OF1.3) (xid=0x5): table_id=2 cookie=0x77 total_len=60 in_port=3 (via no_match) data_len=60 (unbuffered)",
+        ),
+        (
+            Body::FlowRemoved(FlowRemoved {
+                cookie: 0x42,
+                priority: 100,
+                reason: OFPRR_IDLE_TIMEOUT,
+                table_id: 1,
+                duration_sec: 5,
+                duration_nsec: 0,
+                idle_timeout: 10,
+                hard_timeout: 0,
+                packet_count: 7,
+                byte_count: 420,
+                r#match: tcp.clone(),
+            }),
+            "OFPT_FLOW_REMOVED (OF1.3) (xid=0x5): priority=100,tcp,tp_dst=80 reason=idle table_id=1 cookie:0x42 duration5s idle10 pkts7 bytes420",
+        ),
+        (
+            Body::PortStatus(PortStatus { reason: OFPPR_ADD, desc: ports()[1].clone() }),
+            "OFPT_PORT_STATUS (OF1.3) (xid=0x5): ADD: 2(vale0:p2): addr:02:00:00:00:00:02",
+        ),
+        (
+            Body::Error(ErrorMsg {
+                code: ErrorCode::BAD_MATCH_BAD_PREREQ,
+                data: Message::new(9, Body::BarrierRequest).encode().unwrap(),
+            }),
+            "OFPT_ERROR (OF1.3) (xid=0x5): OFPBMC_BAD_PREREQ",
+        ),
+        (Body::RoleReply(Role { role: OFPCR_ROLE_MASTER, generation_id: 3 }), "role=primary generation_id=3"),
+        (
+            Body::GetAsyncReply(AsyncConfig {
+                packet_in_mask: [1, 0],
+                port_status_mask: [7, 7],
+                flow_removed_mask: [15, 0],
+            }),
+            "OFPT_GET_ASYNC_REPLY (OF1.3) (xid=0x5):",
+        ),
+        (
+            Body::MultipartReply {
+                flags: 0,
+                reply: MultipartReply::Aggregate(AggregateStats { packet_count: 7, byte_count: 420, flow_count: 2 }),
+            },
+            "packet_count=7 byte_count=420 flow_count=2",
+        ),
+        (
+            Body::MultipartReply {
+                flags: 0,
+                reply: MultipartReply::Table(vec![TableStats { table_id: 0, active_count: 4, lookup_count: 10, matched_count: 8 }]),
+            },
+            "active=4, lookup=10, matched=8",
+        ),
+        (
+            Body::MultipartReply {
+                flags: 0,
+                reply: MultipartReply::Group(vec![GroupStats {
+                    group_id: 7,
+                    ref_count: 1,
+                    packet_count: 5,
+                    byte_count: 300,
+                    duration_sec: 2,
+                    duration_nsec: 0,
+                    buckets: vec![(2, 120), (3, 180)],
+                }]),
+            },
+            "group_id=7,duration=2s,ref_count=1,packet_count=5,byte_count=300,bucket0:packet_count=2,byte_count=120,bucket1:packet_count=3,byte_count=180",
+        ),
+        (
+            Body::MultipartReply {
+                flags: 0,
+                reply: MultipartReply::Desc(SwitchDesc { mfr_desc: "ringswitch".into(), ..SwitchDesc::default() }),
+            },
+            "Manufacturer: ringswitch",
+        ),
+    ];
+    for (body, want) in cases {
+        let wire = Message::new(5, body).encode().unwrap();
+        let hex: String = wire.iter().map(|b| format!("{b:02x}")).collect();
+        let out = Command::new("ovs-ofctl")
+            .args(["ofp-print", &hex])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(!text.contains("***"), "ovs-ofctl complains: {text}");
+        assert!(text.contains(want), "wanted {want:?} in: {text}");
+    }
+}
