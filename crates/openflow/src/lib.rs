@@ -21,6 +21,32 @@
 //! specification assigns. What a switch supports beyond the wire format
 //! (which fields, actions, group types) is for the switch to check.
 //! docs/openflow.md lists what is decoded and what is refused.
+//!
+//! ```
+//! use ringswitch_openflow::message::Features;
+//! use ringswitch_openflow::{Body, ErrorCode, Event, Message, Session};
+//!
+//! let mut s = Session::new();
+//! let _hello = s.take_output(); // our HELLO: write it to the socket
+//! s.receive(&[4, 0, 0, 8, 0, 0, 0, 1]); // the peer's HELLO (1.3)
+//! s.receive(&[4, 5, 0, 8, 0, 0, 0, 2]); // FEATURES_REQUEST
+//! s.receive(&[4, 29, 0, 8, 0, 0, 0, 3]); // METER_MOD: not handled
+//! assert_eq!(s.poll_event(), Some(Event::Connected));
+//! let Some(Event::Message(r)) = s.poll_event() else { unreachable!() };
+//! assert_eq!(r.message.body, Body::FeaturesRequest);
+//! let features = Features {
+//!     datapath_id: 1,
+//!     n_buffers: 0,
+//!     n_tables: 8,
+//!     auxiliary_id: 0,
+//!     capabilities: 0,
+//! };
+//! s.send(&Message::new(r.message.xid, Body::FeaturesReply(features))).unwrap();
+//! // The METER_MOD was refused with BAD_REQUEST/BAD_TYPE, already queued.
+//! let Some(Event::Refused(e)) = s.poll_event() else { unreachable!() };
+//! assert_eq!(e.code, ErrorCode::BAD_REQUEST_BAD_TYPE);
+//! let _answers = s.take_output(); // the ERROR (queued on arrival), the FEATURES_REPLY
+//! ```
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
