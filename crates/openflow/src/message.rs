@@ -797,18 +797,20 @@ fn decode_body(kind: u8, r: &mut Reader<'_>) -> Result<Body, DecodeError> {
         t::ECHO_REPLY => Body::EchoReply(r.rest().to_vec()),
         t::FEATURES_REQUEST => Body::FeaturesRequest,
         t::FEATURES_REPLY => {
-            let f = Features {
-                datapath_id: r.u64()?,
-                n_buffers: r.u32()?,
-                n_tables: r.u8()?,
-                auxiliary_id: r.u8()?,
-                capabilities: {
-                    r.skip(2)?;
-                    r.u32()?
-                },
-            };
-            r.skip(4)?;
-            Body::FeaturesReply(f)
+            let datapath_id = r.u64()?;
+            let n_buffers = r.u32()?;
+            let n_tables = r.u8()?;
+            let auxiliary_id = r.u8()?;
+            r.skip(2)?;
+            let capabilities = r.u32()?;
+            r.skip(4)?; // reserved
+            Body::FeaturesReply(Features {
+                datapath_id,
+                n_buffers,
+                n_tables,
+                auxiliary_id,
+                capabilities,
+            })
         }
         t::GET_CONFIG_REQUEST => Body::GetConfigRequest,
         t::GET_CONFIG_REPLY | t::SET_CONFIG => {
