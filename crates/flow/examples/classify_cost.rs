@@ -111,7 +111,7 @@ fn frame(i: u32, sport: u16, dport: u16) -> [u8; 60] {
     f[14] = 0x45;
     f[16..18].copy_from_slice(&46u16.to_be_bytes());
     f[22] = 64;
-    f[23] = if i % 2 == 0 { 17 } else { 6 };
+    f[23] = if i.is_multiple_of(2) { 17 } else { 6 };
     f[26..30].copy_from_slice(&(SRC + i).to_be_bytes());
     f[30..34].copy_from_slice(&(DST + (i * 7) % 1000).to_be_bytes());
     f[34..36].copy_from_slice(&sport.to_be_bytes());
@@ -130,7 +130,7 @@ fn main() {
             frame(
                 i,
                 1024 + (i % 100) as u16 * 10,
-                if i % 3 == 0 {
+                if i.is_multiple_of(3) {
                     53
                 } else {
                     8000 + (i % 100) as u16

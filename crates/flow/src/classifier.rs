@@ -190,7 +190,7 @@ impl Classifier {
     /// Keeps the subtables by highest priority, highest first.
     fn reorder(&mut self) {
         self.subtables
-            .sort_by(|a, b| b.max_priority.cmp(&a.max_priority));
+            .sort_by_key(|s| std::cmp::Reverse(s.max_priority));
     }
 
     /// The best rule matching `key`. Allocates nothing.

@@ -126,7 +126,7 @@ impl Program {
     }
 
     fn uses_group(&self, group: u32) -> bool {
-        self.apply.iter().any(|a| *a == Act::Group(group))
+        self.apply.contains(&Act::Group(group))
             || self.write.is_some_and(|w| w.group == Some(group))
     }
 }

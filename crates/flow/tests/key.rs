@@ -246,7 +246,9 @@ fn arp() {
 #[test]
 fn truncated_at_every_length() {
     use Field::*;
-    let frames: Vec<(Vec<u8>, Vec<(Field, usize)>)> = vec![
+    // Each frame, with the length from which each field must be there.
+    type Thresholds = Vec<(Field, usize)>;
+    let frames: Vec<(Vec<u8>, Thresholds)> = vec![
         (
             eth(
                 MAC_B,
