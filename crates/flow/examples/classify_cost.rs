@@ -183,6 +183,17 @@ fn main() {
         cache.misses()
     );
 
+    // Key extraction and hash alone.
+    let start = Instant::now();
+    let mut h = 0u64;
+    for n in 0..storm {
+        let f = &frames[(n % 1000) as usize];
+        h ^= FlowKey::extract(black_box(f), 1).hash();
+    }
+    black_box(h);
+    let key_ns = start.elapsed().as_nanos() as f64 / f64::from(storm);
+    println!("key alone:      {key_ns:6.1} ns per frame (extract + hash)");
+
     // The pipeline alone, keys extracted beforehand.
     let keys: Vec<FlowKey> = frames.iter().map(|f| FlowKey::extract(f, 1)).collect();
     let mut v = Verdict::new();

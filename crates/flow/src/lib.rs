@@ -103,4 +103,4 @@ pub use cache::FlowCache;
 pub use error::FlowError;
 pub use key::{FlowKey, KeyMask};
 pub use table::{Config, Flow, FlowTables, Removed};
-pub use verdict::{apply_edits, Counter, Edit, EditError, Output, Target, Verdict};
+pub use verdict::{apply_edits, Counter, Edit, EditError, Output, Tally, Target, Verdict};

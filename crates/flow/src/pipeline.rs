@@ -98,15 +98,15 @@ impl FlowTables {
         let mut t = 0usize;
         loop {
             let table = &self.tables[t];
-            out.push_counter(&table.lookups);
+            out.push_tally(&table.lookups);
             let Some(rule) = table.classifier.lookup(&st.key) else {
                 // No flow, not even a table-miss flow: drop.
+                out.push_tally(&table.misses);
                 return;
             };
             let Some(flow) = table.flows[rule.id as usize].as_ref() else {
                 return;
             };
-            out.push_counter(&table.matched);
             out.push_counter(&flow.counter);
             let origin = Origin {
                 table_id: t as u8,

@@ -25,7 +25,7 @@ use ringswitch_openflow::{Action, Bucket, Field, Instruction, Match};
 use crate::classifier::{Classifier, Rule};
 use crate::error::FlowError;
 use crate::key::{FlowKey, KeyMask};
-use crate::verdict::{Counter, Edit};
+use crate::verdict::{Counter, Edit, Tally};
 use crate::MAX_TABLES;
 
 /// The tables' bounds.
@@ -256,8 +256,11 @@ pub(crate) struct Table {
     /// (mask, masked value, priority) → slot, for the strict commands.
     exact: HashMap<(KeyMask, FlowKey, u16), u32>,
     max_flows: usize,
-    pub lookups: Arc<Counter>,
-    pub matched: Arc<Counter>,
+    /// Frames looked up in it.
+    pub lookups: Arc<Tally>,
+    /// Frames that matched no flow in it (matched = lookups - misses:
+    /// one atomic add fewer per frame than a matched count).
+    pub misses: Arc<Tally>,
 }
 
 impl Table {
@@ -269,7 +272,7 @@ impl Table {
             exact: HashMap::new(),
             max_flows,
             lookups: Arc::default(),
-            matched: Arc::default(),
+            misses: Arc::default(),
         }
     }
 
@@ -876,11 +879,17 @@ impl FlowTables {
         self.tables
             .iter()
             .enumerate()
-            .map(|(i, t)| TableStats {
-                table_id: i as u8,
-                active_count: t.len() as u32,
-                lookup_count: t.lookups.get().0,
-                matched_count: t.matched.get().0,
+            .map(|(i, t)| {
+                // Misses first: a verdict adds the lookup before the miss,
+                // so the lookups read after are at least as many.
+                let misses = t.misses.get();
+                let lookups = t.lookups.get();
+                TableStats {
+                    table_id: i as u8,
+                    active_count: t.len() as u32,
+                    lookup_count: lookups,
+                    matched_count: lookups.saturating_sub(misses),
+                }
             })
             .collect()
     }

@@ -25,9 +25,12 @@ use crate::MAX_TABLES;
 pub const MAX_OUTPUTS: usize = 16;
 /// Most header edits one verdict records (over all its outputs).
 pub const MAX_EDITS: usize = 32;
-/// Most counters one verdict adds to: a lookup and a matched count and a
-/// flow per table, and 16 for groups and their buckets.
-pub const MAX_COUNTED: usize = 3 * MAX_TABLES + 16;
+/// Most packet and byte counters one verdict adds to: a flow per table,
+/// and 16 for groups and their buckets.
+pub const MAX_COUNTED: usize = MAX_TABLES + 16;
+/// Most packet tallies one verdict adds to: a lookup per table, and the
+/// miss of the last.
+pub const MAX_TALLIED: usize = MAX_TABLES + 1;
 
 /// A packet and byte counter, added to by workers without a lock.
 #[derive(Debug, Default)]
@@ -61,6 +64,26 @@ impl Counter {
         // side of it.
         self.packets.store(0, Ordering::Relaxed);
         self.bytes.store(0, Ordering::Relaxed);
+    }
+}
+
+/// A packet counter (a table's lookups or misses), added to by workers
+/// without a lock.
+#[derive(Debug, Default)]
+pub struct Tally(AtomicU64);
+
+impl Tally {
+    /// Adds `packets`.
+    #[inline]
+    pub fn add(&self, packets: u64) {
+        // Relaxed: a statistic, as `Counter::add`.
+        self.0.fetch_add(packets, Ordering::Relaxed);
+    }
+
+    /// The count so far.
+    pub fn get(&self) -> u64 {
+        // Relaxed: see `add`.
+        self.0.load(Ordering::Relaxed)
     }
 }
 
@@ -144,6 +167,8 @@ pub struct Verdict {
     n_edits: u8,
     counted: [Option<Arc<Counter>>; MAX_COUNTED],
     n_counted: u8,
+    tallied: [Option<Arc<Tally>>; MAX_TALLIED],
+    n_tallied: u8,
     truncated: bool,
 }
 
@@ -156,6 +181,8 @@ impl Default for Verdict {
             n_edits: 0,
             counted: [const { None }; MAX_COUNTED],
             n_counted: 0,
+            tallied: [const { None }; MAX_TALLIED],
+            n_tallied: 0,
             truncated: false,
         }
     }
@@ -203,11 +230,14 @@ impl Verdict {
         for c in self.counted[..usize::from(self.n_counted)].iter().flatten() {
             c.add(packets, bytes);
         }
+        for t in self.tallied[..usize::from(self.n_tallied)].iter().flatten() {
+            t.add(packets);
+        }
     }
 
-    /// How many counters the verdict adds to.
+    /// How many counters and tallies the verdict adds to.
     pub fn counters(&self) -> usize {
-        usize::from(self.n_counted)
+        usize::from(self.n_counted) + usize::from(self.n_tallied)
     }
 
     /// Back to empty, dropping its counter references.
@@ -215,6 +245,10 @@ impl Verdict {
         for c in &mut self.counted[..usize::from(self.n_counted)] {
             *c = None;
         }
+        for t in &mut self.tallied[..usize::from(self.n_tallied)] {
+            *t = None;
+        }
+        self.n_tallied = 0;
         self.n_outputs = 0;
         self.n_edits = 0;
         self.n_counted = 0;
@@ -258,6 +292,17 @@ impl Verdict {
         }
         self.counted[i] = Some(Arc::clone(c));
         self.n_counted += 1;
+    }
+
+    /// Adds a tally to count the frame on.
+    pub(crate) fn push_tally(&mut self, t: &Arc<Tally>) {
+        let i = usize::from(self.n_tallied);
+        if i == MAX_TALLIED {
+            self.truncated = true;
+            return;
+        }
+        self.tallied[i] = Some(Arc::clone(t));
+        self.n_tallied += 1;
     }
 }
 
