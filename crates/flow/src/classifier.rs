@@ -1,8 +1,8 @@
 //! A tuple-space classifier: the rules of one table grouped by mask, one
 //! hash table per distinct mask (a subtable), as OVS's dpcls does.
 //!
-//! A lookup masks the key with each subtable's mask and probes its hash
-//! table. Subtables are visited in order of the highest priority they
+//! A lookup hashes the key's words under each subtable's mask and probes
+//! its hash table, comparing the masked words in place. Subtables are visited in order of the highest priority they
 //! hold, and the walk stops as soon as no remaining subtable can beat the
 //! best rule found. Among rules of equal priority that match, the one
 //! inserted first wins (a rule's `seq`), so the answer never depends on
@@ -11,13 +11,12 @@
 //! Insertions and removals (the control side) allocate; a lookup does
 //! not.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::collections::BTreeMap;
 
 use crate::key::{FlowKey, KeyMask};
 
 /// One rule as the classifier holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Rule {
     /// Its priority: higher wins.
     pub priority: u16,
@@ -35,67 +34,164 @@ impl Rule {
     }
 }
 
-/// A masked key with its hash computed once.
-#[derive(Debug, Clone, Copy)]
-struct MaskedKey {
+/// One masked value of a subtable and its rules.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    /// Whether the slot holds a value.
+    used: bool,
+    /// The masked value's hash.
     hash: u64,
-    key: FlowKey,
+    value: FlowKey,
+    /// `rules[0]`, kept beside the value so a lookup reads one slot.
+    best: Rule,
+    /// Every rule of this value, best first.
+    rules: Vec<Rule>,
 }
 
-impl MaskedKey {
-    #[inline]
-    fn new(key: &FlowKey, mask: &KeyMask) -> MaskedKey {
-        MaskedKey {
-            hash: key.masked_hash(mask),
-            key: key.masked(mask),
-        }
-    }
-}
-
-impl PartialEq for MaskedKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.key == other.key
-    }
-}
-
-impl Eq for MaskedKey {}
-
-impl Hash for MaskedKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
-}
-
-/// A hasher that passes the precomputed hash through.
-#[derive(Default)]
-struct PassThrough(u64);
-
-impl Hasher for PassThrough {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is used by `MaskedKey`; fold anything else in.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-type Map = HashMap<MaskedKey, Vec<Rule>, BuildHasherDefault<PassThrough>>;
-
-/// The rules of one mask.
+/// The rules of one mask: an open-addressing hash table (linear probing,
+/// at most half full, backward-shift deletion) of masked values. A probe
+/// compares the hash, then the key's masked words in place: no masked
+/// copy, no allocation.
 #[derive(Debug)]
 struct Subtable {
     mask: KeyMask,
-    /// Masked value → its rules, best first.
-    rules: Map,
+    slots: Vec<Slot>,
+    len: usize,
     /// How many rules of each priority, for the subtable's highest.
     priorities: BTreeMap<u16, usize>,
     max_priority: u16,
+}
+
+impl Subtable {
+    fn new(mask: KeyMask) -> Subtable {
+        Subtable {
+            mask,
+            slots: vec![Slot::default(); 8],
+            len: 0,
+            priorities: BTreeMap::new(),
+            max_priority: 0,
+        }
+    }
+
+    /// The slot of `value`, or the empty slot where it would go.
+    fn probe(&self, value: &FlowKey, hash: u64) -> usize {
+        let m = self.slots.len() - 1;
+        let mut i = hash as usize & m;
+        loop {
+            let s = &self.slots[i];
+            if !s.used || (s.hash == hash && s.value == *value) {
+                return i;
+            }
+            i = (i + 1) & m;
+        }
+    }
+
+    /// The best rule of the value `key` has under the mask.
+    #[inline]
+    fn lookup(&self, key: &FlowKey) -> Option<Rule> {
+        let hash = key.masked_hash(&self.mask);
+        let m = self.slots.len() - 1;
+        let mut i = hash as usize & m;
+        loop {
+            let s = &self.slots[i];
+            if !s.used {
+                return None;
+            }
+            if s.hash == hash && key.matches(&self.mask, &s.value) {
+                return Some(s.best);
+            }
+            i = (i + 1) & m;
+        }
+    }
+
+    fn grow(&mut self) {
+        let bigger = vec![Slot::default(); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, bigger);
+        for s in old.into_iter().filter(|s| s.used) {
+            let i = self.probe(&s.value, s.hash);
+            self.slots[i] = s;
+        }
+    }
+
+    fn insert(&mut self, value: &FlowKey, rule: Rule) {
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let hash = value.masked_hash(&self.mask);
+        let i = self.probe(value, hash);
+        let s = &mut self.slots[i];
+        if !s.used {
+            *s = Slot {
+                used: true,
+                hash,
+                value: *value,
+                best: rule,
+                rules: Vec::new(),
+            };
+            self.len += 1;
+        }
+        let at = s
+            .rules
+            .iter()
+            .position(|r| rule.beats(r))
+            .unwrap_or(s.rules.len());
+        s.rules.insert(at, rule);
+        s.best = s.rules[0];
+        *self.priorities.entry(rule.priority).or_default() += 1;
+        self.max_priority = self.max_priority.max(rule.priority);
+    }
+
+    fn remove(&mut self, value: &FlowKey, seq: u64) -> bool {
+        let hash = value.masked_hash(&self.mask);
+        let i = self.probe(value, hash);
+        let s = &mut self.slots[i];
+        if !s.used {
+            return false;
+        }
+        let Some(at) = s.rules.iter().position(|r| r.seq == seq) else {
+            return false;
+        };
+        let rule = s.rules.remove(at);
+        if let Some(&best) = s.rules.first() {
+            s.best = best;
+        } else {
+            self.delete_slot(i);
+        }
+        if let Some(n) = self.priorities.get_mut(&rule.priority) {
+            *n -= 1;
+            if *n == 0 {
+                self.priorities.remove(&rule.priority);
+            }
+        }
+        self.max_priority = self.priorities.keys().next_back().copied().unwrap_or(0);
+        true
+    }
+
+    /// Empties slot `i`, shifting back the entries of its probe run that
+    /// would no longer be found.
+    fn delete_slot(&mut self, mut i: usize) {
+        let m = self.slots.len() - 1;
+        let mut j = i;
+        loop {
+            j = (j + 1) & m;
+            if !self.slots[j].used {
+                break;
+            }
+            let home = self.slots[j].hash as usize & m;
+            // Slot j stays if its home is cyclically within (i, j].
+            let stays = if i <= j {
+                i < home && home <= j
+            } else {
+                i < home || home <= j
+            };
+            if !stays {
+                self.slots[i] = std::mem::take(&mut self.slots[j]);
+                i = j;
+            }
+        }
+        self.slots[i] = Slot::default();
+        self.len -= 1;
+    }
 }
 
 /// A tuple-space classifier (see the module documentation).
@@ -132,24 +228,11 @@ impl Classifier {
         let i = match self.subtables.iter().position(|s| s.mask == *mask) {
             Some(i) => i,
             None => {
-                self.subtables.push(Subtable {
-                    mask: *mask,
-                    rules: Map::default(),
-                    priorities: BTreeMap::new(),
-                    max_priority: 0,
-                });
+                self.subtables.push(Subtable::new(*mask));
                 self.subtables.len() - 1
             }
         };
-        let st = &mut self.subtables[i];
-        let list = st.rules.entry(MaskedKey::new(value, mask)).or_default();
-        let at = list
-            .iter()
-            .position(|r| rule.beats(r))
-            .unwrap_or(list.len());
-        list.insert(at, rule);
-        *st.priorities.entry(rule.priority).or_default() += 1;
-        st.max_priority = st.max_priority.max(rule.priority);
+        self.subtables[i].insert(value, rule);
         self.len += 1;
         self.reorder();
     }
@@ -160,27 +243,11 @@ impl Classifier {
         let Some(i) = self.subtables.iter().position(|s| s.mask == *mask) else {
             return false;
         };
-        let st = &mut self.subtables[i];
-        let mk = MaskedKey::new(value, mask);
-        let Some(list) = st.rules.get_mut(&mk) else {
+        if !self.subtables[i].remove(value, seq) {
             return false;
-        };
-        let Some(at) = list.iter().position(|r| r.seq == seq) else {
-            return false;
-        };
-        let rule = list.remove(at);
-        if list.is_empty() {
-            st.rules.remove(&mk);
         }
-        if let Some(n) = st.priorities.get_mut(&rule.priority) {
-            *n -= 1;
-            if *n == 0 {
-                st.priorities.remove(&rule.priority);
-            }
-        }
-        st.max_priority = st.priorities.keys().next_back().copied().unwrap_or(0);
         self.len -= 1;
-        if st.rules.is_empty() {
+        if self.subtables[i].len == 0 {
             self.subtables.remove(i);
         }
         self.reorder();
@@ -201,8 +268,7 @@ impl Classifier {
             if best.is_some_and(|b| st.max_priority < b.priority) {
                 break;
             }
-            if let Some(list) = st.rules.get(&MaskedKey::new(key, &st.mask)) {
-                let r = list[0];
+            if let Some(r) = st.lookup(key) {
                 if best.is_none_or(|b| r.beats(&b)) {
                     best = Some(r);
                 }

@@ -147,3 +147,45 @@ fn removing_what_is_not_there_is_refused() {
     assert!(!cls.remove(&mask, &value, 2));
     assert!(cls.remove(&mask, &value, 1));
 }
+
+/// One mask, thousands of values: the subtable's hash table grows, and
+/// removals in any order (probe runs that wrap around included) keep every
+/// other value findable.
+#[test]
+fn one_mask_many_values() {
+    let mut mask = FlowKey::default();
+    mask.set(Field::Ipv4Dst, 0xffff_ffff);
+    let mask = KeyMask::from_words(*mask.words());
+    let key = |i: u64| {
+        let mut k = FlowKey::default();
+        k.set(Field::Ipv4Dst, u128::from(i * 2_654_435_761 % (1 << 32)));
+        k
+    };
+    let mut cls = Classifier::new();
+    let n = 3000u64;
+    for i in 0..n {
+        cls.insert(
+            &mask,
+            &key(i),
+            Rule {
+                priority: 1,
+                seq: i + 1,
+                id: i as u32,
+            },
+        );
+    }
+    let mut rng = Rng::new(5);
+    let mut live: Vec<u64> = (0..n).collect();
+    while !live.is_empty() {
+        let at = rng.below(live.len() as u64) as usize;
+        let gone = live.swap_remove(at);
+        assert!(cls.remove(&mask, &key(gone), gone + 1));
+        assert_eq!(cls.lookup(&key(gone)), None);
+        if live.len() % 97 == 0 {
+            for &i in &live {
+                assert_eq!(cls.lookup(&key(i)).map(|r| r.seq), Some(i + 1));
+            }
+        }
+    }
+    assert!(cls.is_empty());
+}
