@@ -181,7 +181,7 @@ fn one_mask_many_values() {
         let gone = live.swap_remove(at);
         assert!(cls.remove(&mask, &key(gone), gone + 1));
         assert_eq!(cls.lookup(&key(gone)), None);
-        if live.len() % 97 == 0 {
+        if live.len().is_multiple_of(97) {
             for &i in &live {
                 assert_eq!(cls.lookup(&key(i)).map(|r| r.seq), Some(i + 1));
             }
