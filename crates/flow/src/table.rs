@@ -721,10 +721,16 @@ impl FlowTables {
                     f.idle_seen = packets;
                     f.last_active = now;
                 }
-                let secs = |s: u16| Duration::from_secs(u64::from(s));
-                if f.hard_timeout != 0 && now >= f.created + secs(f.hard_timeout) {
+                // Whether `timeout` seconds (0: none) have passed since `from`.
+                let passed = |from: Duration, timeout: u16| {
+                    timeout != 0
+                        && from
+                            .checked_add(Duration::from_secs(u64::from(timeout)))
+                            .is_some_and(|at| now >= at)
+                };
+                if passed(f.created, f.hard_timeout) {
                     gone.push((t, id as u32, OFPRR_HARD_TIMEOUT));
-                } else if f.idle_timeout != 0 && now >= f.last_active + secs(f.idle_timeout) {
+                } else if passed(f.last_active, f.idle_timeout) {
                     gone.push((t, id as u32, OFPRR_IDLE_TIMEOUT));
                 }
             }
@@ -865,9 +871,9 @@ impl FlowTables {
         for (t, id) in self.select(&sel)? {
             if let Some(f) = &self.tables[t].flows[id as usize] {
                 let (p, b) = f.counter.get();
-                a.packet_count += p;
-                a.byte_count += b;
-                a.flow_count += 1;
+                a.packet_count = a.packet_count.wrapping_add(p);
+                a.byte_count = a.byte_count.wrapping_add(b);
+                a.flow_count = a.flow_count.saturating_add(1);
             }
         }
         Ok(a)
