@@ -240,6 +240,7 @@ fn output(port: u32, max_len: u16, st: &State, out: &mut Verdict, origin: Origin
             },
             table_id: origin.table_id,
             cookie: origin.cookie,
+            metadata: st.key.metadata(),
         },
         // OpenFlow: a frame is not sent back out of its input port unless
         // the output says IN_PORT.

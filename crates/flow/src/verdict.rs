@@ -134,6 +134,9 @@ pub enum Target {
         table_id: u8,
         /// That flow's cookie.
         cookie: u64,
+        /// The pipeline's metadata at that point (for the PACKET_IN's
+        /// match).
+        metadata: u64,
     },
 }
 

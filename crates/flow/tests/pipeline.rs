@@ -281,7 +281,8 @@ fn table_miss_to_controller_and_reasons() {
             max_len: 128,
             reason: OFPR_NO_MATCH,
             table_id: 0,
-            cookie: 0x77
+            cookie: 0x77,
+            metadata: 0
         }]
     );
     assert_eq!(
@@ -290,7 +291,8 @@ fn table_miss_to_controller_and_reasons() {
             max_len: 0xffff,
             reason: OFPR_ACTION,
             table_id: 0,
-            cookie: 0x88
+            cookie: 0x88,
+            metadata: 0
         }]
     );
 }
@@ -1054,4 +1056,58 @@ fn outputs_beyond_the_bound_are_left_out_and_said() {
     let v = verdict(&t, &udp4(1, 2, 3, 4), 1);
     assert!(v.is_drop());
     assert!(v.truncated());
+}
+
+#[test]
+fn a_later_table_miss_reports_its_table_and_the_metadata() {
+    let mut t = tables();
+    t.flow_mod(
+        &add(
+            0,
+            1,
+            Match::any(),
+            vec![
+                Instruction::WriteMetadata {
+                    metadata: 5,
+                    mask: u64::MAX,
+                },
+                Instruction::GotoTable(2),
+            ],
+        ),
+        T0,
+    )
+    .unwrap();
+    t.flow_mod(
+        &add(
+            2,
+            0,
+            Match::any(),
+            vec![apply(vec![Action::Output {
+                port: OFPP_CONTROLLER,
+                max_len: 64,
+            }])],
+        ),
+        T0,
+    )
+    .unwrap();
+    assert_eq!(
+        targets(&verdict(&t, &udp4(1, 2, 3, 4), 1)),
+        vec![Target::Controller {
+            max_len: 64,
+            reason: OFPR_NO_MATCH,
+            table_id: 2,
+            cookie: 0,
+            metadata: 5
+        }]
+    );
+    // Tables 0 and 2 were looked up and matched; table 1 never.
+    verdict(&t, &udp4(1, 2, 3, 4), 1).count(1, 60);
+    let s = t.table_stats();
+    assert_eq!(
+        s.iter()
+            .map(|s| (s.lookup_count, s.matched_count))
+            .take(3)
+            .collect::<Vec<_>>(),
+        vec![(1, 1), (0, 0), (1, 1)]
+    );
 }
