@@ -67,35 +67,39 @@ fn fields(k: usize, j: u32) -> Vec<Oxm> {
     }
 }
 
-fn tables() -> FlowTables {
-    let mut t = FlowTables::new(Config::default());
-    let mut fm = FlowMod {
+/// An add of `fields` at `priority`, output to `port`.
+fn add(priority: u16, fields: Vec<Oxm>, port: u32) -> FlowMod {
+    FlowMod {
         cookie: 0,
         cookie_mask: 0,
         table_id: 0,
         command: FlowModCommand::Add,
         idle_timeout: 0,
         hard_timeout: 0,
-        priority: 0,
+        priority,
         buffer_id: OFP_NO_BUFFER,
         out_port: OFPP_ANY,
         out_group: OFPG_ANY,
         flags: 0,
-        r#match: Match::any(),
+        r#match: Match::new(fields).expect("a valid match"),
         instructions: vec![Instruction::ApplyActions(vec![Action::Output {
-            port: OFPP_NORMAL,
+            port,
             max_len: 0,
         }])],
-    };
+    }
+}
+
+fn tables() -> FlowTables {
+    let mut t = FlowTables::new(Config::default());
+    let fm = add(0, vec![], OFPP_NORMAL);
     t.flow_mod(&fm, Duration::ZERO).expect("table-miss flow");
     for k in 0..10 {
         for j in 0..100u32 {
-            fm.r#match = Match::new(fields(k, j)).expect("a valid match");
-            fm.priority = (100 + k * 50 + (j as usize % 5)) as u16;
-            fm.instructions = vec![Instruction::ApplyActions(vec![Action::Output {
-                port: 1 + (j % 8),
-                max_len: 0,
-            }])];
+            let fm = add(
+                (100 + k * 50 + (j as usize % 5)) as u16,
+                fields(k, j),
+                1 + (j % 8),
+            );
             t.flow_mod(&fm, Duration::ZERO).expect("flow");
         }
     }
@@ -210,24 +214,7 @@ fn main() {
     // as many strict deletes.
     let mut t = FlowTables::new(Config::default());
     let mods: Vec<FlowMod> = (0..20_000u32)
-        .map(|j| FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 0,
-            command: FlowModCommand::Add,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            priority: 100 + (j % 10) as u16,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags: 0,
-            r#match: Match::new(fields((j % 10) as usize, j / 10)).expect("a valid match"),
-            instructions: vec![Instruction::ApplyActions(vec![Action::Output {
-                port: 1,
-                max_len: 0,
-            }])],
-        })
+        .map(|j| add(100 + (j % 10) as u16, fields((j % 10) as usize, j / 10), 1))
         .collect();
     let start = Instant::now();
     for fm in &mods {
