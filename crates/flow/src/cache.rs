@@ -2,7 +2,9 @@
 //! is in front of its classifier: the full [`FlowKey`] → the [`Verdict`]
 //! the tables gave it.
 //!
-//! Its entries are allocated once ([`FlowCache::new`]); a hit or a miss
+//! Its entries are allocated once ([`FlowCache::new`]; an entry is a key
+//! and a verdict, about 1.3 KB, so the default 4,096 entries take about
+//! 5 MB per worker); a hit or a miss
 //! allocates nothing (a miss runs the pipeline into the victim entry's
 //! verdict, in place). Each entry remembers the tables' version it was
 //! filled at, and is valid only at that version: any flow or group
