@@ -28,6 +28,16 @@ pub enum AttachError {
         /// The limit.
         max: usize,
     },
+    /// The index asked for is taken.
+    #[error("switch {switch} already has port {by} at index {index} (OpenFlow port {})", u32::from(*.index) + 1)]
+    Taken {
+        /// Switch name.
+        switch: String,
+        /// The index.
+        index: PortIndex,
+        /// The port there.
+        by: String,
+    },
     /// Creating the port failed.
     #[error("creating the port failed")]
     Io(#[from] std::io::Error),
@@ -110,18 +120,58 @@ impl Switch {
         self.table.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Attaches a port built by `make` from its index.
+    /// Attaches a port built by `make` from its index (the first free one).
     pub fn attach(
         &self,
         make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
     ) -> Result<Arc<SwitchPort>, AttachError> {
+        self.attach_where(None, make)
+    }
+
+    /// Attaches a port at index `i` (its OpenFlow port number is `i + 1`:
+    /// a port keeps its number across restarts by coming back at its
+    /// index). Fails if `i` is taken or out of range.
+    pub fn attach_at(
+        &self,
+        i: PortIndex,
+        make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
+    ) -> Result<Arc<SwitchPort>, AttachError> {
+        self.attach_where(Some(i), make)
+    }
+
+    fn attach_where(
+        &self,
+        at: Option<PortIndex>,
+        make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
+    ) -> Result<Arc<SwitchPort>, AttachError> {
         let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
-        let free = t.ports.iter().position(Option::is_none);
-        let Some(i) = free.and_then(|i| PortIndex::try_from(i).ok()) else {
-            return Err(AttachError::Full {
-                switch: self.name.clone(),
-                max: MAX_PORTS,
-            });
+        let i = match at {
+            None => {
+                let free = t.ports.iter().position(Option::is_none);
+                let Some(i) = free.and_then(|i| PortIndex::try_from(i).ok()) else {
+                    return Err(AttachError::Full {
+                        switch: self.name.clone(),
+                        max: MAX_PORTS,
+                    });
+                };
+                i
+            }
+            Some(i) => match t.ports.get(usize::from(i)) {
+                Some(None) => i,
+                Some(Some(p)) => {
+                    return Err(AttachError::Taken {
+                        switch: self.name.clone(),
+                        index: i,
+                        by: p.name.clone(),
+                    })
+                }
+                None => {
+                    return Err(AttachError::Full {
+                        switch: self.name.clone(),
+                        max: MAX_PORTS,
+                    })
+                }
+            },
         };
         let p = Arc::new(make(i)?);
         t.ports[usize::from(i)] = Some(p.clone());

@@ -11,6 +11,7 @@
 
 mod batch;
 pub mod engine;
+pub mod flows;
 pub mod learning;
 pub mod lookup;
 pub mod port;
@@ -20,6 +21,7 @@ mod vlan;
 
 pub use batch::{BatchResult, DEFAULT_BATCH, MAX_BATCH};
 pub use engine::{AttachError, Scratch, Switch};
+pub use flows::{FailMode, Flows, PacketIn};
 pub use learning::{Hub, LearningBridge};
 pub use lookup::{Decision, Forwarding, MacEntry, PortIndex, MAX_PORTS};
 pub use port::{Backend, Counters, Link, QueuePort, RingPort, SwitchPort};

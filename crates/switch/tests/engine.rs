@@ -96,3 +96,36 @@ fn interleaved_flows_in_one_batch_each_reach_their_port() {
         "two announcements and one reply"
     );
 }
+
+#[test]
+fn a_port_comes_back_at_the_index_it_asks_for() {
+    use ringswitch_switch::AttachError;
+    let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
+    let r = Arc::new(
+        Region::create(
+            RegionLayout::new(Geometry::default(), 1).unwrap(),
+            ["p", ""],
+        )
+        .unwrap(),
+    );
+    let mk = |name: &str| {
+        let r = r.clone();
+        let name = name.to_string();
+        move |i| SwitchPort::new(name, i, r)
+    };
+    let p = sw.attach_at(5, mk("five")).unwrap();
+    assert_eq!(p.index, 5);
+    assert_eq!(
+        sw.attach(mk("first")).unwrap().index,
+        0,
+        "attach takes the first free"
+    );
+    match sw.attach_at(5, mk("again")) {
+        Err(AttachError::Taken { index: 5, by, .. }) => assert_eq!(by, "five"),
+        other => panic!("expected Taken, got {:?}", other.map(|p| p.index)),
+    }
+    assert!(matches!(
+        sw.attach_at(300, mk("far")),
+        Err(AttachError::Full { .. })
+    ));
+}
