@@ -55,11 +55,24 @@ spawn() {
 }
 SOCK=$RUN/rs.sock
 spawn "$RUN/daemon.log" env RINGSWITCH_LOG=warn "$BIN" serve --socket "$SOCK"
-for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 rs() { "$BIN" --socket "$SOCK" "$@"; }
+# Runs "${@:2}" until it succeeds, for at most $1 seconds; fails if it never did.
+wait_for() {
+    local t=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ $SECONDS -lt $t ] || return 1
+        sleep 0.1
+    done
+}
+daemon_up() { rs ctl port list >/dev/null 2>&1; }
+wait_for 60 daemon_up || { echo "passthrough.sh: the daemon did not start: $(cat "$RUN/daemon.log")" >&2; exit 1; }
 rs ctl port add vale0:g1 --passthrough "$RUN/g1.sock"
 rs ctl port add vale0:vm --vhost-user "$RUN/vm.sock"
 spawn "$RUN/host-rx.log" "$BIN" --socket "$SOCK" pkt-gen -f rx -i vale0:h -T 0 --duration $((LIFE - 20))
+# The host's receiver has its port open before the guest sends.
+h_open() { rs ctl port list --json 2>/dev/null | python3 -c 'import json,sys; sys.exit(not any(p["name"] == "vale0:h" and p["open"] for p in json.load(sys.stdin)))'; }
+wait_for 60 h_open || { echo "passthrough.sh: the host's receiver did not open vale0:h: $(cat "$RUN/host-rx.log")" >&2; exit 1; }
 spawn "$RUN/qemu.log" qemu-system-x86_64 -accel tcg -m 256 -display none -nodefaults \
     -no-user-config -no-reboot -serial "file:$RUN/guest.log" \
     -kernel "$KERNEL" -initrd "$INITRD" \

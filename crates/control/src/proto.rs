@@ -522,6 +522,9 @@ pub struct PortStats {
 pub struct MacEntry {
     /// Address, `aa:bb:cc:dd:ee:ff`.
     pub mac: String,
+    /// Its VLAN (0: untagged, or a switch without VLANs).
+    #[serde(default)]
+    pub vlan: u16,
     /// Port name.
     pub port: String,
     /// Seconds since last seen.

@@ -513,15 +513,16 @@ impl Region {
         let _ = idx;
     }
 
-    /// A read of the first 12 bytes of buffer `idx` (the Ethernet
-    /// addresses), or `None` for an invalid index.
+    /// A read of the first 16 bytes of buffer `idx` (the Ethernet
+    /// addresses and where a VLAN tag would be), or `None` for an invalid
+    /// index. Bytes past the frame's length are whatever the buffer holds.
     #[inline(always)]
-    pub fn read_addrs(&self, idx: u32) -> Option<[u8; 12]> {
+    pub fn read_head(&self, idx: u32) -> Option<[u8; 16]> {
         let b = self.buf_ofs(idx)?;
-        // SAFETY: buffers are at least MIN_BUF_SIZE (128) bytes, so 12 bytes
+        // SAFETY: buffers are at least MIN_BUF_SIZE (128) bytes, so 16 bytes
         // from a valid buffer's start are inside the mapping; any bit pattern
-        // is a valid [u8; 12].
-        Some(unsafe { std::ptr::read_unaligned(self.ptr.as_ptr().add(b).cast::<[u8; 12]>()) })
+        // is a valid [u8; 16].
+        Some(unsafe { std::ptr::read_unaligned(self.ptr.as_ptr().add(b).cast::<[u8; 16]>()) })
     }
 
     /// Copies bytes into buffer `idx` at `off`. False when out of range.
@@ -928,8 +929,8 @@ mod tests {
             "past the destination buffer"
         );
         assert!(!b.copy_from(1, 0, &a, 3, 0, 60), "reserved buffer");
-        assert_eq!(a.read_addrs(3).unwrap()[..3], src[..3]);
-        assert!(a.read_addrs(0).is_none());
+        assert_eq!(a.read_head(3).unwrap()[..3], src[..3]);
+        assert!(a.read_head(0).is_none());
     }
 
     #[test]

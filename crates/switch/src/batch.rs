@@ -166,6 +166,8 @@ pub(crate) struct StageScratch {
     /// Segments in `bounce`: (offset, length).
     pub(crate) segs: Vec<(u32, u32)>,
     pub(crate) segmenter: Option<Segmenter>,
+    /// A frame with its VLAN tag edited, on its way into a queue.
+    pub(crate) edited: Vec<u8>,
 }
 
 impl StageScratch {
@@ -173,6 +175,8 @@ impl StageScratch {
         if !self.intake.is_allocated() {
             self.intake = Stage::new(MAX_BATCH as usize);
             self.bounce = vec![0; BOUNCE];
+            // A frame as long as a queue takes, and a tag.
+            self.edited = vec![0; ringswitch_frame::FRAME_MAX + 4];
             self.segs.reserve(SEGS_MAX);
             self.segmenter = Some(Segmenter::new());
         }

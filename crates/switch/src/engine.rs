@@ -12,9 +12,9 @@ use ringswitch_frame::Wake;
 
 use crate::batch::conv::u32_of;
 use crate::batch::{BatchResult, Ft, RingBatch, StageScratch, MAX_BATCH};
-use crate::lookup::{Dests, Forwarding, Lookup, PortIndex, PortTable, MAX_PORTS};
+use crate::lookup::{Dests, Forwarding, Lookup, MacEntry, PortIndex, PortTable, MAX_PORTS};
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
-use crate::sink::{self, Frames, FromRing};
+use crate::sink::{self, Frames, FromRing, Retag};
 use crate::source;
 
 /// A switch is full.
@@ -78,6 +78,7 @@ impl Switch {
             table: RwLock::new(PortTable {
                 ports: vec![None; MAX_PORTS],
                 active: Vec::new(),
+                vlan_ports: 0,
             }),
             fwd,
             batch: AtomicU32::new(batch.clamp(1, MAX_BATCH)),
@@ -125,6 +126,9 @@ impl Switch {
         let p = Arc::new(make(i)?);
         t.ports[usize::from(i)] = Some(p.clone());
         t.active.push(i);
+        if !p.vlan.is_default() {
+            t.vlan_ports += 1;
+        }
         Ok(p)
     }
 
@@ -135,6 +139,9 @@ impl Switch {
             let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
             let p = t.ports.get_mut(i as usize)?.take();
             t.active.retain(|&a| a != i);
+            if p.as_ref().is_some_and(|p| !p.vlan.is_default()) {
+                t.vlan_ports -= 1;
+            }
             p
         };
         self.fwd.forget_port(i);
@@ -152,13 +159,13 @@ impl Switch {
         self.read().active.len()
     }
 
-    /// Learned addresses: (address, port name, age in seconds).
-    pub fn mac_entries(&self) -> Vec<([u8; 6], String, u32)> {
+    /// Learned addresses, with the name of the port each was seen on.
+    pub fn mac_entries(&self) -> Vec<(MacEntry, String)> {
         let t = self.read();
         self.fwd
             .entries(self.now_s())
             .into_iter()
-            .filter_map(|(m, p, age)| t.get(p).map(|port| (m, port.name.clone(), age)))
+            .filter_map(|e| t.get(e.port).map(|port| (e, port.name.clone())))
             .collect()
     }
 
@@ -271,22 +278,44 @@ fn deliver<F: Frames>(
     let table = look.table;
     let list = dests.destinations(table, look.src);
     let c = &src.counters;
-    // Taken with no destination: counted as drop_no_dest only.
-    Counters::add(&c.tx_packets, pkts - dests.no_dest);
-    Counters::add(&c.tx_bytes, bytes - dests.no_dest_bytes);
+    // Taken with no destination, or in a VLAN the source does not carry:
+    // counted as drop_no_dest or drop_vlan only.
+    let (dropped, dropped_bytes) = (
+        dests.no_dest + dests.vlan_drops,
+        dests.no_dest_bytes + dests.vlan_drop_bytes,
+    );
+    Counters::add(&c.tx_packets, pkts - dropped);
+    Counters::add(&c.tx_bytes, bytes - dropped_bytes);
     Counters::add(&c.drop_no_dest, dests.no_dest);
+    Counters::add(&c.drop_vlan, dests.vlan_drops);
+    let vlans = table.has_vlans();
     for &d in &list {
         let Some(dport) = table.get(d) else { continue };
-        dests.order_for(d);
+        dests.order_for(d, vlans.then_some(&dport.vlan));
         let (order, c) = (&dests.order[..], &*dport.counters);
+        if order.is_empty() {
+            // Flooded frames, none in a VLAN this port carries.
+            continue;
+        }
+        let retag = if vlans {
+            Retag {
+                frames: &dests.vlan,
+                dest: &dport.vlan,
+            }
+            .needed(order)
+        } else {
+            None
+        };
         // A queue's lock lives only within its arm: released before the
         // wake-up is sent.
         let wake = match &dport.backend {
             Backend::Ring(drp) => {
-                sink::to_ring(frames, order, drp, src_q, c);
+                sink::to_ring(frames, order, drp, src_q, c, retag);
                 Wake::NONE
             }
-            Backend::Queue(dq) => frames.to_queue(order, &mut *dq.queue(src_q % dq.queues()), c),
+            Backend::Queue(dq) => {
+                frames.to_queue(order, &mut *dq.queue(src_q % dq.queues()), c, retag)
+            }
         };
         wake.send();
     }

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::lookup::{Decision, Forwarding, PortIndex};
+use crate::lookup::{Decision, Forwarding, MacEntry, PortIndex};
 
 /// Buckets in the MAC table.
 pub const MAC_TABLE_SIZE: usize = 8192;
@@ -41,14 +41,32 @@ fn u64_mac(v: u64) -> [u8; 6] {
     [b[0], b[1], b[2], b[3], b[4], b[5]]
 }
 
+/// The hash of an address: a bucket index before the VLAN is added.
 #[inline(always)]
-fn bucket(mac: u64) -> usize {
+fn mac_hash(mac: u64) -> usize {
     // Multiplicative hashing over the 48-bit address; the top bits are the
     // best mixed.
     let top = mac.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - MAC_TABLE_SIZE.trailing_zeros());
     // Below MAC_TABLE_SIZE.
     usize::try_from(top).unwrap_or_default() & (MAC_TABLE_SIZE - 1)
 }
+
+/// The bucket of `mac` in VLAN `vid`: the address's hash plus the VLAN,
+/// modulo the table size. The table has more buckets (8192) than there
+/// are VLANs (4096), so a bucket and an address determine the VLAN: an
+/// entry holds only the address and the port, one word, and still matches
+/// one (VLAN, address) pair exactly.
+#[inline(always)]
+fn bucket(mac: u64, vid: u16) -> usize {
+    (mac_hash(mac) + usize::from(vid & 0xfff)) & (MAC_TABLE_SIZE - 1)
+}
+
+/// The VLAN of an entry for `mac` found in bucket `b` (see [`bucket`]).
+fn vid_of(mac: u64, b: usize) -> u16 {
+    let v = b.wrapping_sub(mac_hash(mac)) & (MAC_TABLE_SIZE - 1);
+    u16::try_from(v).unwrap_or_default()
+}
+const _: () = assert!(MAC_TABLE_SIZE > 4096 && MAC_TABLE_SIZE.is_power_of_two());
 
 /// Whether an address is multicast or broadcast (never learned, always
 /// flooded).
@@ -69,9 +87,9 @@ impl LearningBridge {
         LearningBridge { table, age_s }
     }
 
-    fn learn(&self, src: [u8; 6], port: PortIndex, now_s: u32) {
+    fn learn(&self, src: [u8; 6], vid: u16, port: PortIndex, now_s: u32) {
         let mac = mac_u64(src);
-        let e = &self.table[bucket(mac)];
+        let e = &self.table[bucket(mac, vid)];
         let key = (mac << 16) | (port as u64 + 1);
         // Relaxed throughout: an entry is a hint; a racing reader seeing the
         // old or the new value forwards correctly either way (or floods).
@@ -83,9 +101,9 @@ impl LearningBridge {
         }
     }
 
-    fn lookup(&self, dst: [u8; 6], now_s: u32) -> Option<PortIndex> {
+    fn lookup(&self, dst: [u8; 6], vid: u16, now_s: u32) -> Option<PortIndex> {
         let mac = mac_u64(dst);
-        let e = &self.table[bucket(mac)];
+        let e = &self.table[bucket(mac, vid)];
         let key = e.key.load(Ordering::Relaxed);
         if key == 0 || key >> 16 != mac {
             return None;
@@ -109,17 +127,18 @@ impl Forwarding for LearningBridge {
         &self,
         dst: [u8; 6],
         src: [u8; 6],
+        vid: u16,
         src_port: PortIndex,
         learn: bool,
         now_s: u32,
     ) -> Decision {
         if learn && !is_multicast(src) {
-            self.learn(src, src_port, now_s);
+            self.learn(src, vid, src_port, now_s);
         }
         if is_multicast(dst) {
             return Decision::Flood;
         }
-        match self.lookup(dst, now_s) {
+        match self.lookup(dst, vid, now_s) {
             Some(p) if p == src_port => Decision::Drop,
             Some(p) => Decision::Port(p),
             None => Decision::Flood,
@@ -135,14 +154,20 @@ impl Forwarding for LearningBridge {
         }
     }
 
-    fn entries(&self, now_s: u32) -> Vec<([u8; 6], PortIndex, u32)> {
+    fn entries(&self, now_s: u32) -> Vec<MacEntry> {
         self.table
             .iter()
-            .filter_map(|e| {
+            .enumerate()
+            .filter_map(|(b, e)| {
                 let k = e.key.load(Ordering::Relaxed);
                 let age = now_s.wrapping_sub(e.seen_s.load(Ordering::Relaxed));
                 let port = PortIndex::try_from((k & 0xffff).checked_sub(1)?).ok()?;
-                (k != 0 && age <= self.age_s).then(|| (u64_mac(k >> 16), port, age))
+                (k != 0 && age <= self.age_s).then(|| MacEntry {
+                    mac: u64_mac(k >> 16),
+                    vid: vid_of(k >> 16, b),
+                    port,
+                    age_s: age,
+                })
             })
             .collect()
     }
@@ -161,17 +186,17 @@ mod tests {
     fn learns_then_forwards_unicast() {
         let br = LearningBridge::default();
         assert_eq!(
-            br.decide(B, A, 1, true, 10),
+            br.decide(B, A, 0, 1, true, 10),
             Decision::Flood,
             "B unknown yet"
         );
         assert_eq!(
-            br.decide(A, B, 2, true, 10),
+            br.decide(A, B, 0, 2, true, 10),
             Decision::Port(1),
             "A was learned on 1"
         );
         assert_eq!(
-            br.decide(B, A, 1, true, 10),
+            br.decide(B, A, 0, 1, true, 10),
             Decision::Port(2),
             "B was learned on 2"
         );
@@ -180,11 +205,11 @@ mod tests {
     #[test]
     fn floods_broadcast_and_multicast_and_never_learns_them() {
         let br = LearningBridge::default();
-        assert_eq!(br.decide(BCAST, A, 1, true, 0), Decision::Flood);
-        assert_eq!(br.decide(MCAST, A, 1, true, 0), Decision::Flood);
-        br.decide(A, MCAST, 3, true, 0);
+        assert_eq!(br.decide(BCAST, A, 0, 1, true, 0), Decision::Flood);
+        assert_eq!(br.decide(MCAST, A, 0, 1, true, 0), Decision::Flood);
+        br.decide(A, MCAST, 0, 3, true, 0);
         assert!(
-            br.entries(0).iter().all(|(m, _, _)| *m != MCAST),
+            br.entries(0).iter().all(|e| e.mac != MCAST),
             "multicast source not learned"
         );
     }
@@ -192,42 +217,50 @@ mod tests {
     #[test]
     fn never_back_to_source() {
         let br = LearningBridge::default();
-        br.decide(BCAST, A, 1, true, 0);
-        br.decide(BCAST, B, 1, true, 0);
-        assert_eq!(br.decide(B, A, 1, true, 0), Decision::Drop);
+        br.decide(BCAST, A, 0, 1, true, 0);
+        br.decide(BCAST, B, 0, 1, true, 0);
+        assert_eq!(br.decide(B, A, 0, 1, true, 0), Decision::Drop);
     }
 
     #[test]
     fn moves_when_seen_elsewhere() {
         let br = LearningBridge::default();
-        br.decide(BCAST, A, 1, true, 0);
-        assert_eq!(br.decide(A, B, 2, true, 0), Decision::Port(1));
-        br.decide(BCAST, A, 3, true, 1);
-        assert_eq!(br.decide(A, B, 2, true, 1), Decision::Port(3));
+        br.decide(BCAST, A, 0, 1, true, 0);
+        assert_eq!(br.decide(A, B, 0, 2, true, 0), Decision::Port(1));
+        br.decide(BCAST, A, 0, 3, true, 1);
+        assert_eq!(br.decide(A, B, 0, 2, true, 1), Decision::Port(3));
     }
 
     #[test]
     fn ages_out() {
         let br = LearningBridge::new(300);
-        br.decide(BCAST, A, 1, true, 100);
+        br.decide(BCAST, A, 0, 1, true, 100);
         assert_eq!(
-            br.decide(A, B, 2, true, 400),
+            br.decide(A, B, 0, 2, true, 400),
             Decision::Port(1),
             "300 s old: still valid"
         );
-        assert_eq!(br.decide(A, B, 2, true, 401), Decision::Flood, "aged out");
-        assert!(br.entries(401).iter().all(|(m, _, _)| *m != A));
+        assert_eq!(
+            br.decide(A, B, 0, 2, true, 401),
+            Decision::Flood,
+            "aged out"
+        );
+        assert!(br.entries(401).iter().all(|e| e.mac != A));
     }
 
     #[test]
     fn no_learn_flag_and_forget() {
         let br = LearningBridge::default();
-        br.decide(BCAST, A, 1, false, 0);
-        assert_eq!(br.decide(A, B, 2, true, 0), Decision::Flood, "not learned");
-        br.decide(BCAST, A, 1, true, 0);
+        br.decide(BCAST, A, 0, 1, false, 0);
+        assert_eq!(
+            br.decide(A, B, 0, 2, true, 0),
+            Decision::Flood,
+            "not learned"
+        );
+        br.decide(BCAST, A, 0, 1, true, 0);
         br.forget_port(1);
         assert_eq!(
-            br.decide(A, B, 2, true, 0),
+            br.decide(A, B, 0, 2, true, 0),
             Decision::Flood,
             "forgotten with its port"
         );
@@ -243,13 +276,13 @@ mod tests {
 pub struct Hub;
 
 impl Forwarding for Hub {
-    fn decide(&self, _: [u8; 6], _: [u8; 6], _: PortIndex, _: bool, _: u32) -> Decision {
+    fn decide(&self, _: [u8; 6], _: [u8; 6], _: u16, _: PortIndex, _: bool, _: u32) -> Decision {
         Decision::Flood
     }
 
     fn forget_port(&self, _: PortIndex) {}
 
-    fn entries(&self, _: u32) -> Vec<([u8; 6], PortIndex, u32)> {
+    fn entries(&self, _: u32) -> Vec<MacEntry> {
         Vec::new()
     }
 }

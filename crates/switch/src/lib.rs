@@ -16,9 +16,10 @@ pub mod lookup;
 pub mod port;
 mod sink;
 mod source;
+mod vlan;
 
 pub use batch::{BatchResult, DEFAULT_BATCH, MAX_BATCH};
 pub use engine::{AttachError, Scratch, Switch};
 pub use learning::{Hub, LearningBridge};
-pub use lookup::{Decision, Forwarding, PortIndex, MAX_PORTS};
+pub use lookup::{Decision, Forwarding, MacEntry, PortIndex, MAX_PORTS};
 pub use port::{Backend, Counters, Link, QueuePort, RingPort, SwitchPort};

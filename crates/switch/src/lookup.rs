@@ -6,9 +6,12 @@
 
 use std::sync::Arc;
 
+use ringswitch_control::PortVlan;
+
 use crate::batch::conv::u32_of;
 use crate::batch::MAX_BATCH;
 use crate::port::SwitchPort;
+use crate::vlan::{self, FrameVlan};
 
 /// Most ports on one switch (as VALE).
 pub const MAX_PORTS: usize = 254;
@@ -36,18 +39,34 @@ pub trait Forwarding: Send + Sync {
     /// Decides where a frame with these addresses, arriving on `src_port`,
     /// goes. `learn` is false when the sender asked not to learn
     /// (`NS_NO_LEARN`). `now_s` is a coarse clock in seconds.
+    /// `vid` is the frame's VLAN inside the switch (0 on a switch without
+    /// VLANs): addresses are learned and looked up per VLAN.
     fn decide(
         &self,
         dst: [u8; 6],
         src: [u8; 6],
+        vid: u16,
         src_port: PortIndex,
         learn: bool,
         now_s: u32,
     ) -> Decision;
     /// Forgets everything about a port that is going away.
     fn forget_port(&self, port: PortIndex);
-    /// The current table: (address, port, seconds since seen).
-    fn entries(&self, now_s: u32) -> Vec<([u8; 6], PortIndex, u32)>;
+    /// The current table.
+    fn entries(&self, now_s: u32) -> Vec<MacEntry>;
+}
+
+/// A learned address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MacEntry {
+    /// The address.
+    pub mac: [u8; 6],
+    /// Its VLAN (0: untagged, or a switch without VLANs).
+    pub vid: u16,
+    /// Where it was seen.
+    pub port: PortIndex,
+    /// Seconds since it was last seen.
+    pub age_s: u32,
 }
 
 /// The ports of a switch.
@@ -55,6 +74,9 @@ pub trait Forwarding: Send + Sync {
 pub struct PortTable {
     pub(crate) ports: Vec<Option<Arc<SwitchPort>>>,
     pub(crate) active: Vec<PortIndex>,
+    /// Ports whose VLAN setting is not the default: while there are none,
+    /// frames pass as they are and the lookup never reads a tag.
+    pub(crate) vlan_ports: usize,
 }
 
 impl PortTable {
@@ -66,6 +88,19 @@ impl PortTable {
     /// Attached port indexes.
     pub fn active(&self) -> &[PortIndex] {
         &self.active
+    }
+
+    /// Whether any port has VLANs set.
+    #[inline(always)]
+    pub fn has_vlans(&self) -> bool {
+        self.vlan_ports != 0
+    }
+
+    /// Whether a port other than `src` carries VLAN `vid`.
+    fn vlan_has_member(&self, vid: u16, src: PortIndex) -> bool {
+        self.active
+            .iter()
+            .any(|&p| p != src && self.get(p).is_some_and(|port| port.vlan.carries(vid)))
     }
 }
 
@@ -87,6 +122,14 @@ pub(crate) struct Dests {
     pub(crate) no_dest_bytes: u64,
     /// Bytes of the packets in `flood`.
     flood_bytes: u64,
+    /// Each packet's VLAN, on a switch with VLANs (else empty).
+    pub(crate) vlan: Vec<FrameVlan>,
+    /// Lengths of the packets in `flood`, on a switch with VLANs.
+    flood_lens: Vec<u32>,
+    /// Packets of the batch the source port does not carry the VLAN of
+    /// (counted on the source in `drop_vlan`), and their bytes.
+    pub(crate) vlan_drops: u64,
+    pub(crate) vlan_drop_bytes: u64,
 }
 
 impl Default for Dests {
@@ -101,6 +144,10 @@ impl Default for Dests {
             no_dest: 0,
             no_dest_bytes: 0,
             flood_bytes: 0,
+            vlan: Vec::with_capacity(MAX_BATCH as usize),
+            flood_lens: Vec::with_capacity(MAX_BATCH as usize),
+            vlan_drops: 0,
+            vlan_drop_bytes: 0,
         }
     }
 }
@@ -114,6 +161,10 @@ impl Dests {
         self.no_dest = 0;
         self.no_dest_bytes = 0;
         self.flood_bytes = 0;
+        self.vlan.clear();
+        self.flood_lens.clear();
+        self.vlan_drops = 0;
+        self.vlan_drop_bytes = 0;
     }
 
     /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
@@ -127,6 +178,18 @@ impl Dests {
     /// Files packet `k` (`len` bytes) under its destination(s).
     #[inline(always)]
     fn route(&mut self, table: &PortTable, src: PortIndex, k: u32, len: u32, decision: Decision) {
+        // An address learned in a VLAN is on a port that carries it; should
+        // it not (the port was replaced since), the frame floods its VLAN.
+        let decision = match decision {
+            Decision::Port(p) if table.has_vlans() => {
+                let vid = self.vlan.get(k as usize).map_or(0, |f| f.vid);
+                match table.get(p) {
+                    Some(port) if !port.vlan.carries(vid) => Decision::Flood,
+                    _ => decision,
+                }
+            }
+            d => d,
+        };
         match decision {
             // Addressed to a station behind the source itself.
             Decision::Drop => {
@@ -147,6 +210,9 @@ impl Dests {
             Decision::Port(_) | Decision::Flood => {
                 self.flood.push(k);
                 self.flood_bytes += u64::from(len);
+                if table.has_vlans() {
+                    self.flood_lens.push(len);
+                }
             }
         }
     }
@@ -155,6 +221,34 @@ impl Dests {
     /// vector back with [`Dests::give_back`]).
     pub(crate) fn destinations(&mut self, table: &PortTable, src: PortIndex) -> Vec<PortIndex> {
         let mut dests = std::mem::take(&mut self.touched);
+        if !self.flood.is_empty() && table.has_vlans() {
+            // Flooded in a VLAN no other port carries: no destination.
+            let mut memo: Option<(u16, bool)> = None;
+            let (vlan, flood) = (&self.vlan, &mut self.flood);
+            let (mut none, mut none_bytes) = (0u64, 0u64);
+            let lens = &self.flood_lens;
+            let mut i = 0;
+            flood.retain(|&k| {
+                let vid = vlan.get(k as usize).map_or(0, |f| f.vid);
+                let reach = match memo {
+                    Some((v, r)) if v == vid => r,
+                    _ => {
+                        let r = table.vlan_has_member(vid, src);
+                        memo = Some((vid, r));
+                        r
+                    }
+                };
+                if !reach {
+                    none += 1;
+                    none_bytes += u64::from(lens[i]);
+                }
+                i += 1;
+                reach
+            });
+            self.no_dest += none;
+            self.no_dest_bytes += none_bytes;
+            self.flood_bytes -= none_bytes;
+        }
         if !self.flood.is_empty() {
             for &p in table.active() {
                 if p != src && self.dst_head[p as usize] == NONE {
@@ -178,7 +272,9 @@ impl Dests {
 
     /// Fills `order` with destination `d`'s packets: its unicast list merged
     /// with the flood list, both in batch order.
-    pub(crate) fn order_for(&mut self, d: PortIndex) {
+    /// On a switch with VLANs, `vlan` is the destination's setting: flooded
+    /// packets of VLANs it does not carry are left out.
+    pub(crate) fn order_for(&mut self, d: PortIndex, vlan: Option<&PortVlan>) {
         self.order.clear();
         let mut u = self.dst_head[d as usize];
         let mut f = 0usize;
@@ -192,8 +288,15 @@ impl Dests {
                 self.order.push(u);
                 u = self.next[u as usize];
             } else {
-                self.order.push(self.flood[f]);
+                let k = self.flood[f];
                 f += 1;
+                if let Some(v) = vlan {
+                    let vid = self.vlan.get(k as usize).map_or(0, |fv| fv.vid);
+                    if !v.carries(vid) {
+                        continue;
+                    }
+                }
+                self.order.push(k);
             }
         }
         self.dst_head[d as usize] = NONE;
@@ -208,10 +311,13 @@ pub(crate) struct Lookup<'a> {
     pub(crate) table: &'a PortTable,
     pub(crate) src: PortIndex,
     now_s: u32,
-    /// A run of frames with the same addresses (a flow) is decided once,
-    /// since the decision cannot change within a batch but through a
-    /// racing update by another worker, which a lookup races with too.
-    last: Option<([u8; 12], bool, Decision)>,
+    /// The source's VLAN setting, on a switch with VLANs.
+    src_vlan: Option<&'a PortVlan>,
+    /// A run of frames with the same addresses and VLAN (a flow) is
+    /// decided once, since the decision cannot change within a batch but
+    /// through a racing update by another worker, which a lookup races
+    /// with too.
+    last: Option<([u8; 12], u16, bool, Decision)>,
 }
 
 impl<'a> Lookup<'a> {
@@ -222,29 +328,60 @@ impl<'a> Lookup<'a> {
         src: PortIndex,
         now_s: u32,
     ) -> Lookup<'a> {
+        let src_vlan = if table.has_vlans() {
+            table.get(src).map(|p| &p.vlan)
+        } else {
+            None
+        };
         Lookup {
             fwd,
             table,
             src,
             now_s,
+            src_vlan,
             last: None,
         }
     }
 
-    /// Looks up the next frame of the batch (`len` bytes, its first 12
-    /// bytes, the addresses, in `hdr`) and files it under its destinations
-    /// in `dests`. The policy is asked only when the addresses or `learn`
-    /// differ from the previous frame's.
+    /// Looks up the next frame of the batch (`len` bytes, its first 16
+    /// bytes, the addresses and where a VLAN tag would be, in `head`, the
+    /// first `first_len` of them its own) and files it under its
+    /// destinations in `dests`. The policy is asked only when the
+    /// addresses, the VLAN or `learn` differ from the previous frame's.
     #[inline(always)]
-    pub(crate) fn file(&mut self, dests: &mut Dests, hdr: [u8; 12], len: u32, learn: bool) {
+    pub(crate) fn file(
+        &mut self,
+        dests: &mut Dests,
+        head: &[u8; 16],
+        first_len: u32,
+        len: u32,
+        learn: bool,
+    ) {
         let k = dests.push_link();
+        let vid = match self.src_vlan {
+            None => 0,
+            Some(pv) => {
+                let fv = vlan::ingress(pv, head, first_len);
+                dests.vlan.push(fv.unwrap_or_default());
+                match fv {
+                    Some(fv) => fv.vid,
+                    None => {
+                        dests.vlan_drops += 1;
+                        dests.vlan_drop_bytes += u64::from(len);
+                        return;
+                    }
+                }
+            }
+        };
+        let mut hdr = [0u8; 12];
+        hdr.copy_from_slice(&head[..12]);
         let decision = match self.last {
-            Some((h, l, d)) if h == hdr && l == learn => d,
+            Some((h, v, l, d)) if h == hdr && v == vid && l == learn => d,
             _ => {
                 let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
                 let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
-                let d = self.fwd.decide(dst, smac, self.src, learn, self.now_s);
-                self.last = Some((hdr, learn, d));
+                let d = self.fwd.decide(dst, smac, vid, self.src, learn, self.now_s);
+                self.last = Some((hdr, vid, learn, d));
                 d
             }
         };

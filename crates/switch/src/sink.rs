@@ -6,22 +6,63 @@
 pub(crate) mod queue;
 pub(crate) mod ring;
 
+use ringswitch_control::PortVlan;
 use ringswitch_frame::{FrameQueue, OffloadHdr, Wake};
 
 use crate::batch::{RingBatch, StageScratch};
 use crate::port::{Counters, RingPort};
+use crate::vlan::{egress, Edit, FrameVlan};
 use queue::{Gathered, StagedFrames};
+
+/// The tag edits of one destination, on a switch with VLANs: each frame's
+/// VLAN (by index in the batch) and the destination's setting.
+#[derive(Clone, Copy)]
+pub(crate) struct Retag<'a> {
+    pub(crate) frames: &'a [FrameVlan],
+    pub(crate) dest: &'a PortVlan,
+}
+
+impl Retag<'_> {
+    /// What frame `k` needs on its way out.
+    #[inline(always)]
+    pub(crate) fn edit(&self, k: u32) -> Edit {
+        let f = self.frames.get(k as usize).copied().unwrap_or_default();
+        egress(f, self.dest)
+    }
+
+    /// `Some` when one of frames `order` needs an edit: the sinks then
+    /// edit as they copy; else they take their plain path.
+    pub(crate) fn needed(self, order: &[u32]) -> Option<Self> {
+        order
+            .iter()
+            .any(|&k| self.edit(k) != Edit::Keep)
+            .then_some(self)
+    }
+}
 
 /// A looked-up batch, as the sinks take it.
 pub(crate) trait Frames {
     /// Delivers frames `order` into RX ring `q` of ring port `drp` (which
-    /// is up), counting on `c`.
-    fn to_ring(&mut self, order: &[u32], drp: &RingPort, q: usize, c: &Counters);
+    /// is up), counting on `c`, their tags edited as `retag` says.
+    fn to_ring(
+        &mut self,
+        order: &[u32],
+        drp: &RingPort,
+        q: usize,
+        c: &Counters,
+        retag: Option<Retag<'_>>,
+    );
 
     /// Delivers frames `order` into `q` (locked by the caller for this call
-    /// only), counting on `c`. Returns the wake-up to send once the lock is
-    /// released.
-    fn to_queue<Q: FrameQueue + ?Sized>(&mut self, order: &[u32], q: &mut Q, c: &Counters) -> Wake;
+    /// only), counting on `c`, their tags edited as `retag` says. Returns
+    /// the wake-up to send once the lock is released.
+    fn to_queue<Q: FrameQueue + ?Sized>(
+        &mut self,
+        order: &[u32],
+        q: &mut Q,
+        c: &Counters,
+        retag: Option<Retag<'_>>,
+    ) -> Wake;
 }
 
 /// Delivers frames `order` into ring port `drp`, on the RX ring paired
@@ -34,9 +75,10 @@ pub(crate) fn to_ring<F: Frames>(
     drp: &RingPort,
     src_q: usize,
     c: &Counters,
+    retag: Option<Retag<'_>>,
 ) {
     if drp.link.is_up() {
-        frames.to_ring(order, drp, src_q % drp.rx_rings(), c);
+        frames.to_ring(order, drp, src_q % drp.rx_rings(), c, retag);
     } else {
         Counters::add(&c.drop_link_down, order.len() as u64);
     }
@@ -51,14 +93,31 @@ pub(crate) struct FromRing<'a> {
 
 impl Frames for FromRing<'_> {
     #[inline]
-    fn to_ring(&mut self, order: &[u32], drp: &RingPort, q: usize, c: &Counters) {
-        ring::put(&self.batch, order.iter().copied(), drp, q, c, false);
+    fn to_ring(
+        &mut self,
+        order: &[u32],
+        drp: &RingPort,
+        q: usize,
+        c: &Counters,
+        retag: Option<Retag<'_>>,
+    ) {
+        let edit = retag.map(|r| move |k| r.edit(k));
+        ring::put_edited(&self.batch, order.iter().copied(), drp, q, c, false, edit);
     }
 
-    fn to_queue<Q: FrameQueue + ?Sized>(&mut self, order: &[u32], q: &mut Q, c: &Counters) -> Wake {
+    fn to_queue<Q: FrameQueue + ?Sized>(
+        &mut self,
+        order: &[u32],
+        q: &mut Q,
+        c: &Counters,
+        retag: Option<Retag<'_>>,
+    ) -> Wake {
         self.stage.ensure();
         let StageScratch {
-            bounce, segmenter, ..
+            bounce,
+            segmenter,
+            edited,
+            ..
         } = &mut *self.stage;
         let segmenter = segmenter.as_mut().expect("ensure() ran");
         let mut frames = Gathered {
@@ -66,23 +125,39 @@ impl Frames for FromRing<'_> {
             bounce,
             hdr: OffloadHdr::default(),
         };
-        queue::push(&mut frames, order, segmenter, q, c)
+        queue::push(&mut frames, order, segmenter, q, c, retag, edited)
     }
 }
 
 /// Frames staged from a queue.
 impl Frames for StageScratch {
-    fn to_ring(&mut self, order: &[u32], drp: &RingPort, q: usize, c: &Counters) {
-        ring::put_staged(self, order, drp, q, c);
+    fn to_ring(
+        &mut self,
+        order: &[u32],
+        drp: &RingPort,
+        q: usize,
+        c: &Counters,
+        retag: Option<Retag<'_>>,
+    ) {
+        ring::put_staged(self, order, drp, q, c, retag);
     }
 
-    fn to_queue<Q: FrameQueue + ?Sized>(&mut self, order: &[u32], q: &mut Q, c: &Counters) -> Wake {
+    fn to_queue<Q: FrameQueue + ?Sized>(
+        &mut self,
+        order: &[u32],
+        q: &mut Q,
+        c: &Counters,
+        retag: Option<Retag<'_>>,
+    ) -> Wake {
         let StageScratch {
-            intake, segmenter, ..
+            intake,
+            segmenter,
+            edited,
+            ..
         } = self;
         let segmenter = segmenter.as_mut().expect("ensure() ran");
         let (arena, staged) = intake.parts_mut();
         let mut frames = StagedFrames { arena, staged };
-        queue::push(&mut frames, order, segmenter, q, c)
+        queue::push(&mut frames, order, segmenter, q, c, retag, edited)
     }
 }

@@ -162,7 +162,7 @@ pub(crate) fn read_ring(
         if consumed + AHEAD < avail {
             sregion.prefetch_buf(split_word0(sring.slot_word0(arith::add(i, AHEAD - 1, n))).0);
         }
-        let Some(hdr) = sregion.read_addrs(s0.buf_idx) else {
+        let Some(head) = sregion.read_head(s0.buf_idx) else {
             malformed += 1;
             continue;
         };
@@ -175,7 +175,7 @@ pub(crate) fn read_ring(
             buf_idx: s0.buf_idx,
             first_len: u32::from(s0.len),
         });
-        look.file(dests, hdr, total, !no_learn);
+        look.file(dests, &head, u32::from(s0.len), total, !no_learn);
     }
 
     RingRead {
@@ -269,9 +269,11 @@ pub(crate) fn take<Q: FrameQueue + ?Sized>(
 pub(crate) fn look_up_staged(stage: &StageScratch, dests: &mut Dests, look: &mut Lookup<'_>) {
     let intake = &stage.intake;
     for f in intake.frames() {
-        let mut hdr = [0u8; 12];
+        let mut head = [0u8; 16];
         // Every staged frame has at least FRAME_MIN (14) bytes.
-        hdr.copy_from_slice(&intake.bytes(f)[..12]);
-        look.file(dests, hdr, f.len, true);
+        let bytes = intake.bytes(f);
+        let n = bytes.len().min(16);
+        head[..n].copy_from_slice(&bytes[..n]);
+        look.file(dests, &head, f.len, f.len, true);
     }
 }

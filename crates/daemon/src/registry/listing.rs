@@ -123,16 +123,20 @@ impl Registry {
             .switch
             .mac_entries()
             .into_iter()
-            .map(|(m, port, age_s)| MacEntry {
-                mac: format!(
-                    "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-                    m[0], m[1], m[2], m[3], m[4], m[5]
-                ),
-                port,
-                age_s,
+            .map(|(e, port)| {
+                let m = e.mac;
+                MacEntry {
+                    mac: format!(
+                        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                        m[0], m[1], m[2], m[3], m[4], m[5]
+                    ),
+                    vlan: e.vid,
+                    port,
+                    age_s: e.age_s,
+                }
             })
             .collect();
-        v.sort_by(|a, b| a.mac.cmp(&b.mac));
+        v.sort_by(|a, b| (a.vlan, &a.mac).cmp(&(b.vlan, &b.mac)));
         Ok(v)
     }
 }

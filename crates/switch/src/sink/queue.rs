@@ -7,8 +7,11 @@
 use ringswitch_frame::{FrameQueue, OffloadHdr, PushError, Staged, Wake, FRAME_MAX, F_DATA_VALID};
 use ringswitch_offload::{self as offload, Action, Segmenter};
 
+use crate::batch::conv::u32_of;
 use crate::batch::RingBatch;
 use crate::port::Counters;
+use crate::sink::Retag;
+use crate::vlan::Edit;
 
 /// The header of a frame whose checksum is known good.
 pub(crate) fn checked_hdr() -> OffloadHdr {
@@ -84,6 +87,26 @@ impl Tally {
         Counters::add(&c.drop_link_down, self.down);
         Counters::add(&c.drop_long, self.long);
         Counters::add(&c.rx_segments_added, self.added);
+    }
+}
+
+/// Pushes one frame into `q`, its tag edited into `edited` first unless
+/// the edit is [`Edit::Keep`] (a frame that does not fit there with its
+/// tag is too long).
+#[inline(always)]
+fn push_one<Q: FrameQueue + ?Sized>(
+    q: &mut Q,
+    oh: &OffloadHdr,
+    frame: &[u8],
+    edit: Edit,
+    edited: &mut [u8],
+) -> Outcome {
+    if edit == Edit::Keep {
+        return outcome(q.push(oh, frame));
+    }
+    match edit.apply(frame, edited) {
+        Some(n) => outcome(q.push(&edit.offload(*oh), &edited[..n])),
+        None => Outcome::TooLong,
     }
 }
 
@@ -175,6 +198,8 @@ pub(crate) fn push<F: QueueFrames, Q: FrameQueue + ?Sized>(
     segmenter: &mut Segmenter,
     q: &mut Q,
     c: &Counters,
+    retag: Option<Retag<'_>>,
+    edited: &mut [u8],
 ) -> Wake {
     if !q.is_up() {
         Counters::add(&c.drop_link_down, order.len() as u64);
@@ -195,9 +220,14 @@ pub(crate) fn push<F: QueueFrames, Q: FrameQueue + ?Sized>(
             }
         };
         let oh = *hdr;
+        // Offloads are done on the frame as it came; its tag is edited as
+        // it goes into the queue.
+        let edit = retag.map_or(Edit::Keep, |r| r.edit(k));
         match offload::plan(&oh, caps) {
             Ok(Action::PassThrough) => {
-                t.push(frame.len(), || outcome(q.push(&oh, frame)));
+                t.push(edit.len(u32_of(frame.len())) as usize, || {
+                    push_one(q, &oh, frame, edit, edited)
+                });
             }
             Ok(Action::CompleteChecksum) => {
                 if offload::complete_checksum(frame, oh.csum_start.into(), oh.csum_offset.into())
@@ -209,14 +239,18 @@ pub(crate) fn push<F: QueueFrames, Q: FrameQueue + ?Sized>(
                 }
                 // Later destinations get the completed frame.
                 *hdr = checked_hdr();
-                t.push(frame.len(), || outcome(q.push(hdr, frame)));
+                t.push(edit.len(u32_of(frame.len())) as usize, || {
+                    push_one(q, hdr, frame, edit, edited)
+                });
             }
             Ok(Action::Segment) => {
                 let h = checked_hdr();
                 let mut n = 0u64;
                 let r = segmenter.segment(frame, &oh, |seg| {
                     n += 1;
-                    t.push(seg.len(), || outcome(q.push(&h, seg)))
+                    t.push(edit.len(u32_of(seg.len())) as usize, || {
+                        push_one(q, &h, seg, edit, &mut *edited)
+                    })
                 });
                 if r.is_err() {
                     // Not for a frame checked when staged.

@@ -14,6 +14,8 @@ use crate::batch::conv::{frag_flags, slot_len, u32_of};
 use crate::batch::{RingBatch, SlotFrag, SlotFrags, StageScratch, SEGS_MAX};
 use crate::port::{Counters, RingPort};
 use crate::sink::queue::checked_hdr;
+use crate::sink::Retag;
+use crate::vlan::Edit;
 
 /// Bytes of a frame the sink copies from.
 pub(crate) trait Fragment: Copy {
@@ -24,6 +26,10 @@ pub(crate) trait Fragment: Copy {
     /// `dregion` at `doff`. False, copying nothing, when a buffer index or
     /// a range is invalid.
     fn copy_to(&self, dregion: &Region, db: u32, doff: usize, off: usize, len: usize) -> bool;
+
+    /// Its first 16 bytes (the addresses and a VLAN tag's place); past its
+    /// length, whatever its buffer holds, or zeros.
+    fn head(&self) -> [u8; 16];
 }
 
 impl Fragment for SlotFrag<'_> {
@@ -35,6 +41,11 @@ impl Fragment for SlotFrag<'_> {
     #[inline(always)]
     fn copy_to(&self, dregion: &Region, db: u32, doff: usize, off: usize, len: usize) -> bool {
         dregion.copy_from(db, doff, self.region, self.buf_idx, off, len)
+    }
+
+    #[inline(always)]
+    fn head(&self) -> [u8; 16] {
+        self.region.read_head(self.buf_idx).unwrap_or_default()
     }
 }
 
@@ -48,6 +59,14 @@ impl Fragment for &[u8] {
     fn copy_to(&self, dregion: &Region, db: u32, doff: usize, off: usize, len: usize) -> bool {
         self.get(off..off + len)
             .is_some_and(|b| dregion.write_buf(db, doff, b))
+    }
+
+    #[inline(always)]
+    fn head(&self) -> [u8; 16] {
+        let mut h = [0u8; 16];
+        let n = <[u8]>::len(self).min(16);
+        h[..n].copy_from_slice(&self[..n]);
+        h
     }
 }
 
@@ -113,6 +132,141 @@ impl<'a, F: Fn(u32) -> &'a [u8]> RingFrames for Contiguous<F> {
     #[inline(always)]
     fn frags(&self, k: u32) -> std::iter::Once<&'a [u8]> {
         std::iter::once((self.0)(k))
+    }
+}
+
+/// A piece of an edited frame: its new first bytes, or a fragment of the
+/// original from an offset on.
+#[derive(Clone, Copy)]
+pub(crate) enum EditedFrag<Fr> {
+    /// The rewritten addresses and tag: 16 bytes, the first `.1` used.
+    Head([u8; 16], u32),
+    /// A fragment of the original, from byte `.1` on.
+    Part(Fr, u32),
+}
+
+impl<Fr: Fragment> Fragment for EditedFrag<Fr> {
+    #[inline(always)]
+    fn len(&self) -> u32 {
+        match self {
+            EditedFrag::Head(_, n) => *n,
+            EditedFrag::Part(f, from) => f.len().saturating_sub(*from),
+        }
+    }
+
+    #[inline(always)]
+    fn copy_to(&self, dregion: &Region, db: u32, doff: usize, off: usize, len: usize) -> bool {
+        match self {
+            EditedFrag::Head(h, n) => h[..*n as usize]
+                .get(off..off + len)
+                .is_some_and(|b| dregion.write_buf(db, doff, b)),
+            EditedFrag::Part(f, from) => f.copy_to(dregion, db, doff, off + *from as usize, len),
+        }
+    }
+
+    fn head(&self) -> [u8; 16] {
+        match self {
+            EditedFrag::Head(h, _) => *h,
+            EditedFrag::Part(f, 0) => f.head(),
+            EditedFrag::Part(..) => [0; 16],
+        }
+    }
+}
+
+/// The fragments of an edited frame: the new head, then the original's
+/// fragments with the first `skip` bytes left out (all within the first
+/// fragment: a tag is only read or written there).
+pub(crate) struct EditedFrags<I> {
+    head: Option<([u8; 16], u32)>,
+    skip: u32,
+    inner: I,
+}
+
+impl<Fr: Fragment, I: Iterator<Item = Fr>> Iterator for EditedFrags<I> {
+    type Item = EditedFrag<Fr>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<EditedFrag<Fr>> {
+        if let Some((h, n)) = self.head.take() {
+            return Some(EditedFrag::Head(h, n));
+        }
+        let f = self.inner.next()?;
+        Some(EditedFrag::Part(f, std::mem::take(&mut self.skip)))
+    }
+}
+
+/// Frames with their VLAN tags edited on the way (`edit` per frame).
+pub(crate) struct Edited<'f, F, E> {
+    pub(crate) inner: &'f F,
+    pub(crate) edit: E,
+}
+
+impl<F: RingFrames, E: Fn(u32) -> Edit> RingFrames for Edited<'_, F, E> {
+    type Frag = EditedFrag<F::Frag>;
+    type Frags = EditedFrags<F::Frags>;
+
+    #[inline(always)]
+    fn len(&self, k: u32) -> u32 {
+        (self.edit)(k).len(self.inner.len(k))
+    }
+
+    #[inline(always)]
+    fn single(&self, k: u32) -> Option<Self::Frag> {
+        match (self.edit)(k) {
+            Edit::Keep => self.inner.single(k).map(|f| EditedFrag::Part(f, 0)),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn frags(&self, k: u32) -> Self::Frags {
+        let e = (self.edit)(k);
+        if e == Edit::Keep {
+            return EditedFrags {
+                head: None,
+                skip: 0,
+                inner: self.inner.frags(k),
+            };
+        }
+        let orig = self
+            .inner
+            .frags(k)
+            .next()
+            .map(|f| f.head())
+            .unwrap_or_default();
+        let (h, n, skip) = e.head(&orig);
+        EditedFrags {
+            head: Some((h, n)),
+            skip,
+            inner: self.inner.frags(k),
+        }
+    }
+}
+
+/// [`put`], with the frames' tags edited when `edit` is given.
+#[inline]
+pub(crate) fn put_edited<F: RingFrames>(
+    frames: &F,
+    ids: impl ExactSizeIterator<Item = u32> + Clone,
+    drp: &RingPort,
+    q: usize,
+    c: &Counters,
+    already_full: bool,
+    edit: Option<impl Fn(u32) -> Edit>,
+) -> bool {
+    match edit {
+        None => put(frames, ids, drp, q, c, already_full),
+        Some(edit) => put(
+            &Edited {
+                inner: frames,
+                edit,
+            },
+            ids,
+            drp,
+            q,
+            c,
+            already_full,
+        ),
     }
 }
 
@@ -268,6 +422,7 @@ pub(crate) fn put_staged(
     drp: &RingPort,
     q: usize,
     c: &Counters,
+    retag: Option<Retag<'_>>,
 ) {
     let none = Caps::default();
     let StageScratch {
@@ -275,6 +430,7 @@ pub(crate) fn put_staged(
         bounce,
         segs,
         segmenter,
+        ..
     } = st;
     let segmenter = segmenter.as_mut().expect("ensure() ran");
     let (arena, staged) = intake.parts_mut();
@@ -318,7 +474,8 @@ pub(crate) fn put_staged(
                     let st = staged[k as usize];
                     &arena[st.off as usize..(st.off + st.len) as usize]
                 });
-                full |= put(&frames, run.iter().copied(), drp, q, c, full);
+                let edit = retag.map(|r| move |k| r.edit(k));
+                full |= put_edited(&frames, run.iter().copied(), drp, q, c, full, edit);
             }
             if i < order.len() {
                 let st = staged[order[i] as usize];
@@ -348,7 +505,9 @@ pub(crate) fn put_staged(
                             let (o, l) = segs[k as usize];
                             &bounce[o as usize..(o + l) as usize]
                         });
-                        full |= put(&frames, 0..u32_of(segs.len()), drp, q, c, full);
+                        // Every segment gets the frame's edit.
+                        let edit = retag.map(|r| r.edit(order[i])).map(|e| move |_| e);
+                        full |= put_edited(&frames, 0..u32_of(segs.len()), drp, q, c, full, edit);
                     }
                     // Segments overflowing the bounce buffer (a frame
                     // checked when staged fails for nothing else): too long
