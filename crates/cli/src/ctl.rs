@@ -436,9 +436,9 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
         CtlCmd::Macs { .. } => {
             let v: Vec<MacEntry> = serde_json::from_value(v)?;
             table(
-                &["MAC", "PORT", "AGE_S"],
+                &["MAC", "VLAN", "PORT", "AGE_S"],
                 v.into_iter()
-                    .map(|m| vec![m.mac, m.port, m.age_s.to_string()])
+                    .map(|m| vec![m.mac, m.vlan.to_string(), m.port, m.age_s.to_string()])
                     .collect(),
             );
         }

@@ -60,7 +60,6 @@ fn packets(r: &serde_json::Value) -> u64 {
 /// VLAN 10 reach the other port of VLAN 10 and no port of VLAN 20, and the
 /// other way round; pkt-gen's reports and the switch's counters agree.
 #[test]
-#[ignore = "needs the VLAN data path"]
 fn tenants_on_one_switch_reach_only_their_own_vlan() {
     const N: u64 = 1000;
     let d = Daemon::start("vlan-tenants");
@@ -232,7 +231,6 @@ fn drain(p: &mut Port) -> Vec<Vec<u8>> {
 /// trunk's set, an untagged frame on a trunk without 0) are dropped and
 /// counted in `drop_vlan`; an access port's priority bits are kept.
 #[test]
-#[ignore = "needs the VLAN data path"]
 fn a_trunk_carries_both_tenants_tagged_and_drops_what_it_does_not_carry() {
     const N: usize = 100;
     let d = Daemon::start("vlan-trunk");
@@ -348,6 +346,34 @@ fn a_trunk_carries_both_tenants_tagged_and_drops_what_it_does_not_carry() {
     ] {
         nothing(p, name, "the end");
     }
+    // Learned per (VLAN, address), from the frames let in only.
+    let macs: serde_json::Value =
+        serde_json::from_str(&ctl(&d, &["macs", SWITCH, "--json"])).unwrap();
+    let mut learned: Vec<(String, u64, String)> = macs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["mac"].as_str().unwrap().to_string(),
+                m["vlan"].as_u64().unwrap(),
+                m["port"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    learned.sort();
+    let want = |m: &str, v: u64, p: &str| (format!("02:00:00:00:00:{m}"), v, full(p));
+    assert_eq!(
+        learned,
+        [
+            want("70", 0, "tr0"),
+            want("71", 10, "tr"),
+            want("a1", 10, "a1"),
+            want("b1", 20, "b1"),
+        ]
+    );
+    let table = ctl(&d, &["macs", SWITCH]);
+    assert!(table.lines().next().unwrap().contains("VLAN"), "{table}");
 }
 
 /// A packet socket on interface `ifname` that sees every frame, with the
@@ -502,7 +528,6 @@ impl HostSocket {
 /// (0 is not in the trunk's set). Needs root and /dev/net/tun; skipped
 /// with a message otherwise.
 #[test]
-#[ignore = "needs the VLAN data path"]
 fn a_tap_trunk_carries_both_tenants_to_the_host() {
     const N: usize = 50;
     // SAFETY: geteuid has no preconditions and cannot fail.
