@@ -6,9 +6,12 @@
 //! in `drop_vlan`.
 
 mod common;
+// Sending and receiving on a port's rings, as the daemon's tests do.
+#[path = "../../daemon/tests/common/mod.rs"]
+mod ring;
 
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{interrupt, text, wait_until, Daemon, BIN, DEADLINE};
 use ringswitch_client::Port;
@@ -165,50 +168,16 @@ fn untag(f: &[u8]) -> (Vec<u8>, Option<u16>) {
     }
 }
 
-/// Sends `frames` on TX ring 0 of `p`, waiting for room.
+/// Sends `frames` on TX ring 0 of `p`, all of them.
 fn send(p: &mut Port, frames: &[Vec<u8>]) {
-    let deadline = Instant::now() + DEADLINE;
-    let mut sent = 0;
-    while sent < frames.len() {
-        assert!(Instant::now() < deadline, "no room to send in {DEADLINE:?}");
-        let mut tx = p.tx(0);
-        let n = tx.space().min((frames.len() - sent) as u32);
-        if n == 0 {
-            let _ = tx.wait(Some(Duration::from_millis(50)));
-            continue;
-        }
-        for k in 0..n {
-            let f = &frames[sent + k as usize];
-            let mut s = tx.slot(k).unwrap();
-            assert!(s.write_at(0, f));
-            s.set_len(f.len() as u16);
-        }
-        tx.advance(n);
-        tx.sync().unwrap();
-        sent += n as usize;
-    }
+    assert_eq!(ring::send(p, frames), frames.len(), "no room to send");
 }
 
-/// Receives on RX ring 0 of `p` until `n` frames arrived (fails after
-/// [`DEADLINE`]).
+/// Receives on RX ring 0 of `p` until `n` frames arrived.
 fn recv_n(p: &mut Port, n: usize, what: &str) -> Vec<Vec<u8>> {
-    let deadline = Instant::now() + DEADLINE;
-    let mut out = Vec::new();
-    while out.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "{what}: {} of {n} frames came", out.len());
-        let mut rx = p.rx(0);
-        if !rx.wait(Some(left.min(Duration::from_millis(100)))).unwrap() {
-            continue;
-        }
-        let k = rx.space();
-        for j in 0..k {
-            out.push(rx.slot(j).unwrap().payload().to_vec());
-        }
-        rx.advance(k);
-        rx.sync().unwrap();
-    }
-    out
+    let got = ring::recv_n(p, n);
+    assert_eq!(got.len(), n, "{what}: {} of {n} frames came", got.len());
+    got
 }
 
 /// What is in `p`'s RX ring now (after a sync).
