@@ -43,7 +43,8 @@ enum CtlCmd {
     /// Attach a NIC (AF_XDP, or AF_PACKET where XDP cannot attach) and/or
     /// a host-stack port (a TAP interface) to a switch, like vale-ctl -a/-h:
     /// `attach vale0 eth0`, `attach vale0 --host tap0`, `attach vale0 eth0
-    /// --host` (the TAP is then named eth0^).
+    /// --host` (the TAP is then named eth0^); `attach vale0 --host tap0
+    /// --trunk 10,20` (a trunk to the host).
     Attach(AttachArgs),
     /// Detach an interface port (vale0:eth0): the XDP program is removed,
     /// a TAP deleted, and the interface is the kernel's again.
@@ -171,7 +172,8 @@ enum SwitchOp {
 enum PortOp {
     /// Create a persistent port: vale0:a, vale0:a@conf:rings=2,slots=512, or
     /// pipe{1; with --vhost-user, a VM port (a vhost-user virtio-net device);
-    /// with --passthrough, a port (or pipe end) whose rings a VM gets.
+    /// with --passthrough, a port (or pipe end) whose rings a VM gets; with
+    /// --vlan or --trunk, a switch port in VLANs.
     Add {
         name: String,
         /// Pass the port's rings through to a VM: ringswitch serves QEMU's
