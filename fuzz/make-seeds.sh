@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the checked-in seed corpora, fuzz/corpus/<target>:
 # - control_request and config_file: hand-written valid inputs (every
-#   command, every port-name form, a saved configuration);
+#   command, every port-name form, a saved configuration); openflow_codec:
+#   every OpenFlow message, written by crates/openflow's codec test;
 # - every target: inputs found by a short run from those seeds (or from
 #   nothing, for the structure-aware targets whose inputs are operation
 #   sequences decoded with `arbitrary`), merged down with libFuzzer's
@@ -43,6 +44,10 @@ hand config_file valid '{"version":1,"requests":[{"cmd":"switch-add","name":"val
 hand config_file vlans '{"version":1,"requests":[{"cmd":"port-add","name":"vale0:a","vlan":"access:10"},{"cmd":"port-add","name":"vale0:vm","vhost_user":{"path":"/tmp/vm.sock"},"vlan":"access:20"},{"cmd":"attach","switch":"vale0","host":{"name":"tap0","queues":1},"vlan":"trunk:10,20"}]}'
 hand config_file empty '{"version":1,"requests":[]}'
 hand config_file future '{"version":2,"requests":[]}'
+# openflow_codec: one of every OpenFlow message, and all of them as a
+# stream after a HELLO, written by the codec's own test.
+(cd .. && RS_OPENFLOW_SEEDS="$PWD/fuzz/hand/openflow_codec" cargo test -q -p ringswitch-openflow \
+    --test codec -- --ignored --exact write_fuzz_seeds >/dev/null)
 
 # Keeps the seeds few: the hand-written ones and the $keep largest merged
 # inputs (for operation sequences, the longest scenarios).

@@ -1,15 +1,18 @@
-//! ringswitch-bench: ringswitch's benchmarks. `run` measures (starts the
-//! daemon and pkt-gen, reads their reports, computes the figures) and
-//! writes the samples of a run ([`run`], [`pktgen`], [`figures`],
-//! [`write`], with its parameters from a data file, [`params`]); `report`
-//! turns the raw data of a run (`bench/compare`) into a Markdown report
-//! (`REPORT.md`) and SVG plots (`plots/*.svg`). Nothing in the report is
-//! typed in by hand: every figure comes from the data files.
+//! ringswitch-bench: ringswitch's benchmarks. `compare` is a whole run
+//! ([`compare`]: the machine's facts, the sections, the notes, the
+//! report; bench/compare and bench/run.sh only install and build before
+//! it); `run` measures sections (starts the daemon and pkt-gen, reads
+//! their reports, computes the figures) and writes the samples of a run
+//! ([`run`], [`pktgen`], [`figures`], [`write`], with its parameters from
+//! a data file, [`params`]); `report` turns the raw data of a run into a
+//! Markdown report (`REPORT.md`) and SVG plots (`plots/*.svg`). Nothing in
+//! the report is typed in by hand: every figure comes from the data files.
 //!
 //! # Modules, in the order they import each other
 //! `text`, `error` ← `input`, `params`, `pktgen`, `figures` ← `write`,
 //! `model` ← `report`, `plot` (on `svg`) ← `run` (on `write`, `pktgen`,
-//! `figures`, `params`).
+//! `figures`, `params`) ← `compare` (a whole run: `run`'s sections, the
+//! machine's facts, the notes, then `report`).
 //!
 //! # Input: a directory with
 //! - `meta.tsv`: `key<TAB>value` lines, no header (date, command, mode,
@@ -25,7 +28,7 @@
 //!   then one line per measurement that failed;
 //! - `notes.tsv` (optional): `section<TAB>markdown` lines telling how a
 //!   section was measured.
-//! - `targets.tsv` (optional; bench/compare copies `bench/targets.tsv`):
+//! - `targets.tsv` (optional; `compare` copies `bench/targets.tsv`):
 //!   the header `section case system metric op target source`, then one
 //!   target per line; `op` is `>=`, `>`, `<=` or `<`. The report's Targets
 //!   table judges the median of each target's plain (`x` `-`) samples.
@@ -52,6 +55,7 @@
 // System calls only in `run::procs` and `run::signals`, which allow it.
 #![deny(unsafe_code)]
 
+pub mod compare;
 pub mod error;
 pub mod figures;
 pub mod input;

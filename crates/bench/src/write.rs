@@ -1,7 +1,8 @@
 //! Writing a run's data files (`meta.tsv`, `samples.tsv`, `failures.tsv`,
 //! `notes.tsv`; formats in the crate documentation): the other side of
-//! [`crate::input`]. Lines are appended, so several writers (bench/compare's
-//! bash, `ringswitch-bench run`) can fill one directory in turn.
+//! [`crate::input`]. Lines are appended, so several writers (`compare`'s
+//! metadata and notes, `run`'s sections, one `run` after another) can
+//! fill one directory in turn.
 
 use std::fs::OpenOptions;
 use std::io::Write;

@@ -178,18 +178,6 @@ impl Dests {
     /// Files packet `k` (`len` bytes) under its destination(s).
     #[inline(always)]
     fn route(&mut self, table: &PortTable, src: PortIndex, k: u32, len: u32, decision: Decision) {
-        // An address learned in a VLAN is on a port that carries it; should
-        // it not (the port was replaced since), the frame floods its VLAN.
-        let decision = match decision {
-            Decision::Port(p) if table.has_vlans() => {
-                let vid = self.vlan.get(k as usize).map_or(0, |f| f.vid);
-                match table.get(p) {
-                    Some(port) if !port.vlan.carries(vid) => Decision::Flood,
-                    _ => decision,
-                }
-            }
-            d => d,
-        };
         match decision {
             // Addressed to a station behind the source itself.
             Decision::Drop => {
@@ -317,7 +305,7 @@ pub(crate) struct Lookup<'a> {
     /// decided once, since the decision cannot change within a batch but
     /// through a racing update by another worker, which a lookup races
     /// with too.
-    last: Option<([u8; 12], u16, bool, Decision)>,
+    last: Option<(u128, Decision)>,
 }
 
 impl<'a> Lookup<'a> {
@@ -358,33 +346,49 @@ impl<'a> Lookup<'a> {
         learn: bool,
     ) {
         let k = dests.push_link();
-        let vid = match self.src_vlan {
-            None => 0,
-            Some(pv) => {
-                let fv = vlan::ingress(pv, head, first_len);
-                dests.vlan.push(fv.unwrap_or_default());
-                match fv {
-                    Some(fv) => fv.vid,
-                    None => {
-                        dests.vlan_drops += 1;
-                        dests.vlan_drop_bytes += u64::from(len);
-                        return;
-                    }
-                }
-            }
+        let Some(pv) = self.src_vlan else {
+            let decision = self.decide(head, 0, learn);
+            dests.route(self.table, self.src, k, len, decision);
+            return;
         };
-        let mut hdr = [0u8; 12];
-        hdr.copy_from_slice(&head[..12]);
-        let decision = match self.last {
-            Some((h, v, l, d)) if h == hdr && v == vid && l == learn => d,
-            _ => {
-                let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
-                let smac = [hdr[6], hdr[7], hdr[8], hdr[9], hdr[10], hdr[11]];
-                let d = self.fwd.decide(dst, smac, vid, self.src, learn, self.now_s);
-                self.last = Some((hdr, vid, learn, d));
-                d
+        let fv = vlan::ingress(pv, head, first_len);
+        dests.vlan.push(fv.unwrap_or_default());
+        let Some(fv) = fv else {
+            dests.vlan_drops += 1;
+            dests.vlan_drop_bytes += u64::from(len);
+            return;
+        };
+        let decision = match self.decide(head, fv.vid, learn) {
+            // An address learned in a VLAN is on a port that carries it;
+            // should it not (the port was replaced since), the frame floods
+            // its VLAN.
+            Decision::Port(p) if self.table.get(p).is_some_and(|p| !p.vlan.carries(fv.vid)) => {
+                Decision::Flood
             }
+            d => d,
         };
         dests.route(self.table, self.src, k, len, decision);
+    }
+
+    /// The policy's decision for a frame with these first bytes in VLAN
+    /// `vid`, or the previous frame's when the addresses, the VLAN and
+    /// `learn` are the same (compared as one 128-bit key).
+    #[inline(always)]
+    fn decide(&mut self, head: &[u8; 16], vid: u16, learn: bool) -> Decision {
+        // The addresses (the low 96 bits, read little-endian), the VLAN and
+        // `learn` above them.
+        let key = (u128::from_le_bytes(*head) & ((1u128 << 96) - 1))
+            | (u128::from(vid) << 96)
+            | (u128::from(learn) << 112);
+        match self.last {
+            Some((h, d)) if h == key => d,
+            _ => {
+                let dst = [head[0], head[1], head[2], head[3], head[4], head[5]];
+                let smac = [head[6], head[7], head[8], head[9], head[10], head[11]];
+                let d = self.fwd.decide(dst, smac, vid, self.src, learn, self.now_s);
+                self.last = Some((key, d));
+                d
+            }
+        }
     }
 }

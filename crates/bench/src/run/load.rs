@@ -124,6 +124,7 @@ fn probe(b: &mut Bench, path: Path) -> Option<f64> {
         busy: false,
         secs: 1,
         tx_cpu,
+        stats: false,
     };
     let t = b.tput(&plan).ok()?;
     mpps(t.rx_pps()).parse().ok()

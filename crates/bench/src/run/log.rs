@@ -1,5 +1,5 @@
 //! The run's progress: `HH:MM:SS message` lines on stderr and in `run.log`
-//! (appended: bench/compare writes to the same file).
+//! (appended: bench/compare logs its installs and build there first).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

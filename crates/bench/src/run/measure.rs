@@ -18,6 +18,9 @@ pub struct Tput {
     pub tx: Report,
     /// The daemon's CPU seconds over the whole run, if a daemon runs.
     pub daemon_s: Option<f64>,
+    /// `ctl stats --json` after the sender stopped, while the receiver
+    /// still held its port (its counters go with it), if the plan asked.
+    pub stats: Option<String>,
 }
 
 impl Tput {
@@ -56,6 +59,8 @@ pub struct TputPlan<'a> {
     pub secs: u64,
     /// The sender's CPU (the receiver's is the run's receivers' CPU).
     pub tx_cpu: u32,
+    /// Whether to take the switch's counters before the receiver stops.
+    pub stats: bool,
 }
 
 impl Bench {
@@ -101,6 +106,11 @@ impl Bench {
         )?;
         // The last frames in flight reach the receiver.
         std::thread::sleep(Duration::from_millis(300));
+        let stats = if p.stats {
+            self.ctl(&["stats", "--json"])
+        } else {
+            None
+        };
         // SIGTERM ends the receiver cleanly; it still prints its report.
         let rx_exit = self.procs.stop(&rx);
         let dc1 = self.daemon.pid.and_then(cpu_ticks);
@@ -127,6 +137,7 @@ impl Bench {
             rx: rxr,
             tx: txr,
             daemon_s,
+            stats,
         };
         self.procs.log.quiet(&format!(
             "{}: rx {} pkts {} Mpps, tx {} pkts {} Mpps, {:.1} s",

@@ -1,8 +1,8 @@
 //! `ringswitch-bench run`: starts the daemon from a private binary copy
 //! and pkt-gen with CPU pinning and timeouts, waits for conditions with
 //! deadlines, reads their JSON reports and writes the figures to the run's
-//! `samples.tsv` and `failures.tsv` (appended: bench/compare's peers go to
-//! the same files). A failed measurement is a failure line with its reason;
+//! `samples.tsv` and `failures.tsv` (appended: `compare` runs one section
+//! after another into the same files). A failed measurement is a failure line with its reason;
 //! the run goes on.
 //!
 //! - [`procs`]: starting, waiting for and stopping processes;
@@ -62,6 +62,10 @@ pub struct Setup {
     pub rx_cpu: u32,
     /// Senders' CPU.
     pub tx_cpu: u32,
+    /// Whether throughput and switch also measure their variants: the
+    /// pipe busy-waiting and with 4096 slots and batch 2048, the switch's
+    /// sent rate and drops (bench/run.sh's figures).
+    pub variants: bool,
 }
 
 /// A run in progress: its processes, its daemon, its data.
@@ -87,6 +91,8 @@ pub struct Bench {
     out: PathBuf,
     /// Whether saturated peers' CPU also goes to the load section.
     pub peer_load: bool,
+    /// Whether throughput and switch also measure their variants.
+    pub variants: bool,
 }
 
 impl Bench {
@@ -120,6 +126,7 @@ impl Bench {
             bench_dir: s.bench_dir.clone(),
             out: s.out.clone(),
             peer_load: s.peer_load,
+            variants: s.variants,
         })
     }
 

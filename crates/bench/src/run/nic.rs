@@ -850,7 +850,7 @@ pub fn nic(b: &mut Bench) -> Result<(), Error> {
         }
     }
     b.data.note("nic", &format!(
-        "A veth pair between two network namespaces; DPDK testpmd txonly (64-byte frames, net_{gen}, the faster generator here) on CPU {gen_cpu} on one end; on the other, one receiver at a time on CPU {rx_cpu}: ringswitch (`ctl attach SWITCH vethB --mode native`, AF_XDP, frames flooded to a pkt-gen rx ring port), testpmd rxonly with net_af_xdp, with net_af_packet, and a Linux bridge forwarding to a second veth read by testpmd net_af_packet. {secs} s windows after 2 s of traffic. Default: the veth's receive work runs in the sender's softirq; threaded NAPI: it runs on the receiver's CPU, as a NIC interrupt steered there would (GRO on, TSO off on the sender's veth)."
+        "A veth pair between two network namespaces; DPDK testpmd txonly (64-byte frames, net_{gen}, the faster generator here) on CPU {gen_cpu} on one end; on the other, one receiver at a time on CPU {rx_cpu}: ringswitch (`ctl attach SWITCH vethB --mode native`, AF_XDP, frames flooded to a pkt-gen rx ring port), testpmd rxonly with net_af_xdp, with net_af_packet, and a Linux bridge forwarding to a second veth read by testpmd net_af_packet. {secs} s windows after {warm} s of traffic. Default: the veth's receive work runs in the sender's softirq; threaded NAPI: it runs on the receiver's CPU, as a NIC interrupt steered there would (GRO on, TSO off on the sender's veth)."
     ))?;
     Ok(())
 }

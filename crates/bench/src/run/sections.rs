@@ -3,8 +3,8 @@
 //! peers of throughput and batch (DPDK memif) and of switch (OVS-DPDK with
 //! memif ports) are measured here through their scripts ([`super::peers`]),
 //! as are those of vm (OVS-DPDK with vhost-user ports, [`super::vm`]) and
-//! of nic (DPDK testpmd and a Linux bridge on a veth, [`super::nic`]); the
-//! other peers by bench/compare's bash into the same data files.
+//! of nic (DPDK testpmd and a Linux bridge on a veth, [`super::nic`]), of
+//! latency (the kernel's ping) and of passthrough (vhost-user).
 
 use std::str::FromStr;
 
@@ -49,6 +49,23 @@ pub const NAMES: [&str; 9] = [
     "vm",
     "nic",
 ];
+
+impl Section {
+    /// The name `--sections` takes, and the section of its samples.
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::Throughput => "throughput",
+            Section::Switch => "switch",
+            Section::Latency => "latency",
+            Section::Batch => "batch",
+            Section::Idle => "idle",
+            Section::Load => "load",
+            Section::Passthrough => "passthrough",
+            Section::Vm => "vm",
+            Section::Nic => "nic",
+        }
+    }
+}
 
 impl FromStr for Section {
     type Err = String;
@@ -118,7 +135,124 @@ impl Section {
 /// Pipes: sender and receiver on their own CPU.
 fn throughput(b: &mut Bench) -> Result<(), Error> {
     b.log("throughput: ringswitch pipes, DPDK memif");
-    sized_runs(b, false)
+    sized_runs(b, false)?;
+    if b.variants {
+        pipe_variants(b)?;
+    }
+    Ok(())
+}
+
+/// The pipe at 60 B busy-waiting, and with 4096 slots and batch 2048
+/// (fewer wake-ups per packet), blocking: received Mpps.
+fn pipe_variants(b: &mut Bench) -> Result<(), Error> {
+    let (secs, burst) = (b.params.one("secs")?, b.params.one("burst")?);
+    for (case, label, busy, slots, burst) in [
+        (
+            "process to process, 60 B, busy-waiting",
+            "pipe-busy",
+            true,
+            None,
+            burst,
+        ),
+        (
+            "process to process, 60 B, 4096 slots, batch 2048",
+            "pipe-big",
+            false,
+            Some(4096),
+            2048,
+        ),
+    ] {
+        for r in 1..=b.runs {
+            if super::signals::interrupted() {
+                return Ok(());
+            }
+            if let Err(e) = b.daemon_ensure(&["--workers", "1"]) {
+                b.data.miss("throughput", case, PIPE, &e)?;
+                continue;
+            }
+            let n = b.next_pipe();
+            let conf = slots.map_or(String::new(), |s| format!("@conf:slots={s}"));
+            let (rxp, txp) = (format!("bp}}{n}{conf}"), format!("bp{{{n}"));
+            let plan = TputPlan {
+                label: &format!("{label}-r{r}"),
+                rx_port: &rxp,
+                tx_port: &txp,
+                len: 60,
+                burst,
+                busy,
+                secs,
+                tx_cpu: b.tx_cpu,
+                stats: false,
+            };
+            match b.tput(&plan) {
+                Ok(t) => {
+                    let k = Key::received("throughput", case, PIPE, "-");
+                    b.data.sample(&k, r, &mpps(t.rx_pps()))?;
+                    b.log(&format!("  {label} run {r}: {} Mpps", mpps(t.rx_pps())));
+                }
+                Err(e) => b
+                    .data
+                    .miss("throughput", case, PIPE, &format!("run {r}: {e}"))?,
+            }
+        }
+    }
+    b.daemon_stop();
+    Ok(())
+}
+
+/// The switch's sent rate and the receiving port's `drop_rx_full`, also as
+/// a share of the packets sent, from one run's reports and counters.
+fn sent_and_dropped(
+    b: &mut Bench,
+    case: &str,
+    rx_port: &str,
+    run: u32,
+    t: &super::measure::Tput,
+) -> Result<(), Error> {
+    let key = |metric, unit, better| Key {
+        section: "switch",
+        case,
+        system: SWITCH,
+        metric,
+        unit,
+        better,
+        x: "-",
+    };
+    b.data.sample(
+        &key("sent", "Mpps", "higher"),
+        run,
+        &t.tx.pps.map_or_else(|| "x".to_owned(), mpps),
+    )?;
+    let stats = t.stats.clone().unwrap_or_default();
+    let stem = rx_port.replace(':', "-");
+    super::procs::save(&b.procs.out_path(&format!("stats-{stem}-r{run}")), &stats);
+    let drops = super::vm::port_counter(&stats, rx_port, "drop_rx_full");
+    let (dropped, share) = drop_figures(drops, t.tx.packets);
+    b.data.sample(
+        &key("dropped (drop_rx_full at the receiver)", "packets", "lower"),
+        run,
+        &dropped,
+    )?;
+    b.data
+        .sample(&key("dropped, % of sent", "%", "lower"), run, &share)?;
+    Ok(())
+}
+
+/// The dropped packets and their share of the sent ones (one decimal), as
+/// sample texts: `x` (a failure line) where a count is missing.
+pub fn drop_figures(drops: Option<u64>, sent: Option<u64>) -> (String, String) {
+    match (drops, sent) {
+        (Some(d), Some(s)) => {
+            let share = if s > 0 {
+                100.0 * d as f64 / s as f64
+            } else {
+                0.0
+            };
+            (d.to_string(), format!("{share:.1}"))
+        }
+        (Some(d), None) => (d.to_string(), "x".into()),
+        _ => ("x".into(), "x".into()),
+    }
 }
 
 /// Two ring ports of a switch, the worker on the senders' CPU, both
@@ -186,6 +320,7 @@ fn sized_runs(b: &mut Bench, switch: bool) -> Result<(), Error> {
                 busy: false,
                 secs,
                 tx_cpu,
+                stats: switch && b.variants,
             };
             let t = match b.tput(&plan) {
                 Ok(t) => t,
@@ -211,6 +346,9 @@ fn sized_runs(b: &mut Bench, switch: bool) -> Result<(), Error> {
                 "  {what} {len} B run {r}: {} Mpps",
                 mpps(t.rx_pps())
             ));
+            if switch && b.variants {
+                sent_and_dropped(b, &c, &rxp, r, &t)?;
+            }
         }
         if !switch {
             // DPDK memif at the same size (64 B for 60: testpmd's frames
@@ -339,6 +477,7 @@ fn batch(b: &mut Bench) -> Result<(), Error> {
                 busy: false,
                 secs,
                 tx_cpu,
+                stats: false,
             };
             match b.tput(&plan) {
                 Ok(t) => {
@@ -354,4 +493,25 @@ fn batch(b: &mut Bench) -> Result<(), Error> {
         b.memif("batch", c, "DPDK memif (testpmd, 64 B)", 64, Some(n))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for n in NAMES {
+            assert_eq!(n.parse::<Section>().unwrap().name(), n);
+        }
+        assert!("nope".parse::<Section>().is_err());
+    }
+
+    #[test]
+    fn drops_and_their_share() {
+        assert_eq!(drop_figures(Some(5), Some(200)), ("5".into(), "2.5".into()));
+        assert_eq!(drop_figures(Some(0), Some(0)), ("0".into(), "0.0".into()));
+        assert_eq!(drop_figures(Some(3), None), ("3".into(), "x".into()));
+        assert_eq!(drop_figures(None, Some(3)), ("x".into(), "x".into()));
+    }
 }

@@ -1,16 +1,17 @@
-//! SIGINT, SIGTERM and SIGHUP end a run cleanly: the handler only sets a
-//! flag; waits see it, stop what they wait for, and the run returns, so
-//! every process it started is stopped (bench/compare stops `run` with
-//! SIGTERM when it is itself interrupted).
+//! SIGINT, SIGTERM and SIGHUP end a run cleanly: the handler only records
+//! the signal; waits see it, stop what they wait for, and the run returns,
+//! so every process it started is stopped and every machine setting it
+//! changed is put back.
 #![allow(unsafe_code)] // signal(2)
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The signal that asked the run to end, 0 while none has.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    // Relaxed: a lone flag; nothing else is published with it.
-    INTERRUPTED.store(true, Ordering::Relaxed);
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Relaxed: a lone value; nothing else is published with it.
+    SIGNAL.store(sig, Ordering::Relaxed);
 }
 
 /// Installs the handler for SIGINT, SIGTERM and SIGHUP.
@@ -24,6 +25,12 @@ pub fn install() {
 
 /// Whether a signal asked the run to end.
 pub fn interrupted() -> bool {
+    received().is_some()
+}
+
+/// The signal that asked the run to end, if one has.
+pub fn received() -> Option<i32> {
     // Relaxed: see on_signal.
-    INTERRUPTED.load(Ordering::Relaxed)
+    let sig = SIGNAL.load(Ordering::Relaxed);
+    (sig != 0).then_some(sig)
 }

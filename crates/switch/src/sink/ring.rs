@@ -143,6 +143,15 @@ pub(crate) enum EditedFrag<Fr> {
     Head([u8; 16], u32),
     /// A fragment of the original, from byte `.1` on.
     Part(Fr, u32),
+    /// A whole edited frame of one fragment: the new head (its first `hlen`
+    /// bytes), then the fragment from byte `skip` on; one piece for the
+    /// sink's one-slot path.
+    Spliced {
+        head: [u8; 16],
+        hlen: u32,
+        frag: Fr,
+        skip: u32,
+    },
 }
 
 impl<Fr: Fragment> Fragment for EditedFrag<Fr> {
@@ -151,6 +160,9 @@ impl<Fr: Fragment> Fragment for EditedFrag<Fr> {
         match self {
             EditedFrag::Head(_, n) => *n,
             EditedFrag::Part(f, from) => f.len().saturating_sub(*from),
+            EditedFrag::Spliced {
+                hlen, frag, skip, ..
+            } => hlen + frag.len().saturating_sub(*skip),
         }
     }
 
@@ -161,6 +173,29 @@ impl<Fr: Fragment> Fragment for EditedFrag<Fr> {
                 .get(off..off + len)
                 .is_some_and(|b| dregion.write_buf(db, doff, b)),
             EditedFrag::Part(f, from) => f.copy_to(dregion, db, doff, off + *from as usize, len),
+            EditedFrag::Spliced {
+                head,
+                hlen,
+                frag,
+                skip,
+            } => {
+                // The part of the range in the head, then the rest from
+                // the fragment.
+                let hlen = *hlen as usize;
+                let in_head = hlen.saturating_sub(off).min(len);
+                if in_head > 0 && !dregion.write_buf(db, doff, &head[off..off + in_head]) {
+                    return false;
+                }
+                let rest = len - in_head;
+                rest == 0
+                    || frag.copy_to(
+                        dregion,
+                        db,
+                        doff + in_head,
+                        (off + in_head - hlen) + *skip as usize,
+                        rest,
+                    )
+            }
         }
     }
 
@@ -169,6 +204,7 @@ impl<Fr: Fragment> Fragment for EditedFrag<Fr> {
             EditedFrag::Head(h, _) => *h,
             EditedFrag::Part(f, 0) => f.head(),
             EditedFrag::Part(..) => [0; 16],
+            EditedFrag::Spliced { head, .. } => *head,
         }
     }
 }
@@ -212,9 +248,21 @@ impl<F: RingFrames, E: Fn(u32) -> Edit> RingFrames for Edited<'_, F, E> {
 
     #[inline(always)]
     fn single(&self, k: u32) -> Option<Self::Frag> {
+        let f = self.inner.single(k)?;
         match (self.edit)(k) {
-            Edit::Keep => self.inner.single(k).map(|f| EditedFrag::Part(f, 0)),
-            _ => None,
+            Edit::Keep => Some(EditedFrag::Part(f, 0)),
+            e => {
+                let (head, hlen, skip) = e.head(&f.head());
+                // A fragment shorter than what the head stands for (a
+                // sender that shrank it since) goes the long way, which
+                // copies what there is.
+                (f.len() >= skip).then_some(EditedFrag::Spliced {
+                    head,
+                    hlen,
+                    frag: f,
+                    skip,
+                })
+            }
         }
     }
 

@@ -1,0 +1,149 @@
+//! The exact-match cache: hits, invalidation on every table change, and
+//! counters that stay exact through runs, evictions and flushes.
+
+mod common;
+
+use common::*;
+use ringswitch_flow::{Config, FlowCache, FlowKey, FlowTables, Target};
+use ringswitch_openflow::message::FlowModCommand;
+use ringswitch_openflow::{Field, Match, Oxm};
+
+fn target(cache: &mut FlowCache, t: &FlowTables, frame: &[u8]) -> Vec<Target> {
+    let k = FlowKey::extract(frame, 1);
+    cache
+        .lookup(t, &k, frame.len())
+        .outputs()
+        .iter()
+        .map(|o| o.target)
+        .collect()
+}
+
+#[test]
+fn hits_after_the_first_lookup() {
+    let mut t = FlowTables::new(Config::default());
+    t.flow_mod(&add(0, 1, Match::any(), vec![apply(vec![out(2)])]), T0)
+        .unwrap();
+    let mut c = FlowCache::new(64);
+    let f = udp4(1, 2, 3, 4);
+    for _ in 0..10 {
+        assert_eq!(target(&mut c, &t, &f), vec![Target::Port(2)]);
+    }
+    assert_eq!((c.hits(), c.misses()), (9, 1));
+    assert_eq!(c.capacity(), 64);
+}
+
+#[test]
+fn every_change_invalidates() {
+    let mut t = FlowTables::new(Config::default());
+    t.flow_mod(&add(0, 1, Match::any(), vec![apply(vec![out(2)])]), T0)
+        .unwrap();
+    let mut c = FlowCache::new(64);
+    let f = udp4(1, 2, 3, 4);
+    assert_eq!(target(&mut c, &t, &f), vec![Target::Port(2)]);
+    // A higher-priority flow: the next lookup sees it.
+    t.flow_mod(&add(0, 5, m(ip_udp()), vec![apply(vec![out(3)])]), T0)
+        .unwrap();
+    assert_eq!(target(&mut c, &t, &f), vec![Target::Port(3)]);
+    // A modify.
+    t.flow_mod(
+        &flow_mod(
+            FlowModCommand::ModifyStrict,
+            0,
+            5,
+            m(ip_udp()),
+            vec![apply(vec![out(4)])],
+        ),
+        T0,
+    )
+    .unwrap();
+    assert_eq!(target(&mut c, &t, &f), vec![Target::Port(4)]);
+    // A delete.
+    t.flow_mod(
+        &flow_mod(FlowModCommand::DeleteStrict, 0, 5, m(ip_udp()), vec![]),
+        T0,
+    )
+    .unwrap();
+    assert_eq!(target(&mut c, &t, &f), vec![Target::Port(2)]);
+    // A timeout.
+    let mut fm = add(0, 9, Match::any(), vec![]);
+    fm.hard_timeout = 1;
+    t.flow_mod(&fm, T0).unwrap();
+    assert!(target(&mut c, &t, &f).is_empty());
+    assert_eq!(t.expire(secs(1)).len(), 1);
+    assert_eq!(target(&mut c, &t, &f), vec![Target::Port(2)]);
+    assert_eq!(c.misses(), 6);
+    assert_eq!(c.hits(), 0);
+}
+
+#[test]
+fn counters_stay_exact_through_runs_and_evictions() {
+    let mut t = FlowTables::new(Config::default());
+    // One flow per source address 10.0.0.a, a..8.
+    for a in 0..8u8 {
+        let mt = m(vec![
+            Oxm::exact(Field::EthType, 0x0800),
+            Oxm::exact(
+                Field::Ipv4Src,
+                u128::from(u32::from_be_bytes([10, 0, 0, a])),
+            ),
+        ]);
+        let mut fm = add(0, 10, mt, vec![apply(vec![out(2)])]);
+        fm.cookie = u64::from(a);
+        t.flow_mod(&fm, T0).unwrap();
+    }
+    let mut rng = Rng::new(99);
+    let mut want = [(0u64, 0u64); 8];
+    // A tiny cache: entries are evicted in the middle of runs.
+    for capacity in [2usize, 4096] {
+        let mut c = FlowCache::new(capacity);
+        let mut frames = 0;
+        for batch in 0..50 {
+            for _ in 0..64 {
+                let a = rng.below(8) as u8;
+                // Runs of 1..4 frames of the same flow, many 5-tuples per flow.
+                for _ in 0..1 + rng.below(4) {
+                    let mut f = udp4(a, 2, rng.below(50) as u16, 53);
+                    f.resize(60 + rng.below(100) as usize, 0);
+                    let k = FlowKey::extract(&f, 1);
+                    assert_eq!(c.lookup(&t, &k, f.len()).outputs().len(), 1);
+                    want[usize::from(a)].0 += 1;
+                    frames += 1;
+                    want[usize::from(a)].1 += f.len() as u64;
+                }
+            }
+            if batch % 10 == 9 {
+                // A change between batches, as a flow mod between two of a worker's batches.
+                t.flow_mod(&add(1, 1, Match::any(), vec![]), T0).unwrap();
+            }
+            c.flush();
+        }
+        for f in t.flows().filter(|f| f.table_id() == 0) {
+            assert_eq!(
+                f.counts(),
+                want[f.cookie() as usize],
+                "flow {} with a cache of {capacity}",
+                f.cookie()
+            );
+        }
+        assert_eq!(c.hits() + c.misses(), frames);
+        assert!(c.hits() > 0);
+    }
+    let ts = &t.table_stats()[0];
+    let total: u64 = want.iter().map(|w| w.0).sum();
+    assert_eq!((ts.lookup_count, ts.matched_count), (total, total));
+}
+
+#[test]
+fn dropping_the_cache_counts_its_last_run() {
+    let mut t = FlowTables::new(Config::default());
+    t.flow_mod(&add(0, 1, Match::any(), vec![apply(vec![out(2)])]), T0)
+        .unwrap();
+    {
+        let mut c = FlowCache::new(16);
+        let f = udp4(1, 2, 3, 4);
+        for _ in 0..5 {
+            c.lookup(&t, &FlowKey::extract(&f, 1), f.len());
+        }
+    }
+    assert_eq!(t.flows().next().unwrap().counts(), (5, 300));
+}
