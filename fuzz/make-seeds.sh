@@ -29,6 +29,8 @@ for r in '{"cmd":"hello","version":1}' '{"cmd":"switch-add","name":"vale0"}' \
     '{"cmd":"port-add","name":"vale0:a"}' \
     '{"cmd":"port-add","name":"vale0:vm","vhost_user":{"path":"/tmp/vm.sock","client":false}}' \
     '{"cmd":"port-add","name":"vale0:pt","passthrough":"/tmp/pt.sock"}' \
+    '{"cmd":"port-add","name":"vale0:a","vlan":"access:10"}' \
+    '{"cmd":"attach","switch":"vale0","host":{"name":"tap0"},"vlan":"trunk:0,10,20-29"}' \
     '{"cmd":"port-del","name":"vale0:a"}' '{"cmd":"port-list","switch":"vale0"}' \
     '{"cmd":"stats"}' '{"cmd":"macs","switch":"vale0"}' '{"cmd":"open","name":"x{1"}' \
     '{"cmd":"close","handle":3}' '{"cmd":"attach","switch":"vale0","nic":{"ifname":"eth0"}}' \
@@ -39,6 +41,7 @@ for r in '{"cmd":"hello","version":1}' '{"cmd":"switch-add","name":"vale0"}' \
     i=$((i + 1))
 done
 hand config_file valid '{"version":1,"requests":[{"cmd":"switch-add","name":"vale0"},{"cmd":"port-add","name":"vale0:a@conf:slots=256"},{"cmd":"attach","switch":"vale0","nic":{"ifname":"eth0","mode":"copy"}}]}'
+hand config_file vlans '{"version":1,"requests":[{"cmd":"port-add","name":"vale0:a","vlan":"access:10"},{"cmd":"port-add","name":"vale0:vm","vhost_user":{"path":"/tmp/vm.sock"},"vlan":"access:20"},{"cmd":"attach","switch":"vale0","host":{"name":"tap0","queues":1},"vlan":"trunk:10,20"}]}'
 hand config_file empty '{"version":1,"requests":[]}'
 hand config_file future '{"version":2,"requests":[]}'
 # openflow_codec: one of every OpenFlow message, and all of them as a

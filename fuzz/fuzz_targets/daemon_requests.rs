@@ -72,6 +72,7 @@ impl Req {
                 name: n.render(0),
                 vhost_user: None,
                 passthrough: None,
+                vlan: None,
             },
             Req::PortDel(n) => Request::PortDel { name: n.render(0) },
             Req::PortList(s) => Request::PortList {
@@ -110,6 +111,7 @@ fn touches_host(data: &[u8]) -> bool {
             name,
             vhost_user,
             passthrough,
+            ..
         }) => {
             vhost_user.is_some()
                 || passthrough.is_some()

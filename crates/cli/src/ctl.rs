@@ -5,7 +5,8 @@ use std::path::Path;
 use clap::{Args, Subcommand};
 use ringswitch_control::proto::{AttachReply, HostSpec, NicMode, NicSpec};
 use ringswitch_control::{
-    Connection, MacEntry, PortInfo, PortKind, PortStats, Request, SwitchInfo, VhostUserSpec,
+    Connection, MacEntry, PortInfo, PortKind, PortStats, PortVlan, Request, SwitchInfo,
+    VhostUserSpec, VlanError, VlanSet,
 };
 
 #[derive(Args)]
@@ -42,7 +43,8 @@ enum CtlCmd {
     /// Attach a NIC (AF_XDP, or AF_PACKET where XDP cannot attach) and/or
     /// a host-stack port (a TAP interface) to a switch, like vale-ctl -a/-h:
     /// `attach vale0 eth0`, `attach vale0 --host tap0`, `attach vale0 eth0
-    /// --host` (the TAP is then named eth0^).
+    /// --host` (the TAP is then named eth0^); `attach vale0 --host tap0
+    /// --trunk 10,20` (a trunk to the host).
     Attach(AttachArgs),
     /// Detach an interface port (vale0:eth0): the XDP program is removed,
     /// a TAP deleted, and the interface is the kernel's again.
@@ -78,6 +80,43 @@ struct AttachArgs {
     /// Queues of the host port's TAP.
     #[arg(long, default_value_t = 1)]
     host_queues: u32,
+    #[command(flatten)]
+    vlan: VlanArgs,
+}
+
+/// A switch port's VLANs, as Open vSwitch's `tag=` and `trunks=`; neither:
+/// a trunk of every VLAN, where every frame passes as it is. (Boxed: a
+/// setting is 512 bytes, and clap keeps every command's arguments inline.)
+#[derive(Args)]
+struct VlanArgs {
+    /// Make it an access port of VLAN VID (1 to 4094), like Open vSwitch's
+    /// tag=: its frames are untagged on the port and in VLAN VID inside the
+    /// switch.
+    #[arg(long, value_name = "VID", value_parser = access_vlan, conflicts_with = "trunk")]
+    vlan: Option<Box<PortVlan>>,
+    /// Make it a trunk of these VLANs (10,20,30-39, or all; 0 stands for
+    /// untagged frames), like Open vSwitch's trunks=: tagged frames of them
+    /// pass as they are, frames of other VLANs are dropped.
+    #[arg(long, value_name = "LIST|all", value_parser = trunk_vlans)]
+    trunk: Option<Box<PortVlan>>,
+}
+
+impl VlanArgs {
+    fn get(&self) -> Option<PortVlan> {
+        self.vlan.as_deref().or(self.trunk.as_deref()).cloned()
+    }
+}
+
+fn access_vlan(s: &str) -> Result<Box<PortVlan>, VlanError> {
+    let vid = s
+        .trim()
+        .parse::<u16>()
+        .map_err(|_| VlanError::BadVid(s.trim().to_string()))?;
+    PortVlan::access(vid).map(Box::new)
+}
+
+fn trunk_vlans(s: &str) -> Result<Box<PortVlan>, VlanError> {
+    s.parse::<VlanSet>().map(|v| Box::new(PortVlan::Trunk(v)))
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -115,6 +154,7 @@ fn attach_request(a: &AttachArgs) -> Result<Request, Box<dyn std::error::Error>>
             name: (!n.is_empty()).then(|| n.clone()),
             queues: a.host_queues,
         }),
+        vlan: a.vlan.get(),
     })
 }
 
@@ -132,7 +172,8 @@ enum SwitchOp {
 enum PortOp {
     /// Create a persistent port: vale0:a, vale0:a@conf:rings=2,slots=512, or
     /// pipe{1; with --vhost-user, a VM port (a vhost-user virtio-net device);
-    /// with --passthrough, a port (or pipe end) whose rings a VM gets.
+    /// with --passthrough, a port (or pipe end) whose rings a VM gets; with
+    /// --vlan or --trunk, a switch port in VLANs.
     Add {
         name: String,
         /// Pass the port's rings through to a VM: ringswitch serves QEMU's
@@ -156,6 +197,8 @@ enum PortOp {
         /// Offer no checksum or TSO offloads to the guest.
         #[arg(long, requires = "vhost_user")]
         no_offloads: bool,
+        #[command(flatten)]
+        vlan: VlanArgs,
     },
     /// Delete a persistent port that no client has open.
     Del { name: String },
@@ -201,16 +244,16 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) {
     }
 }
 
-pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let mut c = Connection::connect(socket)?;
-    let v = match &a.cmd {
+/// The request a command sends.
+fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
+    Ok(match cmd {
         CtlCmd::Switch {
             op: SwitchOp::Add { name },
-        } => call(&mut c, Request::SwitchAdd { name: name.clone() })?,
+        } => Request::SwitchAdd { name: name.clone() },
         CtlCmd::Switch {
             op: SwitchOp::Del { name },
-        } => call(&mut c, Request::SwitchDel { name: name.clone() })?,
-        CtlCmd::Switch { op: SwitchOp::List } => call(&mut c, Request::SwitchList)?,
+        } => Request::SwitchDel { name: name.clone() },
+        CtlCmd::Switch { op: SwitchOp::List } => Request::SwitchList,
         CtlCmd::Port {
             op:
                 PortOp::Add {
@@ -220,52 +263,48 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                     client,
                     queues,
                     no_offloads,
+                    vlan,
                 },
-        } => call(
-            &mut c,
-            Request::PortAdd {
-                name: name.clone(),
-                vhost_user: vhost_user.as_ref().map(|path| VhostUserSpec {
-                    path: absolute(path),
-                    client: *client,
-                    queues: *queues,
-                    offloads: !*no_offloads,
-                }),
-                passthrough: passthrough.as_deref().map(absolute),
-            },
-        )?,
+        } => Request::PortAdd {
+            name: name.clone(),
+            vhost_user: vhost_user.as_ref().map(|path| VhostUserSpec {
+                path: absolute(path),
+                client: *client,
+                queues: *queues,
+                offloads: !*no_offloads,
+            }),
+            passthrough: passthrough.as_deref().map(absolute),
+            vlan: vlan.get(),
+        },
         CtlCmd::Port {
             op: PortOp::Del { name },
-        } => call(&mut c, Request::PortDel { name: name.clone() })?,
+        } => Request::PortDel { name: name.clone() },
         CtlCmd::Port {
             op: PortOp::List { switch },
-        } => call(
-            &mut c,
-            Request::PortList {
-                switch: switch.clone(),
-            },
-        )?,
-        CtlCmd::Stats { switch } => call(
-            &mut c,
-            Request::Stats {
-                switch: switch.clone(),
-            },
-        )?,
-        CtlCmd::Macs { switch } => call(
-            &mut c,
-            Request::Macs {
-                switch: switch.clone(),
-            },
-        )?,
-        CtlCmd::Attach(a) => call(&mut c, attach_request(a)?)?,
+        } => Request::PortList {
+            switch: switch.clone(),
+        },
+        CtlCmd::Stats { switch } => Request::Stats {
+            switch: switch.clone(),
+        },
+        CtlCmd::Macs { switch } => Request::Macs {
+            switch: switch.clone(),
+        },
+        CtlCmd::Attach(a) => attach_request(a)?,
         CtlCmd::Detach { name, ifname } => {
             let name = match ifname {
                 Some(i) => format!("{name}:{i}"),
                 None => name.clone(),
             };
-            call(&mut c, Request::Detach { name })?
+            Request::Detach { name }
         }
-    };
+    })
+}
+
+pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let req = request(&a.cmd)?;
+    let mut c = Connection::connect(socket)?;
+    let v = call(&mut c, req)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -294,6 +333,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                     "SLOTS",
                     "BUF/SOCKET/IF",
                     "WORKER",
+                    "VLAN",
                 ],
                 v.into_iter()
                     .map(|p| {
@@ -348,6 +388,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                             p.worker
                                 .map(|w| w.to_string())
                                 .unwrap_or_else(|| "-".into()),
+                            p.vlan.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
                         ]
                     })
                     .collect(),
@@ -367,6 +408,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                     "DROP_SHORT",
                     "DROP_LONG",
                     "NO_DEST",
+                    "DROP_VLAN",
                     "DROP_DOWN",
                     "DROP_KERNEL",
                     "REINITS",
@@ -384,6 +426,7 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                             s.drop_short.to_string(),
                             s.drop_long.to_string(),
                             s.drop_no_dest.to_string(),
+                            s.drop_vlan.to_string(),
                             s.drop_link_down.to_string(),
                             s.drop_kernel.to_string(),
                             s.ring_reinits.to_string(),
@@ -395,9 +438,9 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
         CtlCmd::Macs { .. } => {
             let v: Vec<MacEntry> = serde_json::from_value(v)?;
             table(
-                &["MAC", "PORT", "AGE_S"],
+                &["MAC", "VLAN", "PORT", "AGE_S"],
                 v.into_iter()
-                    .map(|m| vec![m.mac, m.port, m.age_s.to_string()])
+                    .map(|m| vec![m.mac, m.vlan.to_string(), m.port, m.age_s.to_string()])
                     .collect(),
             );
         }
@@ -422,4 +465,84 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
         _ => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        ctl: CtlArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<Request, String> {
+        let c = Cli::try_parse_from(std::iter::once("ctl").chain(argv.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        request(&c.ctl.cmd).map_err(|e| e.to_string())
+    }
+
+    fn vlan_of(r: &Request) -> Option<String> {
+        match r {
+            Request::PortAdd { vlan, .. } | Request::Attach { vlan, .. } => {
+                vlan.as_ref().map(ToString::to_string)
+            }
+            _ => panic!("not a port-add or attach: {r:?}"),
+        }
+    }
+
+    #[test]
+    fn vlan_options_make_access_ports_and_trunks() {
+        let access = Some("access:10".to_string());
+        for argv in [
+            &["port", "add", "vale0:a", "--vlan", "10"][..],
+            &[
+                "port",
+                "add",
+                "vale0:vm",
+                "--vhost-user",
+                "/tmp/vm.sock",
+                "--vlan",
+                "10",
+            ],
+            &["attach", "vale0", "--host", "tap0", "--vlan", "10"],
+            &["attach", "vale0", "eth0", "--vlan", "10"],
+        ] {
+            assert_eq!(vlan_of(&parse(argv).unwrap()), access, "{argv:?}");
+        }
+        let r = parse(&["port", "add", "vale0:a", "--trunk", "20, 10,30-32"]).unwrap();
+        assert_eq!(vlan_of(&r).as_deref(), Some("trunk:10,20,30-32"));
+        let r = parse(&["attach", "vale0", "--host", "tap0", "--trunk", "all"]).unwrap();
+        assert_eq!(vlan_of(&r).as_deref(), Some("trunk:all"));
+        let r = parse(&["port", "add", "vale0:a", "--trunk", "0,10"]).unwrap();
+        assert_eq!(vlan_of(&r).as_deref(), Some("trunk:0,10"));
+        // Neither: the daemon's default (a trunk of every VLAN), not sent.
+        let r = parse(&["port", "add", "vale0:a"]).unwrap();
+        assert_eq!(vlan_of(&r), None);
+        let r = parse(&["attach", "vale0", "eth0"]).unwrap();
+        assert_eq!(vlan_of(&r), None);
+    }
+
+    #[test]
+    fn bad_vlan_options_are_refused_in_plain_words() {
+        let e = parse(&["port", "add", "vale0:a", "--vlan", "10", "--trunk", "20"]).unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+        let e = parse(&["attach", "vale0", "eth0", "--vlan", "1", "--trunk", "all"]).unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+        let e = parse(&["port", "add", "vale0:a", "--vlan", "0"]).unwrap_err();
+        assert!(
+            e.contains("an access port needs a VLAN from 1 to 4094, not 0"),
+            "{e}"
+        );
+        let e = parse(&["port", "add", "vale0:a", "--vlan", "4095"]).unwrap_err();
+        assert!(e.contains("'4095' is not a VLAN ID"), "{e}");
+        let e = parse(&["port", "add", "vale0:a", "--vlan", "ten"]).unwrap_err();
+        assert!(e.contains("'ten' is not a VLAN ID"), "{e}");
+        let e = parse(&["port", "add", "vale0:a", "--trunk", "30-20"]).unwrap_err();
+        assert!(e.contains("VLAN range '30-20' is backwards"), "{e}");
+        let e = parse(&["port", "add", "vale0:a", "--trunk", ","]).unwrap_err();
+        assert!(e.contains("a trunk needs at least one VLAN"), "{e}");
+    }
 }

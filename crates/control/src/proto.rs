@@ -4,6 +4,8 @@
 use ringswitch_ring::layout::Geometry;
 use serde::{Deserialize, Serialize};
 
+use crate::vlan::PortVlan;
+
 /// Protocol version spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest message accepted, in bytes.
@@ -26,6 +28,10 @@ pub const MAX_LISTING_BYTES: usize = 64 * 1024 * 1024;
 pub const MAX_FDS: usize = 40;
 
 /// A request from a client.
+// The VLAN settings of `port-add` and `attach` are kept inline (a
+// [`PortVlan`] holds its set, 512 bytes): requests are few, and a box
+// would show in every literal that builds one.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Request {
@@ -59,6 +65,11 @@ pub enum Request {
         /// ports and pipe ends.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         passthrough: Option<String>,
+        /// The port's VLANs (`access:10`, `trunk:10,20`, `trunk:all`);
+        /// none: a trunk of every VLAN (frames pass as they are). Ring and
+        /// VM ports only: refused for pipes and passthrough ports.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vlan: Option<PortVlan>,
     },
     /// Destroy a persistent port (it must not be open).
     PortDel {
@@ -104,6 +115,10 @@ pub enum Request {
         /// The host-stack port to create.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         host: Option<HostSpec>,
+        /// The VLANs of the ports it creates (as `port-add`'s); none: a
+        /// trunk of every VLAN.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vlan: Option<PortVlan>,
     },
     /// Detach an interface port (a NIC or a TAP) and give the interface
     /// back to the kernel (the XDP program removed, the TAP deleted).
@@ -414,6 +429,10 @@ pub struct PortInfo {
     /// A passthrough port's ivshmem socket, and whether a guest is attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passthrough: Option<PassthroughInfo>,
+    /// A switch port's VLANs (`trunk:all` unless set); none for pipes, and
+    /// from daemons that predate VLANs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<PortVlan>,
 }
 
 /// Counters of one port. "tx" is what its client sent into the switch, "rx"
@@ -531,5 +550,75 @@ mod tests {
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"open","name":"x","extra":1}"#).is_err());
         let s = serde_json::to_string(&Request::PortList { switch: None }).unwrap();
         assert_eq!(s, r#"{"cmd":"port-list","switch":null}"#);
+    }
+
+    #[test]
+    fn vlan_settings_are_optional_on_the_wire() {
+        // Written before VLANs: no field, the default.
+        let old = r#"{"cmd":"port-add","name":"vale0:a"}"#;
+        let r: Request = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            r,
+            Request::PortAdd {
+                name: "vale0:a".into(),
+                vhost_user: None,
+                passthrough: None,
+                vlan: None,
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            old,
+            "none is not written"
+        );
+        let old = r#"{"cmd":"attach","switch":"vale0","host":{"name":"tap0","queues":1}}"#;
+        let r: Request = serde_json::from_str(old).unwrap();
+        assert!(matches!(r, Request::Attach { vlan: None, .. }), "{r:?}");
+        assert_eq!(serde_json::to_string(&r).unwrap(), old);
+
+        // With the field: the setting as a string, both ways.
+        for (req, text) in [
+            (
+                Request::PortAdd {
+                    name: "vale0:a".into(),
+                    vhost_user: None,
+                    passthrough: None,
+                    vlan: Some(PortVlan::Access(10)),
+                },
+                r#"{"cmd":"port-add","name":"vale0:a","vlan":"access:10"}"#,
+            ),
+            (
+                Request::Attach {
+                    switch: "vale0".into(),
+                    nic: None,
+                    host: Some(HostSpec {
+                        name: Some("tap0".into()),
+                        queues: 1,
+                    }),
+                    vlan: Some("trunk:10,20".parse().unwrap()),
+                },
+                r#"{"cmd":"attach","switch":"vale0","host":{"name":"tap0","queues":1},"vlan":"trunk:10,20"}"#,
+            ),
+        ] {
+            assert_eq!(serde_json::to_string(&req).unwrap(), text);
+            assert_eq!(serde_json::from_str::<Request>(text).unwrap(), req);
+        }
+        let e = serde_json::from_str::<Request>(
+            r#"{"cmd":"port-add","name":"vale0:a","vlan":"access:5000"}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("'5000' is not a VLAN ID"), "{e}");
+
+        // A port listing from a daemon without VLANs still reads.
+        let p: PortInfo = serde_json::from_str(
+            r#"{"name":"vale0:a","kind":"vale","persistent":true,"open":false}"#,
+        )
+        .unwrap();
+        assert_eq!(p.vlan, None);
+        let p: PortInfo = serde_json::from_str(
+            r#"{"name":"vale0:a","kind":"vale","persistent":true,"open":false,"vlan":"trunk:all"}"#,
+        )
+        .unwrap();
+        assert_eq!(p.vlan, Some(PortVlan::all()));
     }
 }

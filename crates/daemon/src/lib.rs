@@ -814,7 +814,13 @@ fn handle(
             name,
             vhost_user,
             passthrough,
-        } => result(r.port_add(&name, vhost_user.as_ref(), passthrough.as_deref())),
+            vlan,
+        } => result(r.port_add(
+            &name,
+            vhost_user.as_ref(),
+            passthrough.as_deref(),
+            vlan.as_ref(),
+        )),
         Request::PortDel { name } => result(r.port_del(&name)),
         Request::PortList { switch } => result(r.port_list(switch.as_deref())),
         Request::Stats { switch } => result(r.stats(switch.as_deref())),
@@ -824,9 +830,12 @@ fn handle(
             Err(e) => Err(e.into()),
         },
         Request::Close { handle } => result(r.close(conn, handle)),
-        Request::Attach { switch, nic, host } => {
-            result(r.attach(&switch, nic.as_ref(), host.as_ref()))
-        }
+        Request::Attach {
+            switch,
+            nic,
+            host,
+            vlan,
+        } => result(r.attach(&switch, nic.as_ref(), host.as_ref(), vlan.as_ref())),
         Request::Detach { name } => result(r.detach(&name)),
         Request::Page { request, after } => listing(&r, *request)
             .and_then(|v| page::page(v, &after))

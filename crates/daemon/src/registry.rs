@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ringswitch_control::proto::VhostUserSpec;
-use ringswitch_control::PortName;
+use ringswitch_control::{PortName, PortVlan};
 use ringswitch_ring::Geometry;
 use ringswitch_switch::{Counters, Switch, SwitchPort};
 use tracing::info;
@@ -78,6 +78,8 @@ pub struct SwitchConfig {
 }
 
 struct PortEntry {
+    /// The port in its switch; its VLANs (`port.vlan`) are the ones it was
+    /// added with, and every later incarnation of it is built with them.
     port: Arc<SwitchPort>,
     /// (assignment id, worker) per source: one for a ring port, one per
     /// queue for an interface port, one per queue pair for a VM port.
@@ -248,17 +250,23 @@ impl Registry {
         }
     }
 
-    /// Creates port `port` on switch `sw`, making the switch on demand: the
-    /// one path of every ring and VM port. A port that fails is left
-    /// nowhere, and neither is an on-demand switch made for it.
-    fn add_port(&mut self, sw: &str, port: &str, new: NewPort<'_>) -> Result<(), RegistryError> {
+    /// Creates port `port` on switch `sw` in `vlan`, making the switch on
+    /// demand: the one path of every ring and VM port. A port that fails is
+    /// left nowhere, and neither is an on-demand switch made for it.
+    fn add_port(
+        &mut self,
+        sw: &str,
+        port: &str,
+        new: NewPort<'_>,
+        vlan: PortVlan,
+    ) -> Result<(), RegistryError> {
         let res = match new {
             NewPort::Ring {
                 geometry,
                 persistent,
                 counters,
-            } => self.attach_ring_port(sw, port, geometry, persistent, counters),
-            NewPort::Vm(spec) => self.attach_vm_port(sw, port, spec),
+            } => self.attach_ring_port(sw, port, geometry, persistent, counters, vlan),
+            NewPort::Vm(spec) => self.attach_vm_port(sw, port, spec, vlan),
         };
         self.drop_failed_switch(sw, res.is_err());
         let entry = res?;

@@ -165,6 +165,7 @@ fn busy_unknown_and_persistence() {
         name: "vale0:keep".into(),
         vhost_user: None,
         passthrough: None,
+        vlan: None,
     })
     .unwrap();
     assert_eq!(
@@ -174,6 +175,7 @@ fn busy_unknown_and_persistence() {
                 name: "vale0:keep".into(),
                 vhost_user: None,
                 passthrough: None,
+                vlan: None,
             }
         )
         .0,
@@ -208,6 +210,7 @@ fn too_many_ports() {
             name: format!("vale0:p{i}@conf:slots=64,buf-size=128"),
             vhost_user: None,
             passthrough: None,
+            vlan: None,
         })
         .unwrap();
     }
@@ -217,6 +220,7 @@ fn too_many_ports() {
             name: "vale0:one-more".into(),
             vhost_user: None,
             passthrough: None,
+            vlan: None,
         },
     );
     assert_eq!(code, ErrorCode::Limit);
@@ -227,6 +231,7 @@ fn too_many_ports() {
             name: format!("vale{i}:x"),
             vhost_user: None,
             passthrough: None,
+            vlan: None,
         })
         .unwrap();
     }
@@ -331,6 +336,7 @@ fn a_persistent_port_gets_fresh_memory_for_each_client() {
         name: "vale0:p".into(),
         vhost_user: None,
         passthrough: None,
+        vlan: None,
     })
     .unwrap();
     let first = Port::open_at(&s, "vale0:p").unwrap();
@@ -385,6 +391,7 @@ fn configuration_survives_a_restart() {
                 name: name.into(),
                 vhost_user: None,
                 passthrough: None,
+                vlan: None,
             })
             .unwrap();
         }
@@ -397,6 +404,7 @@ fn configuration_survives_a_restart() {
                 offloads: false,
             }),
             passthrough: None,
+            vlan: None,
         })
         .unwrap();
         // On demand: not configuration.

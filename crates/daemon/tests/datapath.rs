@@ -442,6 +442,7 @@ fn counters_add_up_for_a_vm_destination_under_a_hostile_sender() {
             offloads: true,
         }),
         passthrough: None,
+        vlan: None,
     })
     .unwrap();
     let mut a = Port::open_at(&s, "vale1:a").unwrap();
@@ -480,6 +481,7 @@ fn counters_add_up_for_a_vm_source_with_bad_chains_and_offloads() {
             offloads: true,
         }),
         passthrough: None,
+        vlan: None,
     })
     .unwrap();
     let _r = Port::open_at(&s, "vale1:r@conf:slots=64").unwrap();
@@ -547,6 +549,7 @@ fn counters_add_up_for_a_tap_destination_under_a_hostile_sender() {
             name: Some(tap.clone()),
             queues: 1,
         }),
+        vlan: None,
     })
     .unwrap_or_else(|e| panic!("attaching TAP {tap}: {e}"));
     // The kernel must send nothing into the switch from the TAP (its
@@ -581,6 +584,7 @@ fn a_port_without_a_client_gets_nothing_and_counts_it() {
         name: "vale3:b".into(),
         vhost_user: None,
         passthrough: None,
+        vlan: None,
     })
     .unwrap();
     let mut a = Port::open_at(&s, "vale3:a").unwrap();

@@ -124,6 +124,7 @@ fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_dae
             offloads: true,
         }),
         passthrough: None,
+        vlan: None,
     })
     .unwrap();
     // Other requests answer while the port's thread tries to connect.
@@ -159,6 +160,7 @@ fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_dae
             offloads: true,
         }),
         passthrough: None,
+        vlan: None,
     })
     .unwrap();
     drop(c);
@@ -178,6 +180,7 @@ fn many_ports(c: &mut Connection, n: usize) -> Vec<String> {
             name: format!("{name}@conf:slots=64"),
             vhost_user: None,
             passthrough: None,
+            vlan: None,
         })
         .unwrap();
     }

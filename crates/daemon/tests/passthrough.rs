@@ -105,6 +105,7 @@ fn add_pt(c: &mut Connection, name: &str, path: &Path) -> Result<(), CallError> 
         name: name.into(),
         vhost_user: None,
         passthrough: Some(path.display().to_string()),
+        vlan: None,
     })
     .map(|_| ())
 }

@@ -145,6 +145,7 @@ impl Env {
             name: name.into(),
             vhost_user: Some(spec),
             passthrough: None,
+            vlan: None,
         }) {
             Ok(_) => Ok(()),
             Err(CallError::Daemon(e)) => Err(e),
@@ -1513,6 +1514,7 @@ fn control_errors_for_vm_ports() {
         name: "vale0:vm1".into(),
         vhost_user: None,
         passthrough: None,
+        vlan: None,
     }));
     assert_eq!(err.code, ErrorCode::Exists, "{err:?}");
     // A ring port's name too.

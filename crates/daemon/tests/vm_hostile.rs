@@ -73,6 +73,7 @@ impl Env {
             name: name.into(),
             vhost_user: Some(spec),
             passthrough: None,
+            vlan: None,
         }) {
             Ok(_) => path,
             Err(CallError::Daemon(e)) => panic!("port-add {name}: {e}"),

@@ -759,6 +759,7 @@ fn setup(ctx: &Ctx) -> Result<(), String> {
             name: p.into(),
             vhost_user: None,
             passthrough: None,
+            vlan: None,
         })?;
     }
     for (p, sock) in [("vale94:vm", "vm94.sock"), ("vale95:bad", "bad95.sock")] {
@@ -771,6 +772,7 @@ fn setup(ctx: &Ctx) -> Result<(), String> {
                 offloads: true,
             }),
             passthrough: None,
+            vlan: None,
         })?;
     }
     Ok(())
@@ -932,6 +934,7 @@ fn ctl_churn(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
                 name,
                 vhost_user,
                 passthrough: None,
+                vlan: None,
             })
         };
         ctx.call(&Request::SwitchAdd { name: sw.clone() })?;

@@ -1,7 +1,9 @@
 //! The daemon's persistent configuration (`serve --config FILE`): what
 //! `switch-add`, `port-add` and `attach` created, kept as the requests that
 //! recreate it, saved after every change and replayed at start. Ports opened
-//! on demand by clients are not configuration and are not saved.
+//! on demand by clients are not configuration and are not saved. A port's
+//! VLANs go with the request that makes it, when it has any (files written
+//! before VLANs, without them, load as ports without VLANs).
 
 use std::path::{Path, PathBuf};
 
@@ -86,11 +88,13 @@ impl Registry {
                 if pname == DIRECT_APP {
                     continue;
                 }
+                let vlan = (!p.port.vlan.is_default()).then(|| p.port.vlan.clone());
                 match &p.kind {
                     Kind::Vm(vm) => out.push(Request::PortAdd {
                         name: format!("{sname}:{pname}"),
                         vhost_user: Some(vm.spec.clone()),
                         passthrough: None,
+                        vlan,
                     }),
                     Kind::Iface(i) => {
                         let (nic, host) = match &i.request {
@@ -101,12 +105,14 @@ impl Registry {
                             switch: sname.clone(),
                             nic,
                             host,
+                            vlan,
                         });
                     }
                     Kind::Ring(r) if r.persistent => out.push(Request::PortAdd {
                         name: format!("{sname}:{pname}{}", conf(&r.geometry)),
                         vhost_user: None,
                         passthrough: r.open_by.guest().map(|t| t.path().display().to_string()),
+                        vlan,
                     }),
                     Kind::Ring(_) => {}
                 }
@@ -123,6 +129,7 @@ impl Registry {
                     ),
                     vhost_user: None,
                     passthrough: None,
+                    vlan: None,
                 });
                 // Passthrough ends after the pipe exists, with its sizes.
                 for (end, o) in p.open_by.iter().enumerate() {
@@ -131,6 +138,7 @@ impl Registry {
                             name: format!("{}{}{}", p.base, if end == 0 { '{' } else { '}' }, p.id),
                             vhost_user: None,
                             passthrough: Some(t.path().display().to_string()),
+                            vlan: None,
                         });
                     }
                 }
@@ -190,5 +198,44 @@ mod tests {
         assert!(e.contains("version 7"), "{e}");
         let e = parse_config(r#"{"version":1,"requests":[],"x":1}"#, p).unwrap_err();
         assert!(e.contains("not a ringswitch configuration"), "{e}");
+    }
+
+    #[test]
+    fn vlans_are_kept_and_files_from_before_them_load() {
+        let p = Path::new("/etc/rs.json");
+        let before = r#"{"version":1,"requests":[{"cmd":"port-add","name":"vale0:a"},
+            {"cmd":"attach","switch":"vale0","host":{"name":"tap0","queues":1}}]}"#;
+        let r = parse_config(before, p).unwrap();
+        assert!(
+            matches!(
+                &r[..],
+                [
+                    Request::PortAdd { vlan: None, .. },
+                    Request::Attach { vlan: None, .. }
+                ]
+            ),
+            "{r:?}"
+        );
+        let with = r#"{"version":1,"requests":[{"cmd":"port-add","name":"vale0:a","vlan":"access:10"},
+            {"cmd":"attach","switch":"vale0","host":{"name":"tap0","queues":1},"vlan":"trunk:10,20"}]}"#;
+        let r = parse_config(with, p).unwrap();
+        let vlans: Vec<String> = r
+            .iter()
+            .filter_map(|q| match q {
+                Request::PortAdd { vlan, .. } | Request::Attach { vlan, .. } => vlan.as_ref(),
+                _ => None,
+            })
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(vlans, ["access:10", "trunk:10,20"]);
+        let e = parse_config(
+            r#"{"version":1,"requests":[{"cmd":"port-add","name":"vale0:a","vlan":"access:0"}]}"#,
+            p,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("an access port needs a VLAN from 1 to 4094"),
+            "{e}"
+        );
     }
 }

@@ -345,6 +345,28 @@ pub enum RegistryError {
         /// The name.
         port: String,
     },
+    /// `port-add` of a pipe end with VLANs.
+    #[error("{end} is a pipe end: a pipe joins two programs without a switch, so it has no VLANs (give {vlan} to a switch port, like vale0:a)")]
+    VlanOnPipe {
+        /// The pipe end.
+        end: String,
+        /// The VLANs asked for.
+        vlan: String,
+    },
+    /// `port-add` of a passthrough port with VLANs.
+    #[error("{port}: VLANs are set on ring, VM and interface ports, not on passthrough ports")]
+    VlanOnPassthrough {
+        /// The port.
+        port: String,
+    },
+    /// `port-add` with VLANs of a port a client opened on demand.
+    #[error("port {port} is open by a client, which made it with VLANs {vlan}; a port's VLANs are set when it is made: close it, then add it with them")]
+    VlanOfOpenPort {
+        /// The port.
+        port: String,
+        /// Its VLANs.
+        vlan: String,
+    },
     /// `detach` of a port that is not an interface.
     #[error("port {port} is not an attached interface: use port-del")]
     NotAnInterface {
@@ -389,7 +411,8 @@ impl RegistryError {
             | E::PortIsVm { .. }
             | E::PortIsInterface { .. }
             | E::PassthroughPortExists { .. }
-            | E::PortNameTaken { .. } => ErrorCode::Exists,
+            | E::PortNameTaken { .. }
+            | E::VlanOfOpenPort { .. } => ErrorCode::Exists,
             E::OverBudget(_)
             | E::Attach(_)
             | E::TooManySwitches { .. }
@@ -419,7 +442,9 @@ impl RegistryError {
             | E::HostPortUnnamed
             | E::HostPortSameName
             | E::Queues { .. }
-            | E::NotAnInterface { .. } => ErrorCode::BadRequest,
+            | E::NotAnInterface { .. }
+            | E::VlanOnPipe { .. }
+            | E::VlanOnPassthrough { .. } => ErrorCode::BadRequest,
             E::Internal { .. } => ErrorCode::Internal,
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ringswitch_control::proto::*;
-use ringswitch_control::{name, PortName, Target};
+use ringswitch_control::{name, PortName, PortVlan, Target};
 use ringswitch_netdev::{self as netdev, NicConfig};
 use ringswitch_ring::Geometry;
 use ringswitch_switch::{Hub, QueuePort, Switch, SwitchPort, MAX_PORTS};
@@ -61,13 +61,16 @@ pub(super) fn release(port: Arc<SwitchPort>, info: &IfaceInfo) {
 }
 
 impl Registry {
-    /// `attach`: a NIC, a host port, or both, on switch `sw`.
+    /// `attach`: a NIC, a host port, or both, on switch `sw`, each in
+    /// `vlan` (none: a trunk of every VLAN).
     pub fn attach(
         &mut self,
         sw: &str,
         nic: Option<&NicSpec>,
         host: Option<&HostSpec>,
+        vlan: Option<&PortVlan>,
     ) -> Result<AttachReply, RegistryError> {
+        let vlan = vlan.cloned().unwrap_or_default();
         name::check_switch_name(sw)?;
         if nic.is_none() && host.is_none() {
             return Err(RegistryError::AttachNothing);
@@ -137,13 +140,13 @@ impl Registry {
 
         let mut ports = Vec::new();
         if let Some(n) = nic {
-            let res = self.attach_nic(sw, n);
+            let res = self.attach_nic(sw, n, vlan.clone());
             self.drop_failed_switch(sw, res.is_err());
             ports.push(res?);
         }
         if let Some(h) = host_name {
             let queues = host.map_or(1, |h| h.queues);
-            let res = self.attach_host(sw, &h, queues);
+            let res = self.attach_host(sw, &h, queues, vlan);
             if res.is_err() {
                 // All or nothing: take the NIC back off.
                 if let Some(n) = nic {
@@ -166,7 +169,12 @@ impl Registry {
         })
     }
 
-    fn attach_nic(&mut self, sw: &str, spec: &NicSpec) -> Result<IfaceInfo, RegistryError> {
+    fn attach_nic(
+        &mut self,
+        sw: &str,
+        spec: &NicSpec,
+        vlan: PortVlan,
+    ) -> Result<IfaceInfo, RegistryError> {
         let cfg = NicConfig {
             ifname: spec.ifname.clone(),
             mode: mode(spec.mode),
@@ -205,6 +213,7 @@ impl Registry {
             PortKind::Nic,
             IfaceRequest::Nic(spec.clone()),
             nic.queues,
+            vlan,
         );
         if res.is_err() {
             self.forget_attachment(&spec.ifname);
@@ -217,6 +226,7 @@ impl Registry {
         sw: &str,
         name: &str,
         queues: u32,
+        vlan: PortVlan,
     ) -> Result<IfaceInfo, RegistryError> {
         let tap = netdev::tap::open_tap(name, queues)?;
         info!(ifname = %tap.ifname, queues, "host port (TAP) created");
@@ -231,7 +241,7 @@ impl Registry {
             name: Some(name.to_string()),
             queues,
         });
-        self.add_dev_port(sw, &info, PortKind::Host, req, tap.queues)
+        self.add_dev_port(sw, &info, PortKind::Host, req, tap.queues, vlan)
             .map(|_| info)
     }
 
@@ -242,13 +252,14 @@ impl Registry {
         kind: PortKind,
         request: IfaceRequest,
         queues: Vec<ringswitch_frame::SharedQueue>,
+        vlan: PortVlan,
     ) -> Result<(), RegistryError> {
         let nq = queues.len();
         let dev =
             QueuePort::new(queues).map_err(|e| internal("setting up the interface's queues", e))?;
         let switch = self.ensure_switch(sw, false)?.switch.clone();
         let mut attached = Attached::new(&self.workers, switch, |idx| {
-            Ok(SwitchPort::new_queues(info.port.clone(), idx, dev))
+            Ok(SwitchPort::new_queues(info.port.clone(), idx, dev).with_vlan(vlan))
         })?;
         let sources: Vec<Source> = (0..nq).map(Source::Queue).collect();
         attached.assign(&sources, &self.next_id)?;
@@ -309,7 +320,8 @@ impl Registry {
             mode: NicMode::Auto,
             queues: conf.map(|g| g.tx_rings.max(g.rx_rings)),
         };
-        let info = match self.attach_nic(&sw, &spec) {
+        // The hidden switch is a wire: no VLANs.
+        let info = match self.attach_nic(&sw, &spec, PortVlan::default()) {
             Ok(i) => i,
             Err(e) => {
                 self.switches.remove(&sw);
@@ -326,7 +338,7 @@ impl Registry {
             persistent: false,
             counters: None,
         };
-        if let Err(e) = self.add_port(&sw, DIRECT_APP, app) {
+        if let Err(e) = self.add_port(&sw, DIRECT_APP, app, PortVlan::default()) {
             self.remove_direct(&sw);
             return Err(e);
         }

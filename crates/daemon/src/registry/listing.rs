@@ -52,6 +52,7 @@ impl Registry {
                     vhost_user: None,
                     iface: None,
                     passthrough: None,
+                    vlan: Some(p.port.vlan.clone()),
                 };
                 match &p.kind {
                     Kind::Ring(r) => {
@@ -92,6 +93,7 @@ impl Registry {
                         vhost_user: None,
                         iface: None,
                         passthrough: p.open_by[end].guest().map(pt_info),
+                        vlan: None,
                     });
                 }
             }

@@ -4,7 +4,7 @@
 use std::os::fd::OwnedFd;
 
 use ringswitch_control::proto::{OpenReply, PortKind};
-use ringswitch_control::{PipeEnd, Target};
+use ringswitch_control::{PipeEnd, PortVlan, Target};
 use ringswitch_ring::Geometry;
 use tracing::{info, warn};
 
@@ -50,6 +50,8 @@ impl Registry {
                             persistent: false,
                             counters: None,
                         },
+                        // Opened by name, without `port-add`: no VLANs.
+                        PortVlan::default(),
                     )?;
                 }
                 let handle = self.id();
@@ -208,13 +210,13 @@ impl Registry {
                     // does not: the next client gets a fresh region, so one
                     // that kept the old mapping is cut off from the switch.
                     // The counters describe the port, not one client's use
-                    // of it: the new port shares them.
+                    // of it: the new port shares them, and its VLANs.
                     let new = NewPort::Ring {
                         geometry: g,
                         persistent: true,
                         counters: Some(old.counters.clone()),
                     };
-                    match self.add_port(&switch, &port, new) {
+                    match self.add_port(&switch, &port, new, old.vlan.clone()) {
                         Ok(()) => {}
                         Err(e) => {
                             warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");

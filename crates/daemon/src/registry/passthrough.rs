@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use ringswitch_control::proto::PassthroughInfo;
-use ringswitch_control::{PipeEnd, PortName, Target};
+use ringswitch_control::{PipeEnd, PortName, PortVlan, Target};
 use ringswitch_ring::{EventFd, Geometry, Region};
 use tracing::{info, warn};
 
@@ -103,7 +103,7 @@ impl Registry {
     /// or one connected and the server has no memory to hand it (`wanted`
     /// true). The QEMU that left may keep the memory it had, so that memory
     /// is never handed to a QEMU again. A switch port is recreated with a
-    /// fresh region at once (keeping its counters), as a ring port is for
+    /// fresh region at once (keeping its counters and VLANs), as a ring port is for
     /// its next client; a pipe gets a fresh region when a QEMU wants one
     /// and neither end is in use ([`Registry::renew_pipe_if_idle`]).
     pub(super) fn passthrough_left(&mut self, target: &Target, tag: u64, wanted: bool) {
@@ -135,6 +135,7 @@ impl Registry {
                             persistent: true,
                             counters,
                         },
+                        old.vlan.clone(),
                     )
                     .and_then(|()| {
                         let p = self
@@ -283,6 +284,8 @@ impl Registry {
                         persistent: true,
                         counters: None,
                     },
+                    // `port-add` refuses VLANs on passthrough ports.
+                    PortVlan::default(),
                 )?;
                 let p = self
                     .switches

@@ -2,7 +2,7 @@
 //! `port-del`.
 
 use ringswitch_control::proto::VhostUserSpec;
-use ringswitch_control::{PipeEnd, Target};
+use ringswitch_control::{PipeEnd, PortVlan, Target};
 use ringswitch_ring::Geometry;
 
 use super::open_by::OpenBy;
@@ -10,14 +10,30 @@ use super::{make_persistent, Kind, NewPort, Registry, RegistryError};
 
 impl Registry {
     /// `port-add`: a persistent port, with `vm` a VM port, with `pt` a
-    /// passthrough port.
+    /// passthrough port; a switch port in `vlan` (none: a trunk of every
+    /// VLAN).
     pub fn port_add(
         &mut self,
         name: &str,
         vm: Option<&VhostUserSpec>,
         pt: Option<&str>,
+        vlan: Option<&PortVlan>,
     ) -> Result<(), RegistryError> {
         let pn = Self::parse(name)?;
+        if let Some(v) = vlan {
+            if pt.is_some() {
+                return Err(RegistryError::VlanOnPassthrough {
+                    port: pn.to_string(),
+                });
+            }
+            if matches!(pn.target, Target::Pipe { .. }) {
+                return Err(RegistryError::VlanOnPipe {
+                    end: pn.to_string(),
+                    vlan: v.to_string(),
+                });
+            }
+        }
+        let vlan = vlan.cloned().unwrap_or_default();
         if let Some(path) = pt {
             if vm.is_some() {
                 return Err(RegistryError::VmAndPassthrough {
@@ -46,7 +62,7 @@ impl Registry {
                     port: pn.to_string(),
                 });
             }
-            return self.add_port(switch, port, NewPort::Vm(spec));
+            return self.add_port(switch, port, NewPort::Vm(spec), vlan);
         }
         let g = match pn.target {
             Target::Pipe { .. } => pn.conf.unwrap_or_else(Geometry::pipe_default),
@@ -68,6 +84,15 @@ impl Registry {
                             ifname: i.info.ifname.clone(),
                         }),
                         Kind::Ring(r) => {
+                            // An on-demand port made persistent keeps the
+                            // VLANs it was made with (none): its client
+                            // has it open, so it cannot be rebuilt.
+                            if !r.persistent && p.port.vlan != vlan {
+                                return Err(RegistryError::VlanOfOpenPort {
+                                    port: pn.to_string(),
+                                    vlan: p.port.vlan.to_string(),
+                                });
+                            }
                             make_persistent(&mut r.persistent, || RegistryError::PortExists {
                                 port: pn.to_string(),
                             })
@@ -82,6 +107,7 @@ impl Registry {
                         persistent: true,
                         counters: None,
                     },
+                    vlan,
                 )
             }
             Target::Pipe { base, id, end } => {

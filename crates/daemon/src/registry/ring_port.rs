@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use ringswitch_control::PortVlan;
 use ringswitch_ring::{Geometry, Region, RegionLayout};
 use ringswitch_switch::{Counters, SwitchPort, MAX_PORTS};
 use tracing::info;
@@ -34,8 +35,8 @@ impl PortEntry {
 }
 
 impl Registry {
-    /// Creates ring port `port` on switch `sw` and returns its entry, for
-    /// [`Registry::add_port`] to file.
+    /// Creates ring port `port` on switch `sw` in `vlan` and returns its
+    /// entry, for [`Registry::add_port`] to file.
     pub(super) fn attach_ring_port(
         &mut self,
         sw: &str,
@@ -43,6 +44,7 @@ impl Registry {
         g: Geometry,
         persistent: bool,
         counters: Option<Arc<Counters>>,
+        vlan: PortVlan,
     ) -> Result<PortEntry, RegistryError> {
         let full = if port == DIRECT_APP {
             sw.to_string()
@@ -73,7 +75,7 @@ impl Registry {
         );
         let switch = entry.switch.clone();
         let mut attached = Attached::new(&self.workers, switch, |idx| {
-            let p = SwitchPort::new(full.clone(), idx, region)?;
+            let p = SwitchPort::new(full.clone(), idx, region)?.with_vlan(vlan);
             // Down until a client opens it (or a QEMU gets its memory):
             // frames for it are dropped, not kept for whoever comes.
             if let Some(r) = p.ring() {

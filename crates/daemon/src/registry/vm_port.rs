@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use ringswitch_control::proto::VhostUserSpec;
+use ringswitch_control::PortVlan;
 use ringswitch_switch::{QueuePort, SwitchPort, MAX_PORTS};
 use ringswitch_vhost::socket::SharedNet;
 use ringswitch_vhost::{NetConfig, VhostUserNet};
@@ -21,13 +22,15 @@ pub(super) struct VmEntry {
 }
 
 impl Registry {
-    /// Creates VM port `port` on switch `sw`: a vhost-user virtio-net
-    /// device, and returns its entry, for [`Registry::add_port`] to file.
+    /// Creates VM port `port` on switch `sw` in `vlan`: a vhost-user
+    /// virtio-net device, and returns its entry, for [`Registry::add_port`]
+    /// to file.
     pub(super) fn attach_vm_port(
         &mut self,
         sw: &str,
         port: &str,
         spec: &VhostUserSpec,
+        vlan: PortVlan,
     ) -> Result<PortEntry, RegistryError> {
         if spec.path.is_empty() {
             return Err(RegistryError::VmNoSocketPath);
@@ -50,11 +53,7 @@ impl Registry {
         let switch = entry.switch.clone();
         let pairs = crate::vhost_user::queues_of(&dev);
         let mut attached = Attached::new(&self.workers, switch, |idx| {
-            Ok(SwitchPort::new_queues(
-                full.clone(),
-                idx,
-                QueuePort::new(pairs)?,
-            ))
+            Ok(SwitchPort::new_queues(full.clone(), idx, QueuePort::new(pairs)?).with_vlan(vlan))
         })?;
         let sources: Vec<Source> = (0..attached.port().sources()).map(Source::Queue).collect();
         attached.assign(&sources, &self.next_id)?;
