@@ -389,15 +389,7 @@ impl VirtioNetPort {
                 .ok()
         });
         for kind in [QueueKind::Rx, QueueKind::Tx] {
-            let map = self.mem.as_ref();
-            let v = match kind {
-                QueueKind::Rx => &mut self.rx,
-                QueueKind::Tx => &mut self.tx,
-            };
-            if v.rings.is_some() {
-                v.flush();
-                v.resolve(map, kind);
-            }
+            self.resolve_again(kind);
         }
         self.generation += 1;
     }
@@ -561,18 +553,25 @@ impl VirtioNetPort {
     /// The size or addresses of vring `kind` changed: a running one is
     /// resolved again, and stopped if it no longer fits.
     fn reconfigured(&mut self, kind: QueueKind) {
+        if self.resolve_again(kind) {
+            self.generation += 1;
+        }
+    }
+
+    /// Resolves vring `kind`, if running, again against the current memory
+    /// (flushing it first). True if it no longer fits and stopped.
+    fn resolve_again(&mut self, kind: QueueKind) -> bool {
         let map = self.mem.as_ref();
         let v = match kind {
             QueueKind::Rx => &mut self.rx,
             QueueKind::Tx => &mut self.tx,
         };
-        if v.rings.is_some() {
-            v.flush();
-            v.resolve(map, kind);
-            if v.rings.is_none() {
-                self.generation += 1;
-            }
+        if v.rings.is_none() {
+            return false;
         }
+        v.flush();
+        v.resolve(map, kind);
+        v.rings.is_none()
     }
 
     // ---- data side (called by the switch worker) ----
