@@ -26,6 +26,8 @@ use crate::verdict::Verdict;
 struct Entry {
     /// The tables' version it was filled at; 0: empty (versions start at 1).
     version: u64,
+    /// Which fill of the cache this is (see [`FlowCache::lookup_stamped`]).
+    stamp: u64,
     hash: u64,
     key: FlowKey,
     verdict: Verdict,
@@ -38,6 +40,8 @@ pub struct FlowCache {
     mask: usize,
     hits: u64,
     misses: u64,
+    /// Entries filled so far (the last fill's stamp).
+    fills: u64,
     /// The entry of the current run, and the run's frames and bytes.
     run: Option<usize>,
     run_packets: u64,
@@ -63,6 +67,7 @@ impl FlowCache {
             mask: n - 1,
             hits: 0,
             misses: 0,
+            fills: 0,
             run: None,
             run_packets: 0,
             run_bytes: 0,
@@ -87,6 +92,21 @@ impl FlowCache {
         bytes: usize,
         miss: impl FnOnce(&FlowKey, &mut Verdict),
     ) -> &Verdict {
+        self.lookup_stamped(version, key, bytes, miss).1
+    }
+
+    /// As [`FlowCache::lookup_with`], with the entry's stamp: a number that
+    /// changes whenever the entry is filled, so two lookups with the same
+    /// stamp got the same verdict (a caller can keep what it made of a
+    /// verdict for the next frames with the same stamp).
+    #[inline]
+    pub fn lookup_stamped(
+        &mut self,
+        version: u64,
+        key: &FlowKey,
+        bytes: usize,
+        miss: impl FnOnce(&FlowKey, &mut Verdict),
+    ) -> (u64, &Verdict) {
         let h = key.hash();
         let a = h as usize & self.mask;
         let b = (h >> 32) as usize & self.mask;
@@ -112,6 +132,8 @@ impl FlowCache {
             };
             let e = &mut self.entries[victim];
             miss(key, &mut e.verdict);
+            self.fills += 1;
+            e.stamp = self.fills;
             e.version = version;
             e.hash = h;
             e.key = *key;
@@ -123,7 +145,8 @@ impl FlowCache {
         }
         self.run_packets += 1;
         self.run_bytes += bytes as u64;
-        &self.entries[slot].verdict
+        let e = &self.entries[slot];
+        (e.stamp, &e.verdict)
     }
 
     /// Adds the current run to its verdict's counters.

@@ -155,6 +155,10 @@ const BOUNCE: usize = 160 * 1024;
 /// bytes; a smaller MSS is refused as malformed).
 pub(crate) const SEGS_MAX: usize = 768;
 
+/// Room past the longest frame for the tags header edits push (each of
+/// an output's edits a tag at most).
+pub(crate) const EDIT_ROOM: usize = 4 * 16;
+
 /// Per-worker staging space, allocated the first time the worker meets a
 /// VM or interface port (ring-only daemons never touch it): the stage a
 /// queue's frames are taken onto, and the room software offloads work in.
@@ -175,8 +179,9 @@ impl StageScratch {
         if !self.intake.is_allocated() {
             self.intake = Stage::new(MAX_BATCH as usize);
             self.bounce = vec![0; BOUNCE];
-            // A frame as long as a queue takes, and a tag.
-            self.edited = vec![0; ringswitch_frame::FRAME_MAX + 4];
+            // A frame as long as a queue takes, and the tags an output's
+            // edits may push.
+            self.edited = vec![0; ringswitch_frame::FRAME_MAX + EDIT_ROOM];
             self.segs.reserve(SEGS_MAX);
             self.segmenter = Some(Segmenter::new());
         }

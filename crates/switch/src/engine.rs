@@ -8,13 +8,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
+use ringswitch_flow::FlowCache;
 use ringswitch_frame::Wake;
 
 use crate::batch::conv::u32_of;
 use crate::batch::{BatchResult, Ft, RingBatch, StageScratch, MAX_BATCH};
+use crate::flows::Flows;
+use crate::lookup::flows::{FlowDelivery, FlowLookup};
 use crate::lookup::{Dests, Forwarding, Lookup, MacEntry, PortIndex, PortTable, MAX_PORTS};
 use crate::port::{Backend, Counters, RingPort, SwitchPort};
-use crate::sink::{self, Frames, FromRing, Retag};
+use crate::sink::{self, EditList, Frames, FromRing, Retag};
 use crate::source;
 
 /// A switch is full.
@@ -51,6 +54,12 @@ pub struct Scratch {
     /// Frames taken from VM and interface queues, and the paths that need
     /// contiguous bytes: allocated on first use by such a port.
     pub(crate) stage: StageScratch,
+    /// The flow cache, made the first time a switch with flow tables is
+    /// forwarded for.
+    pub(crate) flow_cache: Option<FlowCache>,
+    /// Frames with their headers edited by flow tables, on their way to one
+    /// destination: allocated on first use.
+    pub(crate) edits: StageScratch,
 }
 
 impl Default for Scratch {
@@ -59,6 +68,8 @@ impl Default for Scratch {
             ft: Vec::with_capacity(MAX_BATCH as usize),
             dests: Dests::default(),
             stage: StageScratch::default(),
+            flow_cache: None,
+            edits: StageScratch::default(),
         }
     }
 }
@@ -89,6 +100,7 @@ impl Switch {
                 ports: vec![None; MAX_PORTS],
                 active: Vec::new(),
                 vlan_ports: 0,
+                flows: None,
             }),
             fwd,
             batch: AtomicU32::new(batch.clamp(1, MAX_BATCH)),
@@ -118,6 +130,21 @@ impl Switch {
 
     fn read(&self) -> RwLockReadGuard<'_, PortTable> {
         self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Gives the switch flow tables (`None`: takes them away): from the
+    /// next batch on they decide where frames go, unless their fail mode
+    /// hands over to the learning bridge.
+    pub fn set_flows(&self, flows: Option<Arc<Flows>>) {
+        self.table
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .flows = flows;
+    }
+
+    /// The switch's flow tables, if it has them.
+    pub fn flows(&self) -> Option<Arc<Flows>> {
+        self.read().flows.clone()
     }
 
     /// Attaches a port built by `make` from its index (the first free one).
@@ -250,8 +277,11 @@ impl Switch {
         let Some(work) = source::ring_work(&mut txr, self.batch(), c) else {
             return BatchResult::default();
         };
-        let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s());
+        sc.clear();
+        let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s())
+            .with_flows(&mut sc.flow_cache, &mut sc.dests);
         let read = source::read_ring(&txr, &work, &mut sc.ft, &mut sc.dests, &mut look);
+        look.finish();
         let mut frames = FromRing {
             batch: RingBatch {
                 ft: &sc.ft,
@@ -267,6 +297,7 @@ impl Switch {
             read.tx_bytes,
             &mut sc.dests,
             &mut frames,
+            &mut sc.edits,
             ring,
         );
         source::release_ring(&mut txr, srp, ring, read, c)
@@ -293,10 +324,13 @@ impl Switch {
         if !sc.stage.intake.frames().is_empty() {
             sc.clear();
             let table = self.read();
-            let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s());
+            let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s())
+                .with_flows(&mut sc.flow_cache, &mut sc.dests);
             source::look_up_staged(&sc.stage, &mut sc.dests, &mut look);
+            look.finish();
             let pkts = sc.stage.intake.frames().len() as u64;
-            deliver(&look, src, pkts, bytes, &mut sc.dests, &mut sc.stage, src_q);
+            let (dests, stage, edits) = (&mut sc.dests, &mut sc.stage, &mut sc.edits);
+            deliver(&look, src, pkts, bytes, dests, stage, edits, src_q);
         }
         let c = &src.counters;
         Counters::add(&c.drop_short, short);
@@ -316,6 +350,7 @@ impl Switch {
 /// what a destination sees has been counted on both sides; every frame is
 /// counted once by each destination it goes to.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn deliver<F: Frames>(
     look: &Lookup<'_>,
     src: &SwitchPort,
@@ -323,6 +358,7 @@ fn deliver<F: Frames>(
     bytes: u64,
     dests: &mut Dests,
     frames: &mut F,
+    edits: &mut StageScratch,
     src_q: usize,
 ) {
     let table = look.table;
@@ -341,21 +377,45 @@ fn deliver<F: Frames>(
     let vlans = table.has_vlans();
     for &d in &list {
         let Some(dport) = table.get(d) else { continue };
-        dests.order_for(d, vlans.then_some(&dport.vlan));
-        let (order, c) = (&dests.order[..], &*dport.counters);
-        if order.is_empty() {
+        dests.order_for(d, look.src, vlans.then_some(&dport.vlan));
+        if dests.order.is_empty() {
             // Flooded frames, none in a VLAN this port carries.
             continue;
         }
-        let retag = if vlans {
-            Retag {
-                frames: &dests.vlan,
-                dest: &dport.vlan,
+        let retag = Retag {
+            frames: &dests.vlan,
+            dest: &dport.vlan,
+        };
+        let retag = if dests.flow.on {
+            match dests.flow.delivery(vlans) {
+                FlowDelivery::Plain => None,
+                FlowDelivery::Retag => retag.needed(&dests.order),
+                FlowDelivery::Edited => {
+                    let fe = &dests.flow;
+                    let edits_of = |i: usize| {
+                        let spec = &fe.specs[usize::from(fe.order_spec[i])];
+                        let mut list: EditList = Default::default();
+                        let own = spec.edits();
+                        if own.is_empty() && spec.normal && vlans {
+                            let (v, n) = retag.edit(dests.order[i]).as_flow_edits();
+                            list.0[..n].copy_from_slice(&v[..n]);
+                            list.1 = n;
+                        } else {
+                            list.0[..own.len()].copy_from_slice(own);
+                            list.1 = own.len();
+                        }
+                        list
+                    };
+                    sink::edited(frames, edits, &dests.order, edits_of, dport, src_q);
+                    continue;
+                }
             }
-            .needed(order)
+        } else if vlans {
+            retag.needed(&dests.order)
         } else {
             None
         };
+        let (order, c) = (&dests.order[..], &*dport.counters);
         // A queue's lock lives only within its arm: released before the
         // wake-up is sent.
         let wake = match &dport.backend {
@@ -370,4 +430,49 @@ fn deliver<F: Frames>(
         wake.send();
     }
     dests.give_back(list);
+    if let Some(fl) = &look.flow {
+        to_controller(fl, dests, frames, edits);
+    }
+}
+
+/// Queues the batch's frames for the controller (see
+/// [`Flows::push_packet_in`]), each with its output's edits and cut to its
+/// `max_len`.
+fn to_controller<F: Frames>(
+    fl: &FlowLookup<'_>,
+    dests: &Dests,
+    frames: &mut F,
+    edits: &mut StageScratch,
+) {
+    let fe = &dests.flow;
+    if fe.controller.is_empty() {
+        return;
+    }
+    edits.ensure();
+    for &e in &fe.controller {
+        let (k, spec) = (
+            fe.frame[e as usize],
+            &fe.specs[usize::from(fe.spec[e as usize])],
+        );
+        let Some(ctl) = spec.controller else { continue };
+        let Ok((_, bytes)) = frames.contiguous(k) else {
+            // Longer than any frame a port takes: not for the controller.
+            fl.flows().count_truncated(1);
+            continue;
+        };
+        let Ok(n) =
+            ringswitch_flow::apply_edits(bytes, spec.edits().iter().copied(), &mut edits.edited)
+        else {
+            fl.flows().count_truncated(1);
+            continue;
+        };
+        // OFPCML_NO_BUFFER: the whole frame.
+        let max_len = if ctl.max_len == 0xffff {
+            usize::MAX
+        } else {
+            usize::from(ctl.max_len)
+        };
+        fl.flows()
+            .push_packet_in(&fl.packet_in(&ctl), &edits.edited[..n], max_len);
+    }
 }

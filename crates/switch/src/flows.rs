@@ -10,7 +10,7 @@
 //! restart.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 
 use ringswitch_flow::{Config, FlowTables};
@@ -20,6 +20,13 @@ use crate::lookup::PortIndex;
 
 /// Frames waiting for the controller, at most.
 pub const PACKET_IN_QUEUE: usize = 256;
+
+/// Bits of a published version that count the tables' changes; the bits
+/// above say whose tables they are (see [`Flows::version`]).
+const VERSION_BITS: u32 = 40;
+
+/// Numbers the `Flows` of this process, so that their versions differ.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The OpenFlow port number of switch port `i`.
 pub fn of_port(i: PortIndex) -> u32 {
@@ -76,10 +83,17 @@ struct Queue {
 /// A switch's flow tables and what goes with them.
 pub struct Flows {
     tables: RwLock<FlowTables>,
-    /// `tables.version()`, published after each change (Release, paired
-    /// with the Acquire in [`Flows::version`]): a worker whose cache holds
-    /// an older version looks up again.
+    /// `tables.version()` with `id` above it, published after each change
+    /// (Release, paired with the Acquire in [`Flows::version`]): a worker
+    /// whose cache holds another version looks up again.
     version: AtomicU64,
+    /// This process's number for these tables (`NEXT_ID`).
+    id: u64,
+    /// Frames in the PACKET_IN queue, readable without its lock.
+    queued: AtomicUsize,
+    /// Frames whose verdict left an output or a counter out (see
+    /// `ringswitch_flow::Verdict::truncated`).
+    truncated: AtomicU64,
     standalone: AtomicBool,
     /// A controller is connected (the fail mode applies when none is).
     connected: AtomicBool,
@@ -98,10 +112,15 @@ impl Flows {
     /// Empty tables with `config` (the number of tables, their bounds).
     pub fn new(config: Config) -> std::io::Result<Flows> {
         let tables = FlowTables::new(config);
-        let version = AtomicU64::new(tables.version());
+        // Relaxed: a unique number, nothing published through it.
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let version = AtomicU64::new(Flows::published(id, tables.version()));
         Ok(Flows {
             tables: RwLock::new(tables),
             version,
+            id,
+            queued: AtomicUsize::new(0),
+            truncated: AtomicU64::new(0),
             standalone: AtomicBool::new(false),
             connected: AtomicBool::new(false),
             packet_in: Mutex::new(Queue::default()),
@@ -123,11 +142,20 @@ impl Flows {
         let r = f(&mut t);
         // Release: pairs with the Acquire in `version`; a worker that sees
         // the new number reads the tables under the lock anyway.
-        self.version.store(t.version(), Ordering::Release);
+        self.version
+            .store(Flows::published(self.id, t.version()), Ordering::Release);
         r
     }
 
-    /// The tables' current version.
+    /// A version of tables `id` as workers see it: one worker's cache
+    /// serves every switch it forwards for, and an entry filled for one
+    /// switch's tables must never match another's.
+    fn published(id: u64, v: u64) -> u64 {
+        (id << VERSION_BITS) | (v & ((1 << VERSION_BITS) - 1))
+    }
+
+    /// The tables' current version, unique to these tables in the process
+    /// (not `FlowTables::version`).
     #[inline(always)]
     pub fn version(&self) -> u64 {
         // Acquire: pairs with the Release in `modify`.
@@ -168,13 +196,21 @@ impl Flows {
     /// `max_len` bytes. False, counted in `packet_in_dropped`, when the
     /// queue is full.
     pub fn push_packet_in(&self, meta: &PacketIn, frame: &[u8], max_len: usize) -> bool {
+        let full = || {
+            // Relaxed: a statistic.
+            self.packet_in_dropped.fetch_add(1, Ordering::Relaxed);
+            false
+        };
+        // Relaxed: a hint that spares a storm of frames for a busy
+        // controller the lock; the check under the lock decides.
+        if self.queued.load(Ordering::Relaxed) >= PACKET_IN_QUEUE {
+            return full();
+        }
         {
             let mut q = lock(&self.packet_in);
             if q.items.len() >= PACKET_IN_QUEUE {
                 drop(q);
-                // Relaxed: a statistic.
-                self.packet_in_dropped.fetch_add(1, Ordering::Relaxed);
-                return false;
+                return full();
             }
             let mut p = q.spare.pop().unwrap_or_default();
             p.in_port = meta.in_port;
@@ -186,6 +222,8 @@ impl Flows {
             p.data.clear();
             p.data.extend_from_slice(&frame[..frame.len().min(max_len)]);
             q.items.push_back(p);
+            // Relaxed: see the load above; written under the lock.
+            self.queued.store(q.items.len(), Ordering::Relaxed);
         }
         // Outside the lock: the doorbell is a system call.
         self.wake.signal();
@@ -198,7 +236,14 @@ impl Flows {
         self.wake.drain();
         let mut n = 0;
         while n < max {
-            let Some(p) = lock(&self.packet_in).items.pop_front() else {
+            let p = {
+                let mut q = lock(&self.packet_in);
+                let p = q.items.pop_front();
+                // Relaxed: as in `push_packet_in`.
+                self.queued.store(q.items.len(), Ordering::Relaxed);
+                p
+            };
+            let Some(p) = p else {
                 break;
             };
             f(&p);
@@ -206,6 +251,18 @@ impl Flows {
             n += 1;
         }
         n
+    }
+
+    /// Counts `n` frames whose verdict left something out.
+    pub(crate) fn count_truncated(&self, n: u64) {
+        // Relaxed: a statistic.
+        self.truncated.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Frames whose verdict left an output or a counter out (more than a
+    /// verdict holds).
+    pub fn truncated(&self) -> u64 {
+        self.truncated.load(Ordering::Relaxed)
     }
 
     /// Frames for the controller dropped for lack of room.
@@ -260,8 +317,9 @@ mod tests {
         let f = Flows::new(Config::default()).unwrap();
         let v0 = f.version();
         f.modify(|t| t.set_max_flows(0, 10).unwrap());
-        assert_eq!(f.version(), f.read().version());
-        let _ = v0;
+        assert_eq!(f.version() & 0xff_ffff_ffff, f.read().version());
+        let other = Flows::new(Config::default()).unwrap();
+        assert_ne!(other.version(), v0, "two switches' versions differ");
         assert!(!f.learning_instead());
         f.set_fail_mode(FailMode::Standalone);
         assert!(f.learning_instead(), "standalone, no controller");

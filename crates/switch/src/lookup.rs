@@ -1,17 +1,25 @@
 //! The lookup stage: where each frame of a batch goes. A [`Forwarding`]
-//! policy decides per frame (the learning bridge, a hub; flow tables
-//! later), runs of frames with the same addresses are decided once, and
-//! the decisions are filed into per-destination lists, so that each
-//! destination then gets its frames in one go, in batch order.
+//! policy decides per frame (the learning bridge, a hub), runs of frames
+//! with the same addresses are decided once, and the decisions are filed
+//! into per-destination lists, so that each destination then gets its
+//! frames in one go, in batch order. On a switch with flow tables the
+//! tables decide ([`flows`]): a frame has an entry per output, each with
+//! its output's header edits, and `NORMAL` outputs are decided by the
+//! policy as above.
+
+pub(crate) mod flows;
 
 use std::sync::Arc;
 
 use ringswitch_control::PortVlan;
+use ringswitch_flow::key::KEY_BYTES;
 
 use crate::batch::conv::u32_of;
 use crate::batch::MAX_BATCH;
+use crate::flows::Flows;
 use crate::port::SwitchPort;
 use crate::vlan::{self, FrameVlan};
+use flows::{FlowEntries, FlowLookup, To, MAX_ENTRIES};
 
 /// Most ports on one switch (as VALE).
 pub const MAX_PORTS: usize = 254;
@@ -77,6 +85,8 @@ pub struct PortTable {
     /// Ports whose VLAN setting is not the default: while there are none,
     /// frames pass as they are and the lookup never reads a tag.
     pub(crate) vlan_ports: usize,
+    /// The switch's flow tables, if it has them.
+    pub(crate) flows: Option<Arc<Flows>>,
 }
 
 impl PortTable {
@@ -94,6 +104,13 @@ impl PortTable {
     #[inline(always)]
     pub fn has_vlans(&self) -> bool {
         self.vlan_ports != 0
+    }
+
+    /// The flow tables, when they decide (a switch that has them, unless
+    /// its fail mode hands over to the learning bridge).
+    #[inline(always)]
+    pub(crate) fn deciding_flows(&self) -> Option<&Flows> {
+        self.flows.as_deref().filter(|f| !f.learning_instead())
     }
 
     /// Whether a port other than `src` carries VLAN `vid`.
@@ -130,6 +147,8 @@ pub(crate) struct Dests {
     /// (counted on the source in `drop_vlan`), and their bytes.
     pub(crate) vlan_drops: u64,
     pub(crate) vlan_drop_bytes: u64,
+    /// On a switch with flow tables: what each entry is.
+    pub(crate) flow: FlowEntries,
 }
 
 impl Default for Dests {
@@ -148,6 +167,7 @@ impl Default for Dests {
             flood_lens: Vec::with_capacity(MAX_BATCH as usize),
             vlan_drops: 0,
             vlan_drop_bytes: 0,
+            flow: FlowEntries::default(),
         }
     }
 }
@@ -165,6 +185,42 @@ impl Dests {
         self.flood_lens.clear();
         self.vlan_drops = 0;
         self.vlan_drop_bytes = 0;
+        self.flow.clear();
+    }
+
+    /// Readies the lists for a batch the flow tables decide.
+    fn start_flows(&mut self) {
+        self.flow.ensure();
+        if self.next.capacity() < MAX_ENTRIES {
+            self.next.reserve(MAX_ENTRIES);
+            self.flood.reserve(MAX_ENTRIES);
+        }
+        self.flow.on = true;
+    }
+
+    /// Adds an entry for output `spec` of frame `k`; `None` when the batch
+    /// has [`MAX_ENTRIES`] already.
+    #[inline(always)]
+    fn push_entry(&mut self, k: u32, spec: u8) -> Option<u32> {
+        if self.next.len() >= MAX_ENTRIES {
+            return None;
+        }
+        self.flow.frame.push(k);
+        self.flow.spec.push(spec);
+        Some(self.push_link())
+    }
+
+    /// Files entry `e` under port `p` (which is attached).
+    #[inline(always)]
+    fn link(&mut self, p: PortIndex, e: u32) {
+        let i = usize::from(p);
+        if self.dst_head[i] == NONE {
+            self.dst_head[i] = e;
+            self.touched.push(p);
+        } else {
+            self.next[self.dst_tail[i] as usize] = e;
+        }
+        self.dst_tail[i] = e;
     }
 
     /// Adds a placeholder entry for packet `k` of the batch (its unicast link).
@@ -185,14 +241,7 @@ impl Dests {
                 self.no_dest_bytes += u64::from(len);
             }
             Decision::Port(port) if table.get(port).is_some() && port != src => {
-                let p = usize::from(port);
-                if self.dst_head[p] == NONE {
-                    self.dst_head[p] = k;
-                    self.touched.push(port);
-                } else {
-                    self.next[self.dst_tail[p] as usize] = k;
-                }
-                self.dst_tail[p] = k;
+                self.link(port, k);
             }
             // A stale entry (port gone) floods, as an unknown address.
             Decision::Port(_) | Decision::Flood => {
@@ -209,7 +258,9 @@ impl Dests {
     /// vector back with [`Dests::give_back`]).
     pub(crate) fn destinations(&mut self, table: &PortTable, src: PortIndex) -> Vec<PortIndex> {
         let mut dests = std::mem::take(&mut self.touched);
-        if !self.flood.is_empty() && table.has_vlans() {
+        // On a flow switch the flood list holds entries of outputs that
+        // are not all in VLANs: each destination filters its own.
+        if !self.flood.is_empty() && table.has_vlans() && !self.flow.on {
             // Flooded in a VLAN no other port carries: no destination.
             let mut memo: Option<(u16, bool)> = None;
             let (vlan, flood) = (&self.vlan, &mut self.flood);
@@ -243,7 +294,7 @@ impl Dests {
                     dests.push(p);
                 }
             }
-            if dests.is_empty() {
+            if dests.is_empty() && !self.flow.on {
                 // Flooded on a switch with no other port.
                 self.no_dest += self.flood.len() as u64;
                 self.no_dest_bytes += self.flood_bytes;
@@ -262,33 +313,64 @@ impl Dests {
     /// with the flood list, both in batch order.
     /// On a switch with VLANs, `vlan` is the destination's setting: flooded
     /// packets of VLANs it does not carry are left out.
-    pub(crate) fn order_for(&mut self, d: PortIndex, vlan: Option<&PortVlan>) {
+    /// On a switch with flow tables, `order` holds frames and
+    /// `flow.order_spec` each one's output (a frame may come twice, by two
+    /// outputs); only floods of `NORMAL` stay in their VLAN; the source
+    /// (`src`, a destination of `IN_PORT` only) gets no floods.
+    pub(crate) fn order_for(&mut self, d: PortIndex, src: PortIndex, vlan: Option<&PortVlan>) {
         self.order.clear();
+        self.flow.order_spec.clear();
         let mut u = self.dst_head[d as usize];
         let mut f = 0usize;
-        while u != NONE || f < self.flood.len() {
-            let take_u = match (u != NONE, f < self.flood.len()) {
+        let floods = if d == src { 0 } else { self.flood.len() };
+        while u != NONE || f < floods {
+            let take_u = match (u != NONE, f < floods) {
                 (true, true) => u < self.flood[f],
                 (true, false) => true,
                 _ => false,
             };
-            if take_u {
-                self.order.push(u);
+            let e = if take_u {
+                let e = u;
                 u = self.next[u as usize];
+                e
             } else {
-                let k = self.flood[f];
+                let e = self.flood[f];
                 f += 1;
                 if let Some(v) = vlan {
-                    let vid = self.vlan.get(k as usize).map_or(0, |fv| fv.vid);
-                    if !v.carries(vid) {
+                    if !self.flood_carried(e, v) {
                         continue;
                     }
                 }
-                self.order.push(k);
+                e
+            };
+            if self.flow.on {
+                let i = e as usize;
+                self.order.push(self.flow.frame[i]);
+                self.flow.order_spec.push(self.flow.spec[i]);
+            } else {
+                self.order.push(e);
             }
         }
         self.dst_head[d as usize] = NONE;
         self.dst_tail[d as usize] = NONE;
+    }
+
+    /// Whether flooded entry `e` goes to a port set to `v`: a learning
+    /// flood stays in its frame's VLAN.
+    #[inline(always)]
+    fn flood_carried(&self, e: u32, v: &PortVlan) -> bool {
+        let k = if self.flow.on {
+            let i = e as usize;
+            let normal = self.flow.specs[usize::from(self.flow.spec[i])].normal;
+            if !normal {
+                return true;
+            }
+            self.flow.frame[i]
+        } else {
+            e
+        };
+        let vid = self.vlan.get(k as usize).map_or(0, |fv| fv.vid);
+        v.carries(vid)
     }
 }
 
@@ -306,6 +388,8 @@ pub(crate) struct Lookup<'a> {
     /// through a racing update by another worker, which a lookup races
     /// with too.
     last: Option<(u128, Decision)>,
+    /// The flow tables' lookup, when they decide.
+    pub(crate) flow: Option<FlowLookup<'a>>,
 }
 
 impl<'a> Lookup<'a> {
@@ -328,6 +412,30 @@ impl<'a> Lookup<'a> {
             now_s,
             src_vlan,
             last: None,
+            flow: None,
+        }
+    }
+
+    /// The lookup, with the flow tables deciding if the switch has them
+    /// (and they decide now), through the worker's flow `cache` (made the
+    /// first time). `dests` is readied for the batch.
+    pub(crate) fn with_flows(
+        mut self,
+        cache: &'a mut Option<ringswitch_flow::FlowCache>,
+        dests: &mut Dests,
+    ) -> Lookup<'a> {
+        if let Some(flows) = self.table.deciding_flows() {
+            let cache = cache.get_or_insert_with(ringswitch_flow::FlowCache::default);
+            self.flow = Some(FlowLookup::new(flows, cache, self.src));
+            dests.start_flows();
+        }
+        self
+    }
+
+    /// Ends the lookup of the batch (see [`FlowLookup::finish`]).
+    pub(crate) fn finish(&mut self) {
+        if let Some(f) = &mut self.flow {
+            f.finish();
         }
     }
 
@@ -336,6 +444,9 @@ impl<'a> Lookup<'a> {
     /// first `first_len` of them its own) and files it under its
     /// destinations in `dests`. The policy is asked only when the
     /// addresses, the VLAN or `learn` differ from the previous frame's.
+    /// The flow tables, when they decide, read the frame's first bytes
+    /// (up to `KEY_BYTES`, of its first fragment) that `prefix` copies
+    /// into the buffer it is given, returning how many.
     #[inline(always)]
     pub(crate) fn file(
         &mut self,
@@ -344,7 +455,14 @@ impl<'a> Lookup<'a> {
         first_len: u32,
         len: u32,
         learn: bool,
+        prefix: impl FnOnce(&mut [u8; KEY_BYTES]) -> usize,
     ) {
+        if self.flow.is_some() {
+            let mut buf = [0u8; KEY_BYTES];
+            let n = prefix(&mut buf).min(KEY_BYTES);
+            self.file_flow(dests, head, &buf[..n], first_len, len, learn);
+            return;
+        }
         let k = dests.push_link();
         let Some(pv) = self.src_vlan else {
             let decision = self.decide(head, 0, learn);
@@ -368,6 +486,95 @@ impl<'a> Lookup<'a> {
             d => d,
         };
         dests.route(self.table, self.src, k, len, decision);
+    }
+
+    /// [`Lookup::file`] on a switch whose flow tables decide: an entry per
+    /// output of the frame's verdict; the learning bridge decides its
+    /// `NORMAL` output. A frame that gets no entry is counted as having no
+    /// destination (or, if only its VLAN kept it from `NORMAL`, as a VLAN
+    /// drop).
+    #[inline]
+    fn file_flow(
+        &mut self,
+        dests: &mut Dests,
+        head: &[u8; 16],
+        prefix: &[u8],
+        first_len: u32,
+        len: u32,
+        learn: bool,
+    ) {
+        let k = dests.flow.frames;
+        dests.flow.frames += 1;
+        let fv = match self.src_vlan {
+            Some(pv) => {
+                let fv = vlan::ingress(pv, head, first_len);
+                dests.vlan.push(fv.unwrap_or_default());
+                fv
+            }
+            None => Some(FrameVlan::default()),
+        };
+        let Some(fl) = self.flow.as_mut() else {
+            return;
+        };
+        let (table, src) = (self.table, self.src);
+        let mut outs = [flows::Resolved {
+            to: To::Flood,
+            spec: 0,
+        }; ringswitch_flow::verdict::MAX_OUTPUTS];
+        let n = {
+            let r = fl.classify(prefix, len, &mut dests.flow, table, src);
+            outs[..r.len()].copy_from_slice(r);
+            r.len()
+        };
+        let (mut filed, mut vlan_refused, mut lost) = (false, false, false);
+        for r in &outs[..n] {
+            let to = match r.to {
+                To::Normal => {
+                    let Some(fv) = fv else {
+                        vlan_refused = true;
+                        continue;
+                    };
+                    match self.decide(head, fv.vid, learn) {
+                        Decision::Drop => continue,
+                        Decision::Port(p)
+                            if p != src
+                                && table.get(p).is_some_and(|port| port.vlan.carries(fv.vid)) =>
+                        {
+                            To::Port(p)
+                        }
+                        Decision::Port(_) | Decision::Flood => To::Flood,
+                    }
+                }
+                to => to,
+            };
+            let Some(e) = dests.push_entry(k, r.spec) else {
+                lost = true;
+                continue;
+            };
+            filed = true;
+            match to {
+                To::Port(p) => dests.link(p, e),
+                To::Controller => dests.flow.controller.push(e),
+                To::Flood | To::Normal => {
+                    dests.flood.push(e);
+                    dests.flood_bytes += u64::from(len);
+                }
+            }
+        }
+        if lost {
+            if let Some(fl) = self.flow.as_ref() {
+                fl.flows().count_truncated(1);
+            }
+        }
+        if !filed {
+            if vlan_refused {
+                dests.vlan_drops += 1;
+                dests.vlan_drop_bytes += u64::from(len);
+            } else {
+                dests.no_dest += 1;
+                dests.no_dest_bytes += u64::from(len);
+            }
+        }
     }
 
     /// The policy's decision for a frame with these first bytes in VLAN

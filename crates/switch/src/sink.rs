@@ -7,10 +7,11 @@ pub(crate) mod queue;
 pub(crate) mod ring;
 
 use ringswitch_control::PortVlan;
-use ringswitch_frame::{FrameQueue, OffloadHdr, Wake};
+use ringswitch_flow::apply_edits;
+use ringswitch_frame::{FrameQueue, OffloadHdr, Wake, FRAME_MAX, FRAME_MIN};
 
-use crate::batch::{RingBatch, StageScratch};
-use crate::port::{Counters, RingPort};
+use crate::batch::{RingBatch, StageScratch, MAX_BATCH};
+use crate::port::{Backend, Counters, RingPort, SwitchPort};
 use crate::vlan::{egress, Edit, FrameVlan};
 use queue::{Gathered, StagedFrames};
 
@@ -63,6 +64,105 @@ pub(crate) trait Frames {
         c: &Counters,
         retag: Option<Retag<'_>>,
     ) -> Wake;
+
+    /// Frame `k` in contiguous bytes, with its offload request; or, too
+    /// long to be made contiguous, its length.
+    fn contiguous(&mut self, k: u32) -> Result<(OffloadHdr, &[u8]), usize>;
+}
+
+/// A frame's header edits on a switch with flow tables: at most what an
+/// output carries.
+pub(crate) type EditList = (
+    [ringswitch_flow::Edit; crate::lookup::flows::MAX_OUT_EDITS],
+    usize,
+);
+
+/// `0, 1, 2, ...`: the order of frames on a stage filled for one
+/// destination.
+static IOTA: [u32; MAX_BATCH as usize] = {
+    let mut a = [0u32; MAX_BATCH as usize];
+    let mut i = 0u32;
+    while i < MAX_BATCH {
+        a[i as usize] = i;
+        i += 1;
+    }
+    a
+};
+
+/// A frame's offload request after an edit that moved its L3 header by
+/// `delta` bytes (a tag pushed or popped).
+fn shift_offload(mut h: OffloadHdr, delta: i64) -> OffloadHdr {
+    let shift = |v: u16| u16::try_from((i64::from(v) + delta).max(0)).unwrap_or(u16::MAX);
+    if h.flags & ringswitch_frame::F_NEEDS_CSUM != 0 {
+        h.csum_start = shift(h.csum_start);
+    }
+    if h.gso_type != ringswitch_frame::GSO_NONE {
+        h.hdr_len = shift(h.hdr_len);
+    }
+    h
+}
+
+/// Delivers frames `order` of `frames` to `dport` (on the queue or ring
+/// paired with source queue `src_q`), frame `order[i]` with edits
+/// `edits_of(i)`: each is written edited onto the stage `es`, which is
+/// delivered to the port whenever it fills and at the end, so the frames
+/// arrive in order. A frame too long to gather or edit, or shorter than an
+/// Ethernet header once edited, is counted as too long.
+pub(crate) fn edited<F: Frames>(
+    frames: &mut F,
+    es: &mut StageScratch,
+    order: &[u32],
+    edits_of: impl Fn(usize) -> EditList,
+    dport: &SwitchPort,
+    src_q: usize,
+) {
+    let c = &*dport.counters;
+    es.start();
+    for (i, &k) in order.iter().enumerate() {
+        let (list, n) = edits_of(i);
+        let (hdr, bytes) = match frames.contiguous(k) {
+            Ok(f) => f,
+            Err(_) => {
+                Counters::add(&c.drop_long, 1);
+                continue;
+            }
+        };
+        let StageScratch { intake, edited, .. } = &mut *es;
+        match apply_edits(bytes, list[..n].iter().copied(), edited) {
+            Ok(len) if (FRAME_MIN..=FRAME_MAX).contains(&len) => {
+                // Both at most FRAME_MAX + a few tags.
+                let delta =
+                    i64::try_from(len).unwrap_or(0) - i64::try_from(bytes.len()).unwrap_or(0);
+                intake.put(&edited[..len], shift_offload(hdr, delta));
+            }
+            _ => {
+                Counters::add(&c.drop_long, 1);
+                continue;
+            }
+        }
+        if intake.frames().len() == MAX_BATCH as usize || !intake.has_room() {
+            deliver_stage(es, dport, src_q);
+            es.start();
+        }
+    }
+    deliver_stage(es, dport, src_q);
+}
+
+/// Delivers every frame on stage `es` to `dport`.
+fn deliver_stage(es: &mut StageScratch, dport: &SwitchPort, src_q: usize) {
+    let n = es.intake.frames().len();
+    if n == 0 {
+        return;
+    }
+    let (order, c) = (&IOTA[..n], &*dport.counters);
+    let wake = match &dport.backend {
+        Backend::Ring(drp) => {
+            to_ring(es, order, drp, src_q, c, None);
+            Wake::NONE
+        }
+        Backend::Queue(dq) => es.to_queue(order, &mut *dq.queue(src_q % dq.queues()), c, None),
+    };
+    wake.send();
 }
 
 /// Delivers frames `order` into ring port `drp`, on the RX ring paired
@@ -127,6 +227,12 @@ impl Frames for FromRing<'_> {
         };
         queue::push(&mut frames, order, segmenter, q, c, retag, edited)
     }
+
+    fn contiguous(&mut self, k: u32) -> Result<(OffloadHdr, &[u8]), usize> {
+        self.stage.ensure();
+        let bytes = queue::gather(&self.batch, k, &mut self.stage.bounce)?;
+        Ok((OffloadHdr::default(), bytes))
+    }
 }
 
 /// Frames staged from a queue.
@@ -159,5 +265,10 @@ impl Frames for StageScratch {
         let (arena, staged) = intake.parts_mut();
         let mut frames = StagedFrames { arena, staged };
         queue::push(&mut frames, order, segmenter, q, c, retag, edited)
+    }
+
+    fn contiguous(&mut self, k: u32) -> Result<(OffloadHdr, &[u8]), usize> {
+        let f = *self.intake.frames().get(k as usize).ok_or(0usize)?;
+        Ok((f.hdr, self.intake.bytes(&f)))
     }
 }

@@ -60,7 +60,8 @@ pub(crate) struct RingRead {
 /// `ft`, validating every slot (a packet is at most `MAX_FRAGS` slots, each
 /// within a buffer of the region, the first one holding at least an
 /// Ethernet header), and files each under its destinations in `dests`.
-/// Malformed, short and too long packets are consumed and counted.
+/// Malformed, short and too long packets are consumed and counted. The
+/// caller cleared `ft` and `dests` for the batch.
 #[inline]
 pub(crate) fn read_ring(
     txr: &PortRing,
@@ -75,8 +76,6 @@ pub(crate) fn read_ring(
     let sring = txr.ring();
     let sregion: &Region = txr.region();
     let sbuf = sregion.buf_size();
-    ft.clear();
-    dests.clear();
 
     let (mut tx_pkts, mut tx_bytes, mut malformed, mut short, mut long) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
@@ -175,7 +174,17 @@ pub(crate) fn read_ring(
             buf_idx: s0.buf_idx,
             first_len: u32::from(s0.len),
         });
-        look.file(dests, &head, u32::from(s0.len), total, !no_learn);
+        let first_len = u32::from(s0.len);
+        look.file(dests, &head, first_len, total, !no_learn, |buf| {
+            // The first fragment's first bytes (a copy: the sender may
+            // change them, which only misroutes its own frame).
+            let n = (first_len as usize).min(buf.len());
+            if sregion.read_buf(s0.buf_idx, 0, &mut buf[..n]) {
+                n
+            } else {
+                0
+            }
+        });
     }
 
     RingRead {
@@ -274,6 +283,10 @@ pub(crate) fn look_up_staged(stage: &StageScratch, dests: &mut Dests, look: &mut
         let bytes = intake.bytes(f);
         let n = bytes.len().min(16);
         head[..n].copy_from_slice(&bytes[..n]);
-        look.file(dests, &head, f.len, f.len, true);
+        look.file(dests, &head, f.len, f.len, true, |buf| {
+            let n = bytes.len().min(buf.len());
+            buf[..n].copy_from_slice(&bytes[..n]);
+            n
+        });
     }
 }

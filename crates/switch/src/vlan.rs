@@ -137,6 +137,21 @@ impl Edit {
         Some(n)
     }
 
+    /// The same edit as flow-table header edits, and how many of the three
+    /// it takes.
+    pub(crate) fn as_flow_edits(self) -> ([ringswitch_flow::Edit; 3], usize) {
+        use ringswitch_flow::Edit as F;
+        let vid = |tci: u16| F::VlanVid(tci & 0xfff);
+        // The priority: the top 3 bits.
+        let pcp = |tci: u16| F::VlanPcp(u8::try_from(tci >> 13).unwrap_or(0));
+        match self {
+            Edit::Keep => ([F::PopVlan; 3], 0),
+            Edit::Strip => ([F::PopVlan; 3], 1),
+            Edit::Push(tci) => ([F::PushVlan(TPID), vid(tci), pcp(tci)], 3),
+            Edit::Set(tci) => ([vid(tci), pcp(tci), F::PopVlan], 2),
+        }
+    }
+
     /// A frame's offload request after the edit: its offsets from the
     /// start of the frame move with the tag.
     pub(crate) fn offload(self, mut h: OffloadHdr) -> OffloadHdr {

@@ -161,29 +161,41 @@ impl QueueFrames for Gathered<'_> {
     /// no frame is lost without a count.
     #[inline]
     fn frame(&mut self, k: u32) -> Result<(&mut OffloadHdr, &mut [u8]), usize> {
-        let len = self.batch.ft[k as usize].len as usize;
-        if len > FRAME_MAX {
-            return Err(len);
-        }
-        let Some(bounce) = self.bounce.get_mut(..len) else {
-            return Err(len);
-        };
-        let mut off = 0usize;
-        for s in self.batch.frags(k) {
-            if off == len {
-                break;
-            }
-            let l = (s.len as usize).min(len - off);
-            let part = &mut bounce[off..off + l];
-            if !s.region.read_buf(s.buf_idx, 0, part) {
-                part.fill(0);
-            }
-            off += l;
-        }
-        bounce[off..].fill(0);
+        let bounce = gather(&self.batch, k, self.bounce)?;
         self.hdr = OffloadHdr::default();
         Ok((&mut self.hdr, bounce))
     }
+}
+
+/// Packet `k` of a ring source's batch gathered from its fragments into
+/// `bounce` (see [`Gathered`]); or, too long for it, its length.
+#[inline]
+pub(crate) fn gather<'b>(
+    batch: &RingBatch<'_>,
+    k: u32,
+    bounce: &'b mut [u8],
+) -> Result<&'b mut [u8], usize> {
+    let len = batch.ft[k as usize].len as usize;
+    if len > FRAME_MAX {
+        return Err(len);
+    }
+    let Some(bounce) = bounce.get_mut(..len) else {
+        return Err(len);
+    };
+    let mut off = 0usize;
+    for s in batch.frags(k) {
+        if off == len {
+            break;
+        }
+        let l = (s.len as usize).min(len - off);
+        let part = &mut bounce[off..off + l];
+        if !s.region.read_buf(s.buf_idx, 0, part) {
+            part.fill(0);
+        }
+        off += l;
+    }
+    bounce[off..].fill(0);
+    Ok(bounce)
 }
 
 /// Pushes frames `order` of `frames` into `q` (locked by the caller for

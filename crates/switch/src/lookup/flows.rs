@@ -1,0 +1,348 @@
+//! The lookup on a switch with flow tables: a frame's flow key, its
+//! verdict from the worker's flow cache (the tables, under their read
+//! lock, only on a miss), and what the verdict's outputs mean on this
+//! switch (a port, the flood, the learning bridge, the controller), with
+//! the header edits of each output kept once per batch as an [`OutSpec`].
+//!
+//! A run of frames with the same verdict (the cache's stamp says so) is
+//! resolved once.
+
+use std::sync::RwLockReadGuard;
+
+use ringswitch_flow::verdict::MAX_OUTPUTS;
+use ringswitch_flow::{Edit, FlowCache, FlowKey, FlowTables, Target};
+
+use super::{PortIndex, PortTable};
+use crate::flows::{of_port, port_index, Flows, PacketIn};
+
+/// Most header edits one output carries here; an output with more is left
+/// out and its frames counted as truncated.
+pub(crate) const MAX_OUT_EDITS: usize = 12;
+// Each edit pushes one tag at most: the edit buffer has room for them.
+const _: () = assert!(MAX_OUT_EDITS * 4 <= crate::batch::EDIT_ROOM);
+/// Most distinct outputs (target kinds with their edits) in one batch:
+/// they are numbered with a byte. An output beyond is left out and its
+/// frames counted as truncated.
+pub(crate) const MAX_SPECS: usize = 255;
+/// Most entries (a frame's outputs) in one batch: a batch of the largest
+/// size, each frame with every output a verdict holds.
+pub(crate) const MAX_ENTRIES: usize = crate::batch::MAX_BATCH as usize * MAX_OUTPUTS;
+
+/// What the controller is told with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct ToController {
+    pub(crate) max_len: u16,
+    pub(crate) reason: u8,
+    pub(crate) table_id: u8,
+    pub(crate) cookie: u64,
+    pub(crate) metadata: u64,
+}
+
+/// One output of a batch's verdicts, as delivery needs it: its header
+/// edits, whether the learning bridge's VLAN rules apply (`NORMAL`), and
+/// for the controller what to tell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OutSpec {
+    edits: [Edit; MAX_OUT_EDITS],
+    n_edits: u8,
+    /// The learning bridge's output: floods stay in the frame's VLAN and a
+    /// frame without edits is retagged for its destination.
+    pub(crate) normal: bool,
+    pub(crate) controller: Option<ToController>,
+}
+
+impl OutSpec {
+    /// The header edits, in order.
+    pub(crate) fn edits(&self) -> &[Edit] {
+        &self.edits[..usize::from(self.n_edits)]
+    }
+}
+
+/// A frame's entries (one per output) in one batch, beside the lookup's
+/// destination lists, which link entries, not frames.
+#[derive(Default)]
+pub(crate) struct FlowEntries {
+    /// The switch has flow tables and they decide this batch.
+    pub(crate) on: bool,
+    /// Frames filed so far in the batch (the next frame's index).
+    pub(crate) frames: u32,
+    /// Per entry: its frame, and its output in `specs`.
+    pub(crate) frame: Vec<u32>,
+    pub(crate) spec: Vec<u8>,
+    /// This batch's outputs.
+    pub(crate) specs: Vec<OutSpec>,
+    /// Entries for the controller, in batch order.
+    pub(crate) controller: Vec<u32>,
+    /// Per frame of a destination's `order` (see `Dests::order_for`): its
+    /// entry's output.
+    pub(crate) order_spec: Vec<u8>,
+}
+
+impl FlowEntries {
+    /// Makes room for a batch of the largest size, the first time flow
+    /// tables decide.
+    pub(crate) fn ensure(&mut self) {
+        if self.frame.capacity() < MAX_ENTRIES {
+            self.frame.reserve(MAX_ENTRIES);
+            self.spec.reserve(MAX_ENTRIES);
+            self.specs.reserve(MAX_SPECS);
+            self.controller.reserve(MAX_ENTRIES);
+            self.order_spec.reserve(MAX_ENTRIES);
+        }
+    }
+
+    /// Starts a batch.
+    pub(crate) fn clear(&mut self) {
+        self.on = false;
+        self.frames = 0;
+        self.frame.clear();
+        self.spec.clear();
+        self.specs.clear();
+        self.controller.clear();
+        self.order_spec.clear();
+    }
+
+    /// The number of `spec` in this batch, adding it if new; `None` when
+    /// the batch has [`MAX_SPECS`] already.
+    fn intern(&mut self, spec: &OutSpec) -> Option<u8> {
+        if let Some(i) = self.specs.iter().position(|s| s == spec) {
+            return u8::try_from(i).ok();
+        }
+        let i = u8::try_from(self.specs.len()).ok()?;
+        if self.specs.len() == MAX_SPECS {
+            return None;
+        }
+        self.specs.push(*spec);
+        Some(i)
+    }
+}
+
+/// How one destination's frames of a batch are delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FlowDelivery {
+    /// As they are.
+    Plain,
+    /// Retagged for the destination, as the learning bridge does (every
+    /// output of the batch is `NORMAL` without edits, on a switch with
+    /// VLANs).
+    Retag,
+    /// Each with its output's edits (see `sink::edited`).
+    Edited,
+}
+
+impl FlowEntries {
+    /// How the frames in `order` (with `order_spec`) go out, on a switch
+    /// with VLANs or not.
+    pub(crate) fn delivery(&self, vlans: bool) -> FlowDelivery {
+        // The common case, without a look at each frame: no output of the
+        // batch edits or retags.
+        if self
+            .specs
+            .iter()
+            .all(|s| s.edits().is_empty() && !(s.normal && vlans))
+        {
+            return FlowDelivery::Plain;
+        }
+        let (mut plain, mut retag) = (true, true);
+        for &s in &self.order_spec {
+            let spec = &self.specs[usize::from(s)];
+            if !spec.edits().is_empty() {
+                return FlowDelivery::Edited;
+            }
+            if spec.normal && vlans {
+                plain = false;
+            } else {
+                retag = false;
+            }
+        }
+        if plain {
+            FlowDelivery::Plain
+        } else if retag {
+            FlowDelivery::Retag
+        } else {
+            FlowDelivery::Edited
+        }
+    }
+}
+
+/// Where an output sends a frame on this switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum To {
+    /// One port; the source itself only for `IN_PORT`.
+    Port(PortIndex),
+    /// Every port but the source.
+    Flood,
+    /// The learning bridge decides.
+    Normal,
+    /// The controller.
+    Controller,
+}
+
+/// An output of a verdict, resolved: where to, and its spec's number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Resolved {
+    pub(crate) to: To,
+    pub(crate) spec: u8,
+}
+
+const NO_RESOLVED: Resolved = Resolved {
+    to: To::Flood,
+    spec: 0,
+};
+
+/// The flow lookup of one batch (see the module documentation).
+pub(crate) struct FlowLookup<'a> {
+    flows: &'a Flows,
+    cache: &'a mut FlowCache,
+    /// The tables' version when the batch started: a change during the
+    /// batch takes effect for the next.
+    version: u64,
+    /// The tables' read lock, taken at the batch's first miss and held to
+    /// the end of its lookup ([`FlowLookup::finish`]), never across a
+    /// delivery.
+    tables: Option<RwLockReadGuard<'a, FlowTables>>,
+    in_port: u32,
+    /// The resolved outputs of the verdict with cache stamp `stamp` (0:
+    /// none yet).
+    stamp: u64,
+    resolved: [Resolved; MAX_OUTPUTS],
+    n_resolved: usize,
+    /// That verdict left something out.
+    truncated: bool,
+    /// Frames of the batch whose verdict left something out.
+    truncated_frames: u64,
+}
+
+impl<'a> FlowLookup<'a> {
+    /// The flow lookup of a batch from switch port `src`.
+    pub(crate) fn new(flows: &'a Flows, cache: &'a mut FlowCache, src: PortIndex) -> Self {
+        FlowLookup {
+            flows,
+            cache,
+            version: flows.version(),
+            tables: None,
+            in_port: of_port(src),
+            stamp: 0,
+            resolved: [NO_RESOLVED; MAX_OUTPUTS],
+            n_resolved: 0,
+            truncated: false,
+            truncated_frames: 0,
+        }
+    }
+
+    /// The tables these frames are looked up in.
+    pub(crate) fn flows(&self) -> &'a Flows {
+        self.flows
+    }
+
+    /// The outputs of the frame whose first bytes are `frame` (at most
+    /// `KEY_BYTES`), `len` bytes in all, from `src`, with their specs in
+    /// `entries`. The frame is counted on the flows it matched.
+    #[inline]
+    pub(crate) fn classify(
+        &mut self,
+        frame: &[u8],
+        len: u32,
+        entries: &mut FlowEntries,
+        table: &PortTable,
+        src: PortIndex,
+    ) -> &[Resolved] {
+        let key = FlowKey::extract(frame, self.in_port);
+        let FlowLookup {
+            flows,
+            cache,
+            version,
+            tables,
+            ..
+        } = self;
+        let (stamp, verdict) = cache.lookup_stamped(*version, &key, len as usize, |k, v| {
+            tables.get_or_insert_with(|| flows.read()).classify(k, v)
+        });
+        if stamp != self.stamp {
+            self.stamp = stamp;
+            self.truncated = verdict.truncated();
+            self.n_resolved = 0;
+            for out in verdict.outputs() {
+                let (to, controller) = match out.target {
+                    Target::Port(n) => match port_index(n) {
+                        // An output to the input port by number is dropped
+                        // (OpenFlow 1.3, 7.2.5): IN_PORT sends back.
+                        Some(p) if p != src && table.get(p).is_some() => (To::Port(p), None),
+                        _ => continue,
+                    },
+                    Target::InPort => (To::Port(src), None),
+                    // No port here has flooding turned off: FLOOD is ALL.
+                    Target::Flood | Target::All => (To::Flood, None),
+                    Target::Normal => (To::Normal, None),
+                    // A switch has no local port.
+                    Target::Local => continue,
+                    Target::Controller {
+                        max_len,
+                        reason,
+                        table_id,
+                        cookie,
+                        metadata,
+                    } => (
+                        To::Controller,
+                        Some(ToController {
+                            max_len,
+                            reason,
+                            table_id,
+                            cookie,
+                            metadata,
+                        }),
+                    ),
+                };
+                let mut spec = OutSpec {
+                    edits: [Edit::PopVlan; MAX_OUT_EDITS],
+                    n_edits: 0,
+                    normal: to == To::Normal,
+                    controller,
+                };
+                let mut fits = true;
+                for e in verdict.edits(out) {
+                    let Some(slot) = spec.edits.get_mut(usize::from(spec.n_edits)) else {
+                        fits = false;
+                        break;
+                    };
+                    *slot = e;
+                    spec.n_edits += 1;
+                }
+                match entries.intern(&spec).filter(|_| fits) {
+                    Some(spec) => {
+                        self.resolved[self.n_resolved] = Resolved { to, spec };
+                        self.n_resolved += 1;
+                    }
+                    None => self.truncated = true,
+                }
+            }
+        }
+        if self.truncated {
+            self.truncated_frames += 1;
+        }
+        &self.resolved[..self.n_resolved]
+    }
+
+    /// Ends the batch's lookup: its runs counted on their flows, the
+    /// tables' lock released, the truncated frames counted.
+    pub(crate) fn finish(&mut self) {
+        self.cache.flush();
+        self.tables = None;
+        if self.truncated_frames != 0 {
+            self.flows.count_truncated(self.truncated_frames);
+            self.truncated_frames = 0;
+        }
+    }
+
+    /// What to tell the controller with a frame of output `c`.
+    pub(crate) fn packet_in(&self, c: &ToController) -> PacketIn {
+        PacketIn {
+            in_port: self.in_port,
+            reason: c.reason,
+            table_id: c.table_id,
+            cookie: c.cookie,
+            metadata: c.metadata,
+            ..PacketIn::default()
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! Flow tables deciding where frames go, the engine driven directly: an
+//! output by port number, IN_PORT, FLOOD and ALL, NORMAL (the learning
+//! bridge, with its VLANs), the controller; header edits on the way out of
+//! ring ports and queues (TSO segments too); per-flow counters exact; a
+//! flow mod taking effect for the next batch; the fail mode; two switches
+//! sharing a worker's cache.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{dev, drain, queue, ring, ring_vlan, tso_frame};
+
+use ringswitch_flow::Config;
+use ringswitch_frame::{Caps, OffloadHdr};
+use ringswitch_openflow::consts::*;
+use ringswitch_openflow::message::{FlowMod, FlowModCommand};
+use ringswitch_openflow::oxm::OFPVID_PRESENT;
+use ringswitch_openflow::{Action, Field, Instruction, Match, Oxm};
+use ringswitch_switch::{FailMode, Flows, LearningBridge, Scratch, Switch};
+
+const BCAST: u8 = 0xff;
+
+fn mac(m: u8) -> [u8; 6] {
+    if m == BCAST {
+        [0xff; 6]
+    } else {
+        [2, 0, 0, 0, 0, m]
+    }
+}
+
+/// A 60-byte IPv4/UDP frame from `src` to `dst` (MACs and 10.0.0.x
+/// addresses), from UDP port `sport`, with `mark` in its payload.
+fn udp(dst: u8, src: u8, sport: u16, mark: u8) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&mac(dst));
+    f.extend_from_slice(&mac(src));
+    f.extend_from_slice(&[0x08, 0x00]);
+    let mut ip = vec![
+        0x45, 0, 0, 46, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, src, 10, 0, 0, dst,
+    ];
+    let sum = ipv4_sum(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&[0x30, 0x39, 0, 26, 0, 0, mark]);
+    f.resize(60, 0x5a);
+    f
+}
+
+fn ipv4_sum(h: &[u8]) -> u16 {
+    let mut s: u32 = h
+        .chunks(2)
+        .enumerate()
+        .filter(|(i, _)| *i != 5)
+        .map(|(_, p)| u32::from(u16::from_be_bytes([p[0], p[1]])))
+        .sum();
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// `f` with a tag of TCI `tci` after its addresses.
+fn tagged(f: &[u8], tci: u16) -> Vec<u8> {
+    let mut t = f[..12].to_vec();
+    t.extend_from_slice(&[0x81, 0x00]);
+    t.extend_from_slice(&tci.to_be_bytes());
+    t.extend_from_slice(&f[12..]);
+    t
+}
+
+fn out(port: u32) -> Action {
+    Action::Output {
+        port,
+        max_len: OFPCML_NO_BUFFER,
+    }
+}
+
+fn flow(priority: u16, fields: Vec<Oxm>, actions: Vec<Action>) -> FlowMod {
+    FlowMod {
+        cookie: u64::from(priority),
+        cookie_mask: 0,
+        table_id: 0,
+        command: FlowModCommand::Add,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority,
+        buffer_id: OFP_NO_BUFFER,
+        out_port: OFPP_ANY,
+        out_group: OFPG_ANY,
+        flags: 0,
+        r#match: Match::new(fields).unwrap(),
+        instructions: vec![Instruction::ApplyActions(actions)],
+    }
+}
+
+fn in_port(p: u32) -> Oxm {
+    Oxm::exact(Field::InPort, u128::from(p))
+}
+
+/// A learning switch with flow tables.
+fn switch() -> (Switch, Arc<Flows>, Scratch) {
+    let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
+    let flows = Arc::new(Flows::new(Config::default()).unwrap());
+    sw.set_flows(Some(flows.clone()));
+    (sw, flows, Scratch::default())
+}
+
+fn add(flows: &Flows, fm: FlowMod) {
+    flows
+        .modify(|t| t.flow_mod(&fm, Duration::ZERO))
+        .expect("a valid flow");
+}
+
+/// (packets, bytes) of the flow of priority `prio` in table 0.
+fn counts(flows: &Flows, prio: u16) -> (u64, u64) {
+    flows
+        .read()
+        .flows()
+        .find(|f| f.table_id() == 0 && f.priority() == prio)
+        .expect("the flow")
+        .counts()
+}
+
+#[test]
+fn flows_decide_the_port_and_count_exactly_and_a_miss_drops() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (b, mut btx, mut brx) = ring(&sw, "b");
+    let (_c, _, mut crx) = ring(&sw, "c");
+    // From a (OpenFlow port 1) to c (3), whatever the addresses say.
+    add(&flows, flow(10, vec![in_port(1)], vec![out(3)]));
+
+    let frames: Vec<_> = (0..5).map(|i| udp(0xb, 0xa, 1000 + i, i as u8)).collect();
+    queue(&mut atx, &frames);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(drain(&mut crx), frames);
+    assert!(drain(&mut brx).is_empty());
+    assert_eq!(counts(&flows, 10), (5, 300), "exact packets and bytes");
+
+    // No flow for b's frames (and no table-miss flow): dropped, counted.
+    queue(&mut btx, &[udp(0xa, 0xb, 7, 9)]);
+    sw.forward(&b, 0, &mut sc);
+    assert!(drain(&mut crx).is_empty());
+    let s = b.counters.snapshot("b");
+    assert_eq!((s.drop_no_dest, s.tx_packets), (1, 0));
+    assert_eq!(a.counters.snapshot("a").tx_packets, 5);
+}
+
+#[test]
+fn a_flow_mod_takes_effect_for_the_next_batch() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    let (_c, _, mut crx) = ring(&sw, "c");
+    add(&flows, flow(10, vec![in_port(1)], vec![out(2)]));
+    queue(&mut atx, &[udp(0xb, 0xa, 1, 1)]);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(drain(&mut brx).len(), 1);
+
+    // The same flow, now to c: the cached verdict is not used again.
+    let mut m = flow(10, vec![in_port(1)], vec![out(3)]);
+    m.command = FlowModCommand::ModifyStrict;
+    add(&flows, m);
+    queue(&mut atx, &[udp(0xb, 0xa, 1, 2)]);
+    sw.forward(&a, 0, &mut sc);
+    assert!(drain(&mut brx).is_empty());
+    assert_eq!(drain(&mut crx), vec![udp(0xb, 0xa, 1, 2)]);
+    assert_eq!(counts(&flows, 10), (2, 120));
+}
+
+#[test]
+fn in_port_flood_all_and_an_output_to_the_input_by_number() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, mut arx) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    let (_c, _, mut crx) = ring(&sw, "c");
+    let sport = |p: u16| Oxm::exact(Field::UdpSrc, u128::from(p));
+    let udp_fields = |p| {
+        vec![
+            Oxm::exact(Field::EthType, 0x0800),
+            Oxm::exact(Field::IpProto, 17),
+            sport(p),
+        ]
+    };
+    add(&flows, flow(10, udp_fields(1), vec![out(OFPP_IN_PORT)]));
+    add(&flows, flow(11, udp_fields(2), vec![out(OFPP_FLOOD)]));
+    add(&flows, flow(12, udp_fields(3), vec![out(OFPP_ALL)]));
+    // To port 1 by number, from port 1: dropped (OpenFlow's rule).
+    add(&flows, flow(13, udp_fields(4), vec![out(1)]));
+    let fr = [
+        udp(0xb, 0xa, 1, 1),
+        udp(0xb, 0xa, 2, 2),
+        udp(0xb, 0xa, 3, 3),
+        udp(0xb, 0xa, 4, 4),
+    ];
+    queue(&mut atx, &fr);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(drain(&mut arx), vec![fr[0].clone()], "IN_PORT sends back");
+    assert_eq!(drain(&mut brx), vec![fr[1].clone(), fr[2].clone()]);
+    assert_eq!(drain(&mut crx), vec![fr[1].clone(), fr[2].clone()]);
+    let s = a.counters.snapshot("a");
+    assert_eq!((s.tx_packets, s.drop_no_dest), (3, 1));
+    assert_eq!(
+        counts(&flows, 13),
+        (1, 60),
+        "counted on its flow all the same"
+    );
+}
+
+#[test]
+fn outputs_get_their_own_edits_in_order() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    let (_c, _, mut crx) = ring(&sw, "c");
+    // b gets the frame as it came; c gets it tagged 10 with priority 3,
+    // a new destination address and DSCP 46, then b again with the tag.
+    add(
+        &flows,
+        flow(
+            10,
+            vec![in_port(1), Oxm::exact(Field::EthType, 0x0800)],
+            vec![
+                out(2),
+                Action::PushVlan(0x8100),
+                Action::SetField(Oxm::exact(Field::VlanVid, u128::from(OFPVID_PRESENT | 10))),
+                Action::SetField(Oxm::exact(Field::VlanPcp, 3)),
+                Action::SetField(Oxm::exact(
+                    Field::EthDst,
+                    u128::from_be_bytes([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0xc]),
+                )),
+                Action::SetField(Oxm::exact(Field::IpDscp, 46)),
+                out(3),
+                out(2),
+            ],
+        ),
+    );
+    let f = udp(0xb, 0xa, 1, 1);
+    queue(&mut atx, &[f.clone(), udp(0xb, 0xa, 1, 2)]);
+    sw.forward(&a, 0, &mut sc);
+
+    let mut edited = f.clone();
+    edited[..6].copy_from_slice(&mac(0xc));
+    edited[15] = 46 << 2;
+    let sum = ipv4_sum(&edited[14..34]);
+    edited[24..26].copy_from_slice(&sum.to_be_bytes());
+    let edited = tagged(&edited, 0x600a);
+    let got_c = drain(&mut crx);
+    assert_eq!(got_c.len(), 2);
+    assert_eq!(got_c[0], edited, "tag, address and DSCP, checksum fixed");
+    let got_b = drain(&mut brx);
+    assert_eq!(got_b.len(), 4, "twice each: plain, then tagged");
+    assert_eq!(got_b[0], f);
+    assert_eq!(got_b[1], edited);
+    assert_eq!(counts(&flows, 10), (2, 120));
+}
+
+#[test]
+fn normal_is_the_learning_bridge_with_its_vlans() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, mut arx) = ring_vlan(&sw, "a", "access:10".parse().unwrap());
+    let (b, mut btx, mut brx) = ring_vlan(&sw, "b", "access:10".parse().unwrap());
+    let (_c, _, mut crx) = ring_vlan(&sw, "c", "access:20".parse().unwrap());
+    let (_t, _, mut trx) = ring_vlan(&sw, "t", "trunk:10,20".parse().unwrap());
+    add(&flows, flow(0, vec![], vec![out(OFPP_NORMAL)]));
+
+    // A broadcast floods VLAN 10: b untagged, t tagged, not c.
+    let bc = udp(BCAST, 0xa, 1, 1);
+    queue(&mut atx, std::slice::from_ref(&bc));
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(drain(&mut brx), vec![bc.clone()]);
+    assert_eq!(drain(&mut trx), vec![tagged(&bc, 10)]);
+    assert!(drain(&mut crx).is_empty());
+
+    // b answers a, learned: to a only.
+    queue(&mut btx, &[udp(0xa, 0xb, 1, 2)]);
+    sw.forward(&b, 0, &mut sc);
+    assert_eq!(drain(&mut arx), vec![udp(0xa, 0xb, 1, 2)]);
+    assert!(drain(&mut trx).is_empty());
+    assert_eq!(counts(&flows, 0), (2, 120));
+}
+
+#[test]
+fn the_controller_gets_frames_cut_to_max_len() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    // Table miss: to the controller, 20 bytes.
+    add(
+        &flows,
+        flow(
+            0,
+            vec![],
+            vec![Action::Output {
+                port: OFPP_CONTROLLER,
+                max_len: 20,
+            }],
+        ),
+    );
+    let fr = [udp(0xb, 0xa, 1, 1), udp(0xb, 0xa, 2, 2)];
+    queue(&mut atx, &fr);
+    sw.forward(&a, 0, &mut sc);
+    assert!(drain(&mut brx).is_empty());
+    let mut got = Vec::new();
+    flows.take_packet_ins(16, |p| {
+        got.push((p.in_port, p.reason, p.total_len, p.data.clone()))
+    });
+    assert_eq!(
+        got,
+        vec![
+            (1, 0, 60, fr[0][..20].to_vec()),
+            (1, 0, 60, fr[1][..20].to_vec())
+        ],
+        "table-miss flows send with reason NO_MATCH"
+    );
+    assert_eq!(a.counters.snapshot("a").tx_packets, 2);
+}
+
+#[test]
+fn queues_get_edited_frames_and_tso_segments_each_edited() {
+    let (sw, flows, mut sc) = switch();
+    let all = Caps {
+        csum: true,
+        tso4: true,
+        tso6: true,
+        ecn: false,
+    };
+    let (vm, vwire) = dev(&sw, "vm", all, 4096);
+    let (_tap, twire) = dev(&sw, "tap", all, 4096);
+    let (_r, _, mut rrx) = ring(&sw, "r");
+    add(
+        &flows,
+        flow(
+            10,
+            vec![in_port(1)],
+            vec![
+                Action::PushVlan(0x8100),
+                Action::SetField(Oxm::exact(Field::VlanVid, u128::from(OFPVID_PRESENT | 7))),
+                out(OFPP_ALL),
+            ],
+        ),
+    );
+    let (h, f) = tso_frame();
+    vwire.lock().unwrap().rx.push_back((h, f.clone()));
+    sw.forward(&vm, 0, &mut sc);
+
+    let t = twire.lock().unwrap();
+    assert_eq!(t.sent.len(), 1, "the TAP takes the TSO frame whole");
+    assert_eq!(t.sent[0].1, tagged(&f, 7));
+    assert_eq!(
+        (t.sent[0].0.csum_start, t.sent[0].0.hdr_len),
+        (h.csum_start + 4, h.hdr_len + 4),
+        "its offsets moved with the tag"
+    );
+    drop(t);
+    let segs = drain(&mut rrx);
+    assert_eq!(segs.len(), 3, "segmented for the ring");
+    assert!(segs.iter().all(|s| s[12..16] == [0x81, 0x00, 0x00, 0x07]));
+    assert_eq!(counts(&flows, 10).0, 1, "one frame on the flow");
+
+    // A ring's frame into the TAP, popped back.
+    let (r2, mut r2tx, _) = ring(&sw, "r2");
+    add(
+        &flows,
+        flow(11, vec![in_port(4)], vec![Action::PopVlan, out(2)]),
+    );
+    let plain = udp(0xb, 0xa, 1, 1);
+    queue(&mut r2tx, &[tagged(&plain, 9)]);
+    sw.forward(&r2, 0, &mut sc);
+    let t = twire.lock().unwrap();
+    assert_eq!(t.sent.len(), 2);
+    assert_eq!(t.sent[1], (OffloadHdr::default(), plain));
+}
+
+#[test]
+fn standalone_without_a_controller_is_the_learning_bridge() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    // No flows: secure mode drops.
+    queue(&mut atx, &[udp(BCAST, 0xa, 1, 1)]);
+    sw.forward(&a, 0, &mut sc);
+    assert!(drain(&mut brx).is_empty());
+    flows.set_fail_mode(FailMode::Standalone);
+    queue(&mut atx, &[udp(BCAST, 0xa, 1, 2)]);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(drain(&mut brx), vec![udp(BCAST, 0xa, 1, 2)]);
+    // A controller connects: the tables decide again.
+    flows.set_connected(true);
+    queue(&mut atx, &[udp(BCAST, 0xa, 1, 3)]);
+    sw.forward(&a, 0, &mut sc);
+    assert!(drain(&mut brx).is_empty());
+}
+
+#[test]
+fn two_switches_share_a_workers_cache_without_mixing_verdicts() {
+    let (sw1, f1, mut sc) = switch();
+    let (sw2, f2, _) = switch();
+    let (a1, mut a1tx, _) = ring(&sw1, "a1");
+    let (_b1, _, mut b1rx) = ring(&sw1, "b1");
+    let (a2, mut a2tx, _) = ring(&sw2, "a2");
+    let (_b2, _, mut b2rx) = ring(&sw2, "b2");
+    // The same match on both, different actions: sw1 forwards, sw2 drops.
+    add(&f1, flow(10, vec![in_port(1)], vec![out(2)]));
+    add(&f2, flow(10, vec![in_port(1)], vec![]));
+    for i in 0..3 {
+        queue(&mut a1tx, &[udp(0xb, 0xa, 1, i)]);
+        sw1.forward(&a1, 0, &mut sc);
+        queue(&mut a2tx, &[udp(0xb, 0xa, 1, i)]);
+        sw2.forward(&a2, 0, &mut sc);
+    }
+    assert_eq!(drain(&mut b1rx).len(), 3);
+    assert!(drain(&mut b2rx).is_empty());
+    assert_eq!((counts(&f1, 10).0, counts(&f2, 10).0), (3, 3));
+}
+
+#[test]
+fn taking_the_flows_away_gives_back_the_learning_bridge() {
+    let (sw, _flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    sw.set_flows(None);
+    queue(&mut atx, &[udp(BCAST, 0xa, 1, 1)]);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(drain(&mut brx).len(), 1);
+}
