@@ -462,6 +462,10 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             if n_active == 0 {
                 s.wakeups.fetch_add(1, Ordering::Relaxed);
             }
+            if n_active == 0 {
+                // About to sleep: flow statistics catch up first.
+                scratch.flush_counters();
+            }
             let timeout = match (n_active, any_deferred) {
                 (0, false) => None,
                 (0, true) => Some(MODERATE_WAIT),

@@ -183,7 +183,9 @@ impl FlowKey {
     pub fn extract(frame: &[u8], in_port: u32) -> FlowKey {
         let b = &frame[..frame.len().min(KEY_BYTES)];
         let mut k = FlowKey::default();
-        k.set(Field::InPort, u128::from(in_port));
+        // Word 0 (see `slots`): in_port, eth_type, vlan_vid, vlan_pcp,
+        // written directly (the slot table is for the rarer accesses).
+        k.words[0] = u64::from(in_port) << 32;
         let (Some(dst), Some(src), Some(mut ty)) = (be48(b, 0), be48(b, 6), be16(b, 12)) else {
             return k;
         };
@@ -192,16 +194,16 @@ impl FlowKey {
         let mut l3 = 14;
         if ty == ETH_VLAN || ty == ETH_QINQ {
             if let (Some(tci), Some(inner)) = (be16(b, 14), be16(b, 16)) {
-                k.set(Field::VlanVid, u128::from(OFPVID_PRESENT | (tci & 0x0fff)));
-                k.set(Field::VlanPcp, u128::from(tci >> 13));
+                k.words[0] |=
+                    u64::from(OFPVID_PRESENT | (tci & 0x0fff)) << 3 | u64::from(tci >> 13);
                 ty = inner;
                 l3 = 18;
             } else {
-                k.set(Field::EthType, u128::from(ty));
+                k.words[0] |= u64::from(ty) << 16;
                 return k;
             }
         }
-        k.set(Field::EthType, u128::from(ty));
+        k.words[0] |= u64::from(ty) << 16;
         match ty {
             ETH_IPV4 => k.extract_ipv4(b, l3),
             ETH_IPV6 => k.extract_ipv6(b, l3),

@@ -32,9 +32,10 @@
 //! [`FlowCache::lookup_with`] to reach the tables only on a miss); the
 //! verdict's outputs say where the frame goes (`Normal`: the learning
 //! bridge) and [`Verdict::apply`] writes the edited copy when an output
-//! is not [`Output::unchanged`]. At the end of the batch it calls
-//! [`FlowCache::flush`]. Nothing of that allocates or locks; the counters
-//! are atomics. The tables themselves are plain data: `classify` takes
+//! is not [`Output::unchanged`]. Every few batches, and before it
+//! sleeps, it calls [`FlowCache::flush`], which adds what the entries
+//! counted to the flows' counters. Nothing of that allocates or locks; the
+//! counters are atomics. The tables themselves are plain data: `classify` takes
 //! `&self`, the modifications `&mut self`, and how workers see a
 //! modification (a lock taken on a miss, or a new copy published) is the
 //! switch's choice; the version tells the caches.

@@ -221,6 +221,13 @@ impl Verdict {
             .map(|(_, e)| *e)
     }
 
+    /// Every edit the verdict records (each output names its own, see
+    /// [`Verdict::edits`]): two verdicts with equal outputs and equal
+    /// edits do the same to a frame.
+    pub fn all_edits(&self) -> &[Edit] {
+        &self.edits[..usize::from(self.n_edits)]
+    }
+
     /// Writes `frame` with `out`'s edits into `buf`; the edited length.
     pub fn apply(&self, out: &Output, frame: &[u8], buf: &mut [u8]) -> Result<usize, EditError> {
         apply_edits(frame, self.edits(out), buf)

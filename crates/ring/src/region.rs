@@ -525,6 +525,25 @@ impl Region {
         Some(unsafe { std::ptr::read_unaligned(self.ptr.as_ptr().add(b).cast::<[u8; 16]>()) })
     }
 
+    /// Copies the first `N` bytes of buffer `idx` (`N` at most
+    /// `MIN_BUF_SIZE`, so the copy has a constant size) into `out`. False,
+    /// copying nothing, for an invalid index. Bytes past the frame's
+    /// length are whatever the buffer holds.
+    #[inline(always)]
+    pub fn read_first<const N: usize>(&self, idx: u32, out: &mut [u8; N]) -> bool {
+        const { assert!(N <= crate::layout::MIN_BUF_SIZE as usize) };
+        let Some(b) = self.buf_ofs(idx) else {
+            return false;
+        };
+        // SAFETY: buffers are at least MIN_BUF_SIZE bytes (checked by
+        // `Geometry::validate`), so N bytes from a valid buffer's start are
+        // inside the mapping; `out` is a distinct local array.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(b), out.as_mut_ptr(), N);
+        }
+        true
+    }
+
     /// Copies bytes into buffer `idx` at `off`. False when out of range.
     pub fn write_buf(&self, idx: u32, off: usize, data: &[u8]) -> bool {
         let Some(b) = self.buf_ofs(idx) else {

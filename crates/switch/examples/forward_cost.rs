@@ -6,14 +6,134 @@
 //!
 //! `vlan`: `none` (the default: no VLAN set anywhere), `access` (both ports
 //! `access:10`: the VLAN lookup, no tag edits) or `push` (a is `access:10`,
-//! b `trunk:10`: a tag pushed onto every frame on the way).
+//! b `trunk:10`: a tag pushed onto every frame on the way). Or flow tables
+//! in place of the learning bridge: `flows` (one flow, in_port=1 to port
+//! 2) or `flows1000` (1,000 flows over 10 masks, and frames of 1,000
+//! UDP 5-tuples, each of which matches one of them).
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use std::time::Duration;
+
 use ringswitch_control::PortVlan;
+use ringswitch_flow::Config;
+use ringswitch_openflow::consts::*;
+use ringswitch_openflow::message::{FlowMod, FlowModCommand};
+use ringswitch_openflow::{Action, Field, Instruction, Match, Oxm};
 use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
-use ringswitch_switch::{LearningBridge, Scratch, Switch, SwitchPort};
+use ringswitch_switch::{Flows, LearningBridge, Scratch, Switch, SwitchPort};
+
+/// 5-tuples in the `flows1000` mode.
+const TUPLES: u32 = 1000;
+
+/// A flow of priority `prio` in table 0 outputting to port 2.
+fn to_b(prio: u16, fields: Vec<Oxm>) -> FlowMod {
+    FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: 0,
+        command: FlowModCommand::Add,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: prio,
+        buffer_id: OFP_NO_BUFFER,
+        out_port: OFPP_ANY,
+        out_group: OFPG_ANY,
+        flags: 0,
+        r#match: Match::new(fields).unwrap(),
+        instructions: vec![Instruction::ApplyActions(vec![Action::Output {
+            port: 2,
+            max_len: OFPCML_NO_BUFFER,
+        }])],
+    }
+}
+
+/// Tuple `t`: (source address, destination address, source port,
+/// destination port) of a UDP frame from 10.0.0.0/16 to 10.1.0.0/16.
+fn tuple(t: u32) -> (u32, u32, u16, u16) {
+    let t16 = u16::try_from(t % 65536).unwrap();
+    (
+        0x0a00_0000 | t,
+        0x0a01_0000 | (t * 7 % 65536),
+        1024 + t16,
+        2000 + t16 % 100,
+    )
+}
+
+/// 1,000 flows over 10 masks: 100 per mask, each mask a different set of
+/// the tuple's fields (or prefixes of them), every tuple matched by one.
+fn thousand_flows() -> Vec<FlowMod> {
+    let ip_udp = || {
+        vec![
+            Oxm::exact(Field::EthType, 0x0800),
+            Oxm::exact(Field::IpProto, 17),
+        ]
+    };
+    let mut v = Vec::new();
+    for m in 0..10u32 {
+        for i in 0..100u32 {
+            // Tuples m*100 .. m*100+99 are this mask's.
+            let (src, dst, sp, dp) = tuple(m * 100 + i);
+            let mut f = ip_udp();
+            match m {
+                0 => f.push(Oxm::exact(Field::Ipv4Src, u128::from(src))),
+                1 => f.push(Oxm::exact(Field::Ipv4Dst, u128::from(dst))),
+                2 => f.push(Oxm::exact(Field::UdpSrc, u128::from(sp))),
+                3 => {
+                    f.push(Oxm::exact(Field::Ipv4Src, u128::from(src)));
+                    f.push(Oxm::exact(Field::UdpDst, u128::from(dp)));
+                }
+                4 => {
+                    f.push(Oxm::exact(Field::Ipv4Dst, u128::from(dst)));
+                    f.push(Oxm::exact(Field::UdpSrc, u128::from(sp)));
+                }
+                5 => {
+                    f.push(Oxm::exact(Field::Ipv4Src, u128::from(src)));
+                    f.push(Oxm::exact(Field::Ipv4Dst, u128::from(dst)));
+                    f.push(Oxm::exact(Field::UdpSrc, u128::from(sp)));
+                    f.push(Oxm::exact(Field::UdpDst, u128::from(dp)));
+                }
+                6 => {
+                    f.push(Oxm::exact(Field::InPort, 1));
+                    f.push(Oxm::exact(Field::UdpSrc, u128::from(sp)));
+                }
+                7 => {
+                    f.push(Oxm::exact(Field::Ipv4Src, u128::from(src)));
+                    f.push(Oxm::exact(Field::Ipv4Dst, u128::from(dst)));
+                }
+                8 => {
+                    f.push(Oxm::exact(Field::UdpSrc, u128::from(sp)));
+                    f.push(Oxm::exact(Field::UdpDst, u128::from(dp)));
+                }
+                _ => {
+                    f.push(Oxm::exact(Field::Ipv4Dst, u128::from(dst)));
+                    f.push(Oxm::exact(Field::UdpSrc, u128::from(sp)));
+                    f.push(Oxm::exact(Field::UdpDst, u128::from(dp)));
+                }
+            }
+            v.push(to_b(u16::try_from(100 + m).unwrap(), f));
+        }
+    }
+    v
+}
+
+/// A UDP frame of `len` bytes (at least 42) with tuple `t`.
+fn udp_frame(len: usize, t: u32) -> Vec<u8> {
+    let (src, dst, sp, dp) = tuple(t);
+    let mut f = vec![0u8; len.max(42)];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[22] = 64;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&src.to_be_bytes());
+    f[30..34].copy_from_slice(&dst.to_be_bytes());
+    f[34..36].copy_from_slice(&sp.to_be_bytes());
+    f[36..38].copy_from_slice(&dp.to_be_bytes());
+    f
+}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -26,12 +146,26 @@ fn main() {
         .unwrap_or(20_000_000);
     let access = || PortVlan::access(10).unwrap();
     let (va, vb) = match mode.as_str() {
-        "none" => (PortVlan::default(), PortVlan::default()),
+        "none" | "flows" | "flows1000" => (PortVlan::default(), PortVlan::default()),
         "access" => (access(), access()),
         "push" => (access(), "trunk:10".parse().unwrap()),
-        m => panic!("vlan mode {m}: none, access or push"),
+        m => panic!("mode {m}: none, access, push, flows or flows1000"),
     };
     let sw = Switch::new("vale0", Box::new(LearningBridge::default()), batch);
+    let flows = Arc::new(Flows::new(Config::default()).unwrap());
+    let fms = match mode.as_str() {
+        "flows" => vec![to_b(10, vec![Oxm::exact(Field::InPort, 1)])],
+        "flows1000" => thousand_flows(),
+        _ => Vec::new(),
+    };
+    if !fms.is_empty() {
+        for fm in &fms {
+            flows
+                .modify(|t| t.flow_mod(fm, Duration::ZERO))
+                .expect("a valid flow");
+        }
+        sw.set_flows(Some(flows.clone()));
+    }
     let g = Geometry::default();
     let mk = |name: &str| {
         Arc::new(Region::create(RegionLayout::new(g, 1).unwrap(), [name, ""]).unwrap())
@@ -48,10 +182,14 @@ fn main() {
     let mut frame = vec![0u8; len as usize];
     frame[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
     frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    // Fill every TX buffer once.
+    // Fill every TX buffer once (with 1,000 tuples in turn for flows1000).
     for k in 0..tx.space() {
         let mut s = tx.slot_mut(k).unwrap();
-        s.write_at(0, &frame);
+        if mode == "flows1000" {
+            s.write_at(0, &udp_frame(len.into(), k % TUPLES));
+        } else {
+            s.write_at(0, &frame);
+        }
         s.set_len(len);
     }
     // Teach the switch where 02:..:02 lives.
@@ -92,7 +230,7 @@ fn main() {
     let secs = t0.elapsed().as_secs_f64();
     let st = b.counters.snapshot("b");
     println!(
-        "{len}-byte frames, batch {batch}, VLANs {mode}: engine {:.1} ns/packet ({:.1} Mpps on one core), loop {:.1} ns/packet; delivered {} dropped {}",
+        "{len}-byte frames, batch {batch}, mode {mode}: engine {:.1} ns/packet ({:.1} Mpps on one core), loop {:.1} ns/packet; delivered {} dropped {}",
         fwd_ns as f64 / done as f64,
         done as f64 / (fwd_ns as f64 / 1e9) / 1e6,
         secs * 1e9 / done as f64,

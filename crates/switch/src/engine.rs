@@ -75,6 +75,15 @@ impl Default for Scratch {
 }
 
 impl Scratch {
+    /// Adds what the worker's flow cache counted to the flows' counters:
+    /// call it before the worker sleeps (it also happens every
+    /// few thousand frames), so flow statistics catch up with the traffic.
+    pub fn flush_counters(&mut self) {
+        if let Some(c) = &mut self.flow_cache {
+            c.flush();
+        }
+    }
+
     /// Starts a batch.
     pub(crate) fn clear(&mut self) {
         self.ft.clear();

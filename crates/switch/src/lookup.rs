@@ -457,10 +457,9 @@ impl<'a> Lookup<'a> {
         learn: bool,
         prefix: impl FnOnce(&mut [u8; KEY_BYTES]) -> usize,
     ) {
-        if self.flow.is_some() {
-            let mut buf = [0u8; KEY_BYTES];
-            let n = prefix(&mut buf).min(KEY_BYTES);
-            self.file_flow(dests, head, &buf[..n], first_len, len, learn);
+        if let Some(fl) = &mut self.flow {
+            let n = prefix(fl.prefix());
+            self.file_flow(dests, head, n, first_len, len, learn);
             return;
         }
         let k = dests.push_link();
@@ -498,7 +497,7 @@ impl<'a> Lookup<'a> {
         &mut self,
         dests: &mut Dests,
         head: &[u8; 16],
-        prefix: &[u8],
+        prefix: usize,
         first_len: u32,
         len: u32,
         learn: bool,
@@ -517,17 +516,13 @@ impl<'a> Lookup<'a> {
             return;
         };
         let (table, src) = (self.table, self.src);
-        let mut outs = [flows::Resolved {
-            to: To::Flood,
-            spec: 0,
-        }; ringswitch_flow::verdict::MAX_OUTPUTS];
-        let n = {
-            let r = fl.classify(prefix, len, &mut dests.flow, table, src);
-            outs[..r.len()].copy_from_slice(r);
-            r.len()
-        };
+        fl.classify(prefix, len, &mut dests.flow, table, src);
+        let n = fl.resolved().len();
         let (mut filed, mut vlan_refused, mut lost) = (false, false, false);
-        for r in &outs[..n] {
+        for i in 0..n {
+            let Some(r) = self.flow.as_ref().map(|f| f.resolved()[i]) else {
+                break;
+            };
             let to = match r.to {
                 To::Normal => {
                     let Some(fv) = fv else {

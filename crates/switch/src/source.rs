@@ -176,11 +176,16 @@ pub(crate) fn read_ring(
         });
         let first_len = u32::from(s0.len);
         look.file(dests, &head, first_len, total, !no_learn, |buf| {
-            // The first fragment's first bytes (a copy: the sender may
-            // change them, which only misroutes its own frame).
-            let n = (first_len as usize).min(buf.len());
-            if sregion.read_buf(s0.buf_idx, 0, &mut buf[..n]) {
-                n
+            // The first fragment's first bytes (a copy of constant size:
+            // the sender may change them, which only misroutes its own
+            // frame), of which the first `first_len` are the frame's.
+            // A short frame's first cache line only.
+            let read = match <&mut [u8; 64]>::try_from(&mut buf[..64]) {
+                Ok(line) if first_len <= 64 => sregion.read_first(s0.buf_idx, line),
+                _ => sregion.read_first(s0.buf_idx, buf),
+            };
+            if read {
+                (first_len as usize).min(buf.len())
             } else {
                 0
             }

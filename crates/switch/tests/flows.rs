@@ -114,8 +114,10 @@ fn add(flows: &Flows, fm: FlowMod) {
         .expect("a valid flow");
 }
 
-/// (packets, bytes) of the flow of priority `prio` in table 0.
-fn counts(flows: &Flows, prio: u16) -> (u64, u64) {
+/// (packets, bytes) of the flow of priority `prio` in table 0, once the
+/// worker's cache has counted (as a worker does before it sleeps).
+fn counts(sc: &mut Scratch, flows: &Flows, prio: u16) -> (u64, u64) {
+    sc.flush_counters();
     flows
         .read()
         .flows()
@@ -138,7 +140,11 @@ fn flows_decide_the_port_and_count_exactly_and_a_miss_drops() {
     sw.forward(&a, 0, &mut sc);
     assert_eq!(drain(&mut crx), frames);
     assert!(drain(&mut brx).is_empty());
-    assert_eq!(counts(&flows, 10), (5, 300), "exact packets and bytes");
+    assert_eq!(
+        counts(&mut sc, &flows, 10),
+        (5, 300),
+        "exact packets and bytes"
+    );
 
     // No flow for b's frames (and no table-miss flow): dropped, counted.
     queue(&mut btx, &[udp(0xa, 0xb, 7, 9)]);
@@ -168,7 +174,7 @@ fn a_flow_mod_takes_effect_for_the_next_batch() {
     sw.forward(&a, 0, &mut sc);
     assert!(drain(&mut brx).is_empty());
     assert_eq!(drain(&mut crx), vec![udp(0xb, 0xa, 1, 2)]);
-    assert_eq!(counts(&flows, 10), (2, 120));
+    assert_eq!(counts(&mut sc, &flows, 10), (2, 120));
 }
 
 #[test]
@@ -204,7 +210,7 @@ fn in_port_flood_all_and_an_output_to_the_input_by_number() {
     let s = a.counters.snapshot("a");
     assert_eq!((s.tx_packets, s.drop_no_dest), (3, 1));
     assert_eq!(
-        counts(&flows, 13),
+        counts(&mut sc, &flows, 13),
         (1, 60),
         "counted on its flow all the same"
     );
@@ -255,7 +261,7 @@ fn outputs_get_their_own_edits_in_order() {
     assert_eq!(got_b.len(), 4, "twice each: plain, then tagged");
     assert_eq!(got_b[0], f);
     assert_eq!(got_b[1], edited);
-    assert_eq!(counts(&flows, 10), (2, 120));
+    assert_eq!(counts(&mut sc, &flows, 10), (2, 120));
 }
 
 #[test]
@@ -280,7 +286,7 @@ fn normal_is_the_learning_bridge_with_its_vlans() {
     sw.forward(&b, 0, &mut sc);
     assert_eq!(drain(&mut arx), vec![udp(0xa, 0xb, 1, 2)]);
     assert!(drain(&mut trx).is_empty());
-    assert_eq!(counts(&flows, 0), (2, 120));
+    assert_eq!(counts(&mut sc, &flows, 0), (2, 120));
 }
 
 #[test]
@@ -359,7 +365,7 @@ fn queues_get_edited_frames_and_tso_segments_each_edited() {
     let segs = drain(&mut rrx);
     assert_eq!(segs.len(), 3, "segmented for the ring");
     assert!(segs.iter().all(|s| s[12..16] == [0x81, 0x00, 0x00, 0x07]));
-    assert_eq!(counts(&flows, 10).0, 1, "one frame on the flow");
+    assert_eq!(counts(&mut sc, &flows, 10).0, 1, "one frame on the flow");
 
     // A ring's frame into the TAP, popped back.
     let (r2, mut r2tx, _) = ring(&sw, "r2");
@@ -414,7 +420,10 @@ fn two_switches_share_a_workers_cache_without_mixing_verdicts() {
     }
     assert_eq!(drain(&mut b1rx).len(), 3);
     assert!(drain(&mut b2rx).is_empty());
-    assert_eq!((counts(&f1, 10).0, counts(&f2, 10).0), (3, 3));
+    assert_eq!(
+        (counts(&mut sc, &f1, 10).0, counts(&mut sc, &f2, 10).0),
+        (3, 3)
+    );
 }
 
 #[test]

@@ -9,8 +9,9 @@
 
 use std::sync::RwLockReadGuard;
 
-use ringswitch_flow::verdict::MAX_OUTPUTS;
-use ringswitch_flow::{Edit, FlowCache, FlowKey, FlowTables, Target};
+use ringswitch_flow::key::KEY_BYTES;
+use ringswitch_flow::verdict::{MAX_EDITS, MAX_OUTPUTS};
+use ringswitch_flow::{Edit, FlowCache, FlowKey, FlowTables, Output, Target};
 
 use super::{PortIndex, PortTable};
 use crate::flows::{of_port, port_index, Flows, PacketIn};
@@ -24,6 +25,12 @@ const _: () = assert!(MAX_OUT_EDITS * 4 <= crate::batch::EDIT_ROOM);
 /// they are numbered with a byte. An output beyond is left out and its
 /// frames counted as truncated.
 pub(crate) const MAX_SPECS: usize = 255;
+/// Frames a worker's flow cache counts in its entries before it adds
+/// them to the flows' counters (see `ringswitch_flow::cache`): a few
+/// milliseconds of traffic at full speed; a worker also flushes before it
+/// sleeps ([`crate::Scratch::flush_counters`]).
+pub(crate) const FLUSH_FRAMES: u64 = 16 * 1024;
+
 /// Most entries (a frame's outputs) in one batch: a batch of the largest
 /// size, each frame with every output a verdict holds.
 pub(crate) const MAX_ENTRIES: usize = crate::batch::MAX_BATCH as usize * MAX_OUTPUTS;
@@ -41,7 +48,7 @@ pub(crate) struct ToController {
 /// One output of a batch's verdicts, as delivery needs it: its header
 /// edits, whether the learning bridge's VLAN rules apply (`NORMAL`), and
 /// for the controller what to tell it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct OutSpec {
     edits: [Edit; MAX_OUT_EDITS],
     n_edits: u8,
@@ -49,6 +56,12 @@ pub(crate) struct OutSpec {
     /// frame without edits is retagged for its destination.
     pub(crate) normal: bool,
     pub(crate) controller: Option<ToController>,
+}
+
+impl PartialEq for OutSpec {
+    fn eq(&self, o: &OutSpec) -> bool {
+        self.normal == o.normal && self.controller == o.controller && self.edits() == o.edits()
+    }
 }
 
 impl OutSpec {
@@ -202,11 +215,20 @@ pub(crate) struct FlowLookup<'a> {
     /// delivery.
     tables: Option<RwLockReadGuard<'a, FlowTables>>,
     in_port: u32,
+    /// The frame's first bytes, copied by the caller (see
+    /// [`FlowLookup::prefix`]).
+    buf: [u8; KEY_BYTES],
     /// The resolved outputs of the verdict with cache stamp `stamp` (0:
-    /// none yet).
+    /// none yet), and that verdict's outputs and edits: a verdict with the
+    /// same outputs and edits (another flow's, with the same actions)
+    /// resolves the same.
     stamp: u64,
     resolved: [Resolved; MAX_OUTPUTS],
     n_resolved: usize,
+    outputs: [Option<Output>; MAX_OUTPUTS],
+    n_outputs: usize,
+    edits: [Edit; MAX_EDITS],
+    n_edits: usize,
     /// That verdict left something out.
     truncated: bool,
     /// Frames of the batch whose verdict left something out.
@@ -222,9 +244,14 @@ impl<'a> FlowLookup<'a> {
             version: flows.version(),
             tables: None,
             in_port: of_port(src),
+            buf: [0; KEY_BYTES],
             stamp: 0,
             resolved: [NO_RESOLVED; MAX_OUTPUTS],
             n_resolved: 0,
+            outputs: [None; MAX_OUTPUTS],
+            n_outputs: 0,
+            edits: [Edit::PopVlan; MAX_EDITS],
+            n_edits: 0,
             truncated: false,
             truncated_frames: 0,
         }
@@ -235,19 +262,30 @@ impl<'a> FlowLookup<'a> {
         self.flows
     }
 
-    /// The outputs of the frame whose first bytes are `frame` (at most
-    /// `KEY_BYTES`), `len` bytes in all, from `src`, with their specs in
-    /// `entries`. The frame is counted on the flows it matched.
+    /// Where the caller copies the next frame's first bytes.
+    pub(crate) fn prefix(&mut self) -> &mut [u8; KEY_BYTES] {
+        &mut self.buf
+    }
+
+    /// The resolved outputs of the last frame classified.
+    pub(crate) fn resolved(&self) -> &[Resolved] {
+        &self.resolved[..self.n_resolved]
+    }
+
+    /// Classifies the frame whose first `n` bytes are in
+    /// [`FlowLookup::prefix`], `len` bytes in all, from `src`: its outputs
+    /// are then [`FlowLookup::resolved`], with their specs in `entries`.
+    /// The frame is counted on the flows it matched.
     #[inline]
     pub(crate) fn classify(
         &mut self,
-        frame: &[u8],
+        n: usize,
         len: u32,
         entries: &mut FlowEntries,
         table: &PortTable,
         src: PortIndex,
-    ) -> &[Resolved] {
-        let key = FlowKey::extract(frame, self.in_port);
+    ) {
+        let key = FlowKey::extract(&self.buf[..n.min(KEY_BYTES)], self.in_port);
         let FlowLookup {
             flows,
             cache,
@@ -258,10 +296,24 @@ impl<'a> FlowLookup<'a> {
         let (stamp, verdict) = cache.lookup_stamped(*version, &key, len as usize, |k, v| {
             tables.get_or_insert_with(|| flows.read()).classify(k, v)
         });
-        if stamp != self.stamp {
-            self.stamp = stamp;
+        let same = stamp == self.stamp
+            || (verdict.outputs().len() == self.n_outputs
+                && verdict
+                    .outputs()
+                    .iter()
+                    .zip(&self.outputs)
+                    .all(|(a, b)| Some(*a) == *b)
+                && verdict.all_edits() == &self.edits[..self.n_edits]
+                && verdict.truncated() == self.truncated);
+        if !same {
             self.truncated = verdict.truncated();
             self.n_resolved = 0;
+            self.n_outputs = verdict.outputs().len();
+            for (o, out) in self.outputs.iter_mut().zip(verdict.outputs()) {
+                *o = Some(*out);
+            }
+            self.n_edits = verdict.all_edits().len();
+            self.edits[..self.n_edits].copy_from_slice(verdict.all_edits());
             for out in verdict.outputs() {
                 let (to, controller) = match out.target {
                     Target::Port(n) => match port_index(n) {
@@ -317,16 +369,19 @@ impl<'a> FlowLookup<'a> {
                 }
             }
         }
+        self.stamp = stamp;
         if self.truncated {
             self.truncated_frames += 1;
         }
-        &self.resolved[..self.n_resolved]
     }
 
-    /// Ends the batch's lookup: its runs counted on their flows, the
-    /// tables' lock released, the truncated frames counted.
+    /// Ends the batch's lookup: the tables' lock released, the truncated
+    /// frames counted, and the cache's counts added to the flows' when
+    /// they are [`FLUSH_FRAMES`] or more.
     pub(crate) fn finish(&mut self) {
-        self.cache.flush();
+        if self.cache.unflushed() >= FLUSH_FRAMES {
+            self.cache.flush();
+        }
         self.tables = None;
         if self.truncated_frames != 0 {
             self.flows.count_truncated(self.truncated_frames);
