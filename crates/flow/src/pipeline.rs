@@ -89,11 +89,54 @@ impl FlowTables {
     /// [`Verdict::count`]).
     pub fn classify(&self, key: &FlowKey, out: &mut Verdict) {
         out.clear();
+        let st = State {
+            key: *key,
+            edits: 0,
+            lost: false,
+        };
+        self.pipeline(st, out);
+    }
+
+    /// What a PACKET_OUT's `actions` do with a frame of key `key` (its
+    /// input port the packet-out's: a port, `OFPP_CONTROLLER` or
+    /// `OFPP_ANY`), into `out`, cleared first: they run as a flow's
+    /// apply-actions, and an output to `OFPP_TABLE` sends the frame as
+    /// edited so far through the tables from table 0. Controller outputs
+    /// say `OFPR_ACTION`, table 0xff and cookie all ones (no flow sent
+    /// them). Refused as a FLOW_MOD's actions would be (and groups must
+    /// exist). Allocates the compiled actions: a control-path call.
+    pub fn packet_out(
+        &self,
+        key: &FlowKey,
+        actions: &[ringswitch_openflow::Action],
+        out: &mut Verdict,
+    ) -> Result<(), crate::FlowError> {
+        let acts = self.compile_packet_out(actions)?;
+        out.clear();
         let mut st = State {
             key: *key,
             edits: 0,
             lost: false,
         };
+        let origin = Origin {
+            table_id: 0xff,
+            cookie: u64::MAX,
+            miss: false,
+        };
+        for a in &acts {
+            match a {
+                Act::Output {
+                    port: OFPP_TABLE, ..
+                } => self.pipeline(st, out),
+                a => self.run(std::slice::from_ref(a), &mut st, out, origin, true),
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a frame in state `st` through the tables from table 0, adding
+    /// to `out`.
+    fn pipeline(&self, mut st: State, out: &mut Verdict) {
         let mut set = ActionSet::default();
         let mut t = 0usize;
         loop {

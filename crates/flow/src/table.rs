@@ -449,6 +449,31 @@ impl FlowTables {
         }
     }
 
+    /// A PACKET_OUT's actions (see [`FlowTables::packet_out`]): as a
+    /// flow's, but for `OFPP_TABLE`, which only a packet-out may name, and
+    /// a DSCP set without a match to show the frame is IP (it changes
+    /// nothing on a frame that is not).
+    pub(crate) fn compile_packet_out(&self, actions: &[Action]) -> Result<Vec<Act>, FlowError> {
+        if actions.len() > MAX_ACTIONS {
+            return Err(FlowError::TooManyActions);
+        }
+        actions
+            .iter()
+            .map(|a| match a {
+                Action::Output {
+                    port: OFPP_TABLE,
+                    max_len,
+                } => Ok(Act::Output {
+                    port: OFPP_TABLE,
+                    max_len: *max_len,
+                }),
+                Action::Group(g) if self.groups.contains_key(g) => Ok(Act::Group(*g)),
+                Action::Group(g) => Err(FlowError::BadOutGroup(*g)),
+                a => self.compile_action(a, None),
+            })
+            .collect()
+    }
+
     fn compile_actions(
         &self,
         actions: &[Action],

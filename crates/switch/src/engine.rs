@@ -46,6 +46,18 @@ pub enum AttachError {
     Io(#[from] std::io::Error),
 }
 
+/// Why a PACKET_OUT's frame was not sent.
+#[derive(Debug, thiserror::Error)]
+pub enum PacketOutError {
+    /// The frame is shorter than an Ethernet header or longer than a port
+    /// takes.
+    #[error("a frame of {0} bytes cannot be sent: it must have 14 to 66560 bytes")]
+    Length(usize),
+    /// The switch has no flow tables.
+    #[error("switch {0} has no flow tables")]
+    NoFlows(String),
+}
+
 /// Per-worker scratch space, allocated once: the batch's frame table, the
 /// lookup's destination lists and the stage queues copy onto.
 pub struct Scratch {
@@ -271,6 +283,52 @@ impl Switch {
         }
     }
 
+    /// Sends `frame` as a PACKET_OUT says: `verdict` is what its actions
+    /// do (`ringswitch_flow::FlowTables::packet_out`), `in_port` its input
+    /// port (an OpenFlow port of this switch, `OFPP_CONTROLLER` or
+    /// `OFPP_ANY`: no port). The frame is delivered as a frame from that
+    /// port would be (without learning its source address), counted on
+    /// its destinations and on the flows an output to `OFPP_TABLE`
+    /// matched; the input port counts nothing. `sc` is the caller's
+    /// scratch space (the daemon's OpenFlow thread keeps one).
+    pub fn packet_out(
+        &self,
+        in_port: u32,
+        frame: &[u8],
+        verdict: &ringswitch_flow::Verdict,
+        sc: &mut Scratch,
+    ) -> Result<(), PacketOutError> {
+        if !(ringswitch_frame::FRAME_MIN..=ringswitch_frame::FRAME_MAX).contains(&frame.len()) {
+            return Err(PacketOutError::Length(frame.len()));
+        }
+        let table = self.read();
+        let Some(flows) = table.flows.as_deref() else {
+            return Err(PacketOutError::NoFlows(self.name.clone()));
+        };
+        // A frame from the controller comes from no port: an index no port
+        // has.
+        let src = crate::flows::port_index(in_port)
+            .filter(|&i| table.get(i).is_some())
+            .unwrap_or(MAX_PORTS as PortIndex);
+        sc.stage.start();
+        sc.stage
+            .intake
+            .put(frame, ringswitch_frame::OffloadHdr::default());
+        sc.clear();
+        let mut look = Lookup::new(&*self.fwd, &table, src, self.now_s()).with_verdict(
+            flows,
+            verdict,
+            in_port,
+            &mut sc.dests,
+        );
+        source::look_up_staged(&sc.stage, &mut sc.dests, &mut look, false);
+        look.finish();
+        let none = Counters::default();
+        let (dests, stage, edits) = (&mut sc.dests, &mut sc.stage, &mut sc.edits);
+        deliver(&look, &none, 1, frame.len() as u64, dests, stage, edits, 0);
+        Ok(())
+    }
+
     /// Forwards a batch from TX ring `ring` of ring port `srp`, holding the
     /// ring until the batch is delivered.
     fn forward_ring(
@@ -301,7 +359,7 @@ impl Switch {
         };
         deliver(
             &look,
-            src,
+            &src.counters,
             read.tx_pkts,
             read.tx_bytes,
             &mut sc.dests,
@@ -335,11 +393,20 @@ impl Switch {
             let table = self.read();
             let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s())
                 .with_flows(&mut sc.flow_cache, &mut sc.dests);
-            source::look_up_staged(&sc.stage, &mut sc.dests, &mut look);
+            source::look_up_staged(&sc.stage, &mut sc.dests, &mut look, true);
             look.finish();
             let pkts = sc.stage.intake.frames().len() as u64;
             let (dests, stage, edits) = (&mut sc.dests, &mut sc.stage, &mut sc.edits);
-            deliver(&look, src, pkts, bytes, dests, stage, edits, src_q);
+            deliver(
+                &look,
+                &src.counters,
+                pkts,
+                bytes,
+                dests,
+                stage,
+                edits,
+                src_q,
+            );
         }
         let c = &src.counters;
         Counters::add(&c.drop_short, short);
@@ -353,7 +420,8 @@ impl Switch {
 }
 
 /// Delivers a looked-up batch (`pkts` frames, `bytes` bytes, taken from
-/// source `src_q` of `src`) destination by destination: each gets its
+/// source `src_q` of the source, whose counters are `c`) destination by
+/// destination: each gets its
 /// frames in batch order, in one go, and is woken once. The source's
 /// `tx_packets`, `tx_bytes` and `drop_no_dest` are counted first, so that
 /// what a destination sees has been counted on both sides; every frame is
@@ -362,7 +430,7 @@ impl Switch {
 #[allow(clippy::too_many_arguments)]
 fn deliver<F: Frames>(
     look: &Lookup<'_>,
-    src: &SwitchPort,
+    c: &Counters,
     pkts: u64,
     bytes: u64,
     dests: &mut Dests,
@@ -372,7 +440,6 @@ fn deliver<F: Frames>(
 ) {
     let table = look.table;
     let list = dests.destinations(table, look.src);
-    let c = &src.counters;
     // Taken with no destination, or in a VLAN the source does not carry:
     // counted as drop_no_dest or drop_vlan only.
     let (dropped, dropped_bytes) = (

@@ -20,7 +20,7 @@ mod source;
 mod vlan;
 
 pub use batch::{BatchResult, DEFAULT_BATCH, MAX_BATCH};
-pub use engine::{AttachError, Scratch, Switch};
+pub use engine::{AttachError, PacketOutError, Scratch, Switch};
 pub use flows::{FailMode, Flows, PacketIn};
 pub use learning::{Hub, LearningBridge};
 pub use lookup::{Decision, Forwarding, MacEntry, PortIndex, MAX_PORTS};

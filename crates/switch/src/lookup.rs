@@ -432,6 +432,20 @@ impl<'a> Lookup<'a> {
         self
     }
 
+    /// The lookup, with every frame getting `verdict` (a packet-out's, from
+    /// OpenFlow port `in_port`); `dests` is readied for the batch.
+    pub(crate) fn with_verdict(
+        mut self,
+        flows: &'a Flows,
+        verdict: &'a ringswitch_flow::Verdict,
+        in_port: u32,
+        dests: &mut Dests,
+    ) -> Lookup<'a> {
+        self.flow = Some(FlowLookup::given(flows, verdict, self.src, in_port));
+        dests.start_flows();
+        self
+    }
+
     /// Ends the lookup of the batch (see [`FlowLookup::finish`]).
     pub(crate) fn finish(&mut self) {
         if let Some(f) = &mut self.flow {

@@ -278,9 +278,14 @@ pub(crate) fn take<Q: FrameQueue + ?Sized>(
 }
 
 /// Looks up the frames staged in `stage`, filing each under its
-/// destinations in `dests` (learning from every one: a queue has no
-/// `NS_NO_LEARN`).
-pub(crate) fn look_up_staged(stage: &StageScratch, dests: &mut Dests, look: &mut Lookup<'_>) {
+/// destinations in `dests`, learning from every one if `learn` (a queue
+/// has no `NS_NO_LEARN`).
+pub(crate) fn look_up_staged(
+    stage: &StageScratch,
+    dests: &mut Dests,
+    look: &mut Lookup<'_>,
+    learn: bool,
+) {
     let intake = &stage.intake;
     for f in intake.frames() {
         let mut head = [0u8; 16];
@@ -288,7 +293,7 @@ pub(crate) fn look_up_staged(stage: &StageScratch, dests: &mut Dests, look: &mut
         let bytes = intake.bytes(f);
         let n = bytes.len().min(16);
         head[..n].copy_from_slice(&bytes[..n]);
-        look.file(dests, &head, f.len, f.len, true, |buf| {
+        look.file(dests, &head, f.len, f.len, learn, |buf| {
             let n = bytes.len().min(buf.len());
             buf[..n].copy_from_slice(&bytes[..n]);
             n

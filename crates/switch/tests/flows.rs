@@ -436,3 +436,61 @@ fn taking_the_flows_away_gives_back_the_learning_bridge() {
     sw.forward(&a, 0, &mut sc);
     assert_eq!(drain(&mut brx).len(), 1);
 }
+
+#[test]
+fn a_packet_out_goes_where_its_actions_say_and_through_the_tables() {
+    let (sw, flows, mut sc) = switch();
+    let (_a, _, mut arx) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    let (_c, _, mut crx) = ring(&sw, "c");
+    // Frames the tables see go to c.
+    add(&flows, flow(5, vec![], vec![out(3)]));
+    let f = udp(0xb, 0xa, 1, 1);
+    let verdict = |in_port: u32, actions: Vec<Action>| {
+        let mut v = ringswitch_flow::Verdict::new();
+        let key = ringswitch_flow::FlowKey::extract(&f, in_port);
+        flows.read().packet_out(&key, &actions, &mut v).unwrap();
+        v
+    };
+    let mut ctl = Scratch::default();
+
+    // From the controller, to b.
+    let v = verdict(OFPP_CONTROLLER, vec![out(2)]);
+    sw.packet_out(OFPP_CONTROLLER, &f, &v, &mut ctl).unwrap();
+    assert_eq!(drain(&mut brx), vec![f.clone()]);
+
+    // Through the tables, tagged first: c gets it tagged, counted on the
+    // flow.
+    let v = verdict(
+        OFPP_CONTROLLER,
+        vec![
+            Action::PushVlan(0x8100),
+            Action::SetField(Oxm::exact(Field::VlanVid, u128::from(OFPVID_PRESENT | 5))),
+            out(OFPP_TABLE),
+        ],
+    );
+    sw.packet_out(OFPP_CONTROLLER, &f, &v, &mut ctl).unwrap();
+    assert_eq!(drain(&mut crx), vec![tagged(&f, 5)]);
+    assert_eq!(counts(&mut sc, &flows, 5), (1, 60));
+
+    // IN_PORT from the controller goes nowhere; FLOOD from port 1 goes to
+    // every port but a.
+    let v = verdict(OFPP_CONTROLLER, vec![out(OFPP_IN_PORT)]);
+    sw.packet_out(OFPP_CONTROLLER, &f, &v, &mut ctl).unwrap();
+    let v = verdict(1, vec![out(OFPP_FLOOD)]);
+    sw.packet_out(1, &f, &v, &mut ctl).unwrap();
+    assert!(drain(&mut arx).is_empty());
+    assert_eq!(drain(&mut brx), vec![f.clone()]);
+    assert_eq!(drain(&mut crx), vec![f.clone()]);
+
+    // A group that does not exist is refused; a runt frame too.
+    let key = ringswitch_flow::FlowKey::extract(&f, OFPP_CONTROLLER);
+    let mut v = ringswitch_flow::Verdict::new();
+    assert!(flows
+        .read()
+        .packet_out(&key, &[Action::Group(9)], &mut v)
+        .is_err());
+    assert!(sw
+        .packet_out(OFPP_CONTROLLER, &f[..10], &v, &mut ctl)
+        .is_err());
+}

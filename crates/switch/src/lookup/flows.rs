@@ -11,7 +11,7 @@ use std::sync::RwLockReadGuard;
 
 use ringswitch_flow::key::KEY_BYTES;
 use ringswitch_flow::verdict::{MAX_EDITS, MAX_OUTPUTS};
-use ringswitch_flow::{Edit, FlowCache, FlowKey, FlowTables, Output, Target};
+use ringswitch_flow::{Edit, FlowCache, FlowKey, FlowTables, Output, Target, Verdict};
 
 use super::{PortIndex, PortTable};
 use crate::flows::{of_port, port_index, Flows, PacketIn};
@@ -203,10 +203,19 @@ const NO_RESOLVED: Resolved = Resolved {
     spec: 0,
 };
 
+/// Where a flow lookup's verdicts come from.
+enum Verdicts<'a> {
+    Cache(&'a mut FlowCache),
+    /// The verdict, and the frames and bytes classified with it.
+    Given(&'a Verdict, u64, u64),
+}
+
 /// The flow lookup of one batch (see the module documentation).
 pub(crate) struct FlowLookup<'a> {
     flows: &'a Flows,
-    cache: &'a mut FlowCache,
+    /// Where verdicts come from: the worker's cache, or one verdict for
+    /// every frame (a packet-out's).
+    cache: Verdicts<'a>,
     /// The tables' version when the batch started: a change during the
     /// batch takes effect for the next.
     version: u64,
@@ -238,6 +247,10 @@ pub(crate) struct FlowLookup<'a> {
 impl<'a> FlowLookup<'a> {
     /// The flow lookup of a batch from switch port `src`.
     pub(crate) fn new(flows: &'a Flows, cache: &'a mut FlowCache, src: PortIndex) -> Self {
+        FlowLookup::new_with(flows, Verdicts::Cache(cache), src)
+    }
+
+    fn new_with(flows: &'a Flows, cache: Verdicts<'a>, src: PortIndex) -> Self {
         FlowLookup {
             flows,
             cache,
@@ -255,6 +268,19 @@ impl<'a> FlowLookup<'a> {
             truncated: false,
             truncated_frames: 0,
         }
+    }
+
+    /// The lookup of frames that all get `verdict` (a packet-out's, from
+    /// OpenFlow port `in_port`: switch port `src`, or none).
+    pub(crate) fn given(
+        flows: &'a Flows,
+        verdict: &'a Verdict,
+        src: PortIndex,
+        in_port: u32,
+    ) -> Self {
+        let mut l = FlowLookup::new_with(flows, Verdicts::Given(verdict, 0, 0), src);
+        l.in_port = in_port;
+        l
     }
 
     /// The tables these frames are looked up in.
@@ -285,7 +311,6 @@ impl<'a> FlowLookup<'a> {
         table: &PortTable,
         src: PortIndex,
     ) {
-        let key = FlowKey::extract(&self.buf[..n.min(KEY_BYTES)], self.in_port);
         let FlowLookup {
             flows,
             cache,
@@ -293,9 +318,19 @@ impl<'a> FlowLookup<'a> {
             tables,
             ..
         } = self;
-        let (stamp, verdict) = cache.lookup_stamped(*version, &key, len as usize, |k, v| {
-            tables.get_or_insert_with(|| flows.read()).classify(k, v)
-        });
+        let (stamp, verdict) = match cache {
+            Verdicts::Cache(cache) => {
+                let key = FlowKey::extract(&self.buf[..n.min(KEY_BYTES)], self.in_port);
+                cache.lookup_stamped(*version, &key, len as usize, |k, v| {
+                    tables.get_or_insert_with(|| flows.read()).classify(k, v)
+                })
+            }
+            Verdicts::Given(v, packets, bytes) => {
+                *packets += 1;
+                *bytes += u64::from(len);
+                (1, &**v)
+            }
+        };
         let same = stamp == self.stamp
             || (verdict.outputs().len() == self.n_outputs
                 && verdict
@@ -322,7 +357,9 @@ impl<'a> FlowLookup<'a> {
                         Some(p) if p != src && table.get(p).is_some() => (To::Port(p), None),
                         _ => continue,
                     },
-                    Target::InPort => (To::Port(src), None),
+                    // A frame from the controller has no port to go back to.
+                    Target::InPort if table.get(src).is_some() => (To::Port(src), None),
+                    Target::InPort => continue,
                     // No port here has flooding turned off: FLOOD is ALL.
                     Target::Flood | Target::All => (To::Flood, None),
                     Target::Normal => (To::Normal, None),
@@ -379,8 +416,14 @@ impl<'a> FlowLookup<'a> {
     /// frames counted, and the cache's counts added to the flows' when
     /// they are [`FLUSH_FRAMES`] or more.
     pub(crate) fn finish(&mut self) {
-        if self.cache.unflushed() >= FLUSH_FRAMES {
-            self.cache.flush();
+        match &mut self.cache {
+            Verdicts::Cache(c) if c.unflushed() >= FLUSH_FRAMES => c.flush(),
+            Verdicts::Cache(_) => {}
+            // A packet-out's frames are counted on their flows now.
+            Verdicts::Given(v, packets, bytes) => {
+                v.count(*packets, *bytes);
+                (*packets, *bytes) = (0, 0);
+            }
         }
         self.tables = None;
         if self.truncated_frames != 0 {
