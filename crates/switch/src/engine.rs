@@ -46,6 +46,10 @@ pub enum AttachError {
     Io(#[from] std::io::Error),
 }
 
+/// An index no port has (`MAX_PORTS` is below `PortIndex::MAX`).
+const NO_PORT: PortIndex = PortIndex::MAX;
+const _: () = assert!(MAX_PORTS < NO_PORT as usize);
+
 /// Why a PACKET_OUT's frame was not sent.
 #[derive(Debug, thiserror::Error)]
 pub enum PacketOutError {
@@ -309,7 +313,7 @@ impl Switch {
         // has.
         let src = crate::flows::port_index(in_port)
             .filter(|&i| table.get(i).is_some())
-            .unwrap_or(MAX_PORTS as PortIndex);
+            .unwrap_or(NO_PORT);
         sc.stage.start();
         sc.stage
             .intake
