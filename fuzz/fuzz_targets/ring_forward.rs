@@ -8,7 +8,10 @@
 //! nothing panics: `PortRing::app_head` and `AppRing::accept_tail` refuse
 //! what is out of range, fragment chains are bounded. Ports may have VLANs,
 //! so tags are read, pushed, stripped and rewritten on frames whose
-//! fragments the client keeps changing.
+//! fragments the client keeps changing. The switch may have flow tables
+//! (outputs to ports, IN_PORT, ALL, NORMAL and the controller, with tag
+//! pushes and pops, address and DSCP rewrites, changed under traffic), so
+//! keys are extracted from those frames and edits applied to them.
 #![no_main]
 
 use std::sync::atomic::Ordering;
@@ -17,8 +20,12 @@ use std::sync::Arc;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use ringswitch_control::PortVlan;
+use ringswitch_openflow::consts::*;
+use ringswitch_openflow::message::{FlowMod, FlowModCommand};
+use ringswitch_openflow::oxm::OFPVID_PRESENT;
+use ringswitch_openflow::{Action, Field, Instruction, Match, Oxm};
 use ringswitch_ring::{AppRing, Dir, Geometry, NetmapSlot, Region, RegionLayout};
-use ringswitch_switch::{Hub, LearningBridge, Scratch, Switch, SwitchPort};
+use ringswitch_switch::{FailMode, Flows, Hub, LearningBridge, Scratch, Switch, SwitchPort};
 
 #[derive(Arbitrary, Debug)]
 struct PortSpec {
@@ -80,6 +87,11 @@ enum Op {
     },
     /// Bytes anywhere in the region.
     Scribble { port: u8, off: u32, data: Vec<u8> },
+    /// The flow tables change (their version moves under traffic): flow
+    /// `which` of `FLOWS` is added again or deleted.
+    Reflow { which: u8, delete: bool },
+    /// The controller takes what was queued for it.
+    TakePacketIns,
     /// Writes into the buffer of a TX slot.
     Payload {
         port: u8,
@@ -93,6 +105,10 @@ enum Op {
 #[derive(Arbitrary, Debug)]
 struct Input {
     hub: bool,
+    /// Flow tables decide (and with `standalone`, the learning bridge
+    /// instead while no controller is connected).
+    flows: bool,
+    standalone: bool,
     batch: u16,
     ports: [PortSpec; 3],
     three: bool,
@@ -109,6 +125,64 @@ struct Port {
 const SLOTS: [u32; 4] = [64, 128, 256, 64];
 const BUFS: [u32; 5] = [128, 192, 2048, 4096, 65536];
 
+fn out(port: u32, max_len: u16) -> Action {
+    Action::Output { port, max_len }
+}
+
+/// Flow `i` of the tables a fuzzed switch may have.
+fn flow(i: u8) -> FlowMod {
+    let udp = vec![
+        Oxm::exact(Field::EthType, 0x0800),
+        Oxm::exact(Field::IpProto, 17),
+    ];
+    let (priority, fields, actions) = match i % 5 {
+        0 => (
+            30,
+            udp,
+            vec![
+                Action::PushVlan(0x8100),
+                Action::SetField(Oxm::exact(Field::VlanVid, u128::from(OFPVID_PRESENT | 7))),
+                Action::SetField(Oxm::exact(Field::IpDscp, 46)),
+                out(OFPP_ALL, 0),
+                Action::PopVlan,
+                Action::PopVlan,
+                out(OFPP_CONTROLLER, 40),
+            ],
+        ),
+        1 => (
+            20,
+            vec![Oxm::exact(Field::InPort, 1)],
+            vec![
+                Action::SetField(Oxm::exact(Field::EthDst, 0x0200_0000_0001)),
+                out(2, 0),
+                out(OFPP_IN_PORT, 0),
+            ],
+        ),
+        2 => (
+            15,
+            vec![Oxm::exact(Field::VlanVid, u128::from(OFPVID_PRESENT | 10))],
+            vec![Action::PopVlan, out(OFPP_NORMAL, 0)],
+        ),
+        3 => (10, vec![], vec![out(OFPP_NORMAL, 0)]),
+        _ => (0, vec![], vec![out(OFPP_CONTROLLER, OFPCML_NO_BUFFER)]),
+    };
+    FlowMod {
+        cookie: u64::from(i),
+        cookie_mask: 0,
+        table_id: 0,
+        command: FlowModCommand::Add,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority,
+        buffer_id: OFP_NO_BUFFER,
+        out_port: OFPP_ANY,
+        out_group: OFPG_ANY,
+        flags: 0,
+        r#match: Match::new(fields).expect("a valid match"),
+        instructions: vec![Instruction::ApplyActions(actions)],
+    }
+}
+
 fn pick<T>(v: &mut [T], i: u8) -> &mut T {
     let n = v.len();
     &mut v[usize::from(i) % n]
@@ -121,6 +195,19 @@ fuzz_target!(|inp: Input| {
         Box::new(LearningBridge::default())
     };
     let sw = Switch::new("vale0", fwd, u32::from(inp.batch % 600).max(1));
+    let flows = Arc::new(Flows::new(ringswitch_flow::Config::default()).expect("an eventfd"));
+    let now = std::time::Duration::ZERO;
+    if inp.flows {
+        for i in 0..5 {
+            flows
+                .modify(|t| t.flow_mod(&flow(i), now))
+                .expect("a valid flow");
+        }
+        if inp.standalone {
+            flows.set_fail_mode(FailMode::Standalone);
+        }
+        sw.set_flows(Some(flows.clone()));
+    }
     let count = if inp.three { 3 } else { 2 };
     let mut ports: Vec<Port> = Vec::new();
     for (i, spec) in inp.ports.iter().take(count).enumerate() {
@@ -320,6 +407,21 @@ fuzz_target!(|inp: Input| {
                 let len = p.region.len().max(1);
                 let _ = p.region.scribble(*off as usize % len, data);
             }
+            Op::Reflow { which, delete } => {
+                let mut fm = flow(*which);
+                if *delete {
+                    fm.command = FlowModCommand::DeleteStrict;
+                }
+                flows
+                    .modify(|t| t.flow_mod(&fm, now))
+                    .expect("a valid flow mod");
+                flows.set_connected(*delete);
+            }
+            Op::TakePacketIns => {
+                flows.take_packet_ins(usize::MAX, |p| {
+                    assert!(p.data.len() <= p.total_len as usize);
+                });
+            }
             Op::Payload {
                 port,
                 ring,
@@ -341,5 +443,12 @@ fuzz_target!(|inp: Input| {
         for r in 0..p.tx.len() {
             sw.forward(&p.sw, r, &mut sc);
         }
+    }
+    // The flows' counters take what the worker counted, within bounds.
+    sc.flush_counters();
+    let table = flows.read();
+    for f in table.flows() {
+        let (packets, bytes) = f.counts();
+        assert!(bytes >= packets * 14, "every frame counted has a header");
     }
 });
