@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod listen;
+pub mod openflow;
 mod page;
 pub mod passthrough;
 pub mod registry;
@@ -787,6 +788,7 @@ fn handle(
     let changes_config = matches!(
         req,
         Request::SwitchAdd { .. }
+            | Request::SwitchSet { .. }
             | Request::SwitchDel { .. }
             | Request::PortAdd { .. }
             | Request::PortDel { .. }
@@ -810,6 +812,8 @@ fn handle(
         Request::SwitchAdd { name } => result(r.switch_add(&name)),
         Request::SwitchDel { name } => result(r.switch_del(&name)),
         Request::SwitchList => result(Ok(r.switch_list())),
+        Request::SwitchSet { name, openflow } => result(r.switch_set(&name, &openflow)),
+        Request::Flows { switch } => result(r.flows(&switch)),
         Request::PortAdd {
             name,
             vhost_user,
@@ -884,10 +888,11 @@ fn listing(r: &Registry, req: Request) -> Result<serde_json::Value, ErrorReply> 
         Request::PortList { switch } => serde_json::to_value(r.port_list(switch.as_deref())?),
         Request::Stats { switch } => serde_json::to_value(r.stats(switch.as_deref())?),
         Request::Macs { switch } => serde_json::to_value(r.macs(&switch)?),
+        Request::Flows { switch } => serde_json::to_value(r.flows(&switch)?),
         _ => {
             return Err(ErrorReply::new(
                 ErrorCode::BadRequest,
-                "only listings come in pages: switch-list, port-list, stats and macs",
+                "only listings come in pages: switch-list, port-list, stats, macs and flows",
             ))
         }
     };

@@ -13,6 +13,7 @@
 //!   client's handles (`open`, `close`);
 //! - `port_admin`: `port-add` and `port-del` for every kind;
 //! - `listing`: lists and statistics;
+//! - `openflow`: a switch's flow tables and OpenFlow settings;
 //! - `retire`: threads stopped under the lock and joined after it;
 //! - `budget`: shared memory and descriptors charged per connection, uid
 //!   and in all;
@@ -37,6 +38,7 @@ mod iface;
 mod listing;
 mod open;
 mod open_by;
+mod openflow;
 mod passthrough;
 mod pipe;
 mod port_admin;
@@ -106,6 +108,8 @@ struct SwitchEntry {
     /// The hidden two-port switch behind an application's `netmap:IF`: a
     /// ring port (`iface::DIRECT_APP`) wired to the NIC.
     direct: bool,
+    /// Its flow tables and OpenFlow connections, when it runs OpenFlow.
+    openflow: Option<openflow::OfEntry>,
 }
 
 /// A port to create on a switch: what differs between the kinds

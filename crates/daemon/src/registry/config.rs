@@ -78,6 +78,12 @@ impl Registry {
         for (name, s) in &self.switches {
             if s.persistent && !s.direct {
                 out.push(Request::SwitchAdd { name: name.clone() });
+                if let Some(o) = &s.openflow {
+                    out.push(Request::SwitchSet {
+                        name: name.clone(),
+                        openflow: o.spec.clone(),
+                    });
+                }
             }
         }
         for (sname, s) in &self.switches {

@@ -313,6 +313,7 @@ impl Registry {
                 ports: Default::default(),
                 persistent: false,
                 direct: true,
+                openflow: None,
             },
         );
         let spec = NicSpec {
