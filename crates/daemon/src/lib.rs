@@ -319,10 +319,11 @@ impl Daemon {
         registry::clean_stale_attachments(&state);
         registry.set_state_file(state);
         registry.set_limits(cfg.limits);
-        let saved = match &cfg.config {
+        let (saved, numbers) = match &cfg.config {
             Some(path) => registry::load_config(path).map_err(DaemonError::Config)?,
-            None => Vec::new(),
+            None => Default::default(),
         };
+        registry.set_port_numbers(numbers);
         let registry = Arc::new(Mutex::new(registry));
         lock(&registry).set_self(Arc::downgrade(&registry));
         if let Some(path) = &cfg.config {

@@ -51,7 +51,7 @@ mod xdp_state;
 use crate::worker::Worker;
 use attach::take_off;
 use budget::{Budget, Limits, Who};
-pub use config::{load_config, parse_config};
+pub use config::{load_config, parse_config, parse_saved};
 pub use error::RegistryError;
 use iface::{IfaceEntry, DIRECT_APP};
 use open::Handle;
@@ -150,6 +150,10 @@ pub struct Registry {
     budget: Budget,
     /// Who the request being served comes from (charged for what it makes).
     client: Who,
+    /// The index each persistent port had, by full name: a port made again
+    /// (a restart replaying `--config`, a ring port given fresh memory)
+    /// comes back at it, keeping its OpenFlow port number (index + 1).
+    indexes: BTreeMap<String, ringswitch_switch::PortIndex>,
 }
 
 fn internal(what: &'static str, e: impl Into<error::Cause>) -> RegistryError {
@@ -172,7 +176,18 @@ impl Registry {
             me: std::sync::Weak::new(),
             budget: Budget::default(),
             client: Who::DAEMON,
+            indexes: BTreeMap::new(),
         }
+    }
+
+    /// The index a port named `full` had, to come back at.
+    fn wanted_index(&self, full: &str) -> Option<ringswitch_switch::PortIndex> {
+        self.indexes.get(full).copied()
+    }
+
+    /// Remembers where a persistent port is.
+    fn keep_index(&mut self, full: &str, index: ringswitch_switch::PortIndex) {
+        self.indexes.insert(full.to_string(), index);
     }
 
     /// Sets the budgets' limits.
