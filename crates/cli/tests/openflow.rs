@@ -475,8 +475,9 @@ fn hostile_peers_get_an_error_or_a_closed_connection() {
 }
 
 /// How fast flows go in through OpenFlow: ovs-ofctl add-flows of a file
-/// of 10,000 and 50,000 flows (it ends with a barrier and waits for its
-/// reply). A figure, printed, not a pass/fail.
+/// of 10,000 and 50,000 flows (it sends a barrier after each flow and
+/// waits for its reply), and 50,000 flow mods pipelined with one barrier.
+/// Figures, printed, not a pass/fail.
 #[test]
 fn flow_mod_rate_through_openflow() {
     if !have_ovs_ofctl() {
@@ -511,5 +512,93 @@ fn flow_mod_rate_through_openflow() {
             f64::from(n) / took.as_secs_f64()
         );
     }
+    // ovs-ofctl add-flows waits for a barrier after every flow (a round
+    // trip each); a controller that pipelines sends them all, then one
+    // barrier: that is the switch's own rate.
+    ofctl_ok(&sock, "del-flows", &[]);
+    let n = 50_000u32;
+    let mut c = Raw::connect(&sock);
+    c.until(|m| matches!(m.body, Body::Hello(_)).then_some(()))
+        .expect("the switch's HELLO");
+    let mut all = Vec::new();
+    for i in 0..n {
+        all.extend(flow_mod_bytes(100 + i, i));
+    }
+    all.extend([4, 20, 0, 8, 0, 0, 0, 7]);
+    let t0 = Instant::now();
+    c.s.write_all(&all).unwrap();
+    assert_eq!(
+        c.until(|m| matches!(m.body, Body::BarrierReply).then_some(m.xid)),
+        Some(7)
+    );
+    let took = t0.elapsed();
+    let agg = ofctl_ok(&sock, "dump-aggregate", &[]);
+    assert!(agg.contains(&format!("flow_count={n}")), "{agg}");
+    eprintln!(
+        "FIGURE: {n} flows pipelined, then one barrier, in {:.3} s: {:.0} flows/s",
+        took.as_secs_f64(),
+        f64::from(n) / took.as_secs_f64()
+    );
     drop(d);
+}
+
+/// A switch given a controller connects to it, answers it as a switch,
+/// and connects again when the controller drops the connection.
+#[test]
+fn the_switch_connects_to_its_controller_and_reconnects() {
+    if !have_ovs_ofctl() {
+        return;
+    }
+    let (d, _sock) = switch_with_openflow("controller");
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let target = format!("tcp:{}", l.local_addr().unwrap());
+    ctl_ok(
+        &d,
+        &[
+            "switch",
+            "set",
+            "vale0",
+            "--controller",
+            &target,
+            "--fail-mode",
+            "standalone",
+        ],
+    );
+    let list = ctl_ok(&d, &["switch", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(v[0]["openflow"]["controller"], target.as_str(), "{v}");
+    assert_eq!(v[0]["openflow"]["fail_mode"], "standalone", "{v}");
+    for round in 0..2 {
+        let mut conn = None;
+        wait_until(&format!("the switch connecting (round {round})"), || {
+            conn = l.accept().ok().map(|(s, _)| s);
+            conn.is_some()
+        });
+        let mut s = conn.unwrap();
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        s.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]).unwrap();
+        s.write_all(&[4, 5, 0, 8, 0, 0, 0, 2]).unwrap();
+        let mut framer = Framer::default();
+        let mut buf = [0u8; 4096];
+        let features = loop {
+            if let Some(f) = framer.next_frame().unwrap() {
+                let m = Message::decode(&f).unwrap();
+                if let Body::FeaturesReply(fr) = m.body {
+                    assert_eq!(m.xid, 2);
+                    break fr;
+                }
+                continue;
+            }
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "the switch closed the connection");
+            framer.push(&buf[..n]);
+        };
+        assert_eq!(features.n_tables, 8);
+        assert_eq!(features.n_buffers, 0);
+        let list = ctl_ok(&d, &["switch", "list", "--json"]);
+        assert!(list.contains("\"openflow_connections\": 1"), "{list}");
+        // Dropped: the switch comes back after its backoff.
+    }
 }
