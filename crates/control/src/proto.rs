@@ -183,20 +183,7 @@ pub struct NicSpec {
     pub queues: Option<u32>,
 }
 
-/// How to attach a NIC.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum NicMode {
-    /// The best that works here, logged.
-    #[default]
-    Auto,
-    /// AF_XDP with the XDP program in the driver.
-    Native,
-    /// AF_XDP over generic (skb) XDP.
-    Generic,
-    /// AF_PACKET (TPACKET_V3).
-    Packet,
-}
+pub use ringswitch_frame::NicMode;
 
 /// A host-stack port: a TAP interface the switch creates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,14 +14,18 @@
 //!   to send once the queue's lock is released.
 //! - [`stage`]: the [`Stage`] a queue copies the frames it hands over onto,
 //!   one concrete type so that no frame costs a call through a pointer.
+//! - [`nic`]: how a NIC's queues are opened ([`NicMode`]), shared by the
+//!   control protocol and the interface layer.
 //!
 //! What this crate deliberately is not: it knows nothing of rings, guests or
-//! sockets, has no `unsafe` code and no dependency but `thiserror`.
+//! sockets, has no `unsafe` code and no dependency but `thiserror` (and
+//! `serde`, only with the feature of that name).
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod hdr;
+pub mod nic;
 pub mod queue;
 pub mod stage;
 
@@ -29,5 +33,6 @@ pub use hdr::{
     Caps, HeaderTooShort, OffloadHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4,
     GSO_TCPV6, GSO_UDP,
 };
+pub use nic::NicMode;
 pub use queue::{FrameQueue, Notify, PushError, QueueStats, SharedQueue, Taken, Wake};
 pub use stage::{Stage, Staged, FRAME_MAX, FRAME_MIN, STAGE_BYTES};

@@ -9,6 +9,30 @@ use crate::DevError;
 /// `IFNAMSIZ`: names are at most 15 bytes.
 pub const IFNAMSIZ: usize = libc::IFNAMSIZ;
 
+/// Checks the ring size asked for `name`: a power of two in `sizes`.
+/// `rings` names the rings and `unit` what they hold, for the message
+/// ("AF_XDP rings", "descriptors").
+pub(crate) fn check_ring_size(
+    name: &str,
+    ring: u32,
+    sizes: std::ops::RangeInclusive<u32>,
+    rings: &str,
+    unit: &str,
+) -> Result<(), DevError> {
+    if ring.is_power_of_two() && sizes.contains(&ring) {
+        return Ok(());
+    }
+    Err(DevError::Unsupported {
+        name: name.to_string(),
+        what: "that ring size",
+        why: format!(
+            "{rings} hold a power of two from {} to {} {unit}, not {ring}",
+            sizes.start(),
+            sizes.end()
+        ),
+    })
+}
+
 /// Checks a name as the kernel would (`dev_valid_name`).
 pub fn validate_name(name: &str) -> Result<(), DevError> {
     let bad = |why| {

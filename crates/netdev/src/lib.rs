@@ -66,20 +66,7 @@ impl Driver {
     }
 }
 
-/// How to attach a NIC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum NicMode {
-    /// The best that works: native XDP (zero copy if the driver can), then
-    /// generic XDP, then AF_PACKET.
-    #[default]
-    Auto,
-    /// AF_XDP with the XDP program in the driver; fails if unsupported.
-    Native,
-    /// AF_XDP over generic XDP.
-    Generic,
-    /// AF_PACKET only.
-    Packet,
-}
+pub use ringswitch_frame::NicMode;
 
 /// What to open on a NIC.
 #[derive(Debug, Clone)]

@@ -116,15 +116,13 @@ pub fn open(cfg: &NicConfig) -> Result<Nic, DevError> {
         }
     };
     let ring = cfg.ring_size;
-    if !ring.is_power_of_two() || !(RING_MIN..=RING_MAX).contains(&ring) {
-        return Err(DevError::Unsupported {
-            name: ifname.to_string(),
-            what: "that ring size",
-            why: format!(
-                "AF_PACKET rings here hold a power of two from {RING_MIN} to {RING_MAX} frames, not {ring}"
-            ),
-        });
-    }
+    iface::check_ring_size(
+        ifname,
+        ring,
+        RING_MIN..=RING_MAX,
+        "AF_PACKET rings here",
+        "frames",
+    )?;
     let mtu = iface::mtu(ifname)?;
     let geo = Geometry::new(mtu, ring);
     let mut queues: Vec<SharedQueue> = Vec::with_capacity(n as usize);

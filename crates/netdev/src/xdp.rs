@@ -117,13 +117,13 @@ pub fn open(cfg: &NicConfig, mode: XdpMode) -> Result<Nic, DevError> {
         }
     };
     let ring = cfg.ring_size;
-    if !ring.is_power_of_two() || !(RING_MIN..=RING_MAX).contains(&ring) {
-        return Err(DevError::Unsupported {
-            name: ifname.to_string(),
-            what: "that ring size",
-            why: format!("AF_XDP rings hold a power of two from {RING_MIN} to {RING_MAX} descriptors, not {ring}"),
-        });
-    }
+    iface::check_ring_size(
+        ifname,
+        ring,
+        RING_MIN..=RING_MAX,
+        "AF_XDP rings",
+        "descriptors",
+    )?;
     let mtu = iface::mtu(ifname)?;
     let frame_size = frame_size_for(mtu).ok_or_else(|| DevError::Unsupported {
         name: ifname.to_string(),

@@ -412,6 +412,54 @@ impl Seg {
     }
 }
 
+/// Where bytes `offset..offset + len` of the buffers `segs` (taken end to
+/// end) lie: one piece per buffer they touch, in order, each the buffer,
+/// the offset in it and the range of those bytes counted from `offset`.
+/// The pieces cover fewer than `len` bytes if the buffers end first. The
+/// one walk behind every copy out of or into a chain of buffers.
+pub(crate) fn spans(segs: &[Seg], offset: usize, len: usize) -> Spans<'_> {
+    Spans {
+        segs: segs.iter(),
+        skip: offset,
+        done: 0,
+        len,
+    }
+}
+
+/// The iterator of [`spans`].
+pub(crate) struct Spans<'s> {
+    segs: std::slice::Iter<'s, Seg>,
+    /// Bytes still to pass over before the first piece.
+    skip: usize,
+    /// Bytes covered by the pieces so far.
+    done: usize,
+    len: usize,
+}
+
+impl<'s> Iterator for Spans<'s> {
+    /// The buffer, the offset in it, the range of the bytes; the offset
+    /// plus the range's length is at most the buffer's length.
+    type Item = (&'s Seg, usize, std::ops::Range<usize>);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.done < self.len {
+            let seg = self.segs.next()?;
+            let seg_len = seg.len as usize;
+            if self.skip >= seg_len {
+                self.skip -= seg_len;
+                continue;
+            }
+            let n = (seg_len - self.skip).min(self.len - self.done);
+            let piece = (seg, self.skip, self.done..self.done + n);
+            self.done += n;
+            self.skip = 0;
+            return Some(piece);
+        }
+        None
+    }
+}
+
 /// A descriptor as read from guest memory, fields in host order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Desc {

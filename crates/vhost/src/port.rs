@@ -28,7 +28,7 @@ use vm_memory::{GuestMemoryMmap, VolatileSlice};
 
 use crate::chain::{self, Seg, CHAIN_DESCS_MAX};
 use crate::fault;
-use crate::guest::{GuestMap, GuestMemory, VringMem};
+use crate::guest::{spans, GuestMap, GuestMemory, VringMem};
 use crate::hdr::{feature, VirtioNetHdr};
 use crate::notify::{CallFd, FdError, Interrupt, IrqCounters};
 
@@ -260,7 +260,7 @@ impl<'a> TxFrame<'a> {
     /// copied (`min(dst.len(), len - offset)`).
     #[inline]
     pub fn copy_range_to(&self, offset: usize, dst: &mut [u8]) -> usize {
-        let mut skip = self.skip + offset;
+        let skip = self.skip + offset;
         if let [seg] = self.segs {
             // The usual frame: one buffer, header included.
             let n = (seg.len as usize).saturating_sub(skip).min(dst.len());
@@ -273,22 +273,12 @@ impl<'a> TxFrame<'a> {
             return n;
         }
         let mut done = 0;
-        for seg in self.segs {
-            if done == dst.len() {
-                break;
-            }
-            let seg_len = seg.len as usize;
-            if skip >= seg_len {
-                skip -= seg_len;
-                continue;
-            }
-            let n = (seg_len - skip).min(dst.len() - done);
+        for (seg, at, part) in spans(self.segs, skip, dst.len()) {
+            done = part.end;
             // SAFETY: `seg` was made by chain::walk against the frame's
             // `_map`, which is borrowed (so alive and unchanged) for 'a;
-            // and skip + n <= seg.len.
-            unsafe { seg.read(skip, &mut dst[done..done + n]) };
-            done += n;
-            skip = 0;
+            // and `spans` keeps at + part.len() <= seg.len.
+            unsafe { seg.read(at, &mut dst[part]) };
         }
         done
     }
@@ -399,15 +389,7 @@ impl VirtioNetPort {
                 .ok()
         });
         for kind in [QueueKind::Rx, QueueKind::Tx] {
-            let map = self.mem.as_ref();
-            let v = match kind {
-                QueueKind::Rx => &mut self.rx,
-                QueueKind::Tx => &mut self.tx,
-            };
-            if v.rings.is_some() {
-                v.flush();
-                v.resolve(map, kind);
-            }
+            self.resolve_again(kind);
         }
         self.generation += 1;
     }
@@ -571,18 +553,25 @@ impl VirtioNetPort {
     /// The size or addresses of vring `kind` changed: a running one is
     /// resolved again, and stopped if it no longer fits.
     fn reconfigured(&mut self, kind: QueueKind) {
+        if self.resolve_again(kind) {
+            self.generation += 1;
+        }
+    }
+
+    /// Resolves vring `kind`, if running, again against the current memory
+    /// (flushing it first). True if it no longer fits and stopped.
+    fn resolve_again(&mut self, kind: QueueKind) -> bool {
         let map = self.mem.as_ref();
         let v = match kind {
             QueueKind::Rx => &mut self.rx,
             QueueKind::Tx => &mut self.tx,
         };
-        if v.rings.is_some() {
-            v.flush();
-            v.resolve(map, kind);
-            if v.rings.is_none() {
-                self.generation += 1;
-            }
+        if v.rings.is_none() {
+            return false;
         }
+        v.flush();
+        v.resolve(map, kind);
+        v.rings.is_none()
     }
 
     // ---- data side (called by the switch worker) ----
@@ -1144,23 +1133,12 @@ unsafe fn write_frame(segs: &[Seg], hdr: &[u8], frame: &[u8]) -> bool {
 /// still alive.
 #[inline]
 unsafe fn write_segs(segs: &[Seg], offset: usize, data: &[u8]) -> bool {
-    let mut skip = offset;
     let mut done = 0;
-    for seg in segs {
-        if done == data.len() {
-            break;
-        }
-        let seg_len = seg.len as usize;
-        if skip >= seg_len {
-            skip -= seg_len;
-            continue;
-        }
-        let n = (seg_len - skip).min(data.len() - done);
+    for (seg, at, part) in spans(segs, offset, data.len()) {
+        done = part.end;
         // SAFETY: the caller vouches the segment's memory is still mapped;
-        // skip + n <= seg.len.
-        unsafe { seg.write(skip, &data[done..done + n]) };
-        done += n;
-        skip = 0;
+        // `spans` keeps at + part.len() <= seg.len.
+        unsafe { seg.write(at, &data[part]) };
     }
     done == data.len()
 }

@@ -36,15 +36,6 @@ pub(super) struct IfaceEntry {
     pub(super) request: IfaceRequest,
 }
 
-fn mode(m: NicMode) -> netdev::NicMode {
-    match m {
-        NicMode::Auto => netdev::NicMode::Auto,
-        NicMode::Native => netdev::NicMode::Native,
-        NicMode::Generic => netdev::NicMode::Generic,
-        NicMode::Packet => netdev::NicMode::Packet,
-    }
-}
-
 /// Drops the last references to an interface port's queues, waiting (a
 /// bounded time) for the workers to drop theirs, so the interface is back
 /// with the kernel when the detach is answered.
@@ -177,7 +168,7 @@ impl Registry {
     ) -> Result<IfaceInfo, RegistryError> {
         let cfg = NicConfig {
             ifname: spec.ifname.clone(),
-            mode: mode(spec.mode),
+            mode: spec.mode,
             queues: spec.queues,
             ring_size: XDP_RING,
         };
