@@ -842,12 +842,16 @@ fn handle(
             vlan,
         } => result(r.attach(&switch, nic.as_ref(), host.as_ref(), vlan.as_ref())),
         Request::Detach { name } => result(r.detach(&name)),
-        Request::Page { request, after } => listing(&r, *request)
-            .and_then(|v| page::page(v, &after))
-            .map(|(v, n)| {
-                next = n;
-                (v, vec![])
-            }),
+        Request::Page { request, after } => match *request {
+            // Flows are paged where they are listed: only a page's flows
+            // are encoded.
+            Request::Flows { switch } => r.flows_page(&switch, &after).map_err(Into::into),
+            other => listing(&r, other).and_then(|v| page::page(v, &after)),
+        }
+        .map(|(v, n)| {
+            next = n;
+            (v, vec![])
+        }),
     };
     if changes_config && res.is_ok() {
         r.save_config();

@@ -57,6 +57,8 @@ pub enum Closed {
     Peer,
     /// The peer did not read: its output passed [`MAX_OUTPUT`].
     NotReading,
+    /// The peer said no HELLO within [`HELLO_WAIT`].
+    Silent,
     /// The session ended (a bad HELLO, lost framing).
     Session,
 }
@@ -76,7 +78,14 @@ pub struct Conn {
     pub role: u32,
     /// Closing once its output is written.
     pub closing: bool,
+    /// When it was made: a peer that has not said HELLO within
+    /// [`HELLO_WAIT`] is disconnected, so silent peers do not hold the
+    /// switch's connections.
+    pub since: std::time::Instant,
 }
+
+/// How long a peer has to send its HELLO.
+pub const HELLO_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Conn {
     /// A new connection; our HELLO is queued.
@@ -89,6 +98,7 @@ impl Conn {
             controller,
             role: OFPCR_ROLE_EQUAL,
             closing: false,
+            since: std::time::Instant::now(),
         };
         c.collect();
         c

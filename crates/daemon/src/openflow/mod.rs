@@ -6,6 +6,7 @@
 //! peer: sockets are non-blocking, output is buffered per connection up to
 //! [`conn::MAX_OUTPUT`] (a peer that does not read is disconnected, counted
 //! and logged), at most [`MAX_CONNECTIONS`] connections are served at once,
+//! a peer that sends no HELLO within [`conn::HELLO_WAIT`] is disconnected,
 //! and one poll set holds them with the doorbell of the switch's PACKET_IN
 //! queue. Every second the thread expires flows (FLOW_REMOVED as the flows
 //! asked), compares the switch's ports with what it last told its peers
@@ -32,7 +33,7 @@ use ringswitch_openflow::Event;
 use ringswitch_ring::poll;
 use ringswitch_switch::flows::Flows;
 use ringswitch_switch::Switch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use conn::{Closed, Conn, Stream};
 
@@ -327,6 +328,12 @@ impl Loop {
             }
             if tick.elapsed() >= Duration::from_secs(1) {
                 tick = Instant::now();
+                for i in (0..self.conns.len()).rev() {
+                    let c = &self.conns[i];
+                    if !c.session.is_open() && c.since.elapsed() > conn::HELLO_WAIT {
+                        self.close(i, Closed::Silent);
+                    }
+                }
                 let removed = self.ctx.expire();
                 self.broadcast_removed(&removed);
                 let changes = self.ctx.port_changes();
@@ -425,6 +432,9 @@ impl Loop {
 
     fn close(&mut self, i: usize, why: Closed) {
         let c = self.conns.swap_remove(i);
+        if let Closed::Silent = why {
+            debug!(switch = %self.ctx.name, "closed an OpenFlow connection that sent no HELLO in time");
+        }
         if let Closed::NotReading = why {
             // Relaxed: a statistic.
             self.status

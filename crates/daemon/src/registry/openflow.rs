@@ -4,11 +4,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ringswitch_control::proto::{FailMode, FlowEntry, OpenFlowSpec};
-use ringswitch_flow::Config;
-use ringswitch_openflow::consts::{OFPG_ANY, OFPP_ANY, OFPTT_ALL};
-use ringswitch_openflow::multipart::FlowStatsRequest;
-use ringswitch_openflow::{Match, Message, MultipartReply};
+use ringswitch_control::proto::{FailMode, FlowEntry, OpenFlowSpec, PAGE_BYTES};
+use ringswitch_flow::{Config, Flow, FlowTables};
+use ringswitch_openflow::multipart::FlowStats;
+use ringswitch_openflow::{Message, MultipartReply};
 use ringswitch_switch::flows::{self, Flows};
 use tracing::info;
 
@@ -101,55 +100,99 @@ impl Registry {
         (Some(o.spec.clone()), conns)
     }
 
-    /// `flows`: a switch's flows, by table and priority.
-    pub fn flows(&self, sw: &str) -> Result<Vec<FlowEntry>, RegistryError> {
+    /// A switch's OpenFlow side, for its flows.
+    fn of_entry(&self, sw: &str) -> Result<&OfEntry, RegistryError> {
         let s = self.switches.get(sw).ok_or_else(|| no_switch(sw))?;
-        let o = s
-            .openflow
+        s.openflow
             .as_ref()
             .ok_or_else(|| RegistryError::NoFlowTables {
                 switch: sw.to_string(),
-            })?;
-        let all = FlowStatsRequest {
-            table_id: OFPTT_ALL,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            cookie: 0,
-            cookie_mask: 0,
-            r#match: Match::any(),
-        };
+            })
+    }
+
+    /// `flows`: a switch's flows, by table and priority.
+    pub fn flows(&self, sw: &str) -> Result<Vec<FlowEntry>, RegistryError> {
+        let o = self.of_entry(sw)?;
         let now = o.epoch.elapsed();
-        let mut stats = o
-            .flows
-            .read()
-            .flow_stats(&all, now)
-            .map_err(|e| RegistryError::internal("listing a switch's flows", e))?;
-        stats.sort_by_key(|f| (f.table_id, std::cmp::Reverse(f.priority)));
-        Ok(stats
+        let t = o.flows.read();
+        Ok(sorted(&t)
             .into_iter()
             .enumerate()
-            .map(|(rank, f)| {
-                let wire = MultipartReply::Flow(vec![f.clone()])
-                    .into_messages(0)
-                    .into_iter()
-                    .next()
-                    .and_then(|m: Message| m.encode().ok())
-                    .unwrap_or_default();
-                FlowEntry {
-                    name: format!("{:03}:{:05}:{rank:08}", f.table_id, 65535 - f.priority),
-                    table_id: f.table_id,
-                    priority: f.priority,
-                    cookie: f.cookie,
-                    duration_ms: u64::from(f.duration_sec) * 1000
-                        + u64::from(f.duration_nsec / 1_000_000),
-                    n_packets: f.packet_count,
-                    n_bytes: f.byte_count,
-                    idle_timeout: f.idle_timeout,
-                    hard_timeout: f.hard_timeout,
-                    ofp_flow_stats: hex(&wire),
-                }
-            })
+            .map(|(rank, f)| entry(&f.stats(now), rank))
             .collect())
+    }
+
+    /// One page of `flows`: the entries named after `after`, as many as fit
+    /// in [`PAGE_BYTES`], and the cursor of the next page when more remain.
+    /// Only the page's flows are encoded, so a long listing costs a sort of
+    /// references per page, not an encoding of every flow. Flows added or
+    /// removed between two pages shift the ranks after them.
+    pub fn flows_page(
+        &self,
+        sw: &str,
+        after: &str,
+    ) -> Result<(serde_json::Value, Option<String>), RegistryError> {
+        let o = self.of_entry(sw)?;
+        let now = o.epoch.elapsed();
+        let t = o.flows.read();
+        let mut out: Vec<FlowEntry> = Vec::new();
+        let mut bytes = 2; // the brackets
+                           // The cursor's rank says where the page starts (a cursor that does
+                           // not parse starts from the beginning).
+        let start = after
+            .rsplit(':')
+            .next()
+            .and_then(|r| r.parse::<usize>().ok())
+            .map_or(0, |r| r + 1);
+        for (rank, f) in sorted(&t).into_iter().enumerate().skip(start) {
+            let e = entry(&f.stats(now), rank);
+            let n = serde_json::to_vec(&e).map_or(0, |b| b.len()) + 1;
+            if bytes + n > PAGE_BYTES && !out.is_empty() {
+                let next = out.last().map(|e| e.name.clone());
+                return Ok((to_value(out)?, next));
+            }
+            bytes += n;
+            out.push(e);
+        }
+        Ok((to_value(out)?, None))
+    }
+}
+
+/// The flows by table, then priority (highest first); in the tables'
+/// order among equals.
+fn sorted(t: &FlowTables) -> Vec<&Flow> {
+    let mut v: Vec<&Flow> = t.flows().collect();
+    v.sort_by_key(|f| (f.table_id(), std::cmp::Reverse(f.priority())));
+    v
+}
+
+fn to_value(v: Vec<FlowEntry>) -> Result<serde_json::Value, RegistryError> {
+    serde_json::to_value(v).map_err(|e| RegistryError::internal("encoding the flows", e))
+}
+
+/// A flow's place in the listing: table, 65535 minus its priority, rank.
+fn entry_name(table_id: u8, priority: u16, rank: usize) -> String {
+    format!("{table_id:03}:{:05}:{rank:08}", 65535 - priority)
+}
+
+fn entry(f: &FlowStats, rank: usize) -> FlowEntry {
+    let wire = MultipartReply::Flow(vec![f.clone()])
+        .into_messages(0)
+        .into_iter()
+        .next()
+        .and_then(|m: Message| m.encode().ok())
+        .unwrap_or_default();
+    FlowEntry {
+        name: entry_name(f.table_id, f.priority, rank),
+        table_id: f.table_id,
+        priority: f.priority,
+        cookie: f.cookie,
+        duration_ms: u64::from(f.duration_sec) * 1000 + u64::from(f.duration_nsec / 1_000_000),
+        n_packets: f.packet_count,
+        n_bytes: f.byte_count,
+        idle_timeout: f.idle_timeout,
+        hard_timeout: f.hard_timeout,
+        ofp_flow_stats: hex(&wire),
     }
 }
 
