@@ -6,7 +6,9 @@
 //! any `hwtail` in the CSB a peer should not write, bytes anywhere in the
 //! region). After every operation the switch's own view stays in range and
 //! nothing panics: `PortRing::app_head` and `AppRing::accept_tail` refuse
-//! what is out of range, fragment chains are bounded.
+//! what is out of range, fragment chains are bounded. Ports may have VLANs,
+//! so tags are read, pushed, stripped and rewritten on frames whose
+//! fragments the client keeps changing.
 #![no_main]
 
 use std::sync::atomic::Ordering;
@@ -14,6 +16,7 @@ use std::sync::Arc;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use ringswitch_control::PortVlan;
 use ringswitch_ring::{AppRing, Dir, Geometry, NetmapSlot, Region, RegionLayout};
 use ringswitch_switch::{Hub, LearningBridge, Scratch, Switch, SwitchPort};
 
@@ -22,6 +25,9 @@ struct PortSpec {
     slots: u8,
     buf: u8,
     tx_rings: bool,
+    /// Its VLANs: the default, access:10, trunk:10,20 or trunk:0,10 (the
+    /// frames' tags come from `Payload` writes).
+    vlan: u8,
 }
 
 #[derive(Arbitrary, Debug)]
@@ -131,7 +137,15 @@ fuzz_target!(|inp: Input| {
         };
         let name = format!("p{i}");
         let region = Arc::new(Region::create(layout, [&name, ""]).expect("memfd region"));
-        let Ok(p) = sw.attach(|idx| SwitchPort::new(name.clone(), idx, region.clone())) else {
+        let vlan = match spec.vlan % 4 {
+            0 => PortVlan::default(),
+            1 => PortVlan::Access(10),
+            2 => "trunk:10,20".parse().expect("a valid set"),
+            _ => "trunk:0,10".parse().expect("a valid set"),
+        };
+        let Ok(p) = sw
+            .attach(|idx| Ok(SwitchPort::new(name.clone(), idx, region.clone())?.with_vlan(vlan)))
+        else {
             return;
         };
         let tx = (0..g.tx_rings)

@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::{dev, drain, frame, queue, ring};
+use common::{dev, drain, frame, queue, ring, tso_frame};
 
-use ringswitch_frame::{Caps, OffloadHdr, F_NEEDS_CSUM, GSO_TCPV4};
+use ringswitch_frame::{Caps, OffloadHdr, F_NEEDS_CSUM};
 use ringswitch_ring::{AppRing, Dir};
 use ringswitch_switch::{Hub, LearningBridge, Scratch, Switch};
 
@@ -76,37 +76,6 @@ fn full_transmit_queue_drops_the_rest_and_counts() {
 
 /// A TCPv4 frame with a 3000-byte payload asking for TSO (MSS 1000) and a
 /// partial checksum, as a host stack hands it to a TAP.
-fn tso_frame() -> (OffloadHdr, Vec<u8>) {
-    let payload = 3000usize;
-    let mut f = vec![0u8; 14 + 20 + 20 + payload];
-    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xb]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x1]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((20 + 20 + payload) as u16).to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 6;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    let tcp = &mut f[34..54];
-    tcp[0..2].copy_from_slice(&1234u16.to_be_bytes());
-    tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
-    tcp[12] = 5 << 4;
-    tcp[13] = 0x18;
-    for (k, b) in f[54..].iter_mut().enumerate() {
-        *b = k as u8;
-    }
-    let h = OffloadHdr {
-        flags: F_NEEDS_CSUM,
-        gso_type: GSO_TCPV4,
-        hdr_len: 54,
-        gso_size: 1000,
-        csum_start: 34,
-        csum_offset: 16,
-    };
-    (h, f)
-}
 
 #[test]
 fn offloads_pass_to_an_interface_that_takes_them_and_are_done_for_one_that_does_not() {

@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{dev_vlan, drain, queue, ring_vlan};
+use common::{dev_vlan, drain, queue, ring_vlan, tso_frame};
 
 use ringswitch_control::PortVlan;
-use ringswitch_frame::{Caps, OffloadHdr, F_NEEDS_CSUM, GSO_TCPV4};
+use ringswitch_frame::{Caps, OffloadHdr};
 use ringswitch_switch::{LearningBridge, Scratch, Switch};
 
 const BCAST: u8 = 0xff;
@@ -244,36 +244,4 @@ fn push_tag(f: &[u8], tci: u16) -> Vec<u8> {
     v.extend_from_slice(&tci.to_be_bytes());
     v.extend_from_slice(&f[12..]);
     v
-}
-
-fn tso_frame() -> (OffloadHdr, Vec<u8>) {
-    let payload = 3000usize;
-    let mut f = vec![0u8; 14 + 20 + 20 + payload];
-    f[..6].copy_from_slice(&[0xff; 6]);
-    f[6..12].copy_from_slice(&mac(0x1));
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&u16::try_from(20 + 20 + payload).unwrap().to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 6;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    let tcp = &mut f[34..54];
-    tcp[0..2].copy_from_slice(&1234u16.to_be_bytes());
-    tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
-    tcp[12] = 5 << 4;
-    tcp[13] = 0x18;
-    for (k, b) in f[54..].iter_mut().enumerate() {
-        *b = (k % 251) as u8;
-    }
-    let h = OffloadHdr {
-        flags: F_NEEDS_CSUM,
-        gso_type: GSO_TCPV4,
-        hdr_len: 54,
-        gso_size: 1000,
-        csum_start: 34,
-        csum_offset: 16,
-    };
-    (h, f)
 }

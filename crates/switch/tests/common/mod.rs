@@ -7,7 +7,10 @@ use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 
 use ringswitch_control::PortVlan;
-use ringswitch_frame::{Caps, FrameQueue, OffloadHdr, PushError, QueueStats, Stage, Taken, Wake};
+use ringswitch_frame::{
+    Caps, FrameQueue, OffloadHdr, PushError, QueueStats, Stage, Taken, Wake, F_NEEDS_CSUM,
+    GSO_TCPV4,
+};
 use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
 use ringswitch_switch::{QueuePort, Switch, SwitchPort};
 
@@ -165,4 +168,38 @@ pub fn drain(rx: &mut AppRing) -> Vec<Vec<u8>> {
     rx.advance(n);
     rx.publish();
     v
+}
+
+/// A TCP/IPv4 frame of 3000 payload bytes from 02::01 to 02::0b, asking
+/// for segmentation at an MSS of 1000 and its checksum.
+pub fn tso_frame() -> (OffloadHdr, Vec<u8>) {
+    let payload = 3000usize;
+    let mut f = vec![0u8; 14 + 20 + 20 + payload];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xb]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + 20 + payload) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let tcp = &mut f[34..54];
+    tcp[0..2].copy_from_slice(&1234u16.to_be_bytes());
+    tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x18;
+    for (k, b) in f[54..].iter_mut().enumerate() {
+        *b = k as u8;
+    }
+    let h = OffloadHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_TCPV4,
+        hdr_len: 54,
+        gso_size: 1000,
+        csum_start: 34,
+        csum_offset: 16,
+    };
+    (h, f)
 }
