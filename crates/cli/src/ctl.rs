@@ -3,7 +3,9 @@
 use std::path::Path;
 
 use clap::{Args, Subcommand};
-use ringswitch_control::proto::{AttachReply, HostSpec, NicMode, NicSpec};
+use ringswitch_control::proto::{
+    AttachReply, FailMode, FlowEntry, HostSpec, NicMode, NicSpec, OpenFlowSpec,
+};
 use ringswitch_control::{
     Connection, MacEntry, PortInfo, PortKind, PortStats, PortVlan, Request, SwitchInfo,
     VhostUserSpec, VlanError, VlanSet,
@@ -37,6 +39,11 @@ enum CtlCmd {
     },
     /// A switch's learned MAC addresses.
     Macs {
+        /// Switch name.
+        switch: String,
+    },
+    /// A switch's flow tables, as `ovs-ofctl dump-flows` prints them.
+    Flows {
         /// Switch name.
         switch: String,
     },
@@ -160,12 +167,60 @@ fn attach_request(a: &AttachArgs) -> Result<Request, Box<dyn std::error::Error>>
 
 #[derive(Subcommand)]
 enum SwitchOp {
-    /// Create a switch (e.g. vale0).
-    Add { name: String },
+    /// Create a switch (e.g. vale0); with OpenFlow options, a switch run
+    /// by OpenFlow 1.3 flow tables.
+    Add {
+        name: String,
+        #[command(flatten)]
+        openflow: OpenFlowArgs,
+    },
+    /// Change a switch's OpenFlow settings (the ones given).
+    Set {
+        name: String,
+        #[command(flatten)]
+        openflow: OpenFlowArgs,
+    },
     /// Delete a switch with no ports.
     Del { name: String },
     /// List switches.
     List,
+}
+
+/// A switch's OpenFlow settings.
+#[derive(Args)]
+struct OpenFlowArgs {
+    /// Listen for OpenFlow management connections (ovs-ofctl): unix:PATH,
+    /// ptcp:PORT (loopback) or ptcp:PORT:ADDRESS.
+    #[arg(long, value_name = "ADDRESS")]
+    openflow_listen: Option<String>,
+    /// Connect to an OpenFlow controller: tcp:HOST:PORT (reconnecting with
+    /// backoff).
+    #[arg(long, value_name = "tcp:HOST:PORT")]
+    controller: Option<String>,
+    /// With no controller connected, keep the flows (secure) or fall back
+    /// to the learning bridge (standalone).
+    #[arg(long, value_name = "secure|standalone", value_parser = parse_fail_mode)]
+    fail_mode: Option<FailMode>,
+}
+
+fn parse_fail_mode(s: &str) -> Result<FailMode, String> {
+    match s {
+        "secure" => Ok(FailMode::Secure),
+        "standalone" => Ok(FailMode::Standalone),
+        _ => Err(format!(
+            "{s:?} is not a fail mode: use secure or standalone"
+        )),
+    }
+}
+
+impl OpenFlowArgs {
+    fn spec(&self) -> OpenFlowSpec {
+        OpenFlowSpec {
+            listen: self.openflow_listen.clone(),
+            controller: self.controller.clone(),
+            fail_mode: self.fail_mode,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -248,8 +303,17 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) {
 fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
     Ok(match cmd {
         CtlCmd::Switch {
-            op: SwitchOp::Add { name },
+            op: SwitchOp::Add { name, .. },
         } => Request::SwitchAdd { name: name.clone() },
+        CtlCmd::Switch {
+            op: SwitchOp::Set { name, openflow },
+        } => Request::SwitchSet {
+            name: name.clone(),
+            openflow: openflow.spec(),
+        },
+        CtlCmd::Flows { switch } => Request::Flows {
+            switch: switch.clone(),
+        },
         CtlCmd::Switch {
             op: SwitchOp::Del { name },
         } => Request::SwitchDel { name: name.clone() },
@@ -305,6 +369,43 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
     let req = request(&a.cmd)?;
     let mut c = Connection::connect(socket)?;
     let v = call(&mut c, req)?;
+    // A switch made with OpenFlow settings gets them in a second request.
+    if let CtlCmd::Switch {
+        op: SwitchOp::Add { name, openflow },
+    } = &a.cmd
+    {
+        let spec = openflow.spec();
+        if !spec.is_empty() {
+            call(
+                &mut c,
+                Request::SwitchSet {
+                    name: name.clone(),
+                    openflow: spec,
+                },
+            )?;
+        }
+    }
+    if let (CtlCmd::Flows { .. }, true) = (&a.cmd, a.json) {
+        let v: Vec<FlowEntry> = serde_json::from_value(v)?;
+        let mut out = Vec::new();
+        for e in &v {
+            let f = crate::flow_text::decode(e)?;
+            out.push(serde_json::json!({
+                "table": e.table_id,
+                "priority": e.priority,
+                "cookie": format!("{:#x}", e.cookie),
+                "duration_ms": e.duration_ms,
+                "n_packets": e.n_packets,
+                "n_bytes": e.n_bytes,
+                "idle_timeout": e.idle_timeout,
+                "hard_timeout": e.hard_timeout,
+                "match": crate::flow_text::match_text(&f),
+                "actions": crate::flow_text::instructions(&f.instructions),
+            }));
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -313,11 +414,43 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
         CtlCmd::Switch { op: SwitchOp::List } => {
             let v: Vec<SwitchInfo> = serde_json::from_value(v)?;
             table(
-                &["SWITCH", "PORTS", "MACS"],
+                &["SWITCH", "PORTS", "MACS", "OPENFLOW"],
                 v.into_iter()
-                    .map(|s| vec![s.name, s.ports.to_string(), s.macs.to_string()])
+                    .map(|s| {
+                        let of = match &s.openflow {
+                            None => "-".to_string(),
+                            Some(o) => {
+                                let mut w = Vec::new();
+                                if let Some(l) = &o.listen {
+                                    w.push(format!("listen={l}"));
+                                }
+                                if let Some(c) = &o.controller {
+                                    w.push(format!("controller={c}"));
+                                }
+                                w.push(format!(
+                                    "fail-mode={}",
+                                    match o.fail_mode.unwrap_or_default() {
+                                        FailMode::Secure => "secure",
+                                        FailMode::Standalone => "standalone",
+                                    }
+                                ));
+                                if let Some(n) = s.openflow_connections {
+                                    w.push(format!("connections={n}"));
+                                }
+                                w.join(" ")
+                            }
+                        };
+                        vec![s.name, s.ports.to_string(), s.macs.to_string(), of]
+                    })
                     .collect(),
             );
+        }
+        CtlCmd::Flows { .. } => {
+            let v: Vec<FlowEntry> = serde_json::from_value(v)?;
+            for e in &v {
+                let f = crate::flow_text::decode(e)?;
+                println!("{}", crate::flow_text::line(e, &f));
+            }
         }
         CtlCmd::Port {
             op: PortOp::List { .. },

@@ -2,6 +2,7 @@
 
 mod ctl;
 mod demo;
+mod flow_text;
 mod logging;
 mod pktgen;
 

@@ -52,6 +52,20 @@ pub enum Request {
     },
     /// List switches.
     SwitchList,
+    /// Change a switch's settings: its OpenFlow side (listening for
+    /// management connections, a controller, the fail mode). The settings
+    /// given replace the switch's; the others stay.
+    SwitchSet {
+        /// Switch name.
+        name: String,
+        /// Its OpenFlow settings.
+        openflow: OpenFlowSpec,
+    },
+    /// A switch's flow tables, flow by flow.
+    Flows {
+        /// Switch name.
+        switch: String,
+    },
     /// Create a persistent port (a switch port or a pipe), or a VM port
     /// with `vhost_user`.
     PortAdd {
@@ -149,6 +163,7 @@ impl Request {
                 | Request::PortList { .. }
                 | Request::Stats { .. }
                 | Request::Macs { .. }
+                | Request::Flows { .. }
         )
     }
 }
@@ -388,6 +403,86 @@ pub struct SwitchInfo {
     pub ports: u32,
     /// MAC entries learned and not aged out.
     pub macs: u32,
+    /// Its OpenFlow settings, if it runs OpenFlow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openflow: Option<OpenFlowSpec>,
+    /// OpenFlow connections open now (management and controller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openflow_connections: Option<u32>,
+}
+
+/// A switch's OpenFlow settings. A switch with any of them runs OpenFlow
+/// 1.3 flow tables.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenFlowSpec {
+    /// Where it listens for management connections (`ovs-ofctl`):
+    /// `unix:PATH`, or `ptcp:PORT` / `ptcp:PORT:ADDR` (loopback unless an
+    /// address is given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// The controller it connects to: `tcp:HOST:PORT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
+    /// What it does while no controller is connected (secure unless set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_mode: Option<FailMode>,
+}
+
+impl OpenFlowSpec {
+    /// Whether nothing is set.
+    pub fn is_empty(&self) -> bool {
+        self.listen.is_none() && self.controller.is_none() && self.fail_mode.is_none()
+    }
+
+    /// `self` with what `o` sets replacing its settings.
+    pub fn merged(&self, o: &OpenFlowSpec) -> OpenFlowSpec {
+        OpenFlowSpec {
+            listen: o.listen.clone().or_else(|| self.listen.clone()),
+            controller: o.controller.clone().or_else(|| self.controller.clone()),
+            fail_mode: o.fail_mode.or(self.fail_mode),
+        }
+    }
+}
+
+/// What an OpenFlow switch does while no controller is connected (as
+/// OVS's `fail_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailMode {
+    /// The flow tables keep deciding.
+    #[default]
+    Secure,
+    /// The learning bridge decides.
+    Standalone,
+}
+
+/// One flow of `flows`: its numbers, and the flow as OpenFlow 1.3 writes
+/// it (an `OFPMP_FLOW` reply message holding this one `ofp_flow_stats`, in
+/// hex), for the client to decode its match and instructions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowEntry {
+    /// Its place in the listing, `TTT:PPPPP:NNNNNNNN`: table, 65535 minus
+    /// the priority (highest first), and its rank; pages are cut by it.
+    pub name: String,
+    /// Its table.
+    pub table_id: u8,
+    /// Its priority.
+    pub priority: u16,
+    /// Its cookie.
+    pub cookie: u64,
+    /// How long it has lived, in milliseconds.
+    pub duration_ms: u64,
+    /// Packets it matched.
+    pub n_packets: u64,
+    /// Bytes it matched.
+    pub n_bytes: u64,
+    /// Its idle timeout in seconds (0: none).
+    pub idle_timeout: u16,
+    /// Its hard timeout in seconds (0: none).
+    pub hard_timeout: u16,
+    /// The flow as an OpenFlow 1.3 multipart FLOW reply, in hex.
+    pub ofp_flow_stats: String,
 }
 
 /// One port in `port-list`.

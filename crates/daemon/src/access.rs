@@ -121,6 +121,7 @@ pub fn allowed(role: Role, req: &Request) -> Result<(), ErrorReply> {
         | Request::PortList { .. }
         | Request::Stats { .. }
         | Request::Macs { .. }
+        | Request::Flows { .. }
         | Request::Close { .. } => return Ok(()),
         Request::Open { name } => match name.parse::<PortName>() {
             Ok(PortName {
@@ -132,6 +133,7 @@ pub fn allowed(role: Role, req: &Request) -> Result<(), ErrorReply> {
         },
         Request::SwitchAdd { .. } => "switch-add".into(),
         Request::SwitchDel { .. } => "switch-del".into(),
+        Request::SwitchSet { .. } => "switch-set".into(),
         Request::PortAdd { .. } => "port-add".into(),
         Request::PortDel { .. } => "port-del".into(),
         Request::Attach { .. } => "attach".into(),

@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod listen;
+pub mod openflow;
 mod page;
 pub mod passthrough;
 pub mod registry;
@@ -318,10 +319,11 @@ impl Daemon {
         registry::clean_stale_attachments(&state);
         registry.set_state_file(state);
         registry.set_limits(cfg.limits);
-        let saved = match &cfg.config {
+        let (saved, numbers) = match &cfg.config {
             Some(path) => registry::load_config(path).map_err(DaemonError::Config)?,
-            None => Vec::new(),
+            None => Default::default(),
         };
+        registry.set_port_numbers(numbers);
         let registry = Arc::new(Mutex::new(registry));
         lock(&registry).set_self(Arc::downgrade(&registry));
         if let Some(path) = &cfg.config {
@@ -787,6 +789,7 @@ fn handle(
     let changes_config = matches!(
         req,
         Request::SwitchAdd { .. }
+            | Request::SwitchSet { .. }
             | Request::SwitchDel { .. }
             | Request::PortAdd { .. }
             | Request::PortDel { .. }
@@ -810,6 +813,8 @@ fn handle(
         Request::SwitchAdd { name } => result(r.switch_add(&name)),
         Request::SwitchDel { name } => result(r.switch_del(&name)),
         Request::SwitchList => result(Ok(r.switch_list())),
+        Request::SwitchSet { name, openflow } => result(r.switch_set(&name, &openflow)),
+        Request::Flows { switch } => result(r.flows(&switch)),
         Request::PortAdd {
             name,
             vhost_user,
@@ -837,12 +842,16 @@ fn handle(
             vlan,
         } => result(r.attach(&switch, nic.as_ref(), host.as_ref(), vlan.as_ref())),
         Request::Detach { name } => result(r.detach(&name)),
-        Request::Page { request, after } => listing(&r, *request)
-            .and_then(|v| page::page(v, &after))
-            .map(|(v, n)| {
-                next = n;
-                (v, vec![])
-            }),
+        Request::Page { request, after } => match *request {
+            // Flows are paged where they are listed: only a page's flows
+            // are encoded.
+            Request::Flows { switch } => r.flows_page(&switch, &after).map_err(Into::into),
+            other => listing(&r, other).and_then(|v| page::page(v, &after)),
+        }
+        .map(|(v, n)| {
+            next = n;
+            (v, vec![])
+        }),
     };
     if changes_config && res.is_ok() {
         r.save_config();
@@ -884,10 +893,11 @@ fn listing(r: &Registry, req: Request) -> Result<serde_json::Value, ErrorReply> 
         Request::PortList { switch } => serde_json::to_value(r.port_list(switch.as_deref())?),
         Request::Stats { switch } => serde_json::to_value(r.stats(switch.as_deref())?),
         Request::Macs { switch } => serde_json::to_value(r.macs(&switch)?),
+        Request::Flows { switch } => serde_json::to_value(r.flows(&switch)?),
         _ => {
             return Err(ErrorReply::new(
                 ErrorCode::BadRequest,
-                "only listings come in pages: switch-list, port-list, stats and macs",
+                "only listings come in pages: switch-list, port-list, stats, macs and flows",
             ))
         }
     };

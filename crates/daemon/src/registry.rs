@@ -13,6 +13,7 @@
 //!   client's handles (`open`, `close`);
 //! - `port_admin`: `port-add` and `port-del` for every kind;
 //! - `listing`: lists and statistics;
+//! - `openflow`: a switch's flow tables and OpenFlow settings;
 //! - `retire`: threads stopped under the lock and joined after it;
 //! - `budget`: shared memory and descriptors charged per connection, uid
 //!   and in all;
@@ -37,6 +38,7 @@ mod iface;
 mod listing;
 mod open;
 mod open_by;
+mod openflow;
 mod passthrough;
 mod pipe;
 mod port_admin;
@@ -49,7 +51,7 @@ mod xdp_state;
 use crate::worker::Worker;
 use attach::take_off;
 use budget::{Budget, Limits, Who};
-pub use config::{load_config, parse_config};
+pub use config::{load_config, parse_config, parse_saved};
 pub use error::RegistryError;
 use iface::{IfaceEntry, DIRECT_APP};
 use open::Handle;
@@ -106,6 +108,8 @@ struct SwitchEntry {
     /// The hidden two-port switch behind an application's `netmap:IF`: a
     /// ring port (`iface::DIRECT_APP`) wired to the NIC.
     direct: bool,
+    /// Its flow tables and OpenFlow connections, when it runs OpenFlow.
+    openflow: Option<openflow::OfEntry>,
 }
 
 /// A port to create on a switch: what differs between the kinds
@@ -146,6 +150,10 @@ pub struct Registry {
     budget: Budget,
     /// Who the request being served comes from (charged for what it makes).
     client: Who,
+    /// The index each persistent port had, by full name: a port made again
+    /// (a restart replaying `--config`, a ring port given fresh memory)
+    /// comes back at it, keeping its OpenFlow port number (index + 1).
+    indexes: BTreeMap<String, ringswitch_switch::PortIndex>,
 }
 
 fn internal(what: &'static str, e: impl Into<error::Cause>) -> RegistryError {
@@ -168,7 +176,18 @@ impl Registry {
             me: std::sync::Weak::new(),
             budget: Budget::default(),
             client: Who::DAEMON,
+            indexes: BTreeMap::new(),
         }
+    }
+
+    /// The index a port named `full` had, to come back at.
+    fn wanted_index(&self, full: &str) -> Option<ringswitch_switch::PortIndex> {
+        self.indexes.get(full).copied()
+    }
+
+    /// Remembers where a persistent port is.
+    fn keep_index(&mut self, full: &str, index: ringswitch_switch::PortIndex) {
+        self.indexes.insert(full.to_string(), index);
     }
 
     /// Sets the budgets' limits.

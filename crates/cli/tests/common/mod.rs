@@ -41,11 +41,17 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(tag: &str) -> Daemon {
+        Daemon::start_with(tag, &[])
+    }
+
+    /// As [`Daemon::start`], with more `serve` options (`--config FILE`).
+    pub fn start_with(tag: &str, args: &[&str]) -> Daemon {
         let socket = std::env::temp_dir().join(format!("rs-c-{}-{tag}.sock", std::process::id()));
         let _ = std::fs::remove_file(&socket);
         let child = Command::new(BIN)
             .args(["serve", "--socket"])
             .arg(&socket)
+            .args(args)
             .env("RINGSWITCH_LOG", "warn")
             .stdin(Stdio::null())
             .spawn()

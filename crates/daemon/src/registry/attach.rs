@@ -22,14 +22,21 @@ pub(super) struct Attached<'a> {
 }
 
 impl<'a> Attached<'a> {
-    /// Attaches the port `make` builds to `switch`; `workers` serve it once
-    /// [`Attached::assign`] hands it to them.
+    /// Attaches the port `make` builds to `switch`, at index `at` if it is
+    /// free (the port's index before: its OpenFlow port number), else at
+    /// the first free one; `workers` serve it once [`Attached::assign`]
+    /// hands it to them.
     pub(super) fn new(
         workers: &'a [Worker],
         switch: Arc<Switch>,
+        at: Option<PortIndex>,
         make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
     ) -> Result<Attached<'a>, RegistryError> {
-        let port = switch.attach(make)?;
+        let free = at.filter(|&i| switch.ports().iter().all(|p| p.index != i));
+        let port = match free {
+            Some(i) => switch.attach_at(i, make)?,
+            None => switch.attach(make)?,
+        };
         Ok(Attached {
             workers,
             switch,

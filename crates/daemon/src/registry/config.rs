@@ -5,6 +5,7 @@
 //! VLANs go with the request that makes it, when it has any (files written
 //! before VLANs, without them, load as ports without VLANs).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ringswitch_control::proto::*;
@@ -12,18 +13,28 @@ use ringswitch_ring::Geometry;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
+use ringswitch_switch::flows::{of_port, port_index};
+
 use super::{Kind, Registry, DIRECT_APP};
 
 /// Format version of the file.
 const VERSION: u32 = 1;
 
-/// The file: the requests, in an order that replays (switches first).
+/// The file: the requests, in an order that replays (switches first), and
+/// the OpenFlow port number of each port they make (its index + 1), for the
+/// port to come back at it.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Saved {
     version: u32,
     requests: Vec<Request>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    port_numbers: BTreeMap<String, u32>,
 }
+
+/// A saved configuration: the requests, and the OpenFlow port number of
+/// each port they make.
+pub type SavedConfig = (Vec<Request>, BTreeMap<String, u32>);
 
 /// What an interface port was attached with, to attach it again.
 #[derive(Clone, Debug)]
@@ -40,20 +51,26 @@ fn conf(g: &Geometry) -> String {
     )
 }
 
-/// Reads the requests saved in `path`; none if it does not exist yet.
-pub fn load_config(path: &Path) -> Result<Vec<Request>, String> {
+/// Reads the configuration saved in `path`; none if it does not exist yet.
+pub fn load_config(path: &Path) -> Result<SavedConfig, String> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
-    parse_config(&text, path)
+    parse_saved(&text, path)
 }
 
 /// Parses the text of a configuration file read from `path` (named in
-/// errors only). The file is untrusted input: any text gives the requests or
-/// an error, never a panic (fuzzed by `fuzz/fuzz_targets/config_file.rs`).
+/// errors only): its requests. The file is untrusted input: any text gives
+/// the requests or an error, never a panic (fuzzed by
+/// `fuzz/fuzz_targets/config_file.rs`).
 pub fn parse_config(text: &str, path: &Path) -> Result<Vec<Request>, String> {
+    parse_saved(text, path).map(|(r, _)| r)
+}
+
+/// As [`parse_config`], with the ports' OpenFlow numbers.
+pub fn parse_saved(text: &str, path: &Path) -> Result<SavedConfig, String> {
     let saved: Saved = serde_json::from_str(text)
         .map_err(|e| format!("{} is not a ringswitch configuration: {e}", path.display()))?;
     if saved.version != VERSION {
@@ -63,7 +80,7 @@ pub fn parse_config(text: &str, path: &Path) -> Result<Vec<Request>, String> {
             saved.version
         ));
     }
-    Ok(saved.requests)
+    Ok((saved.requests, saved.port_numbers))
 }
 
 impl Registry {
@@ -78,6 +95,12 @@ impl Registry {
         for (name, s) in &self.switches {
             if s.persistent && !s.direct {
                 out.push(Request::SwitchAdd { name: name.clone() });
+                if let Some(o) = &s.openflow {
+                    out.push(Request::SwitchSet {
+                        name: name.clone(),
+                        openflow: o.spec.clone(),
+                    });
+                }
             }
         }
         for (sname, s) in &self.switches {
@@ -147,6 +170,34 @@ impl Registry {
         out
     }
 
+    /// The OpenFlow port number of every port the saved requests make.
+    fn port_numbers(&self) -> BTreeMap<String, u32> {
+        let mut out = BTreeMap::new();
+        for s in self.switches.values().filter(|s| !s.direct) {
+            for (pname, p) in &s.ports {
+                let saved = match &p.kind {
+                    Kind::Vm(_) | Kind::Iface(_) => true,
+                    Kind::Ring(r) => r.persistent && pname != DIRECT_APP,
+                };
+                if saved {
+                    out.insert(p.port.name.clone(), of_port(p.port.index));
+                }
+            }
+        }
+        out
+    }
+
+    /// Ports made from now on by these names come back at these OpenFlow
+    /// port numbers (read from the saved configuration before it is
+    /// replayed); numbers that cannot be a port's are left out.
+    pub fn set_port_numbers(&mut self, numbers: BTreeMap<String, u32>) {
+        for (name, n) in numbers {
+            if let Some(i) = port_index(n) {
+                self.indexes.insert(name, i);
+            }
+        }
+    }
+
     /// Writes the configuration file, if there is one (whole, to a
     /// temporary file then renamed, so a crash leaves the old or the new).
     pub fn save_config(&self) {
@@ -154,6 +205,7 @@ impl Registry {
         let saved = Saved {
             version: VERSION,
             requests: self.saved_requests(),
+            port_numbers: self.port_numbers(),
         };
         let text = match serde_json::to_string_pretty(&saved) {
             Ok(t) => t + "\n",

@@ -45,6 +45,22 @@ pub enum RegistryError {
     /// A name that does not parse.
     #[error(transparent)]
     Name(#[from] NameError),
+    /// A switch's OpenFlow side cannot start (a bad address, a socket
+    /// in use).
+    #[error("switch {switch} cannot run OpenFlow")]
+    OpenFlow {
+        /// The switch.
+        switch: String,
+        /// Why.
+        #[source]
+        source: crate::openflow::StartError,
+    },
+    /// `flows` of a switch that does not run OpenFlow.
+    #[error("switch {switch} has no flow tables: give it --openflow-listen, --controller or --fail-mode")]
+    NoFlowTables {
+        /// The switch.
+        switch: String,
+    },
     /// Sizes out of range.
     #[error(transparent)]
     Geometry(#[from] GeometryError),
@@ -446,6 +462,12 @@ impl RegistryError {
             | E::VlanOnPipe { .. }
             | E::VlanOnPassthrough { .. } => ErrorCode::BadRequest,
             E::Internal { .. } => ErrorCode::Internal,
+            E::OpenFlow { source, .. } => match source {
+                crate::openflow::StartError::Target(_) => ErrorCode::BadRequest,
+                crate::openflow::StartError::Listen(..) => ErrorCode::Busy,
+                crate::openflow::StartError::Thread(_) => ErrorCode::Internal,
+            },
+            E::NoFlowTables { .. } => ErrorCode::NotFound,
         }
     }
 }

@@ -21,10 +21,15 @@ impl Registry {
     pub fn switch_list(&self) -> Vec<SwitchInfo> {
         self.switches
             .iter()
-            .map(|(n, s)| SwitchInfo {
-                name: n.clone(),
-                ports: s.ports.len() as u32,
-                macs: s.switch.mac_entries().len() as u32,
+            .map(|(n, s)| {
+                let (openflow, openflow_connections) = self.openflow_info(n);
+                SwitchInfo {
+                    name: n.clone(),
+                    ports: s.ports.len() as u32,
+                    macs: s.switch.mac_entries().len() as u32,
+                    openflow,
+                    openflow_connections,
+                }
             })
             .collect()
     }

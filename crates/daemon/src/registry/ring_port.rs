@@ -74,7 +74,8 @@ impl Registry {
                 .map_err(|e| internal("creating the port's memory", e))?,
         );
         let switch = entry.switch.clone();
-        let mut attached = Attached::new(&self.workers, switch, |idx| {
+        let at = self.wanted_index(&full);
+        let mut attached = Attached::new(&self.workers, switch, at, |idx| {
             let p = SwitchPort::new(full.clone(), idx, region)?.with_vlan(vlan);
             // Down until a client opens it (or a QEMU gets its memory):
             // frames for it are dropped, not kept for whoever comes.
@@ -88,6 +89,9 @@ impl Registry {
         })?;
         attached.assign(&[Source::Rings], &self.next_id)?;
         let (sp, assigned) = attached.commit();
+        if persistent {
+            self.keep_index(&full, sp.index);
+        }
         info!(port = %full, index = sp.index, worker = assigned.first().map(|a| a.1), "port created");
         Ok(PortEntry {
             port: sp,

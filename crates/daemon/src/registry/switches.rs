@@ -31,6 +31,7 @@ impl Registry {
                     ports: BTreeMap::new(),
                     persistent,
                     direct: false,
+                    openflow: None,
                 },
             );
             info!(switch = sw, "switch created");

@@ -52,7 +52,8 @@ impl Registry {
         let full = format!("{sw}:{port}");
         let switch = entry.switch.clone();
         let pairs = crate::vhost_user::queues_of(&dev);
-        let mut attached = Attached::new(&self.workers, switch, |idx| {
+        let at = self.wanted_index(&full);
+        let mut attached = Attached::new(&self.workers, switch, at, |idx| {
             Ok(SwitchPort::new_queues(full.clone(), idx, QueuePort::new(pairs)?).with_vlan(vlan))
         })?;
         let sources: Vec<Source> = (0..attached.port().sources()).map(Source::Queue).collect();
@@ -64,6 +65,7 @@ impl Registry {
             spec.client,
         )?;
         let (sp, assigned) = attached.commit();
+        self.keep_index(&full, sp.index);
         info!(port = %full, index = sp.index, path = %spec.path, client = spec.client, queues = spec.queues, "VM port created");
         Ok(PortEntry {
             port: sp,
