@@ -30,6 +30,10 @@ command -v dpdk-testpmd >/dev/null 2>&1 || need_apt+=(dpdk-dev)
 # the guest driver is built against the cloud kernel's own headers (added
 # below, once the kernel's version is known).
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# The OpenFlow tests (crates/cli/tests/openflow.rs, osken.rs): ovs-ofctl
+# programs the switch; os-ken (an OpenFlow controller library) drives it.
+command -v ovs-ofctl >/dev/null 2>&1 || need_apt+=(openvswitch-common)
+dpkg -s python3-os-ken >/dev/null 2>&1 || need_apt+=(python3-os-ken)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2
     apt-get update -qq

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringswitch_flow::Removed;
+use ringswitch_flow::{FlowKey, Removed, Verdict};
 use ringswitch_openflow::consts::*;
 use ringswitch_openflow::message::{AsyncConfig, Features, PacketIn, Role, SwitchConfig};
 use ringswitch_openflow::multipart::{SwitchDesc, TableFeatures};
@@ -13,7 +13,7 @@ use ringswitch_openflow::{
     Body, ErrorCode, Match, Message, MultipartReply, MultipartRequest, Oxm, Received,
 };
 use ringswitch_switch::flows::{port_index, Flows};
-use ringswitch_switch::Switch;
+use ringswitch_switch::{Scratch, Switch};
 
 use super::conn::Conn;
 use super::ports::{self, Seen};
@@ -34,6 +34,10 @@ pub struct Ctx {
     /// The last master election generation id, once one was given.
     generation: Option<u64>,
     seen: Seen,
+    /// A PACKET_OUT's verdict, and the scratch space its frame is
+    /// delivered with (made by the first PACKET_OUT).
+    verdict: Verdict,
+    scratch: Option<Box<Scratch>>,
 }
 
 /// What answering a message did beyond its connection.
@@ -62,11 +66,32 @@ impl Ctx {
             },
             generation: None,
             seen,
+            verdict: Verdict::new(),
+            scratch: None,
         }
     }
 
     fn now(&self) -> Duration {
         self.epoch.elapsed()
+    }
+
+    /// Sends a PACKET_OUT's frame as its actions say; the error to answer
+    /// with if it cannot be.
+    fn packet_out(
+        &mut self,
+        po: &ringswitch_openflow::message::PacketOut,
+    ) -> Result<(), ErrorCode> {
+        let key = FlowKey::extract(&po.data, po.in_port);
+        // The tables' lock only while the actions are compiled and run:
+        // the frame is delivered without it.
+        self.flows
+            .read()
+            .packet_out(&key, &po.actions, &mut self.verdict)
+            .map_err(|e| e.code())?;
+        let sc = self.scratch.get_or_insert_with(Box::default);
+        self.switch
+            .packet_out(po.in_port, &po.data, &self.verdict, sc)
+            .map_err(|_| ErrorCode::BAD_REQUEST_BAD_PACKET)
     }
 
     /// Takes out the flows whose timeouts passed.
@@ -166,20 +191,20 @@ impl Ctx {
             // Table configuration is deprecated in 1.3: nothing to set.
             Body::TableMod(_) => None,
             Body::PacketOut(po) => {
-                let code = if po.buffer_id != OFP_NO_BUFFER {
-                    ErrorCode::BAD_REQUEST_BUFFER_UNKNOWN
+                let bad = if po.buffer_id != OFP_NO_BUFFER {
+                    Some(ErrorCode::BAD_REQUEST_BUFFER_UNKNOWN)
                 } else if po.in_port != OFPP_CONTROLLER
                     && po.in_port != OFPP_ANY
                     && !port_index(po.in_port)
                         .is_some_and(|i| self.switch.ports().iter().any(|p| p.index == i))
                 {
-                    ErrorCode::BAD_REQUEST_BAD_PORT
+                    Some(ErrorCode::BAD_REQUEST_BAD_PORT)
                 } else {
-                    // TODO(Switch::packet_out): hand the frame and its
-                    // actions to the switch once the data path takes them.
-                    ErrorCode::BAD_REQUEST_EPERM
+                    self.packet_out(po).err()
                 };
-                c.session.refuse(&r, code);
+                if let Some(code) = bad {
+                    c.session.refuse(&r, code);
+                }
                 None
             }
             Body::BarrierRequest => Some(Body::BarrierReply),

@@ -18,7 +18,7 @@ use crate::openflow::Server;
 pub(super) struct OfEntry {
     /// What it was set up with.
     pub spec: OpenFlowSpec,
-    /// Its tables (the lead's data path reads them through the switch).
+    /// Its tables (the switch's workers read them too).
     pub flows: Arc<Flows>,
     /// Where the tables' clock starts.
     pub epoch: Instant,
@@ -54,6 +54,8 @@ impl Registry {
         };
         let spec = old.merged(spec);
         flows.set_fail_mode(fail_mode(spec.fail_mode));
+        // From the next batch on, the tables decide.
+        s.switch.set_flows(Some(flows.clone()));
         let server = if spec.listen.is_some() || spec.controller.is_some() {
             match Server::start(s.switch.clone(), flows.clone(), epoch, &spec) {
                 Ok(srv) => Some(srv),
