@@ -215,6 +215,14 @@ fuzz_target!(|data: &[u8]| {
         key,
         FlowKey::extract(&frame[..frame.len().min(128)], in_port)
     );
+    // The switch's straight path gives the same key, whatever the bytes
+    // past the frame hold.
+    let n = frame.len().min(128);
+    for fill in [0u8, 0xff] {
+        let mut buf = [fill; 128];
+        buf[..n].copy_from_slice(&frame[..n]);
+        assert_eq!(key, FlowKey::extract_prefix(&buf, n, in_port));
+    }
     assert_eq!(key.in_port(), in_port);
     for &f in Field::ALL {
         let v = key.get(f);

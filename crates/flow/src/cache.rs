@@ -25,7 +25,73 @@
 
 use crate::key::FlowKey;
 use crate::table::FlowTables;
-use crate::verdict::Verdict;
+use crate::verdict::{Edit, Output, Verdict, MAX_EDITS, MAX_OUTPUTS};
+
+/// Most action classes a cache tells apart (see [`Hit::class`]).
+const MAX_CLASSES: usize = 64;
+/// The class of a verdict beyond [`MAX_CLASSES`]: like no other.
+pub const NO_CLASS: u32 = u32::MAX;
+
+/// What a verdict does, without its counters: verdicts of one class send a
+/// frame to the same places with the same edits.
+#[derive(Debug, Clone, Copy)]
+struct Class {
+    n_outputs: usize,
+    n_edits: usize,
+    truncated: bool,
+    outputs: [Option<Output>; MAX_OUTPUTS],
+    edits: [Option<Edit>; MAX_EDITS],
+}
+
+const NO_CLASS_YET: Class = Class {
+    n_outputs: 0,
+    n_edits: 0,
+    truncated: false,
+    outputs: [None; MAX_OUTPUTS],
+    edits: [None; MAX_EDITS],
+};
+
+impl Class {
+    /// Whether verdict `v` is of this class (the counts compared first,
+    /// then only the outputs and edits there are).
+    fn holds(&self, v: &Verdict) -> bool {
+        let (outs, edits) = (v.outputs(), v.all_edits());
+        self.n_outputs == outs.len()
+            && self.n_edits == edits.len()
+            && self.truncated == v.truncated()
+            && self.outputs.iter().zip(outs).all(|(a, b)| *a == Some(*b))
+            && self.edits.iter().zip(edits).all(|(a, b)| *a == Some(*b))
+    }
+
+    fn of(v: &Verdict) -> Class {
+        let mut c = NO_CLASS_YET;
+        c.n_outputs = v.outputs().len();
+        c.n_edits = v.all_edits().len();
+        c.truncated = v.truncated();
+        for (o, out) in c.outputs.iter_mut().zip(v.outputs()) {
+            *o = Some(*out);
+        }
+        for (e, edit) in c.edits.iter_mut().zip(v.all_edits()) {
+            *e = Some(*edit);
+        }
+        c
+    }
+}
+
+/// A lookup's answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Hit<'a> {
+    /// Changes whenever the entry is filled: two lookups with the same
+    /// stamp got the same verdict.
+    pub stamp: u64,
+    /// The verdict's class at this version: two verdicts of one class (of
+    /// two flows with the same actions, say) do the same with a frame, so
+    /// a caller can keep what it made of one for the other without reading
+    /// it; [`NO_CLASS`] is like no other.
+    pub class: u32,
+    /// The verdict.
+    pub verdict: &'a Verdict,
+}
 
 /// An entry's index part: what a lookup reads, two cache lines, apart
 /// from the entry's verdict (about 1.2 KB) which only a hit's caller and a
@@ -40,8 +106,10 @@ struct Slot {
     /// Frames and bytes looked up since the entry was last counted.
     packets: u64,
     bytes: u64,
-    /// Which fill of the cache this is (see [`FlowCache::lookup_stamped`]).
+    /// Which fill of the cache this is (see [`Hit::stamp`]).
     stamp: u64,
+    /// Its verdict's class (see [`Hit::class`]).
+    class: u32,
     /// In `FlowCache::dirty`.
     dirty: bool,
 }
@@ -74,6 +142,10 @@ pub struct FlowCache {
     dirty: Vec<u32>,
     /// Frames looked up since the last flush.
     unflushed: u64,
+    /// The action classes of the verdicts filled at `classes_version`.
+    classes: Box<[Class]>,
+    n_classes: usize,
+    classes_version: u64,
 }
 
 /// Default number of entries.
@@ -99,6 +171,9 @@ impl FlowCache {
             fills: 0,
             dirty: Vec::with_capacity(n),
             unflushed: 0,
+            classes: vec![NO_CLASS_YET; MAX_CLASSES].into_boxed_slice(),
+            n_classes: 0,
+            classes_version: 0,
         }
     }
 
@@ -120,21 +195,19 @@ impl FlowCache {
         bytes: usize,
         miss: impl FnOnce(&FlowKey, &mut Verdict),
     ) -> &Verdict {
-        self.lookup_stamped(version, key, bytes, miss).1
+        self.lookup_hit(version, key, bytes, miss).verdict
     }
 
-    /// As [`FlowCache::lookup_with`], with the entry's stamp: a number that
-    /// changes whenever the entry is filled, so two lookups with the same
-    /// stamp got the same verdict (a caller can keep what it made of a
-    /// verdict for the next frames with the same stamp).
+    /// As [`FlowCache::lookup_with`], with the entry's stamp and its
+    /// verdict's class (see [`Hit`]).
     #[inline]
-    pub fn lookup_stamped(
+    pub fn lookup_hit(
         &mut self,
         version: u64,
         key: &FlowKey,
         bytes: usize,
         miss: impl FnOnce(&FlowKey, &mut Verdict),
-    ) -> (u64, &Verdict) {
+    ) -> Hit<'_> {
         let h = key.hash();
         let a = h as usize & self.mask;
         let b = (h >> 32) as usize & self.mask;
@@ -166,6 +239,24 @@ impl FlowCache {
             miss(key, verdict);
             self.fills += 1;
             e.stamp = self.fills;
+            e.class = {
+                if self.classes_version != version {
+                    // Every entry of another version is stale: so are
+                    // their classes.
+                    self.classes_version = version;
+                    self.n_classes = 0;
+                }
+                let known = &self.classes[..self.n_classes];
+                match known.iter().position(|k| k.holds(verdict)) {
+                    Some(i) => u32::try_from(i).unwrap_or(NO_CLASS),
+                    None if self.n_classes < MAX_CLASSES => {
+                        self.classes[self.n_classes] = Class::of(verdict);
+                        self.n_classes += 1;
+                        u32::try_from(self.n_classes - 1).unwrap_or(NO_CLASS)
+                    }
+                    None => NO_CLASS,
+                }
+            };
             e.version = version;
             e.hash = h;
             e.key = *key;
@@ -180,7 +271,11 @@ impl FlowCache {
             // At most once per entry: within the capacity reserved.
             self.dirty.push(u32::try_from(slot).unwrap_or(u32::MAX));
         }
-        (e.stamp, &self.verdicts[slot])
+        Hit {
+            stamp: e.stamp,
+            class: e.class,
+            verdict: &self.verdicts[slot],
+        }
     }
 
     /// Adds what every entry counted since the last flush to the verdicts'

@@ -213,6 +213,49 @@ impl FlowKey {
         k
     }
 
+    /// [`FlowKey::extract`] of the frame whose first `n` bytes (at most
+    /// [`KEY_BYTES`]) are in `buf`: the same key, with a straight path for
+    /// the commonest frame (untagged IPv4 without options carrying TCP,
+    /// UDP, SCTP or ICMP) that reads its fields at fixed offsets; any
+    /// other frame takes `extract`.
+    #[inline]
+    pub fn extract_prefix(buf: &[u8; KEY_BYTES], n: usize, in_port: u32) -> FlowKey {
+        let b = buf;
+        let proto = b[23];
+        let l4_len = match proto {
+            6 | 17 | 132 => 4,
+            1 => 2,
+            _ => usize::MAX,
+        };
+        let fast = n >= 34 + 4
+            && n <= KEY_BYTES
+            && l4_len != usize::MAX
+            && u16::from_be_bytes([b[12], b[13]]) == ETH_IPV4
+            && b[14] == 0x45;
+        if !fast {
+            return FlowKey::extract(&buf[..n.min(KEY_BYTES)], in_port);
+        }
+        let be = |at: usize| u64::from(u16::from_be_bytes([b[at], b[at + 1]]));
+        let mac = |at: usize| (be(at) << 32) | (be(at + 2) << 16) | be(at + 4);
+        let ip = |at: usize| (be(at) << 16) | be(at + 2);
+        let mut k = FlowKey::default();
+        k.words[0] = u64::from(in_port) << 32 | u64::from(ETH_IPV4) << 16;
+        k.words[2] = mac(0) << 16 | u64::from(proto) << 8 | u64::from(b[15]);
+        k.words[3] = mac(6) << 16;
+        k.words[4] = ip(26);
+        k.words[6] = ip(30);
+        // Not a later fragment: the L4 fields (a source and destination
+        // port, or an ICMP type and code).
+        if be(20) & 0x1fff == 0 {
+            k.words[8] = if l4_len == 4 {
+                be(34) << 48 | be(36) << 32
+            } else {
+                u64::from(b[34]) << 48 | u64::from(b[35]) << 32
+            };
+        }
+        k
+    }
+
     fn extract_ipv4(&mut self, b: &[u8], l3: usize) {
         let Some(h) = b.get(l3..l3 + 20) else { return };
         let ihl = usize::from(h[0] & 0x0f) * 4;

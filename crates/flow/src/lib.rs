@@ -100,7 +100,7 @@ pub mod verdict;
 /// Most tables a [`FlowTables`] can have.
 pub const MAX_TABLES: usize = 16;
 
-pub use cache::FlowCache;
+pub use cache::{FlowCache, Hit, NO_CLASS};
 pub use error::FlowError;
 pub use key::{FlowKey, KeyMask};
 pub use table::{Config, Flow, FlowTables, Removed};

@@ -410,3 +410,63 @@ fn masks_from_matches() {
         Err(FlowError::UnsupportedField(Field::TunnelId))
     );
 }
+
+#[test]
+fn the_straight_path_gives_the_same_keys() {
+    // IPv4 frames of every kind the straight path takes and some it does
+    // not, cut at every length, with bytes past the frame set and not.
+    let l4s: Vec<(u8, Vec<u8>)> = vec![
+        (17, udp(1000, 53)),
+        (6, tcp(80, 4321)),
+        (132, udp(9, 9)),
+        (1, icmp(8, 0)),
+        (47, vec![1, 2, 3, 4]),
+    ];
+    let mut frames = Vec::new();
+    for (proto, l4) in &l4s {
+        for frag in [0u16, 0x2000, 0x0001] {
+            frames.push(eth(
+                MAC_B,
+                MAC_A,
+                None,
+                0x0800,
+                &ipv4([10, 0, 0, 1], [10, 0, 0, 2], *proto, 0xb9, &[], frag, l4),
+            ));
+        }
+    }
+    frames.push(eth(
+        MAC_B,
+        MAC_A,
+        None,
+        0x0800,
+        &ipv4(
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            6,
+            0,
+            &[1, 1, 1, 1],
+            0,
+            &tcp(1, 2),
+        ),
+    ));
+    frames.push(eth(
+        MAC_B,
+        MAC_A,
+        Some((5, 3)),
+        0x0800,
+        &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, 0, &[], 0, &udp(1, 2)),
+    ));
+    for f in &frames {
+        for n in 0..=f.len().min(128) {
+            for fill in [0u8, 0xff] {
+                let mut buf = [fill; 128];
+                buf[..n].copy_from_slice(&f[..n]);
+                assert_eq!(
+                    FlowKey::extract_prefix(&buf, n, 7),
+                    FlowKey::extract(&f[..n], 7),
+                    "{n} bytes of {f:02x?}"
+                );
+            }
+        }
+    }
+}

@@ -10,8 +10,8 @@
 use std::sync::RwLockReadGuard;
 
 use ringswitch_flow::key::KEY_BYTES;
-use ringswitch_flow::verdict::{MAX_EDITS, MAX_OUTPUTS};
-use ringswitch_flow::{Edit, FlowCache, FlowKey, FlowTables, Output, Target, Verdict};
+use ringswitch_flow::verdict::MAX_OUTPUTS;
+use ringswitch_flow::{Edit, FlowCache, FlowKey, FlowTables, Target, Verdict, NO_CLASS};
 
 use super::{PortIndex, PortTable};
 use crate::flows::{of_port, port_index, Flows, PacketIn};
@@ -228,16 +228,13 @@ pub(crate) struct FlowLookup<'a> {
     /// [`FlowLookup::prefix`]).
     buf: [u8; KEY_BYTES],
     /// The resolved outputs of the verdict with cache stamp `stamp` (0:
-    /// none yet), and that verdict's outputs and edits: a verdict with the
-    /// same outputs and edits (another flow's, with the same actions)
-    /// resolves the same.
+    /// none yet) and action class `class` (see `ringswitch_flow::Hit`): a
+    /// verdict of the same class (another flow's, with the same actions)
+    /// resolves the same, and is not even read.
     stamp: u64,
+    class: u32,
     resolved: [Resolved; MAX_OUTPUTS],
     n_resolved: usize,
-    outputs: [Option<Output>; MAX_OUTPUTS],
-    n_outputs: usize,
-    edits: [Edit; MAX_EDITS],
-    n_edits: usize,
     /// That verdict left something out.
     truncated: bool,
     /// Frames of the batch whose verdict left something out.
@@ -259,12 +256,9 @@ impl<'a> FlowLookup<'a> {
             in_port: of_port(src),
             buf: [0; KEY_BYTES],
             stamp: 0,
+            class: NO_CLASS,
             resolved: [NO_RESOLVED; MAX_OUTPUTS],
             n_resolved: 0,
-            outputs: [None; MAX_OUTPUTS],
-            n_outputs: 0,
-            edits: [Edit::PopVlan; MAX_EDITS],
-            n_edits: 0,
             truncated: false,
             truncated_frames: 0,
         }
@@ -318,37 +312,26 @@ impl<'a> FlowLookup<'a> {
             tables,
             ..
         } = self;
-        let (stamp, verdict) = match cache {
+        let (stamp, class, verdict) = match cache {
             Verdicts::Cache(cache) => {
-                let key = FlowKey::extract(&self.buf[..n.min(KEY_BYTES)], self.in_port);
-                cache.lookup_stamped(*version, &key, len as usize, |k, v| {
+                let key = FlowKey::extract_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
+                let hit = cache.lookup_hit(*version, &key, len as usize, |k, v| {
                     tables.get_or_insert_with(|| flows.read()).classify(k, v)
-                })
+                });
+                (hit.stamp, hit.class, hit.verdict)
             }
             Verdicts::Given(v, packets, bytes) => {
                 *packets += 1;
                 *bytes += u64::from(len);
-                (1, &**v)
+                (1, NO_CLASS, &**v)
             }
         };
-        let same = stamp == self.stamp
-            || (verdict.outputs().len() == self.n_outputs
-                && verdict
-                    .outputs()
-                    .iter()
-                    .zip(&self.outputs)
-                    .all(|(a, b)| Some(*a) == *b)
-                && verdict.all_edits() == &self.edits[..self.n_edits]
-                && verdict.truncated() == self.truncated);
+        // The same verdict, or one of the same class, resolves as the last.
+        let same = stamp == self.stamp || (class != NO_CLASS && class == self.class);
         if !same {
             self.truncated = verdict.truncated();
             self.n_resolved = 0;
-            self.n_outputs = verdict.outputs().len();
-            for (o, out) in self.outputs.iter_mut().zip(verdict.outputs()) {
-                *o = Some(*out);
-            }
-            self.n_edits = verdict.all_edits().len();
-            self.edits[..self.n_edits].copy_from_slice(verdict.all_edits());
+            self.class = class;
             for out in verdict.outputs() {
                 let (to, controller) = match out.target {
                     Target::Port(n) => match port_index(n) {
