@@ -227,8 +227,7 @@ impl FlowKey {
             1 => 2,
             _ => usize::MAX,
         };
-        let fast = n >= 34 + 4
-            && n <= KEY_BYTES
+        let fast = (34 + 4..=KEY_BYTES).contains(&n)
             && l4_len != usize::MAX
             && u16::from_be_bytes([b[12], b[13]]) == ETH_IPV4
             && b[14] == 0x45;
