@@ -28,6 +28,10 @@
 #                           namespace behind a veth pair attached over
 #                           AF_XDP, and the host stack through a TAP host
 #                           port; ping and TCP (sha256) both ways with each
+#   osken                   vale0 in the hands of an os-ken controller running
+#                           crates/cli/tests/osken/simple_switch.py: A and B
+#                           ping and move 512 KiB (sha256) through the flows
+#                           it installs; `ctl flows` shows them counting
 #
 # Stand-ins that prove the harness and the guests without ringswitch (the
 # scenarios that need what they lack say SKIP):
@@ -545,11 +549,121 @@ sc_outside() {
     show_counters A "$vout" "$tap"
 }
 
+# ---- osken: an OpenFlow controller no one here wrote ----------------------------
+
+# flows_json: `ctl flows vale0 --json`, kept in the scenario's ctl.log.
+flows_json() {
+    local out
+    out=$(ctl flows vale0 --json 2>&1) || fail "'ringswitch ctl flows vale0 --json' failed: $out"
+    printf '%s ctl flows vale0 --json\n%s\n' "$(elapsed)" "$out" >>"$RUN/ctl.log"
+    echo "$out"
+}
+
+# learned_flow SRC DST: "n_packets n_bytes" of the controller's flow
+# in_port=<port of SRC>, dl_src=SRC's MAC, dl_dst=DST's MAC ->
+# output:<port of DST>, or nothing while there is none. Port numbers are
+# switch indexes + 1: A is port 1, B port 2 (added in that order).
+learned_flow() {
+    local src=$1 dst=$2
+    flows_json | jq -r --arg s "$(mac_of "$src")" --arg d "$(mac_of "$dst")" \
+        --arg i "in_port=${G_IDX[$src]}" --arg o "output:${G_IDX[$dst]}" \
+        '.[] | select(.priority == 1 and .actions == $o
+            and (.match | split(",") | (index($i) != null and index("dl_src=" + $s) != null
+                 and index("dl_dst=" + $d) != null)))
+        | "\(.n_packets) \(.n_bytes)"'
+}
+
+# wait_flow SRC DST MIN_BYTES: wait until the flow SRC -> DST has counted at
+# least MIN_BYTES bytes; sets MATCH to "n_packets n_bytes".
+wait_flow() {
+    local src=$1 dst=$2 min=$3 t=$(($(now_ms) + 60000)) f
+    while :; do
+        f=$(learned_flow "$src" "$dst")
+        if [ -n "$f" ] && [ "${f#* }" -ge "$min" ]; then
+            MATCH=$f
+            return 0
+        fi
+        daemon_check
+        [ "$(now_ms)" -lt "$t" ] ||
+            fail "no flow in_port=${G_IDX[$src]},dl_src=$(mac_of "$src"),dl_dst=$(mac_of "$dst") actions=output:${G_IDX[$dst]} with $min bytes or more within 60 s (it has: ${f:-no such flow}); the tables:
+$(ctl flows vale0 2>&1)"
+        sleep 0.1
+    done
+}
+
+sc_osken() {
+    backends ringswitch
+    command -v osken-manager >/dev/null ||
+        fail "no osken-manager: run scripts/setup.sh (apt-get install python3-os-ken)"
+    command -v ss >/dev/null || fail "no ss: install iproute2"
+    local app=$ROOT/crates/cli/tests/osken/simple_switch.py port log=$RUN/osken.log
+    TCP_BYTES=$((512 * 1024))
+
+    step "os-ken's osken-manager with $app"
+    port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    timeout -k 5 "$MAX_LIFE" osken-manager --ofp-listen-host 127.0.0.1 --ofp-tcp-listen-port "$port" \
+        "$app" </dev/null >"$log" 2>&1 &
+    local wrap=$!
+    WRAPPERS+=("$wrap")
+    local t=$(($(now_ms) + 60000))
+    until [ -n "$(ss -Hltn "sport = :$port")" ]; do
+        kill -0 "$wrap" 2>/dev/null || fail "osken-manager exited at start: $(tail -n 20 "$log")"
+        [ "$(now_ms)" -lt "$t" ] || fail "osken-manager not listening on 127.0.0.1:$port 60 s after its start: $(tail -n 20 "$log")"
+        sleep 0.1
+    done
+    note "osken-manager listening on 127.0.0.1:$port (log $log)"
+
+    step "switch vale0 with the controller tcp:127.0.0.1:$port"
+    daemon_start
+    ctl_ok switch add vale0 --controller "tcp:127.0.0.1:$port"
+    t=$(($(now_ms) + 60000))
+    until flows_json | jq -e '.[] | select(.priority == 0 and .match == "priority=0" and .actions == "CONTROLLER:65535")' >/dev/null; do
+        kill -0 "$wrap" 2>/dev/null || fail "osken-manager exited: $(tail -n 20 "$log")"
+        daemon_check
+        [ "$(now_ms)" -lt "$t" ] || fail "no table-miss flow to the controller 60 s after the switch was given it: $(ctl switch list 2>&1)
+osken-manager's log: $(tail -n 20 "$log")"
+        sleep 0.1
+    done
+    note "the controller installed its table-miss flow: $(ctl flows vale0 | tr -s ' ')"
+
+    guests A B
+    ping_pairs "A B" "B A"
+    step "the first frames went through the controller, which installed a flow each way"
+    local miss
+    miss=$(flows_json | jq -r '.[] | select(.priority == 0) | .n_packets')
+    [ "${miss:-0}" -gt 0 ] || fail "the table-miss flow counted no frames: $(ctl flows vale0 2>&1)"
+    local g
+    for g in A B; do
+        grep -a -q "learn .* $(mac_of "$g") on port ${G_IDX[$g]}\$" "$log" ||
+            fail "the controller did not learn $(mac_of "$g") on port ${G_IDX[$g]}: $(tail -n 20 "$log")"
+    done
+    wait_flow A B 1
+    local ab0=${MATCH#* }
+    wait_flow B A 1
+    local ba0=${MATCH#* }
+    note "table-miss flow: $miss frames to the controller; learned flows A -> B $ab0 bytes, B -> A $ba0 bytes"
+    note "$(ctl flows vale0)"
+
+    step "TCP A -> B, $TCP_BYTES bytes, through the learned flows"
+    tcp_start A B 5001
+    tcp_check
+    # every byte A sent went through its flow to B; B's acknowledgements
+    # through the other
+    wait_flow A B $((ab0 + TCP_BYTES))
+    note "flow A -> B: $MATCH (n_packets n_bytes)"
+    wait_flow B A $((ba0 + 1))
+    note "flow B -> A: $MATCH (n_packets n_bytes)"
+    note "$(ctl flows vale0)"
+    kill -0 "$wrap" 2>/dev/null || fail "osken-manager exited: $(tail -n 20 "$log")"
+    note "controller: $(grep -a -c 'learn ' "$log") MACs learned, $(grep -a -c '^flow ' "$log") flows installed"
+    show_counters A B
+}
+
 # ---- main ------------------------------------------------------------------
 
 scenario=${1:-}
 case "$scenario" in
-    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | guest-reboot | multiqueue | outside) ;;
+    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | guest-reboot | multiqueue | outside | osken) ;;
     *)
         sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
         exit 2

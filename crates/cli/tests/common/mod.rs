@@ -1,7 +1,9 @@
 //! Helpers shared by the C-program tests (capi.rs, netmap.rs): a daemon
 //! process on its own socket, pkt-gen runs with a JSON report, output
-//! parsing.
+//! parsing; and (vm.rs) running a scenario of tests/vm/run.sh.
 #![allow(dead_code)]
+
+pub mod vm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
