@@ -494,3 +494,70 @@ fn a_packet_out_goes_where_its_actions_say_and_through_the_tables() {
         .packet_out(OFPP_CONTROLLER, &f[..10], &v, &mut ctl)
         .is_err());
 }
+
+#[test]
+fn groups_all_copy_and_select_spreads_by_five_tuple() {
+    use ringswitch_openflow::message::{GroupCommand, GroupMod, GroupType};
+    use ringswitch_openflow::Bucket;
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    let (_c, _, mut crx) = ring(&sw, "c");
+    let bucket = |weight, port| Bucket {
+        weight,
+        watch_port: OFPP_ANY,
+        watch_group: OFPG_ANY,
+        actions: vec![out(port)],
+    };
+    let group = |id, group_type, buckets| GroupMod {
+        command: GroupCommand::Add,
+        group_type,
+        group_id: id,
+        buckets,
+    };
+    flows
+        .modify(|t| {
+            t.group_mod(
+                &group(1, GroupType::All, vec![bucket(0, 2), bucket(0, 3)]),
+                Duration::ZERO,
+            )?;
+            t.group_mod(
+                &group(2, GroupType::Select, vec![bucket(1, 2), bucket(1, 3)]),
+                Duration::ZERO,
+            )
+        })
+        .unwrap();
+    let sport = |p: u16| Oxm::exact(Field::UdpSrc, u128::from(p));
+    let udp_from = |p| {
+        vec![
+            Oxm::exact(Field::EthType, 0x0800),
+            Oxm::exact(Field::IpProto, 17),
+            sport(p),
+        ]
+    };
+    add(&flows, flow(10, udp_from(1), vec![Action::Group(1)]));
+    add(&flows, flow(5, vec![in_port(1)], vec![Action::Group(2)]));
+
+    // ALL: both get a copy.
+    queue(&mut atx, &[udp(0xb, 0xa, 1, 1)]);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(drain(&mut brx).len(), 1);
+    assert_eq!(drain(&mut crx).len(), 1);
+
+    // SELECT: each 5-tuple one bucket, always the same; both used.
+    let frames: Vec<_> = (0..64u16)
+        .map(|i| udp(0xb, 0xa, 100 + i, i as u8))
+        .collect();
+    queue(&mut atx, &frames);
+    sw.forward(&a, 0, &mut sc);
+    let (b1, c1) = (drain(&mut brx), drain(&mut crx));
+    assert_eq!(b1.len() + c1.len(), 64, "each frame once");
+    assert!(!b1.is_empty() && !c1.is_empty(), "both buckets used");
+    queue(&mut atx, &frames);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(
+        (drain(&mut brx), drain(&mut crx)),
+        (b1, c1),
+        "the same choice"
+    );
+}
