@@ -437,6 +437,13 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                                 if let Some(n) = s.openflow_connections {
                                     w.push(format!("connections={n}"));
                                 }
+                                // Drops only when there are some.
+                                if let Some(n) = s.packet_in_dropped.filter(|&n| n > 0) {
+                                    w.push(format!("packet-in-dropped={n}"));
+                                }
+                                if let Some(n) = s.flows_truncated.filter(|&n| n > 0) {
+                                    w.push(format!("truncated={n}"));
+                                }
                                 w.join(" ")
                             }
                         };

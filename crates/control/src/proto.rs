@@ -409,6 +409,13 @@ pub struct SwitchInfo {
     /// OpenFlow connections open now (management and controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub openflow_connections: Option<u32>,
+    /// Frames for the controller dropped because its queue was full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_in_dropped: Option<u64>,
+    /// Frames whose verdict had more outputs or edits than the data path
+    /// holds (the extra outputs were left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows_truncated: Option<u64>,
 }
 
 /// A switch's OpenFlow settings. A switch with any of them runs OpenFlow

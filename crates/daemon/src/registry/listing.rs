@@ -22,13 +22,16 @@ impl Registry {
         self.switches
             .iter()
             .map(|(n, s)| {
-                let (openflow, openflow_connections) = self.openflow_info(n);
+                let (openflow, openflow_connections, [packet_in_dropped, flows_truncated]) =
+                    self.openflow_info(n);
                 SwitchInfo {
                     name: n.clone(),
                     ports: s.ports.len() as u32,
                     macs: s.switch.mac_entries().len() as u32,
                     openflow,
                     openflow_connections,
+                    packet_in_dropped,
+                    flows_truncated,
                 }
             })
             .collect()

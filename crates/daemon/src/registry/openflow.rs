@@ -88,18 +88,23 @@ impl Registry {
         Ok(())
     }
 
-    /// A switch's OpenFlow settings and open connections, for the listing.
-    pub(super) fn openflow_info(&self, sw: &str) -> (Option<OpenFlowSpec>, Option<u32>) {
+    /// A switch's OpenFlow settings, open connections and data-path drops,
+    /// for the listing.
+    pub(super) fn openflow_info(
+        &self,
+        sw: &str,
+    ) -> (Option<OpenFlowSpec>, Option<u32>, [Option<u64>; 2]) {
         let Some(o) = self.switches.get(sw).and_then(|s| s.openflow.as_ref()) else {
-            return (None, None);
+            return (None, None, [None; 2]);
         };
+        let drops = [Some(o.flows.packet_in_dropped()), Some(o.flows.truncated())];
         let conns = o.server.as_ref().map(|srv| {
             // Relaxed: a statistic.
             srv.status()
                 .connections
                 .load(std::sync::atomic::Ordering::Relaxed)
         });
-        (Some(o.spec.clone()), conns)
+        (Some(o.spec.clone()), conns, drops)
     }
 
     /// A switch's OpenFlow side, for its flows.
