@@ -15,6 +15,10 @@ use ringswitch_switch::{Backend, Scratch, Switch, SwitchPort};
 const CTL: u64 = u64::MAX;
 /// Rounds of forwarding between two non-blocking looks for new kicks.
 const ROUNDS_PER_POLL: u32 = 16;
+/// Rounds between two flushes of the flow cache's counts while busy (a
+/// multiple of `ROUNDS_PER_POLL`; the cache also flushes itself every
+/// 16k frames of flow-table traffic).
+const FLUSH_ROUNDS: u32 = 64 * ROUNDS_PER_POLL;
 /// Most events taken per epoll_wait.
 const MAX_EVENTS: usize = 64;
 
@@ -462,8 +466,9 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             if n_active == 0 {
                 s.wakeups.fetch_add(1, Ordering::Relaxed);
             }
-            if n_active == 0 {
-                // About to sleep: flow statistics catch up first.
+            if n_active == 0 || rounds.is_multiple_of(FLUSH_ROUNDS) {
+                // About to sleep, or busy for a while (maybe with other
+                // switches' traffic): flow statistics catch up.
                 scratch.flush_counters();
             }
             let timeout = match (n_active, any_deferred) {
