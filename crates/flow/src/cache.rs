@@ -142,6 +142,8 @@ pub struct FlowCache {
     dirty: Vec<u32>,
     /// Frames looked up since the last flush.
     unflushed: u64,
+    /// The entry the last lookup answered from.
+    last: usize,
     /// The action classes of the verdicts filled at `classes_version`.
     classes: Box<[Class]>,
     n_classes: usize,
@@ -171,6 +173,7 @@ impl FlowCache {
             fills: 0,
             dirty: Vec::with_capacity(n),
             unflushed: 0,
+            last: 0,
             classes: vec![NO_CLASS_YET; MAX_CLASSES].into_boxed_slice(),
             n_classes: 0,
             classes_version: 0,
@@ -262,6 +265,28 @@ impl FlowCache {
             e.key = *key;
             victim
         };
+        self.last = slot;
+        self.count_in(slot, bytes);
+        let e = &self.slots[slot];
+        Hit {
+            stamp: e.stamp,
+            class: e.class,
+            verdict: &self.verdicts[slot],
+        }
+    }
+
+    /// Counts one more frame of `bytes` bytes with the same key as the last
+    /// lookup's (a caller that saw the key repeat), as a lookup would, with
+    /// nothing looked up: the entry cannot have changed since.
+    #[inline]
+    pub fn repeat_last(&mut self, bytes: usize) {
+        self.hits += 1;
+        self.count_in(self.last, bytes);
+    }
+
+    /// Counts a frame of `bytes` bytes in entry `slot`.
+    #[inline(always)]
+    fn count_in(&mut self, slot: usize, bytes: usize) {
         self.unflushed += 1;
         let e = &mut self.slots[slot];
         e.packets += 1;
@@ -270,11 +295,6 @@ impl FlowCache {
             e.dirty = true;
             // At most once per entry: within the capacity reserved.
             self.dirty.push(u32::try_from(slot).unwrap_or(u32::MAX));
-        }
-        Hit {
-            stamp: e.stamp,
-            class: e.class,
-            verdict: &self.verdicts[slot],
         }
     }
 

@@ -227,6 +227,11 @@ pub(crate) struct FlowLookup<'a> {
     /// The frame's first bytes, copied by the caller (see
     /// [`FlowLookup::prefix`]).
     buf: [u8; KEY_BYTES],
+    /// The last frame's key, when it was looked up in the cache in this
+    /// batch: a frame with the same key (the next of a run of one flow's)
+    /// is counted on its entry without a lookup.
+    last_key: FlowKey,
+    last_valid: bool,
     /// The resolved outputs of the verdict with cache stamp `stamp` (0:
     /// none yet) and action class `class` (see `ringswitch_flow::Hit`): a
     /// verdict of the same class (another flow's, with the same actions)
@@ -255,6 +260,8 @@ impl<'a> FlowLookup<'a> {
             tables: None,
             in_port: of_port(src),
             buf: [0; KEY_BYTES],
+            last_key: FlowKey::default(),
+            last_valid: false,
             stamp: 0,
             class: NO_CLASS,
             resolved: [NO_RESOLVED; MAX_OUTPUTS],
@@ -315,6 +322,22 @@ impl<'a> FlowLookup<'a> {
         let (stamp, class, verdict) = match cache {
             Verdicts::Cache(cache) => {
                 let key = FlowKey::extract_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
+                // Word by word, most likely to differ first (addresses and
+                // ports), stopping at the first difference.
+                let same_key = self.last_valid
+                    && [4, 6, 8, 2, 3, 0, 1, 5, 7]
+                        .iter()
+                        .all(|&i| self.last_key.words()[i] == key.words()[i]);
+                if same_key {
+                    // The same entry, the same resolution.
+                    cache.repeat_last(len as usize);
+                    if self.truncated {
+                        self.truncated_frames += 1;
+                    }
+                    return;
+                }
+                self.last_key = key;
+                self.last_valid = true;
                 let hit = cache.lookup_hit(*version, &key, len as usize, |k, v| {
                     tables.get_or_insert_with(|| flows.read()).classify(k, v)
                 });
