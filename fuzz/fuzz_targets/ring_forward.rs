@@ -166,21 +166,14 @@ fn flow(i: u8) -> FlowMod {
         3 => (10, vec![], vec![out(OFPP_NORMAL, 0)]),
         _ => (0, vec![], vec![out(OFPP_CONTROLLER, OFPCML_NO_BUFFER)]),
     };
-    FlowMod {
-        cookie: u64::from(i),
-        cookie_mask: 0,
-        table_id: 0,
-        command: FlowModCommand::Add,
-        idle_timeout: 0,
-        hard_timeout: 0,
+    let mut fm = FlowMod::add(
+        0,
         priority,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        r#match: Match::new(fields).expect("a valid match"),
-        instructions: vec![Instruction::ApplyActions(actions)],
-    }
+        Match::new(fields).expect("a valid match"),
+        vec![Instruction::ApplyActions(actions)],
+    );
+    fm.cookie = u64::from(i);
+    fm
 }
 
 fn pick<T>(v: &mut [T], i: u8) -> &mut T {

@@ -69,24 +69,13 @@ fn fields(k: usize, j: u32) -> Vec<Oxm> {
 
 /// An add of `fields` at `priority`, output to `port`.
 fn add(priority: u16, fields: Vec<Oxm>, port: u32) -> FlowMod {
-    FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: 0,
-        command: FlowModCommand::Add,
-        idle_timeout: 0,
-        hard_timeout: 0,
+    let out = Action::Output { port, max_len: 0 };
+    FlowMod::add(
+        0,
         priority,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        r#match: Match::new(fields).expect("a valid match"),
-        instructions: vec![Instruction::ApplyActions(vec![Action::Output {
-            port,
-            max_len: 0,
-        }])],
-    }
+        Match::new(fields).expect("a valid match"),
+        vec![Instruction::ApplyActions(vec![out])],
+    )
 }
 
 fn tables() -> FlowTables {

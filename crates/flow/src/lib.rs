@@ -57,7 +57,7 @@
 //! ```
 //! use std::time::Duration;
 //! use ringswitch_flow::{FlowCache, FlowKey, FlowTables, Target};
-//! use ringswitch_openflow::message::{FlowMod, FlowModCommand};
+//! use ringswitch_openflow::message::FlowMod;
 //! use ringswitch_openflow::{Action, Field, Instruction, Match, Oxm};
 //!
 //! let mut tables = FlowTables::new(Default::default());
@@ -66,12 +66,8 @@
 //!     Oxm::exact(Field::IpProto, 17),
 //! ])
 //! .unwrap();
-//! let fm = FlowMod {
-//!     cookie: 7, cookie_mask: 0, table_id: 0, command: FlowModCommand::Add,
-//!     idle_timeout: 0, hard_timeout: 0, priority: 10, buffer_id: u32::MAX,
-//!     out_port: u32::MAX, out_group: u32::MAX, flags: 0, r#match: udp,
-//!     instructions: vec![Instruction::ApplyActions(vec![Action::Output { port: 2, max_len: 0 }])],
-//! };
+//! let out = Action::Output { port: 2, max_len: 0 };
+//! let fm = FlowMod::add(0, 10, udp, vec![Instruction::ApplyActions(vec![out])]);
 //! tables.flow_mod(&fm, Duration::ZERO).unwrap();
 //!
 //! let mut frame = [0u8; 60];

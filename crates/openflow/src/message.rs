@@ -462,6 +462,34 @@ pub struct FlowMod {
     pub instructions: Vec<Instruction>,
 }
 
+impl FlowMod {
+    /// An add of a permanent flow (cookie 0, no timeouts, no flags, no
+    /// buffer) in table `table_id`: what tools and tests mostly build; set
+    /// the public fields for the rest.
+    pub fn add(
+        table_id: u8,
+        priority: u16,
+        r#match: Match,
+        instructions: Vec<Instruction>,
+    ) -> FlowMod {
+        FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id,
+            command: FlowModCommand::Add,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority,
+            buffer_id: OFP_NO_BUFFER,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            flags: 0,
+            r#match,
+            instructions,
+        }
+    }
+}
+
 /// A group type (`OFPGT_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GroupType {

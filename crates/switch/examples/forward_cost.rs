@@ -19,7 +19,7 @@ use std::time::Duration;
 use ringswitch_control::PortVlan;
 use ringswitch_flow::Config;
 use ringswitch_openflow::consts::*;
-use ringswitch_openflow::message::{FlowMod, FlowModCommand};
+use ringswitch_openflow::message::FlowMod;
 use ringswitch_openflow::{Action, Field, Instruction, Match, Oxm};
 use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
 use ringswitch_switch::{Flows, LearningBridge, Scratch, Switch, SwitchPort};
@@ -29,24 +29,15 @@ const TUPLES: u32 = 1000;
 
 /// A flow of priority `prio` in table 0 outputting to port 2.
 fn to_b(prio: u16, fields: Vec<Oxm>) -> FlowMod {
-    FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: 0,
-        command: FlowModCommand::Add,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority: prio,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        r#match: Match::new(fields).unwrap(),
-        instructions: vec![Instruction::ApplyActions(vec![Action::Output {
+    FlowMod::add(
+        0,
+        prio,
+        Match::new(fields).unwrap(),
+        vec![Instruction::ApplyActions(vec![Action::Output {
             port: 2,
             max_len: OFPCML_NO_BUFFER,
         }])],
-    }
+    )
 }
 
 /// Tuple `t`: (source address, destination address, source port,

@@ -79,21 +79,14 @@ fn out(port: u32) -> Action {
 }
 
 fn flow(priority: u16, fields: Vec<Oxm>, actions: Vec<Action>) -> FlowMod {
-    FlowMod {
-        cookie: u64::from(priority),
-        cookie_mask: 0,
-        table_id: 0,
-        command: FlowModCommand::Add,
-        idle_timeout: 0,
-        hard_timeout: 0,
+    let mut fm = FlowMod::add(
+        0,
         priority,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        r#match: Match::new(fields).unwrap(),
-        instructions: vec![Instruction::ApplyActions(actions)],
-    }
+        Match::new(fields).unwrap(),
+        vec![Instruction::ApplyActions(actions)],
+    );
+    fm.cookie = u64::from(priority);
+    fm
 }
 
 fn in_port(p: u32) -> Oxm {

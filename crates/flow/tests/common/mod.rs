@@ -166,19 +166,8 @@ pub fn flow_mod(
     instructions: Vec<Instruction>,
 ) -> FlowMod {
     FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id,
         command,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        r#match,
-        instructions,
+        ..FlowMod::add(table_id, priority, r#match, instructions)
     }
 }
 
