@@ -112,8 +112,9 @@ impl Profile {
                 Idle,
                 Batch,
                 Load,
+                Flows,
             ],
-            Profile::Targets => &[Throughput, Switch, Latency, Batch, Idle, Vm, Nic],
+            Profile::Targets => &[Throughput, Switch, Latency, Batch, Idle, Vm, Nic, Flows],
         }
     }
 
@@ -231,6 +232,7 @@ pub fn title(s: Section) -> &'static str {
         Section::Idle => "idle: the daemon with 8 ports open, no traffic; its memory",
         Section::Batch => "batch: throughput against batch size, pipe, switch, DPDK memif",
         Section::Load => "load: CPU use against offered load",
+        Section::Flows => "flows: 1,000 OpenFlow flows vs the learning bridge and OVS-DPDK; flow-mod rate; flows changing; a cache-miss storm",
     }
 }
 
