@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use super::measure::Tput;
 use super::openflow::{self as of, TUPLES_DST, TUPLES_SRC};
+use super::procs::{clock_ticks, cpu_ticks};
 use super::Bench;
 use crate::error::Error;
-use crate::figures::mpps;
+use crate::figures::{mpps, tick_seconds};
 use crate::write::Key;
 
 const SECTION: &str = "flows";
@@ -165,7 +166,13 @@ impl Bench {
                 }
             }
         }
+        let dc0 = self.daemon.pid.and_then(cpu_ticks);
         let exits: Vec<_> = txs.iter().map(|tx| self.procs.wait(tx)).collect();
+        let dc1 = self.daemon.pid.and_then(cpu_ticks);
+        let daemon_s = match (dc0, dc1) {
+            (Some(a), Some(b)) => Some(tick_seconds(b.saturating_sub(a), clock_ticks())),
+            _ => None,
+        };
         // The last frames in flight reach the receivers.
         std::thread::sleep(Duration::from_millis(300));
         let rx_exits: Vec<_> = rxs.iter().map(|rx| self.procs.stop(rx)).collect();
@@ -191,7 +198,7 @@ impl Bench {
             out.push(Tput {
                 rx: rxr,
                 tx: txr,
-                daemon_s: None,
+                daemon_s,
                 stats: None,
             });
         }
@@ -268,6 +275,19 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
             return Ok(());
         }
     };
+    // The learning bridge's ports are made the same way (persistent).
+    for p in ["valel:rx", "valel:tx"] {
+        if b.ctl(&["port", "add", p]).is_none() {
+            b.data.miss(
+                SECTION,
+                "all",
+                LEARNING,
+                &format!("ctl port add {p} failed"),
+            )?;
+            b.daemon_stop();
+            return Ok(());
+        }
+    }
     let (rx_no, srx_no, stx_no) = (ports[0], ports[2], ports[3]);
     b.log(&format!(
         "  valef's OpenFlow ports: rx {}, tx {}, srx {srx_no}, stx {stx_no}",
@@ -303,7 +323,7 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
             if super::signals::interrupted() {
                 return Ok(());
             }
-            let mut got = [None, None];
+            let (mut got, mut cost) = ([None, None], [None, None]);
             for (i, (sys, sw)) in [(LEARNING, "valel"), (TABLE, "valef")]
                 .into_iter()
                 .enumerate()
@@ -321,6 +341,19 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                             .sample(&Key::received(SECTION, &case, sys, "-"), r, &mpps(pps))?;
                         b.log(&format!("  {sys}, {len} B, run {r}: {} Mpps", mpps(pps)));
                         got[i] = Some(pps);
+                        // The daemon's CPU over the senders' window, per
+                        // packet received: what other load on the machine
+                        // steals does not count in it.
+                        let pkts = t[0].rx_packets();
+                        if let (Some(cpu), true) = (t[0].daemon_s, pkts > 0) {
+                            let ns = cpu * 1e9 / pkts as f64;
+                            let k = Key {
+                                better: "lower",
+                                ..key(&case, sys, "CPU, switch process", "ns per packet")
+                            };
+                            b.data.sample(&k, r, &format!("{ns:.1}"))?;
+                            cost[i] = Some(ns);
+                        }
                     }
                     Err(e) => b.data.miss(SECTION, &case, sys, &format!("run {r}: {e}"))?,
                 }
@@ -329,7 +362,26 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                 let pct = format!("{:.1}", 100.0 * t / l);
                 b.data
                     .sample(&key(&case, TABLE, "flows ÷ learning bridge", "%"), r, &pct)?;
-                b.log(&format!("  {len} B run {r}: flows ÷ learning = {pct} %"));
+                let by_cost = match cost {
+                    [Some(l), Some(t)] if t > 0.0 => {
+                        let c = format!("{:.1}", 100.0 * l / t);
+                        b.data.sample(
+                            &key(
+                                &case,
+                                TABLE,
+                                "learning bridge's CPU per packet ÷ flows'",
+                                "%",
+                            ),
+                            r,
+                            &c,
+                        )?;
+                        c
+                    }
+                    _ => "?".into(),
+                };
+                b.log(&format!(
+                    "  {len} B run {r}: flows ÷ learning = {pct} % (by the switch's CPU per packet: {by_cost} %)"
+                ));
             }
         }
     }
@@ -704,7 +756,7 @@ fn note(b: &mut Bench, secs: u64, rate_n: u32, churn: u32, steady: u64) -> Resul
     let (rx, tx, burst) = (b.rx_cpu, b.tx_cpu, b.params.one("burst")?);
     let text = format!(
         "`serve --workers 1 --worker-cpus {tx}`; every pkt-gen on CPU {rx}, `-b {burst}`, blocking, {secs} s per run. \
-Learning bridge: `pkt-gen -i valel:tx -f tx -l LEN -s {TUPLES_SRC} -d {TUPLES_DST}` → `pkt-gen -i valel:rx -f rx` (the 1,000 5-tuples: 10 source addresses × 100 source ports). \
+Learning bridge: `ctl port add valel:rx` (and `tx`), `pkt-gen -i valel:tx -f tx -l LEN -s {TUPLES_SRC} -d {TUPLES_DST}` → `pkt-gen -i valel:rx -f rx` (the 1,000 5-tuples: 10 source addresses × 100 source ports). \
 Flows: `ctl switch add valef --openflow-listen unix:PATH`, `ctl port add valef:rx` (and `tx`, `srx`, `stx`), `ovs-ofctl -O OpenFlow13 add-flows unix:PATH raw/flows-1000.txt` \
 (1,000 flows, one per tuple, ten masks: `udp,nw_src=10.0.0.K,tp_src=P` plus the destination address unmatched or under /8, /16, /24, /32, with or without `tp_dst`; `actions=output:` the receiver's port), then the same pkt-gen pair on `valef:tx` → `valef:rx`; the ratio is the table's rate ÷ the learning bridge's in the same run. \
 Flow-mod rate: switch `valer`, {rate_n} FLOW_MODs (`tcp,nw_dst=10.x.y.z,tp_dst=80..82`) written at once, then one BARRIER_REQUEST, timed to its reply; and `ovs-ofctl -O OpenFlow13 add-flows unix:PATH raw/flows-rate-{rate_n}.txt` (a barrier per flow). \
