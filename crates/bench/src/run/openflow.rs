@@ -277,56 +277,35 @@ pub fn churn(path: &Path, per_sec: u32, port: u32, stop: &AtomicBool) -> Result<
     const TICK: Duration = Duration::from_millis(10);
     let per_tick = (per_sec / 100).max(1);
     let mut c = Conn::open(path)?;
-    let (mut next, mut oldest, mut xid) = (0u32, 0u32, 1u32 << 24);
+    let mut w = ChurnWriter {
+        buf: Vec::new(),
+        xid: 1 << 24,
+        port,
+    };
+    let (mut next, mut oldest) = (0u32, 0u32);
     let mut got = Churned::default();
-    let mut fill = Vec::new();
     while next < per_sec {
-        fill.extend(flow_mod(
-            xid,
-            FlowModCommand::Add,
-            150,
-            churn_fields(next),
-            port,
-        ));
+        w.push(FlowModCommand::Add, next);
         next += 1;
-        xid += 1;
     }
-    fill.extend(barrier(xid));
-    c.send(&fill)?;
+    let xid = w.barrier();
+    c.send(&std::mem::take(&mut w.buf))?;
     c.wait_barrier(xid)?;
-    xid += 1;
     let t0 = Instant::now();
     let mut tick = 0u32;
+    let mut last = xid;
     // Relaxed: the flag carries no data; the caller joins this thread.
     while !stop.load(Ordering::Relaxed) {
-        let mut batch = Vec::new();
         for _ in 0..per_tick {
-            batch.extend(flow_mod(
-                xid,
-                FlowModCommand::Add,
-                150,
-                churn_fields(next),
-                port,
-            ));
+            w.push(FlowModCommand::Add, next);
             next += 1;
-            xid += 1;
-            got.added += 1;
-        }
-        for _ in 0..per_tick {
-            batch.extend(flow_mod(
-                xid,
-                FlowModCommand::DeleteStrict,
-                150,
-                churn_fields(oldest),
-                port,
-            ));
+            w.push(FlowModCommand::DeleteStrict, oldest);
             oldest += 1;
-            xid += 1;
-            got.deleted += 1;
         }
-        batch.extend(barrier(xid));
-        xid += 1;
-        c.send(&batch)?;
+        got.added += u64::from(per_tick);
+        got.deleted += u64::from(per_tick);
+        last = w.barrier();
+        c.send(&std::mem::take(&mut w.buf))?;
         tick += 1;
         let due = t0 + TICK * tick;
         // Reads replies until the next tick is due.
@@ -338,26 +317,41 @@ pub fn churn(path: &Path, per_sec: u32, port: u32, stop: &AtomicBool) -> Result<
             c.read_some(left.max(Duration::from_millis(1)), |_| {})?;
         }
     }
-    let last = xid - 1;
     c.wait_barrier(last)?;
     got.secs = t0.elapsed().as_secs_f64();
-    let mut tail = Vec::new();
     while oldest < next {
-        tail.extend(flow_mod(
-            xid,
-            FlowModCommand::DeleteStrict,
-            150,
-            churn_fields(oldest),
-            port,
-        ));
+        w.push(FlowModCommand::DeleteStrict, oldest);
         oldest += 1;
-        xid += 1;
     }
-    tail.extend(barrier(xid));
-    c.send(&tail)?;
+    let xid = w.barrier();
+    c.send(&w.buf)?;
     c.wait_barrier(xid)?;
     got.errors = c.errors;
     Ok(got)
+}
+
+/// The churn's messages, each with the next xid.
+struct ChurnWriter {
+    buf: Vec<u8>,
+    xid: u32,
+    port: u32,
+}
+
+impl ChurnWriter {
+    /// Appends an add or a strict delete of churn flow `i`.
+    fn push(&mut self, command: FlowModCommand, i: u32) {
+        self.buf
+            .extend(flow_mod(self.xid, command, 150, churn_fields(i), self.port));
+        self.xid += 1;
+    }
+
+    /// Appends a barrier; its xid.
+    fn barrier(&mut self) -> u32 {
+        let xid = self.xid;
+        self.buf.extend(barrier(xid));
+        self.xid += 1;
+        xid
+    }
 }
 
 #[cfg(test)]
