@@ -4,7 +4,7 @@
 # measured in the same run: bench/compare's targets profile
 # (`ringswitch-bench compare --profile targets`). See bench/README.md.
 #
-#   sudo bench/run.sh [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
+#   sudo bench/run.sh [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only | --flows-only]
 #                     [--guest-halt-poll NS]
 #
 # Writes DIR/REPORT.md (also printed; default DIR: bench/results/run),
@@ -17,7 +17,7 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 usage() {
 	cat <<EOF
-usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
+usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only | --flows-only]
        [--guest-halt-poll NS]
 
   --quick       the parameters file's quick column (shorter windows and
@@ -28,6 +28,9 @@ usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
   --vhost-only  only the vm section
   --nic-only    only the nic section (veth + AF_XDP into the switch,
                 beside DPDK net_af_xdp, net_af_packet and a Linux bridge)
+  --flows-only  only the flows section (1,000 OpenFlow flows beside the
+                learning bridge and OVS-DPDK, flow-mod rate, flows
+                changing, a cache-miss storm)
   --guest-halt-poll NS
                 in a VM, let idle vCPUs poll NS ns before halting for this
                 run only (cpuidle-haltpoll; the old value is put back): a
@@ -35,7 +38,7 @@ usage: $PROG [--quick] [--out DIR] [--no-vhost | --vhost-only | --nic-only]
 
 Runs bench/compare --profile targets: installs, builds, then measures
 throughput (with the pipe busy-waiting and with 4096 slots), switch (with
-its drops), latency, batch, idle, vm and nic, one run per path, and judges
+its drops), latency, batch, idle, vm, nic and flows, one run per path, and judges
 the targets. Needs root.
 EOF
 }
@@ -55,6 +58,7 @@ while (($# > 0)); do
 	--no-vhost) args+=(--skip vm) ;;
 	--vhost-only) args+=(--only vm) ;;
 	--nic-only) args+=(--only nic) ;;
+	--flows-only) args+=(--only flows) ;;
 	*)
 		usage >&2
 		echo "$PROG: unknown argument: $1" >&2

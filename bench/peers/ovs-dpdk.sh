@@ -58,6 +58,7 @@ usage() {
 	cat <<EOF
 usage: $PROG [--ports vhost|memif] [--seconds N] [--size BYTES] [--placements LIST]
              [--maxsleep LIST] [--idle-seconds N] [--normal] [--raw DIR]
+             [--flows FILE] [--tx-args ARGS]
 
   --ports KIND       vhost: dpdkvhostuserclient ports, testpmd virtio_user
                      (default); memif: DPDK memif ports (OVS the server),
@@ -72,6 +73,11 @@ usage: $PROG [--ports vhost|memif] [--seconds N] [--size BYTES] [--placements LI
   --idle-seconds N   idle window per pmd-maxsleep setting, 0 to skip (default 10)
   --normal           OpenFlow NORMAL action instead of port-to-port flows
   --raw DIR          keep the logs (testpmd, ovs-vswitchd, pmd-stats) in DIR
+  --flows FILE       these flows (ovs-ofctl add-flows syntax; @TX@ and @RX@
+                     stand for the sender's and the receiver's port) instead
+                     of port-to-port flows
+  --tx-args ARGS     more testpmd arguments for the sender (space-separated,
+                     e.g. "--tx-ip=10.0.0.1,10.1.0.1 --tx-udp=1000,4321")
 
 environment: OVS_DPDK_TIMEOUT  seconds to wait for start-up and traffic (default 30)
 
@@ -97,16 +103,18 @@ IDLE_S=10
 NORMAL=0
 PORTS=vhost
 RAWDIR=
+FLOWS_FILE=
+TX_ARGS=
 TIMEOUT=${OVS_DPDK_TIMEOUT:-30}
 
 while (($# > 0)); do
 	case $1 in
-	--seconds | --size | --idle-seconds | --placements | --maxsleep | --ports | --raw)
+	--seconds | --size | --idle-seconds | --placements | --maxsleep | --ports | --raw | --flows | --tx-args)
 		(($# >= 2)) || die "$1 needs a value (try --help)"
 		opt=$1 val=$2
 		shift 2
 		;;
-	--seconds=* | --size=* | --idle-seconds=* | --placements=* | --maxsleep=* | --ports=* | --raw=*)
+	--seconds=* | --size=* | --idle-seconds=* | --placements=* | --maxsleep=* | --ports=* | --raw=* | --flows=* | --tx-args=*)
 		opt=${1%%=*} val=${1#*=}
 		shift
 		;;
@@ -132,6 +140,11 @@ while (($# > 0)); do
 		PORTS=$val
 		;;
 	--raw) RAWDIR=$val ;;
+	--flows)
+		[[ -r $val ]] || die "--flows: cannot read '$val'"
+		FLOWS_FILE=$val
+		;;
+	--tx-args) TX_ARGS=$val ;;
 	*)
 		is_uint "$val" || die "$opt wants a non-negative integer, got '$val'"
 		val=$((10#$val))
@@ -382,7 +395,15 @@ stop_clients() {
 	fi
 }
 ports_add
-if ((NORMAL)); then
+if [[ -n $FLOWS_FILE ]]; then
+	sed -e "s/@TX@/$TX_PORT/g" -e "s/@RX@/$RX_PORT/g" "$FLOWS_FILE" >"$D/flows.of"
+	ofctl del-flows
+	t0=$(date +%s.%N)
+	ofctl add-flows "$D/flows.of" || ovs_fail "ovs-ofctl add-flows $FLOWS_FILE failed"
+	t1=$(date +%s.%N)
+	FLOWS="file:$(grep -c . "$D/flows.of")"
+	log "ovs-ofctl add-flows: $(grep -c . "$D/flows.of") flows in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') s"
+elif ((NORMAL)); then
 	FLOWS=normal
 else
 	FLOWS=p2p
@@ -438,6 +459,11 @@ start_tp() {
 		else
 			TESTPMD_ARGV+=(--rxq=2 --txq=1)
 		fi
+	fi
+	if [[ $mode == txonly && -n $TX_ARGS ]]; then
+		local extra
+		read -ra extra <<<"$TX_ARGS"
+		TESTPMD_ARGV+=("${extra[@]}")
 	fi
 	STARTED_LOG=$D/$(printf '%02d' "$SEQ")-testpmd-$name.log
 	printf '%s\n' "${TESTPMD_ARGV[*]}" >"$STARTED_LOG.cmd"

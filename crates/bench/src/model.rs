@@ -13,6 +13,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("vm", "VM-style clients: virtio_user"),
     ("passthrough", "Passthrough vs vhost-user, TCG guest"),
     ("nic", "NIC ports on a veth pair"),
+    ("flows", "OpenFlow tables"),
     ("latency", "Round-trip latency"),
     ("efficiency", "CPU cost per packet"),
     ("idle", "CPU use with all clients idle"),

@@ -85,6 +85,7 @@ fn compare_quick_measures_every_section_and_writes_the_report() {
         "## CPU use with all clients idle",
         "## Throughput against batch size",
         "## CPU use against offered load",
+        "## OpenFlow tables",
         "## Failures",
     ] {
         assert!(report.contains(title), "REPORT.md has no {title:?}");
@@ -113,6 +114,10 @@ fn compare_quick_measures_every_section_and_writes_the_report() {
         ("batch", "ringswitch switch"),
         ("load", "ringswitch switch"),
         ("load", "ringswitch pipe"),
+        ("flows", "ringswitch switch, learning bridge"),
+        ("flows", "ringswitch switch, 1,000 flows"),
+        ("flows", "ringswitch, FLOW_MODs pipelined"),
+        ("flows", "ringswitch, the storm"),
     ] {
         assert!(
             has(section, system),
@@ -130,6 +135,7 @@ fn compare_quick_measures_every_section_and_writes_the_report() {
         ("nic", "DPDK testpmd"),
         ("latency", "Linux bridge"),
         ("batch", "DPDK memif"),
+        ("flows", "OVS-DPDK"),
     ] {
         let explained = failures
             .lines()

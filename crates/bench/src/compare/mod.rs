@@ -112,8 +112,9 @@ impl Profile {
                 Idle,
                 Batch,
                 Load,
+                Flows,
             ],
-            Profile::Targets => &[Throughput, Switch, Latency, Batch, Idle, Vm, Nic],
+            Profile::Targets => &[Throughput, Switch, Latency, Batch, Idle, Vm, Nic, Flows],
         }
     }
 
@@ -231,6 +232,7 @@ pub fn title(s: Section) -> &'static str {
         Section::Idle => "idle: the daemon with 8 ports open, no traffic; its memory",
         Section::Batch => "batch: throughput against batch size, pipe, switch, DPDK memif",
         Section::Load => "load: CPU use against offered load",
+        Section::Flows => "flows: 1,000 OpenFlow flows vs the learning bridge and OVS-DPDK; flow-mod rate; flows changing; a cache-miss storm",
     }
 }
 
@@ -465,26 +467,31 @@ mod tests {
     #[test]
     fn profiles_and_selection() {
         use Section::*;
-        assert_eq!(selected(Profile::Compare, &[], &[]).unwrap().len(), 9);
+        assert_eq!(selected(Profile::Compare, &[], &[]).unwrap().len(), 10);
         assert_eq!(
             selected(Profile::Compare, &[Load, Switch], &[]).unwrap(),
             [Switch, Load],
             "--only keeps the profile's order"
         );
         assert_eq!(
-            selected(Profile::Compare, &[], &[Passthrough, Vm, Nic, Load, Batch]).unwrap(),
+            selected(
+                Profile::Compare,
+                &[],
+                &[Passthrough, Vm, Nic, Load, Batch, Flows]
+            )
+            .unwrap(),
             [Throughput, Switch, Latency, Idle]
         );
         assert_eq!(
             selected(Profile::Targets, &[], &[Vm]).unwrap(),
-            [Throughput, Switch, Latency, Batch, Idle, Nic]
+            [Throughput, Switch, Latency, Batch, Idle, Nic, Flows]
         );
         let e = selected(Profile::Targets, &[Load], &[])
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
-            "the options leave no section to measure (profile targets: throughput switch latency batch idle vm nic)"
+            "the options leave no section to measure (profile targets: throughput switch latency batch idle vm nic flows)"
         );
         assert!(selected(Profile::Compare, &[Nic], &[Nic]).is_err());
         assert_eq!("targets".parse::<Profile>().unwrap(), Profile::Targets);

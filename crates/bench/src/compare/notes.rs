@@ -65,7 +65,7 @@ pub fn notes(section: Section, f: &NoteFacts<'_>) -> Result<Vec<(&'static str, S
                 "`bench/passthrough.sh --secs {pt_s} --reps {runs}`: one QEMU TCG guest runs `ringswitch pkt-gen -f tx` (60 B) for {pt_s} s over a passthrough port (its rings mapped through ivshmem, guest/ringswitch_pt) and then over its virtio-net NIC (a vhost-user port of the host's switch, reached through a ringswitch inside the guest with eth0 attached by AF_PACKET), alternately, {runs} times; the host counts the frames reaching `pkt-gen -f rx` on vale0:h. TCG emulates the guest's CPU: only the ratio carries over to KVM."
             )));
         }
-        Section::Nic => {}
+        Section::Nic | Section::Flows => {}
         Section::Latency => {
             let n = p.one("ping_n")?;
             notes.push(("latency", format!(

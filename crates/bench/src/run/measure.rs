@@ -64,7 +64,7 @@ pub struct TputPlan<'a> {
 }
 
 impl Bench {
-    fn read_report(&self, name: &str) -> Option<Report> {
+    pub(super) fn read_report(&self, name: &str) -> Option<Report> {
         Report::from_stdout(&std::fs::read_to_string(self.procs.out_path(name)).ok()?)
     }
 

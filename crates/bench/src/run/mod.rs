@@ -16,15 +16,19 @@
 //!   offered load;
 //! - [`vm`]: VM ports, DPDK testpmd ([`testpmd`]: its command line and
 //!   log) as the VMs, beside OVS-DPDK;
+//! - [`flows`]: OpenFlow tables beside the learning bridge and OVS-DPDK
+//!   ([`openflow`]: the flow files and a raw OpenFlow connection);
 //! - [`nic`]: NIC ports on a veth pair beside DPDK testpmd and a Linux
 //!   bridge (`bench/peers/veth.sh` wires the namespaces).
 
 pub mod daemon;
+pub mod flows;
 pub mod idle;
 pub mod load;
 pub mod log;
 pub mod measure;
 pub mod nic;
+pub mod openflow;
 pub mod peers;
 pub mod procs;
 pub mod sections;

@@ -35,10 +35,13 @@ pub enum Section {
     Vm,
     /// A veth pair: AF_XDP into the switch beside DPDK and a Linux bridge.
     Nic,
+    /// OpenFlow tables: 1,000 flows beside the learning bridge and
+    /// OVS-DPDK, flow-mod rate, flows changing, a cache-miss storm.
+    Flows,
 }
 
 /// The names `--sections` takes.
-pub const NAMES: [&str; 9] = [
+pub const NAMES: [&str; 10] = [
     "throughput",
     "switch",
     "latency",
@@ -48,6 +51,7 @@ pub const NAMES: [&str; 9] = [
     "passthrough",
     "vm",
     "nic",
+    "flows",
 ];
 
 impl Section {
@@ -63,6 +67,7 @@ impl Section {
             Section::Passthrough => "passthrough",
             Section::Vm => "vm",
             Section::Nic => "nic",
+            Section::Flows => "flows",
         }
     }
 }
@@ -80,6 +85,7 @@ impl FromStr for Section {
             "passthrough" => Section::Passthrough,
             "vm" => Section::Vm,
             "nic" => Section::Nic,
+            "flows" => Section::Flows,
             _ => {
                 return Err(format!(
                     "unknown section '{s}' (sections: {})",
@@ -128,6 +134,7 @@ impl Section {
             Section::Passthrough => b.passthrough(),
             Section::Vm => super::vm::vm(b),
             Section::Nic => super::nic::nic(b),
+            Section::Flows => super::flows::flows(b),
         }
     }
 }
