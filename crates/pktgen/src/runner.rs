@@ -22,12 +22,15 @@ use crate::{meter, recv, rtt, send, PktGenError};
 pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Report, PktGenError> {
     let checked = plan.check()?;
     let name = plan.port.clone();
+    // Before the port opens: from the moment others can see the port open,
+    // SIGINT/SIGTERM end the run with a report (a signal in between used
+    // to kill pkt-gen outright).
+    let _signals = os::SignalGuard::install().map_err(PktGenError::Signal)?;
     let (port, burst) = open(&checked, &name, socket)?;
     let g = port.geometry();
     let threads = checked.threads;
     tracing::info!(port = %name, mode = %checked.mode, burst, len = checked.len, threads, ?g, "pkt-gen starting");
 
-    let _signals = os::SignalGuard::install().map_err(PktGenError::Signal)?;
     wait_before_start(plan.wait_s);
 
     let template = Template::new(&checked.spec);
