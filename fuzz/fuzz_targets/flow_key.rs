@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use ringswitch_flow::verdict::MAX_EDITS;
 use ringswitch_flow::{Config, Edit, FlowCache, FlowKey, FlowTables, Verdict};
 use ringswitch_openflow::consts::*;
-use ringswitch_openflow::message::{FlowMod, FlowModCommand, GroupCommand, GroupMod, GroupType};
+use ringswitch_openflow::message::{FlowMod, GroupCommand, GroupMod, GroupType};
 use ringswitch_openflow::oxm::OFPVID_PRESENT;
 use ringswitch_openflow::{Action, Bucket, Field, Instruction, Match, Oxm};
 
@@ -181,21 +181,13 @@ fn tables() -> FlowTables {
         ),
     ];
     for (table_id, priority, fields, instructions) in flows {
-        let fm = FlowMod {
-            cookie: u64::from(priority),
-            cookie_mask: 0,
+        let mut fm = FlowMod::add(
             table_id,
-            command: FlowModCommand::Add,
-            idle_timeout: 0,
-            hard_timeout: 0,
             priority,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags: 0,
-            r#match: Match::new(fields).unwrap(),
+            Match::new(fields).unwrap(),
             instructions,
-        };
+        );
+        fm.cookie = u64::from(priority);
         t.flow_mod(&fm, now).unwrap();
     }
     t

@@ -445,28 +445,15 @@ fn still_serving(d: &Daemon, sock: &Path) {
 }
 
 fn flow_mod_bytes(xid: u32, i: u32) -> Vec<u8> {
-    use ringswitch_openflow::message::{FlowMod, FlowModCommand};
+    use ringswitch_openflow::message::FlowMod;
     use ringswitch_openflow::oxm::Field;
     use ringswitch_openflow::{Match, Oxm};
-    let fm = FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: 0,
-        command: FlowModCommand::Add,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority: 100,
-        buffer_id: ringswitch_openflow::consts::OFP_NO_BUFFER,
-        out_port: ringswitch_openflow::consts::OFPP_ANY,
-        out_group: ringswitch_openflow::consts::OFPG_ANY,
-        flags: 0,
-        r#match: Match::new(vec![
-            Oxm::exact(Field::EthType, 0x0800),
-            Oxm::exact(Field::Ipv4Dst, u128::from(0x0a00_0000 + i)),
-        ])
-        .unwrap(),
-        instructions: vec![],
-    };
+    let m = Match::new(vec![
+        Oxm::exact(Field::EthType, 0x0800),
+        Oxm::exact(Field::Ipv4Dst, u128::from(0x0a00_0000 + i)),
+    ])
+    .unwrap();
+    let fm = FlowMod::add(0, 100, m, vec![]);
     Message::new(xid, Body::FlowMod(fm)).encode().unwrap()
 }
 

@@ -192,8 +192,11 @@ impl Dests {
     fn start_flows(&mut self) {
         self.flow.ensure();
         if self.next.capacity() < MAX_ENTRIES {
+            // A destination's order may hold every entry (a frame comes
+            // once per output to it).
             self.next.reserve(MAX_ENTRIES);
             self.flood.reserve(MAX_ENTRIES);
+            self.order.reserve(MAX_ENTRIES);
         }
         self.flow.on = true;
     }

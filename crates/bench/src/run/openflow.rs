@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ringswitch_openflow::consts::{OFPCML_NO_BUFFER, OFPG_ANY, OFPP_ANY, OFP_NO_BUFFER};
+use ringswitch_openflow::consts::OFPCML_NO_BUFFER;
 use ringswitch_openflow::message::{FlowMod, FlowModCommand};
 use ringswitch_openflow::{Action, Body, Field, Instruction, Match, Message, Oxm};
 
@@ -96,19 +96,13 @@ fn flow_mod(
         Vec::new()
     };
     let fm = FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: 0,
         command,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        r#match: Match::new(fields).expect("the fields have their prerequisites"),
-        instructions,
+        ..FlowMod::add(
+            0,
+            priority,
+            Match::new(fields).expect("the fields have their prerequisites"),
+            instructions,
+        )
     };
     Message::new(xid, Body::FlowMod(fm))
         .encode()
