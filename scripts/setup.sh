@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs what building ringswitch needs on a fresh Debian 12 machine.
-# Idempotent and quiet when everything is already there.
+# Installs what building ringswitch needs on a fresh Debian 12 machine, and
+# what its tests need unless RINGSWITCH_SETUP=build (scripts/demo.sh: the
+# demo needs only the build). Idempotent and quiet when everything is
+# already there.
 set -euo pipefail
+setup_tests=1
+[ "${RINGSWITCH_SETUP:-}" = build ] && setup_tests=0
 
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
@@ -11,6 +15,7 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # (util-linux), ethtool and busybox's ping, nc and sha256sum.
 dpkg -s libxdp-dev >/dev/null 2>&1 || need_apt+=(libxdp-dev)
 dpkg -s libbpf-dev >/dev/null 2>&1 || need_apt+=(libbpf-dev)
+if [ "$setup_tests" = 1 ]; then
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
@@ -34,6 +39,7 @@ command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # programs the switch; os-ken (an OpenFlow controller library) drives it.
 command -v ovs-ofctl >/dev/null 2>&1 || need_apt+=(openvswitch-common)
 dpkg -s python3-os-ken >/dev/null 2>&1 || need_apt+=(python3-os-ken)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2
     apt-get update -qq
@@ -41,7 +47,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 kernel=$(find /boot -maxdepth 1 -name 'vmlinuz-*-cloud-amd64' 2>/dev/null | sort -V | tail -n 1)
-if [ -n "$kernel" ] && ! dpkg -s "linux-headers-${kernel#/boot/vmlinuz-}" >/dev/null 2>&1; then
+if [ "$setup_tests" = 1 ] && [ -n "$kernel" ] && ! dpkg -s "linux-headers-${kernel#/boot/vmlinuz-}" >/dev/null 2>&1; then
     echo "setup: installing linux-headers-${kernel#/boot/vmlinuz-}" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "linux-headers-${kernel#/boot/vmlinuz-}" >/dev/null ||
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "linux-headers-${kernel#/boot/vmlinuz-}" >/dev/null; }
