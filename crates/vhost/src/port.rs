@@ -132,6 +132,15 @@ struct Cursor {
 }
 
 impl Cursor {
+    /// Gives back the chains taken since `to` (a frame that did not fit).
+    /// The cached available index is dropped with them: it was checked
+    /// against the position it was read at, and more than a ring's worth
+    /// may lie between `to` and it, so it is read (and checked) again.
+    fn rewind(&mut self, to: Wrapping<u16>) {
+        self.next_avail = to;
+        self.avail_cached = to;
+    }
+
     fn at(base: u16) -> Cursor {
         Cursor {
             next_avail: Wrapping(base),
@@ -709,10 +718,15 @@ impl VirtioNetPort {
     }
 
     /// Has the guest queued TX chains the device has not taken yet? One
-    /// read of the available index; false when not running.
+    /// read of the available index (none while chains already seen
+    /// published are left, as for [`VirtioNetPort::rx_space`]); false when
+    /// not running.
     pub fn tx_pending(&self) -> bool {
+        let idx = &self.tx.idx;
         match running_rings(&self.mem, &self.tx) {
-            Some(rings) => Wrapping(rings.avail_idx()) != self.tx.idx.next_avail,
+            Some(rings) => {
+                idx.avail_cached != idx.next_avail || Wrapping(rings.avail_idx()) != idx.next_avail
+            }
             None => false,
         }
     }
@@ -730,11 +744,21 @@ impl VirtioNetPort {
 
     /// RX chains the guest has posted and the device has not used yet. With
     /// MRG_RXBUF a frame may take several.
+    ///
+    /// Counted as [`VirtioNetPort::rx_push`] will take them: chains the
+    /// device has already seen published come first, whatever the guest
+    /// has since written to its index (a driver may not take back what it
+    /// offered); only when those are used is the index read again.
     pub fn rx_space(&self) -> usize {
         let Some(rings) = running_rings(&self.mem, &self.rx) else {
             return 0;
         };
-        let n = (Wrapping(rings.avail_idx()) - self.rx.idx.next_avail).0;
+        let idx = &self.rx.idx;
+        let seen = (idx.avail_cached - idx.next_avail).0;
+        if seen != 0 {
+            return usize::from(seen);
+        }
+        let n = (Wrapping(rings.avail_idx()) - idx.next_avail).0;
         if n > rings.size() {
             0
         } else {
@@ -799,19 +823,19 @@ impl VirtioNetPort {
         let mut cap: u64 = 0;
         while cap < need {
             if !rx_chains.is_empty() && (!mrg || rx_chains.len() == RX_CHAINS_MAX) {
-                idx.next_avail = rollback;
+                idx.rewind(rollback);
                 stats.rx_too_large += 1;
                 return Err(RxError::TooLarge);
             }
             let head = match pop_head(rings, idx) {
                 Ok(Some(head)) => head,
                 Ok(None) => {
-                    idx.next_avail = rollback;
+                    idx.rewind(rollback);
                     stats.rx_full += 1;
                     return Err(RxError::Full);
                 }
                 Err(()) => {
-                    idx.next_avail = rollback;
+                    idx.rewind(rollback);
                     stats.ring_errors += 1;
                     return Err(RxError::Full);
                 }
@@ -842,7 +866,7 @@ impl VirtioNetPort {
                 // The first chain must hold at least the header.
                 Ok(len) if !(rx_chains.is_empty() && len < hdr_len as u64) => {
                     if rx_segs.len() + segs.len() > rx_segs.capacity() {
-                        idx.next_avail = rollback;
+                        idx.rewind(rollback);
                         stats.rx_too_large += 1;
                         return Err(RxError::TooLarge);
                     }

@@ -806,3 +806,31 @@ fn rx_push_deferred_is_visible_only_after_a_flush() {
     assert_eq!(g.used_idx(&g.rx), 6);
     assert_eq!(g.port.stats().rx_pkts, 5);
 }
+
+/// The device reads the available index once per run of chains and trusts
+/// what it saw: a guest that winds the index back afterwards (a broken or
+/// hostile driver) does not take back chains it already published. The
+/// space the port reports must be the space it will use, or a caller that
+/// sizes a batch by it is told "no room" and then has frames accepted.
+#[test]
+fn rx_space_counts_the_chains_already_seen_when_the_guest_winds_back() {
+    let mut g = guest(BASE_FEATURES);
+    rx_post(&g, 0, BUF_BASE, 2048);
+    rx_post(&g, 1, BUF_BASE + 0x1000, 2048);
+    let hdr = VirtioNetHdr::default();
+    g.port.rx_push(&hdr, &frame(60)).unwrap();
+    // The guest moves its index back to where the device is.
+    g.mem.write_obj(1u16, g.rx.avail.unchecked_add(2)).unwrap();
+    assert_eq!(g.port.rx_space(), 1, "chain 1 was seen published");
+    g.port.rx_push(&hdr, &frame(60)).unwrap();
+    assert_eq!(g.port.rx_space(), 0);
+    assert_eq!(g.port.rx_push(&hdr, &frame(60)), Err(RxError::Full));
+    // Far back (more than a ring's worth from the device): no space, and a
+    // push is refused and counted, never taken from a stale slot.
+    g.mem
+        .write_obj(2u16.wrapping_sub(QSIZE + 1), g.rx.avail.unchecked_add(2))
+        .unwrap();
+    assert_eq!(g.port.rx_space(), 0);
+    assert_eq!(g.port.rx_push(&hdr, &frame(60)), Err(RxError::Full));
+    assert_eq!(g.port.stats().rx_pkts, 2);
+}
