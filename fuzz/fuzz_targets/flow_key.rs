@@ -5,6 +5,7 @@
 //! SELECT groups, controller, table-miss) gives a verdict whose edits
 //! apply to the frame within the bounds they say; the exact-match cache
 //! gives the same verdict as the pipeline, and counts every frame once.
+//! A key said to lie in a frame's first 64 bytes is the whole frame's.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -214,6 +215,16 @@ fuzz_target!(|data: &[u8]| {
         let mut buf = [fill; 128];
         buf[..n].copy_from_slice(&frame[..n]);
         assert_eq!(key, FlowKey::extract_prefix(&buf, n, in_port));
+    }
+    // A switch copies a long frame's first cache line only when the key
+    // is within it: it must be the whole frame's key.
+    if frame.len() > 64 && FlowKey::reads_within(&frame[..64]) {
+        assert_eq!(key, FlowKey::extract(&frame[..64], in_port));
+    }
+    let mut line = [0u8; 128];
+    line[..n.min(64)].copy_from_slice(&frame[..n.min(64)]);
+    if n > 64 && FlowKey::prefix_is_fast(&line, 64) {
+        assert_eq!(key, FlowKey::extract_prefix(&line, 64, in_port));
     }
     assert_eq!(key.in_port(), in_port);
     for &f in Field::ALL {

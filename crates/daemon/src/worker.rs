@@ -17,7 +17,7 @@ const CTL: u64 = u64::MAX;
 const ROUNDS_PER_POLL: u32 = 16;
 /// Rounds between two flushes of the flow cache's counts while busy (a
 /// multiple of `ROUNDS_PER_POLL`; the cache also flushes itself every
-/// 16k frames of flow-table traffic).
+/// 64k frames of flow-table traffic).
 const FLUSH_ROUNDS: u32 = 64 * ROUNDS_PER_POLL;
 /// Most events taken per epoll_wait.
 const MAX_EVENTS: usize = 64;

@@ -39,9 +39,15 @@ use crate::error::FlowError;
 
 /// How many 64-bit words a key holds.
 pub const KEY_WORDS: usize = 9;
+// `FlowKey::hash` and `FlowKey::same` are written out for nine words.
+const _: () = assert!(KEY_WORDS == 9);
 
 /// How many leading bytes of a frame the key is extracted from.
 pub const KEY_BYTES: usize = 128;
+
+/// How many leading bytes [`FlowKey::extract_prefix`]'s fixed-offset path
+/// reads: an untagged IPv4 header without options and the L4 ports.
+pub const FAST_BYTES: usize = 14 + 20 + 4;
 
 /// Where a field's bits are: `bits` bits at `shift` in word `word`.
 #[derive(Clone, Copy)]
@@ -220,39 +226,100 @@ impl FlowKey {
     /// other frame takes `extract`.
     #[inline]
     pub fn extract_prefix(buf: &[u8; KEY_BYTES], n: usize, in_port: u32) -> FlowKey {
-        let b = buf;
-        let proto = b[23];
-        let l4_len = match proto {
-            6 | 17 | 132 => 4,
-            1 => 2,
-            _ => usize::MAX,
-        };
-        let fast = (34 + 4..=KEY_BYTES).contains(&n)
-            && l4_len != usize::MAX
-            && u16::from_be_bytes([b[12], b[13]]) == ETH_IPV4
-            && b[14] == 0x45;
-        if !fast {
+        if !FlowKey::prefix_is_fast(buf, n) {
             return FlowKey::extract(&buf[..n.min(KEY_BYTES)], in_port);
         }
-        let be = |at: usize| u64::from(u16::from_be_bytes([b[at], b[at + 1]]));
-        let mac = |at: usize| (be(at) << 32) | (be(at + 2) << 16) | be(at + 4);
-        let ip = |at: usize| (be(at) << 16) | be(at + 2);
+        // Wide loads at fixed offsets (the array's length makes them
+        // checked at compile time): 8 bytes for each address, 4 for each
+        // IPv4 address and for the L4 ports.
+        let b = buf;
+        let be64 = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[at..at + 8]);
+            u64::from_be_bytes(w)
+        };
+        let be32 = |at: usize| {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&b[at..at + 4]);
+            u64::from(u32::from_be_bytes(w))
+        };
+        let proto = b[23];
         let mut k = FlowKey::default();
         k.words[0] = u64::from(in_port) << 32 | u64::from(ETH_IPV4) << 16;
-        k.words[2] = mac(0) << 16 | u64::from(proto) << 8 | u64::from(b[15]);
-        k.words[3] = mac(6) << 16;
-        k.words[4] = ip(26);
-        k.words[6] = ip(30);
+        // The destination address in the top 48 bits, protocol and TOS below.
+        k.words[2] = (be64(0) & !0xffff) | u64::from(proto) << 8 | u64::from(b[15]);
+        k.words[3] = be64(6) & !0xffff;
+        k.words[4] = be32(26);
+        k.words[6] = be32(30);
         // Not a later fragment: the L4 fields (a source and destination
         // port, or an ICMP type and code).
-        if be(20) & 0x1fff == 0 {
-            k.words[8] = if l4_len == 4 {
-                be(34) << 48 | be(36) << 32
-            } else {
+        if u16::from_be_bytes([b[20], b[21]]) & 0x1fff == 0 {
+            k.words[8] = if proto == 1 {
                 u64::from(b[34]) << 48 | u64::from(b[35]) << 32
+            } else {
+                be32(34) << 32
             };
         }
         k
+    }
+
+    /// Whether [`FlowKey::extract_prefix`] takes its fixed-offset path for
+    /// the frame whose first `n` bytes are in `buf`. That path reads only
+    /// the first [`FAST_BYTES`] bytes: a caller that copied just those of
+    /// a longer frame (its first cache line) gets the same key as from
+    /// [`KEY_BYTES`] of them, and need copy no more.
+    #[inline]
+    pub fn prefix_is_fast(buf: &[u8; KEY_BYTES], n: usize) -> bool {
+        (FAST_BYTES..=KEY_BYTES).contains(&n)
+            && matches!(buf[23], 1 | 6 | 17 | 132)
+            && u16::from_be_bytes([buf[12], buf[13]]) == ETH_IPV4
+            && buf[14] == 0x45
+    }
+
+    /// Whether [`FlowKey::extract`] of a frame that begins with `b` reads
+    /// nothing past `b`, judged from `b` alone (an upper bound: it may say
+    /// no when the bytes past `b` are not read after all). A caller that
+    /// copied only a long frame's first cache line copies more only when
+    /// this says no: an IPv4 header with options, IPv6 extension headers.
+    pub fn reads_within(b: &[u8]) -> bool {
+        let Some(mut ty) = be16(b, 12) else {
+            return false;
+        };
+        let mut l3 = 14;
+        if ty == ETH_VLAN || ty == ETH_QINQ {
+            let Some(inner) = be16(b, 16) else {
+                return false;
+            };
+            ty = inner;
+            l3 = 18;
+        }
+        let end = match ty {
+            ETH_ARP => l3 + 28,
+            ETH_IPV4 => {
+                let Some(&v) = b.get(l3) else {
+                    return false;
+                };
+                let ihl = usize::from(v & 0x0f) * 4;
+                if v >> 4 != 4 || ihl < 20 {
+                    l3 + 20
+                } else {
+                    // The L4 fields, fragment or not.
+                    l3 + ihl + 4
+                }
+            }
+            ETH_IPV6 => {
+                let Some(&next) = b.get(l3 + 6) else {
+                    return false;
+                };
+                if matches!(next, 0 | 43 | 44 | 60) {
+                    // A chain of extension headers: no bound from here.
+                    return false;
+                }
+                l3 + 40 + 4
+            }
+            _ => l3,
+        };
+        end <= b.len()
     }
 
     fn extract_ipv4(&mut self, b: &[u8], l3: usize) {
@@ -391,10 +458,36 @@ impl FlowKey {
         &self.words
     }
 
-    /// A hash of the whole key.
+    /// A hash of the whole key: three lanes of three words each, whose
+    /// multiplies overlap (a data path hashes a key per frame), mixed
+    /// into one.
     #[inline]
     pub fn hash(&self) -> u64 {
-        finish(self.words.iter().fold(0, |h, &w| mix(h, w)))
+        let w = &self.words;
+        let lane = |a: u64, b: u64, c: u64| mix(mix(mix(0, a), b), c);
+        finish(
+            lane(w[0], w[1], w[2])
+                ^ lane(w[3], w[4], w[5]).rotate_left(21)
+                ^ lane(w[6], w[7], w[8]).rotate_left(42),
+        )
+    }
+
+    /// Whether two keys are equal, every word compared without a branch
+    /// (what a data path's cache does per frame; `==` stops at the first
+    /// difference, which costs a branch a word).
+    #[inline]
+    pub fn same(&self, other: &FlowKey) -> bool {
+        let (a, b) = (&self.words, &other.words);
+        ((a[0] ^ b[0])
+            | (a[1] ^ b[1])
+            | (a[2] ^ b[2])
+            | (a[3] ^ b[3])
+            | (a[4] ^ b[4])
+            | (a[5] ^ b[5])
+            | (a[6] ^ b[6])
+            | (a[7] ^ b[7])
+            | (a[8] ^ b[8]))
+            == 0
     }
 
     /// A hash of the key under `mask`, over the mask's non-zero words only.

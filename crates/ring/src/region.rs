@@ -499,18 +499,9 @@ impl Region {
     /// for an invalid index).
     #[inline(always)]
     pub fn prefetch_buf(&self, idx: u32) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(b) = self.buf_ofs(idx) {
-            // SAFETY: a prefetch never faults and the address is inside the
-            // mapping anyway.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    self.ptr.as_ptr().add(b).cast::<i8>(),
-                )
-            };
+            crate::copy::prefetch(self.ptr.as_ptr().wrapping_add(b));
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = idx;
     }
 
     /// A read of the first 16 bytes of buffer `idx` (the Ethernet

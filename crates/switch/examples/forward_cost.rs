@@ -220,6 +220,9 @@ fn main() {
     }
     let secs = t0.elapsed().as_secs_f64();
     let st = b.counters.snapshot("b");
+    if let Some(c) = sc.flow_cache() {
+        println!("flow cache: {} hits, {} misses", c.hits(), c.misses());
+    }
     println!(
         "{len}-byte frames, batch {batch}, mode {mode}: engine {:.1} ns/packet ({:.1} Mpps on one core), loop {:.1} ns/packet; delivered {} dropped {}",
         fwd_ns as f64 / done as f64,

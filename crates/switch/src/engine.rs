@@ -100,6 +100,12 @@ impl Scratch {
         }
     }
 
+    /// The worker's flow cache, once a switch with flow tables used it
+    /// (for its hit and miss counts).
+    pub fn flow_cache(&self) -> Option<&FlowCache> {
+        self.flow_cache.as_ref()
+    }
+
     /// Starts a batch.
     pub(crate) fn clear(&mut self) {
         self.ft.clear();
@@ -326,7 +332,7 @@ impl Switch {
             &mut sc.dests,
         );
         source::look_up_staged(&sc.stage, &mut sc.dests, &mut look, false);
-        look.finish();
+        look.finish(&mut sc.dests);
         let none = Counters::default();
         let (dests, stage, edits) = (&mut sc.dests, &mut sc.stage, &mut sc.edits);
         deliver(&look, &none, 1, frame.len() as u64, dests, stage, edits, 0);
@@ -352,7 +358,7 @@ impl Switch {
         let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s())
             .with_flows(&mut sc.flow_cache, &mut sc.dests);
         let read = source::read_ring(&txr, &work, &mut sc.ft, &mut sc.dests, &mut look);
-        look.finish();
+        look.finish(&mut sc.dests);
         let mut frames = FromRing {
             batch: RingBatch {
                 ft: &sc.ft,
@@ -398,7 +404,7 @@ impl Switch {
             let mut look = Lookup::new(&*self.fwd, &table, src.index, self.now_s())
                 .with_flows(&mut sc.flow_cache, &mut sc.dests);
             source::look_up_staged(&sc.stage, &mut sc.dests, &mut look, true);
-            look.finish();
+            look.finish(&mut sc.dests);
             let pkts = sc.stage.intake.frames().len() as u64;
             let (dests, stage, edits) = (&mut sc.dests, &mut sc.stage, &mut sc.edits);
             deliver(
@@ -473,7 +479,7 @@ fn deliver<F: Frames>(
                 FlowDelivery::Edited => {
                     let fe = &dests.flow;
                     let edits_of = |i: usize| {
-                        let spec = &fe.specs[usize::from(fe.order_spec[i])];
+                        let spec = &fe.specs[usize::from(fe.order_spec_of(i))];
                         let mut list: EditList = Default::default();
                         let own = spec.edits();
                         if own.is_empty() && spec.normal && vlans {
@@ -530,10 +536,7 @@ fn to_controller<F: Frames>(
     }
     edits.ensure();
     for &e in &fe.controller {
-        let (k, spec) = (
-            fe.frame[e as usize],
-            &fe.specs[usize::from(fe.spec[e as usize])],
-        );
+        let (k, spec) = (fe.frame_of(e), &fe.specs[usize::from(fe.spec_of(e))]);
         let Some(ctl) = spec.controller else { continue };
         let Ok((_, bytes)) = frames.contiguous(k) else {
             // Longer than any frame a port takes: not for the controller.

@@ -9,17 +9,22 @@
 
 pub(crate) mod flows;
 
+/// The bytes a flow lookup reads of a frame first: a cache line, which
+/// holds the whole key of the commonest frames.
+pub(crate) const FIRST_LINE: usize = 64;
+
 use std::sync::Arc;
 
 use ringswitch_control::PortVlan;
 use ringswitch_flow::key::KEY_BYTES;
+use ringswitch_flow::FlowKey;
 
 use crate::batch::conv::u32_of;
 use crate::batch::MAX_BATCH;
 use crate::flows::Flows;
 use crate::port::SwitchPort;
 use crate::vlan::{self, FrameVlan};
-use flows::{FlowEntries, FlowLookup, To, MAX_ENTRIES};
+use flows::{FlowEntries, FlowLookup, Resolved, To, MAX_ENTRIES};
 
 /// Most ports on one switch (as VALE).
 pub const MAX_PORTS: usize = 254;
@@ -208,6 +213,13 @@ impl Dests {
         if self.next.len() >= MAX_ENTRIES {
             return None;
         }
+        let e = self.next.len();
+        if self.flow.identity {
+            if e == k as usize && spec == 0 {
+                return Some(self.push_link());
+            }
+            self.flow.materialize(e);
+        }
         self.flow.frame.push(k);
         self.flow.spec.push(spec);
         Some(self.push_link())
@@ -346,7 +358,7 @@ impl Dests {
                 }
                 e
             };
-            if self.flow.on {
+            if self.flow.on && !self.flow.identity {
                 let i = e as usize;
                 self.order.push(self.flow.frame[i]);
                 self.flow.order_spec.push(self.flow.spec[i]);
@@ -363,12 +375,11 @@ impl Dests {
     #[inline(always)]
     fn flood_carried(&self, e: u32, v: &PortVlan) -> bool {
         let k = if self.flow.on {
-            let i = e as usize;
-            let normal = self.flow.specs[usize::from(self.flow.spec[i])].normal;
+            let normal = self.flow.specs[usize::from(self.flow.spec_of(e))].normal;
             if !normal {
                 return true;
             }
-            self.flow.frame[i]
+            self.flow.frame_of(e)
         } else {
             e
         };
@@ -393,6 +404,55 @@ pub(crate) struct Lookup<'a> {
     last: Option<(u128, Decision)>,
     /// The flow tables' lookup, when they decide.
     pub(crate) flow: Option<FlowLookup<'a>>,
+    /// With flow tables: the frame given last, filed with the next (or at
+    /// [`Lookup::finish`]), so that its cache entries are fetched while
+    /// the frame before it is filed (see [`FlowLookup::prepare`]).
+    pending: Pending,
+    has_pending: bool,
+}
+
+/// What became of a frame's outputs (see `Lookup::file_output`).
+#[derive(Clone, Copy, Default)]
+struct Filed {
+    /// Under a destination.
+    yes: bool,
+    /// An output left out for want of room (counted as truncated).
+    lost: bool,
+    /// An output the learning bridge's VLAN rules refused.
+    vlan_refused: bool,
+}
+
+impl Filed {
+    const YES: Filed = Filed {
+        yes: true,
+        lost: false,
+        vlan_refused: false,
+    };
+    const NOWHERE: Filed = Filed {
+        yes: false,
+        lost: false,
+        vlan_refused: false,
+    };
+
+    /// What became of two outputs of one frame.
+    fn and(self, o: Filed) -> Filed {
+        Filed {
+            yes: self.yes || o.yes,
+            lost: self.lost || o.lost,
+            vlan_refused: self.vlan_refused || o.vlan_refused,
+        }
+    }
+}
+
+/// A frame a flow lookup has prepared and not filed yet.
+#[derive(Clone, Copy, Default)]
+struct Pending {
+    head: [u8; 16],
+    first_len: u32,
+    len: u32,
+    learn: bool,
+    /// Where its key is kept (see [`FlowLookup::prepare`]).
+    key: usize,
 }
 
 impl<'a> Lookup<'a> {
@@ -416,6 +476,8 @@ impl<'a> Lookup<'a> {
             src_vlan,
             last: None,
             flow: None,
+            pending: Pending::default(),
+            has_pending: false,
         }
     }
 
@@ -449,8 +511,14 @@ impl<'a> Lookup<'a> {
         self
     }
 
-    /// Ends the lookup of the batch (see [`FlowLookup::finish`]).
-    pub(crate) fn finish(&mut self) {
+    /// Ends the lookup of the batch: the last frame filed in `dests` (see
+    /// [`FlowLookup::finish`]).
+    pub(crate) fn finish(&mut self, dests: &mut Dests) {
+        if self.has_pending {
+            self.has_pending = false;
+            let p = self.pending;
+            self.file_flow(dests, &p);
+        }
         if let Some(f) = &mut self.flow {
             f.finish();
         }
@@ -462,8 +530,12 @@ impl<'a> Lookup<'a> {
     /// destinations in `dests`. The policy is asked only when the
     /// addresses, the VLAN or `learn` differ from the previous frame's.
     /// The flow tables, when they decide, read the frame's first bytes
-    /// (up to `KEY_BYTES`, of its first fragment) that `prefix` copies
-    /// into the buffer it is given, returning how many.
+    /// (of its first fragment) that `prefix(buf, want)` copies into `buf`:
+    /// at least `want` (at most `KEY_BYTES`) of them if the frame has
+    /// them, returning how many of the frame's bytes `buf` then holds.
+    /// Only the first [`FIRST_LINE`] are asked for unless the key needs
+    /// more, which the commonest frames do not: a long frame's second
+    /// cache line stays unread until it is copied.
     #[inline(always)]
     pub(crate) fn file(
         &mut self,
@@ -472,11 +544,30 @@ impl<'a> Lookup<'a> {
         first_len: u32,
         len: u32,
         learn: bool,
-        prefix: impl FnOnce(&mut [u8; KEY_BYTES]) -> usize,
+        mut prefix: impl FnMut(&mut [u8; KEY_BYTES], usize) -> usize,
     ) {
         if let Some(fl) = &mut self.flow {
-            let n = prefix(fl.prefix());
-            self.file_flow(dests, head, n, first_len, len, learn);
+            let mut n = prefix(fl.prefix(), FIRST_LINE);
+            if n == FIRST_LINE
+                && first_len as usize > FIRST_LINE
+                && !FlowKey::prefix_is_fast(fl.prefix(), n)
+                && !FlowKey::reads_within(&fl.prefix()[..n])
+            {
+                n = prefix(fl.prefix(), KEY_BYTES);
+            }
+            let next = Pending {
+                head: *head,
+                first_len,
+                len,
+                learn,
+                key: fl.prepare(n),
+            };
+            if self.has_pending {
+                let p = self.pending;
+                self.file_flow(dests, &p);
+            }
+            self.pending = next;
+            self.has_pending = true;
             return;
         }
         let k = dests.push_link();
@@ -510,15 +601,14 @@ impl<'a> Lookup<'a> {
     /// destination (or, if only its VLAN kept it from `NORMAL`, as a VLAN
     /// drop).
     #[inline]
-    fn file_flow(
-        &mut self,
-        dests: &mut Dests,
-        head: &[u8; 16],
-        prefix: usize,
-        first_len: u32,
-        len: u32,
-        learn: bool,
-    ) {
+    fn file_flow(&mut self, dests: &mut Dests, p: &Pending) {
+        let Pending {
+            ref head,
+            first_len,
+            len,
+            learn,
+            key,
+        } = *p;
         let k = dests.flow.frames;
         dests.flow.frames += 1;
         let fv = match self.src_vlan {
@@ -533,53 +623,29 @@ impl<'a> Lookup<'a> {
             return;
         };
         let (table, src) = (self.table, self.src);
-        fl.classify(prefix, len, &mut dests.flow, table, src);
+        fl.classify(key, len, &mut dests.flow, table, src);
         let n = fl.resolved().len();
-        let (mut filed, mut vlan_refused, mut lost) = (false, false, false);
-        for i in 0..n {
-            let Some(r) = self.flow.as_ref().map(|f| f.resolved()[i]) else {
-                break;
-            };
-            let to = match r.to {
-                To::Normal => {
-                    let Some(fv) = fv else {
-                        vlan_refused = true;
-                        continue;
-                    };
-                    match self.decide(head, fv.vid, learn) {
-                        Decision::Drop => continue,
-                        Decision::Port(p)
-                            if p != src
-                                && table.get(p).is_some_and(|port| port.vlan.carries(fv.vid)) =>
-                        {
-                            To::Port(p)
-                        }
-                        Decision::Port(_) | Decision::Flood => To::Flood,
-                    }
-                }
-                to => to,
-            };
-            let Some(e) = dests.push_entry(k, r.spec) else {
-                lost = true;
-                continue;
-            };
-            filed = true;
-            match to {
-                To::Port(p) => dests.link(p, e),
-                To::Controller => dests.flow.controller.push(e),
-                To::Flood | To::Normal => {
-                    dests.flood.push(e);
-                    dests.flood_bytes += u64::from(len);
-                }
+        // The common verdict, one output, without the loop's bookkeeping.
+        let filed = if n == 1 {
+            let r = fl.resolved()[0];
+            self.file_output(dests, k, r, head, fv, learn, len)
+        } else {
+            let mut filed = Filed::NOWHERE;
+            for i in 0..n {
+                let Some(r) = self.flow.as_ref().map(|f| f.resolved()[i]) else {
+                    break;
+                };
+                filed = filed.and(self.file_output(dests, k, r, head, fv, learn, len));
             }
-        }
-        if lost {
+            filed
+        };
+        if filed.lost {
             if let Some(fl) = self.flow.as_ref() {
                 fl.flows().count_truncated(1);
             }
         }
-        if !filed {
-            if vlan_refused {
+        if !filed.yes {
+            if filed.vlan_refused {
                 dests.vlan_drops += 1;
                 dests.vlan_drop_bytes += u64::from(len);
             } else {
@@ -587,6 +653,60 @@ impl<'a> Lookup<'a> {
                 dests.no_dest_bytes += u64::from(len);
             }
         }
+    }
+
+    /// Files frame `k` (`len` bytes, first bytes `head`, in VLAN `fv` if
+    /// its source let it in) under the destination of output `r`: an
+    /// entry for it, unless the output leads nowhere.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn file_output(
+        &mut self,
+        dests: &mut Dests,
+        k: u32,
+        r: Resolved,
+        head: &[u8; 16],
+        fv: Option<FrameVlan>,
+        learn: bool,
+        len: u32,
+    ) -> Filed {
+        let (table, src) = (self.table, self.src);
+        let to = match r.to {
+            To::Normal => {
+                let Some(fv) = fv else {
+                    return Filed {
+                        vlan_refused: true,
+                        ..Filed::NOWHERE
+                    };
+                };
+                match self.decide(head, fv.vid, learn) {
+                    Decision::Drop => return Filed::NOWHERE,
+                    Decision::Port(p)
+                        if p != src
+                            && table.get(p).is_some_and(|port| port.vlan.carries(fv.vid)) =>
+                    {
+                        To::Port(p)
+                    }
+                    Decision::Port(_) | Decision::Flood => To::Flood,
+                }
+            }
+            to => to,
+        };
+        let Some(e) = dests.push_entry(k, r.spec) else {
+            return Filed {
+                lost: true,
+                ..Filed::NOWHERE
+            };
+        };
+        match to {
+            To::Port(p) => dests.link(p, e),
+            To::Controller => dests.flow.controller.push(e),
+            To::Flood | To::Normal => {
+                dests.flood.push(e);
+                dests.flood_bytes += u64::from(len);
+            }
+        }
+        Filed::YES
     }
 
     /// The policy's decision for a frame with these first bytes in VLAN

@@ -9,7 +9,7 @@ use ringswitch_ring::{arith, NetmapSlot, PortRing, Region};
 
 use crate::batch::conv::split_word0;
 use crate::batch::{BatchResult, Ft, StageScratch, MIN_FRAME};
-use crate::lookup::{Dests, Lookup};
+use crate::lookup::{Dests, Lookup, FIRST_LINE};
 use crate::port::{Counters, RingPort};
 
 /// Work published on a TX ring: slots from `hwcur` to `head`.
@@ -175,17 +175,19 @@ pub(crate) fn read_ring(
             first_len: u32::from(s0.len),
         });
         let first_len = u32::from(s0.len);
-        look.file(dests, &head, first_len, total, !no_learn, |buf| {
+        look.file(dests, &head, first_len, total, !no_learn, |buf, want| {
             // The first fragment's first bytes (a copy of constant size:
             // the sender may change them, which only misroutes its own
-            // frame), of which the first `first_len` are the frame's.
-            // A short frame's first cache line only.
-            let read = match <&mut [u8; 64]>::try_from(&mut buf[..64]) {
-                Ok(line) if first_len <= 64 => sregion.read_first(s0.buf_idx, line),
-                _ => sregion.read_first(s0.buf_idx, buf),
+            // frame), of which the first `first_len` are the frame's: its
+            // first cache line, or all `buf` holds.
+            let (read, got) = match <&mut [u8; FIRST_LINE]>::try_from(&mut buf[..FIRST_LINE]) {
+                Ok(line) if want <= FIRST_LINE || first_len as usize <= FIRST_LINE => {
+                    (sregion.read_first(s0.buf_idx, line), FIRST_LINE)
+                }
+                _ => (sregion.read_first(s0.buf_idx, buf), buf.len()),
             };
             if read {
-                (first_len as usize).min(buf.len())
+                (first_len as usize).min(got)
             } else {
                 0
             }
@@ -293,8 +295,8 @@ pub(crate) fn look_up_staged(
         let bytes = intake.bytes(f);
         let n = bytes.len().min(16);
         head[..n].copy_from_slice(&bytes[..n]);
-        look.file(dests, &head, f.len, f.len, learn, |buf| {
-            let n = bytes.len().min(buf.len());
+        look.file(dests, &head, f.len, f.len, learn, |buf, want| {
+            let n = bytes.len().min(want).min(buf.len());
             buf[..n].copy_from_slice(&bytes[..n]);
             n
         });

@@ -554,3 +554,84 @@ fn groups_all_copy_and_select_spreads_by_five_tuple() {
         "the same choice"
     );
 }
+
+/// A long frame's key is read from its first cache line when it lies
+/// there, and from further on when it does not: the UDP ports behind 40
+/// bytes of IPv4 options sit past byte 64, and a flow on them must still
+/// decide; so must one on the ports of a plain frame of the same length.
+/// Frames of both kinds in one batch go each where its own flow says.
+#[test]
+fn long_frames_keyed_past_the_first_line_and_within_it() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    let (_c, _, mut crx) = ring(&sw, "c");
+    let udp_ports = |sport: u128| {
+        vec![
+            Oxm::exact(Field::EthType, 0x0800),
+            Oxm::exact(Field::IpProto, 17),
+            Oxm::exact(Field::UdpSrc, sport),
+        ]
+    };
+    add(&flows, flow(20, udp_ports(4000), vec![out(2)]));
+    add(&flows, flow(10, udp_ports(5000), vec![out(3)]));
+    // A plain frame, 1000 bytes.
+    let mut plain = udp(0xb, 0xa, 4000, 1);
+    plain.resize(1000, 0x5a);
+    // The same with 40 bytes of options (IHL 15): its ports at 74..78.
+    let mut opts = plain[..34].to_vec();
+    opts[14] = 0x4f;
+    opts.extend_from_slice(&[1u8; 40]);
+    opts.extend_from_slice(&5000u16.to_be_bytes());
+    opts.extend_from_slice(&plain[36..]);
+    opts.truncate(1000);
+    let batch = vec![plain.clone(), opts.clone(), plain.clone(), opts.clone()];
+    queue(&mut atx, &batch);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(drain(&mut brx), vec![plain.clone(), plain]);
+    assert_eq!(drain(&mut crx), vec![opts.clone(), opts]);
+    assert_eq!(counts(&mut sc, &flows, 20), (2, 2000));
+    assert_eq!(counts(&mut sc, &flows, 10), (2, 2000));
+}
+
+/// A batch whose frames have one output each but for one with two and one
+/// with none (the engine keeps a frame-to-entry table only once a batch
+/// needs it): every destination still gets its frames once, in order.
+#[test]
+fn one_output_per_frame_then_two_then_none_in_one_batch() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let (_b, _, mut brx) = ring(&sw, "b");
+    let (_c, _, mut crx) = ring(&sw, "c");
+    let sport = |p: u128| {
+        vec![
+            Oxm::exact(Field::EthType, 0x0800),
+            Oxm::exact(Field::IpProto, 17),
+            Oxm::exact(Field::UdpSrc, p),
+        ]
+    };
+    add(&flows, flow(10, sport(1), vec![out(2)]));
+    add(&flows, flow(10, sport(2), vec![out(2), out(3)]));
+    add(&flows, flow(10, sport(4), vec![out(3)]));
+    // Port 3: no flow, dropped.
+    let f: Vec<_> = [1u16, 1, 2, 1, 3, 1, 4, 1]
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| udp(0xb, 0xa, p, i as u8))
+        .collect();
+    queue(&mut atx, &f);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(
+        drain(&mut brx),
+        vec![
+            f[0].clone(),
+            f[1].clone(),
+            f[2].clone(),
+            f[3].clone(),
+            f[5].clone(),
+            f[7].clone()
+        ]
+    );
+    assert_eq!(drain(&mut crx), vec![f[2].clone(), f[6].clone()]);
+    assert_eq!(a.counters.snapshot("a").drop_no_dest, 1);
+}

@@ -76,14 +76,7 @@ impl HostPtr {
     /// never faults, whatever the address.
     #[inline(always)]
     fn prefetch(self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: _mm_prefetch only hints the cache; it does not access
-        // memory architecturally and cannot fault.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                self.0.cast::<i8>(),
-            )
-        };
+        ringswitch_ring::copy::prefetch(self.0);
     }
 
     fn is_aligned(self, align: usize) -> bool {

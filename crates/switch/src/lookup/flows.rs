@@ -29,7 +29,7 @@ pub(crate) const MAX_SPECS: usize = 255;
 /// them to the flows' counters (see `ringswitch_flow::cache`): a few
 /// milliseconds of traffic at full speed; a worker also flushes before it
 /// sleeps ([`crate::Scratch::flush_counters`]).
-pub(crate) const FLUSH_FRAMES: u64 = 16 * 1024;
+pub(crate) const FLUSH_FRAMES: u64 = 64 * 1024;
 
 /// Most entries (a frame's outputs) in one batch: a batch of the largest
 /// size, each frame with every output a verdict holds.
@@ -87,8 +87,13 @@ pub(crate) struct FlowEntries {
     /// Entries for the controller, in batch order.
     pub(crate) controller: Vec<u32>,
     /// Per frame of a destination's `order` (see `Dests::order_for`): its
-    /// entry's output.
+    /// entry's output. Empty while `identity` holds.
     pub(crate) order_spec: Vec<u8>,
+    /// Every entry so far is the one entry of the frame of the same index,
+    /// with output 0: `frame` and `spec` are left empty, as every frame's
+    /// entry is itself (the common batch: one flow action for all). The
+    /// first entry that breaks it fills them in for those before it.
+    pub(crate) identity: bool,
 }
 
 impl FlowEntries {
@@ -104,9 +109,50 @@ impl FlowEntries {
         }
     }
 
+    /// Entry `e`'s frame.
+    #[inline(always)]
+    pub(crate) fn frame_of(&self, e: u32) -> u32 {
+        if self.identity {
+            e
+        } else {
+            self.frame[e as usize]
+        }
+    }
+
+    /// Entry `e`'s output (its number in `specs`).
+    #[inline(always)]
+    pub(crate) fn spec_of(&self, e: u32) -> u8 {
+        if self.identity {
+            0
+        } else {
+            self.spec[e as usize]
+        }
+    }
+
+    /// The output of the `i`th frame of a destination's `order`.
+    #[inline(always)]
+    pub(crate) fn order_spec_of(&self, i: usize) -> u8 {
+        if self.identity {
+            0
+        } else {
+            self.order_spec[i]
+        }
+    }
+
+    /// Ends `identity`: `frame` and `spec` filled in for the first
+    /// `entries` entries.
+    pub(crate) fn materialize(&mut self, entries: usize) {
+        self.identity = false;
+        for e in self.frame.len()..entries {
+            self.frame.push(u32::try_from(e).unwrap_or(u32::MAX));
+            self.spec.push(0);
+        }
+    }
+
     /// Starts a batch.
     pub(crate) fn clear(&mut self) {
         self.on = false;
+        self.identity = true;
         self.frames = 0;
         self.frame.clear();
         self.spec.clear();
@@ -157,7 +203,13 @@ impl FlowEntries {
             return FlowDelivery::Plain;
         }
         let (mut plain, mut retag) = (true, true);
-        for &s in &self.order_spec {
+        let one = [0u8];
+        let order_spec = if self.identity {
+            &one[..]
+        } else {
+            &self.order_spec[..]
+        };
+        for &s in order_spec {
             let spec = &self.specs[usize::from(s)];
             if !spec.edits().is_empty() {
                 return FlowDelivery::Edited;
@@ -203,6 +255,17 @@ const NO_RESOLVED: Resolved = Resolved {
     spec: 0,
 };
 
+/// A frame's flow key, extracted ahead of its lookup
+/// ([`FlowLookup::prepare`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Prepared {
+    key: FlowKey,
+    /// `key`'s hash (not computed when `same`).
+    hash: u64,
+    /// The same key as the frame prepared before it.
+    same: bool,
+}
+
 /// Where a flow lookup's verdicts come from.
 enum Verdicts<'a> {
     Cache(&'a mut FlowCache),
@@ -227,11 +290,13 @@ pub(crate) struct FlowLookup<'a> {
     /// The frame's first bytes, copied by the caller (see
     /// [`FlowLookup::prefix`]).
     buf: [u8; KEY_BYTES],
-    /// The last frame's key, when it was looked up in the cache in this
-    /// batch: a frame with the same key (the next of a run of one flow's)
-    /// is counted on its entry without a lookup.
-    last_key: FlowKey,
-    last_valid: bool,
+    /// A frame was prepared in this batch (see [`FlowLookup::prepare`]):
+    /// a frame with the same key as the one before it (the next of a run
+    /// of one flow's) is counted on its entry without a lookup.
+    prev_valid: bool,
+    /// The keys of the two frames prepared last, the newest at `newest`.
+    prepared: [Prepared; 2],
+    newest: usize,
     /// The resolved outputs of the verdict with cache stamp `stamp` (0:
     /// none yet) and action class `class` (see `ringswitch_flow::Hit`): a
     /// verdict of the same class (another flow's, with the same actions)
@@ -260,8 +325,9 @@ impl<'a> FlowLookup<'a> {
             tables: None,
             in_port: of_port(src),
             buf: [0; KEY_BYTES],
-            last_key: FlowKey::default(),
-            last_valid: false,
+            prev_valid: false,
+            prepared: [Prepared::default(); 2],
+            newest: 0,
             stamp: 0,
             class: NO_CLASS,
             resolved: [NO_RESOLVED; MAX_OUTPUTS],
@@ -299,14 +365,48 @@ impl<'a> FlowLookup<'a> {
         &self.resolved[..self.n_resolved]
     }
 
-    /// Classifies the frame whose first `n` bytes are in
-    /// [`FlowLookup::prefix`], `len` bytes in all, from `src`: its outputs
-    /// are then [`FlowLookup::resolved`], with their specs in `entries`.
-    /// The frame is counted on the flows it matched.
+    /// The key of the frame whose first `n` bytes are in
+    /// [`FlowLookup::prefix`], ahead of its [`FlowLookup::classify`]: the
+    /// cache entries it will be looked up in start coming into the CPU's
+    /// cache now, while the frame before it is classified (they are cold
+    /// when frames of many flows pass, and colder still when long frames'
+    /// copies have gone through the cache since). Returns where the key
+    /// is kept for `classify`: the two frames last prepared are.
+    #[inline]
+    pub(crate) fn prepare(&mut self, n: usize) -> usize {
+        let i = self.newest ^ 1;
+        self.newest = i;
+        let Verdicts::Cache(cache) = &self.cache else {
+            return i;
+        };
+        let key = FlowKey::extract_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
+        // Word by word, most likely to differ first (addresses and ports),
+        // stopping at the first difference, with the frame prepared before.
+        let prev = &self.prepared[i ^ 1].key;
+        let same = self.prev_valid
+            && [4, 6, 8, 2, 3, 0, 1, 5, 7]
+                .iter()
+                .all(|&w| prev.words()[w] == key.words()[w]);
+        self.prev_valid = true;
+        let p = &mut self.prepared[i];
+        p.key = key;
+        p.same = same;
+        if !same {
+            p.hash = key.hash();
+            cache.prefetch_with(p.hash, ringswitch_ring::copy::prefetch);
+        }
+        i
+    }
+
+    /// Classifies the frame whose key [`FlowLookup::prepare`] kept at
+    /// `prepared` (frames are classified in the order they were prepared,
+    /// each before the next but one is prepared), `len` bytes in all, from
+    /// `src`: its outputs are then [`FlowLookup::resolved`], with their
+    /// specs in `entries`. The frame is counted on the flows it matched.
     #[inline]
     pub(crate) fn classify(
         &mut self,
-        n: usize,
+        prepared: usize,
         len: u32,
         entries: &mut FlowEntries,
         table: &PortTable,
@@ -319,26 +419,19 @@ impl<'a> FlowLookup<'a> {
             tables,
             ..
         } = self;
+        let p = &self.prepared[prepared & 1];
         let (stamp, class, verdict) = match cache {
             Verdicts::Cache(cache) => {
-                let key = FlowKey::extract_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
-                // Word by word, most likely to differ first (addresses and
-                // ports), stopping at the first difference.
-                let same_key = self.last_valid
-                    && [4, 6, 8, 2, 3, 0, 1, 5, 7]
-                        .iter()
-                        .all(|&i| self.last_key.words()[i] == key.words()[i]);
-                if same_key {
-                    // The same entry, the same resolution.
+                if p.same {
+                    // The same entry as the frame before, the same
+                    // resolution.
                     cache.repeat_last(len as usize);
                     if self.truncated {
                         self.truncated_frames += 1;
                     }
                     return;
                 }
-                self.last_key = key;
-                self.last_valid = true;
-                let hit = cache.lookup_hit(*version, &key, len as usize, |k, v| {
+                let hit = cache.lookup_hashed(*version, &p.key, p.hash, len as usize, |k, v| {
                     tables.get_or_insert_with(|| flows.read()).classify(k, v)
                 });
                 (hit.stamp, hit.class, hit.verdict)
