@@ -92,12 +92,18 @@ impl Default for Scratch {
 
 impl Scratch {
     /// Adds what the worker's flow cache counted to the flows' counters:
-    /// call it before the worker sleeps (it also happens every
-    /// few thousand frames), so flow statistics catch up with the traffic.
+    /// call it when the worker goes idle (it also happens every 64k
+    /// frames), so flow statistics catch up with the traffic.
     pub fn flush_counters(&mut self) {
         if let Some(c) = &mut self.flow_cache {
             c.flush();
         }
+    }
+
+    /// Whether the worker's flow cache has counted frames that
+    /// [`Scratch::flush_counters`] has not added to the flows' counters.
+    pub fn counts_pending(&self) -> bool {
+        self.flow_cache.as_ref().is_some_and(|c| c.pending() > 0)
     }
 
     /// The worker's flow cache, once a switch with flow tables used it

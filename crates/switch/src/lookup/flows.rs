@@ -379,20 +379,20 @@ impl<'a> FlowLookup<'a> {
         let Verdicts::Cache(cache) = &self.cache else {
             return i;
         };
-        let key = FlowKey::extract_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
+        // The key is made where it is kept: a copy of it (by wider loads
+        // than the stores that made it) stalls on store forwarding.
+        let [a, b] = &mut self.prepared;
+        let (p, prev) = if i == 0 { (a, &*b) } else { (b, &*a) };
+        p.key = FlowKey::extract_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
         // Word by word, most likely to differ first (addresses and ports),
         // stopping at the first difference, with the frame prepared before.
-        let prev = &self.prepared[i ^ 1].key;
-        let same = self.prev_valid
+        p.same = self.prev_valid
             && [4, 6, 8, 2, 3, 0, 1, 5, 7]
                 .iter()
-                .all(|&w| prev.words()[w] == key.words()[w]);
+                .all(|&w| prev.key.words()[w] == p.key.words()[w]);
         self.prev_valid = true;
-        let p = &mut self.prepared[i];
-        p.key = key;
-        p.same = same;
-        if !same {
-            p.hash = key.hash();
+        if !p.same {
+            p.hash = p.key.hash();
             cache.prefetch_with(p.hash, ringswitch_ring::copy::prefetch);
         }
         i
