@@ -89,6 +89,13 @@ testpmd_samples() {
 		}'
 }
 
+# The statistics blocks of port PORT only (a testpmd with several ports
+# prints a block per port, each headed "NIC statistics for port N").
+#   testpmd_port_blocks LOG PORT
+testpmd_port_blocks() {
+	testpmd_clean "$1" | awk -v p="$2" '/NIC statistics for port/ { on = ($(NF - 1) == p) } on'
+}
+
 # Seconds covered by testpmd_samples output on stdin.
 testpmd_covered() { awk '{ t += $2 } END { printf "%.3f\n", t }'; }
 

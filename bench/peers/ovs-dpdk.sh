@@ -58,7 +58,7 @@ usage() {
 	cat <<EOF
 usage: $PROG [--ports vhost|memif] [--seconds N] [--size BYTES] [--placements LIST]
              [--maxsleep LIST] [--idle-seconds N] [--normal] [--raw DIR]
-             [--flows FILE] [--tx-args ARGS]
+             [--flows FILE] [--tx-args ARGS] [--tx-pcap FILE]
 
   --ports KIND       vhost: dpdkvhostuserclient ports, testpmd virtio_user
                      (default); memif: DPDK memif ports (OVS the server),
@@ -78,6 +78,11 @@ usage: $PROG [--ports vhost|memif] [--seconds N] [--size BYTES] [--placements LI
                      of port-to-port flows
   --tx-args ARGS     more testpmd arguments for the sender (space-separated,
                      e.g. "--tx-ip=10.0.0.1,10.1.0.1 --tx-udp=1000,4321")
+  --tx-pcap FILE     the sender replays the frames of this pcap file over and
+                     over (DPDK's pcap PMD, infinite_rx, forwarded by testpmd
+                     io mode to its OVS port) instead of txonly's one frame:
+                     traffic with many 5-tuples (--size then only names the
+                     run: the frames are the file's)
 
 environment: OVS_DPDK_TIMEOUT  seconds to wait for start-up and traffic (default 30)
 
@@ -105,16 +110,17 @@ PORTS=vhost
 RAWDIR=
 FLOWS_FILE=
 TX_ARGS=
+TX_PCAP=
 TIMEOUT=${OVS_DPDK_TIMEOUT:-30}
 
 while (($# > 0)); do
 	case $1 in
-	--seconds | --size | --idle-seconds | --placements | --maxsleep | --ports | --raw | --flows | --tx-args)
+	--seconds | --size | --idle-seconds | --placements | --maxsleep | --ports | --raw | --flows | --tx-args | --tx-pcap)
 		(($# >= 2)) || die "$1 needs a value (try --help)"
 		opt=$1 val=$2
 		shift 2
 		;;
-	--seconds=* | --size=* | --idle-seconds=* | --placements=* | --maxsleep=* | --ports=* | --raw=* | --flows=* | --tx-args=*)
+	--seconds=* | --size=* | --idle-seconds=* | --placements=* | --maxsleep=* | --ports=* | --raw=* | --flows=* | --tx-args=* | --tx-pcap=*)
 		opt=${1%%=*} val=${1#*=}
 		shift
 		;;
@@ -145,6 +151,10 @@ while (($# > 0)); do
 		FLOWS_FILE=$val
 		;;
 	--tx-args) TX_ARGS=$val ;;
+	--tx-pcap)
+		[[ -r $val ]] || die "--tx-pcap: cannot read '$val'"
+		TX_PCAP=$(realpath "$val")
+		;;
 	*)
 		is_uint "$val" || die "$opt wants a non-negative integer, got '$val'"
 		val=$((10#$val))
@@ -465,6 +475,23 @@ start_tp() {
 		read -ra extra <<<"$TX_ARGS"
 		TESTPMD_ARGV+=("${extra[@]}")
 	fi
+	if [[ $mode == txonly && -n $TX_PCAP ]]; then
+		# Port 0 the pcap replay (two RX queues, as the memif port has:
+		# testpmd sets every port alike), port 1 the OVS port; io mode
+		# forwards port 0's frames to port 1 (and port 1's, none, to the
+		# file /dev/null). testpmd polls queue 0 only (min(rxq, txq)).
+		local pcap=net_pcap0,rx_pcap=$TX_PCAP,rx_pcap=$TX_PCAP,infinite_rx=1,tx_pcap=/dev/null
+		local kept=() arg
+		for arg in "${TESTPMD_ARGV[@]}"; do
+			case $arg in
+			--vdev=*) kept+=("--vdev=$pcap" "$arg") ;;
+			--forward-mode=txonly) kept+=(--forward-mode=io) ;;
+			--txpkts=* | --eth-peer=*) ;;
+			*) kept+=("$arg") ;;
+			esac
+		done
+		TESTPMD_ARGV=("${kept[@]}")
+	fi
 	STARTED_LOG=$D/$(printf '%02d' "$SEQ")-testpmd-$name.log
 	printf '%s\n' "${TESTPMD_ARGV[*]}" >"$STARTED_LOG.cmd"
 	: >"$STARTED_LOG"
@@ -583,7 +610,13 @@ for run in $(for pl in $PLACEMENTS; do for m in $MAXSLEEPS; do echo "$pl,$m"; do
 	# (awk stops reading once the samples cover the window: a SIGPIPE for
 	# the sed in front of it with a long log, not an error.)
 	rxs=$(testpmd_samples RX "$rxlog" "$SECS") || true
-	txs=$(testpmd_samples TX "$txlog" "$SECS") || true
+	if [[ -n $TX_PCAP ]]; then
+		# The OVS port is port 1; port 0's blocks (the pcap replay) are not
+		# what was sent to OVS.
+		txs=$(testpmd_samples TX <(testpmd_port_blocks "$txlog" 1) "$SECS") || true
+	else
+		txs=$(testpmd_samples TX "$txlog" "$SECS") || true
+	fi
 	stop_clients
 	log "  rx testpmd counted $(rx_frames "$rxlog")"
 	rx_mpps=$(testpmd_median <<<"$rxs" | awk '{ printf "%.3f", $1 / 1e6 }')

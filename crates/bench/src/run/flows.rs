@@ -666,13 +666,13 @@ fn storm(
     Ok(())
 }
 
-/// testpmd's sender arguments for OVS-DPDK: one 5-tuple of the 1,000
-/// (testpmd txonly sends one; it has no address or port ranges).
-pub const OVS_TX_ARGS: &str = "--tx-ip=10.0.0.1,10.1.0.1 --tx-udp=1000,4321";
-
 /// OVS-DPDK with memif ports (`ovs-dpdk.sh --ports memif`, as the switch
 /// section runs it), each size of `ovs_sizes`: its port-to-port flow, then
-/// the 1,000 flows (`--flows`), the same one-tuple testpmd stream.
+/// the 1,000 flows (`--flows`), both fed the 1,000 tuples by a testpmd
+/// that replays them from a pcap file (`--tx-pcap`, DPDK's pcap PMD).
+/// Beside the received rate (set by the receiving testpmd sharing a CPU
+/// with the sender, as in the switch section) goes the PMD thread's own
+/// processing cycles per packet, the cost the flows add.
 fn ovs_flows(b: &mut Bench) -> Result<(), Error> {
     const P2P: &str = "OVS-DPDK (memif ports), port-to-port flow";
     const OVS: &str = "OVS-DPDK (memif ports), 1,000 flows (10 masks)";
@@ -685,11 +685,16 @@ fn ovs_flows(b: &mut Bench) -> Result<(), Error> {
     let placement = format!("{},{},{}", b.rx_cpu, b.rx_cpu, b.tx_cpu);
     for &size in &b.params.list("ovs_sizes")?.to_vec() {
         let case = format!(
-            "{} B, one active 5-tuple (testpmd)",
+            "{} B, 1,000 active 5-tuples (testpmd replaying a pcap)",
             if size == 64 { 60 } else { size }
         );
+        let pcap = b.out.join(format!("raw/tuples-1000-{size}.pcap"));
+        let frame = usize::try_from(size).unwrap_or(64);
+        if let Err(source) = std::fs::write(&pcap, of::tuples_pcap(frame)) {
+            return Err(Error::Write { path: pcap, source });
+        }
         for r in 1..=b.runs {
-            let mut got = [None, None];
+            let (mut got, mut cycles) = ([None, None], [None, None]);
             for (i, (sys, flows)) in [(P2P, false), (OVS, true)].into_iter().enumerate() {
                 if super::signals::interrupted() {
                     return Ok(());
@@ -710,7 +715,7 @@ fn ovs_flows(b: &mut Bench) -> Result<(), Error> {
                     "0",
                     &raw,
                 );
-                cmd.extend(["--tx-args".to_owned(), OVS_TX_ARGS.to_owned()]);
+                cmd.extend(["--tx-pcap".to_owned(), pcap.display().to_string()]);
                 if flows {
                     cmd.extend(["--flows".to_owned(), file.display().to_string()]);
                 }
@@ -720,15 +725,28 @@ fn ovs_flows(b: &mut Bench) -> Result<(), Error> {
                     .map(|(_, out)| super::peers::ovs_placements(&out).unwrap_or_default())
                     .and_then(|rows| {
                         rows.into_iter()
-                            .find_map(|p| p.rx_mpps)
+                            .find(|p| p.rx_mpps.is_some())
                             .ok_or_else(|| "no placement line in ovs-dpdk.sh's report".to_owned())
                     });
                 match row {
-                    Ok(m) => {
+                    Ok(p) => {
+                        let m = p.rx_mpps.unwrap_or_default();
                         b.data
                             .sample(&Key::received(SECTION, &case, sys, "-"), r, &m)?;
-                        b.log(&format!("  {sys}, {size} B, run {r}: {m} Mpps"));
                         got[i] = m.parse::<f64>().ok();
+                        if let Some(c) = p.pmd_proc_cycles_per_pkt {
+                            let k = Key {
+                                better: "lower",
+                                ..key(&case, sys, "PMD processing cycles", "per packet")
+                            };
+                            b.data.sample(&k, r, &format!("{c:.1}"))?;
+                            cycles[i] = Some(c);
+                        }
+                        b.log(&format!(
+                            "  {sys}, {size} B, run {r}: {m} Mpps, PMD {} processing cycles per packet",
+                            p.pmd_proc_cycles_per_pkt
+                                .map_or_else(|| "?".to_owned(), |c| format!("{c:.1}"))
+                        ));
                     }
                     Err(e) => b.data.miss(SECTION, &case, sys, &format!("run {r}: {e}"))?,
                 }
@@ -743,6 +761,24 @@ fn ovs_flows(b: &mut Bench) -> Result<(), Error> {
                     )?;
                     b.log(&format!(
                         "  OVS-DPDK {size} B run {r}: 1,000 flows ÷ port-to-port = {pct} %"
+                    ));
+                }
+            }
+            if let [Some(p), Some(t)] = cycles {
+                if t > 0.0 {
+                    let pct = format!("{:.1}", 100.0 * p / t);
+                    b.data.sample(
+                        &key(
+                            &case,
+                            OVS,
+                            "port-to-port's PMD cycles per packet ÷ 1,000 flows'",
+                            "%",
+                        ),
+                        r,
+                        &pct,
+                    )?;
+                    b.log(&format!(
+                        "  OVS-DPDK {size} B run {r}: by the PMD's processing cycles per packet, port-to-port ÷ 1,000 flows = {pct} %"
                     ));
                 }
             }

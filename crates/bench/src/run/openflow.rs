@@ -53,6 +53,62 @@ pub fn thousand_flows(port: &str) -> String {
     text
 }
 
+/// The 1,000 tuples of [`TUPLES_SRC`] → [`TUPLES_DST`] as a pcap file of
+/// 1,000 UDP/IPv4 frames of `size` bytes (at least 42), source port
+/// moving fastest, as pkt-gen walks them: what DPDK's pcap PMD replays for
+/// a testpmd sender (`ovs-dpdk.sh --tx-pcap`), so that OVS sees the same
+/// tuples ringswitch does. Checksums: IPv4 set, UDP 0 (none).
+pub fn tuples_pcap(size: usize) -> Vec<u8> {
+    let size = size.max(42);
+    let mut out = Vec::with_capacity(24 + 1000 * (16 + size));
+    // Global header: magic, version 2.4, zone, accuracy, snap length,
+    // link type 1 (Ethernet), little-endian as written.
+    for (v, n) in [
+        (0xa1b2_c3d4u32, 4),
+        (2, 2),
+        (4, 2),
+        (0, 4),
+        (0, 4),
+        (65535, 4),
+        (1, 4),
+    ] {
+        out.extend_from_slice(&v.to_le_bytes()[..n]);
+    }
+    let ip_len = u16::try_from(size - 14).unwrap_or(u16::MAX);
+    let udp_len = u16::try_from(size - 34).unwrap_or(u16::MAX);
+    for k in 0..10u8 {
+        for port in 1000..1100u16 {
+            let mut f = vec![0u8; size];
+            f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            let ip = &mut f[14..34];
+            ip[0] = 0x45;
+            ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+            ip[8] = 64;
+            ip[9] = 17;
+            ip[12..16].copy_from_slice(&[10, 0, 0, k + 1]);
+            ip[16..20].copy_from_slice(&[10, 1, 0, 1]);
+            let mut sum: u32 = ip
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum();
+            while sum >> 16 != 0 {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            f[34..36].copy_from_slice(&port.to_be_bytes());
+            f[36..38].copy_from_slice(&4321u16.to_be_bytes());
+            f[38..40].copy_from_slice(&udp_len.to_be_bytes());
+            let len = u32::try_from(size).unwrap_or(u32::MAX);
+            for v in [0, 0, len, len] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            out.extend_from_slice(&f);
+        }
+    }
+    out
+}
+
 /// `n` flows for the flow-mod rate, ovs-ofctl's syntax: TCP to 10.x.y.z,
 /// destination port 80..82, seven priorities, output to `port`.
 pub fn rate_flows(n: u32, port: u32) -> String {
@@ -351,6 +407,37 @@ impl ChurnWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tuples_pcap_holds_each_tuple_once() {
+        for size in [64usize, 1514] {
+            let p = tuples_pcap(size);
+            assert_eq!(&p[..4], &0xa1b2_c3d4u32.to_le_bytes());
+            assert_eq!(p.len(), 24 + 1000 * (16 + size));
+            let mut seen = std::collections::BTreeSet::new();
+            for rec in p[24..].chunks(16 + size) {
+                let f = &rec[16..];
+                assert_eq!(&rec[8..12], &u32::try_from(size).unwrap().to_le_bytes());
+                assert_eq!(&f[12..14], &[0x08, 0x00]);
+                assert_eq!(&f[30..34], &[10, 1, 0, 1]);
+                // The header's checksum adds up to all ones.
+                let mut sum: u32 = f[14..34]
+                    .chunks(2)
+                    .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                    .sum();
+                while sum >> 16 != 0 {
+                    sum = (sum & 0xffff) + (sum >> 16);
+                }
+                assert_eq!(sum, 0xffff);
+                assert!((1..=10).contains(&f[29]));
+                let sport = u16::from_be_bytes([f[34], f[35]]);
+                assert!((1000..1100).contains(&sport));
+                assert_eq!(u16::from_be_bytes([f[36], f[37]]), 4321);
+                seen.insert((f[29], sport));
+            }
+            assert_eq!(seen.len(), 1000);
+        }
+    }
 
     #[test]
     fn a_thousand_flows_over_ten_masks() {

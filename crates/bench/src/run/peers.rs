@@ -37,6 +37,9 @@ pub struct OvsPlacement {
     pub cpu_ns_per_delivered_pkt: Option<f64>,
     /// ovs-vswitchd's CPU, % of a core.
     pub vswitchd_cpu_pct: Option<String>,
+    /// The PMD thread's processing cycles per packet (its own counter:
+    /// the busy cycles, without polling empty queues).
+    pub pmd_proc_cycles_per_pkt: Option<f64>,
 }
 
 fn last_json(stdout: &str) -> Option<Value> {
@@ -84,6 +87,7 @@ pub fn ovs_placements(stdout: &str) -> Option<Vec<OvsPlacement>> {
                 rx_mpps: p.get("rx_mpps").and_then(num_text),
                 cpu_ns_per_delivered_pkt: p.get("cpu_ns_per_delivered_pkt").and_then(Value::as_f64),
                 vswitchd_cpu_pct: p.get("vswitchd_cpu_pct").and_then(num_text),
+                pmd_proc_cycles_per_pkt: p.get("pmd_proc_cycles_per_pkt").and_then(Value::as_f64),
             })
             .collect(),
     )
