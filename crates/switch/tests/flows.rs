@@ -89,6 +89,15 @@ fn flow(priority: u16, fields: Vec<Oxm>, actions: Vec<Action>) -> FlowMod {
     fm
 }
 
+/// The match of UDP/IPv4 frames from source port `p`.
+fn udp_src(p: u128) -> Vec<Oxm> {
+    vec![
+        Oxm::exact(Field::EthType, 0x0800),
+        Oxm::exact(Field::IpProto, 17),
+        Oxm::exact(Field::UdpSrc, p),
+    ]
+}
+
 fn in_port(p: u32) -> Oxm {
     Oxm::exact(Field::InPort, u128::from(p))
 }
@@ -176,19 +185,11 @@ fn in_port_flood_all_and_an_output_to_the_input_by_number() {
     let (a, mut atx, mut arx) = ring(&sw, "a");
     let (_b, _, mut brx) = ring(&sw, "b");
     let (_c, _, mut crx) = ring(&sw, "c");
-    let sport = |p: u16| Oxm::exact(Field::UdpSrc, u128::from(p));
-    let udp_fields = |p| {
-        vec![
-            Oxm::exact(Field::EthType, 0x0800),
-            Oxm::exact(Field::IpProto, 17),
-            sport(p),
-        ]
-    };
-    add(&flows, flow(10, udp_fields(1), vec![out(OFPP_IN_PORT)]));
-    add(&flows, flow(11, udp_fields(2), vec![out(OFPP_FLOOD)]));
-    add(&flows, flow(12, udp_fields(3), vec![out(OFPP_ALL)]));
+    add(&flows, flow(10, udp_src(1), vec![out(OFPP_IN_PORT)]));
+    add(&flows, flow(11, udp_src(2), vec![out(OFPP_FLOOD)]));
+    add(&flows, flow(12, udp_src(3), vec![out(OFPP_ALL)]));
     // To port 1 by number, from port 1: dropped (OpenFlow's rule).
-    add(&flows, flow(13, udp_fields(4), vec![out(1)]));
+    add(&flows, flow(13, udp_src(4), vec![out(1)]));
     let fr = [
         udp(0xb, 0xa, 1, 1),
         udp(0xb, 0xa, 2, 2),
@@ -520,15 +521,7 @@ fn groups_all_copy_and_select_spreads_by_five_tuple() {
             )
         })
         .unwrap();
-    let sport = |p: u16| Oxm::exact(Field::UdpSrc, u128::from(p));
-    let udp_from = |p| {
-        vec![
-            Oxm::exact(Field::EthType, 0x0800),
-            Oxm::exact(Field::IpProto, 17),
-            sport(p),
-        ]
-    };
-    add(&flows, flow(10, udp_from(1), vec![Action::Group(1)]));
+    add(&flows, flow(10, udp_src(1), vec![Action::Group(1)]));
     add(&flows, flow(5, vec![in_port(1)], vec![Action::Group(2)]));
 
     // ALL: both get a copy.
@@ -566,15 +559,8 @@ fn long_frames_keyed_past_the_first_line_and_within_it() {
     let (a, mut atx, _) = ring(&sw, "a");
     let (_b, _, mut brx) = ring(&sw, "b");
     let (_c, _, mut crx) = ring(&sw, "c");
-    let udp_ports = |sport: u128| {
-        vec![
-            Oxm::exact(Field::EthType, 0x0800),
-            Oxm::exact(Field::IpProto, 17),
-            Oxm::exact(Field::UdpSrc, sport),
-        ]
-    };
-    add(&flows, flow(20, udp_ports(4000), vec![out(2)]));
-    add(&flows, flow(10, udp_ports(5000), vec![out(3)]));
+    add(&flows, flow(20, udp_src(4000), vec![out(2)]));
+    add(&flows, flow(10, udp_src(5000), vec![out(3)]));
     // A plain frame, 1000 bytes.
     let mut plain = udp(0xb, 0xa, 4000, 1);
     plain.resize(1000, 0x5a);
@@ -603,16 +589,9 @@ fn one_output_per_frame_then_two_then_none_in_one_batch() {
     let (a, mut atx, _) = ring(&sw, "a");
     let (_b, _, mut brx) = ring(&sw, "b");
     let (_c, _, mut crx) = ring(&sw, "c");
-    let sport = |p: u128| {
-        vec![
-            Oxm::exact(Field::EthType, 0x0800),
-            Oxm::exact(Field::IpProto, 17),
-            Oxm::exact(Field::UdpSrc, p),
-        ]
-    };
-    add(&flows, flow(10, sport(1), vec![out(2)]));
-    add(&flows, flow(10, sport(2), vec![out(2), out(3)]));
-    add(&flows, flow(10, sport(4), vec![out(3)]));
+    add(&flows, flow(10, udp_src(1), vec![out(2)]));
+    add(&flows, flow(10, udp_src(2), vec![out(2), out(3)]));
+    add(&flows, flow(10, udp_src(4), vec![out(3)]));
     // Port 3: no flow, dropped.
     let f: Vec<_> = [1u16, 1, 2, 1, 3, 1, 4, 1]
         .iter()
