@@ -1,6 +1,7 @@
 //! Copying frame bytes between memories another party may write at any
 //! time (a port's region, a guest's memory): the one copy routine of the
-//! data path, shared by the switch's ring copies and vhost's guest copies.
+//! data path, shared by the switch's ring copies and vhost's guest copies,
+//! and the one prefetch hint the data path uses before such reads.
 
 /// Hints the CPU to fetch the cache line holding `p` (for reading, into
 /// every level): the data path's one prefetch. Any address will do: a

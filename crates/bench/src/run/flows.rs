@@ -725,12 +725,11 @@ fn ovs_flows(b: &mut Bench) -> Result<(), Error> {
                     .map(|(_, out)| super::peers::ovs_placements(&out).unwrap_or_default())
                     .and_then(|rows| {
                         rows.into_iter()
-                            .find(|p| p.rx_mpps.is_some())
+                            .find_map(|p| p.rx_mpps.clone().map(|m| (m, p)))
                             .ok_or_else(|| "no placement line in ovs-dpdk.sh's report".to_owned())
                     });
                 match row {
-                    Ok(p) => {
-                        let m = p.rx_mpps.unwrap_or_default();
+                    Ok((m, p)) => {
                         b.data
                             .sample(&Key::received(SECTION, &case, sys, "-"), r, &m)?;
                         got[i] = m.parse::<f64>().ok();
