@@ -65,7 +65,7 @@ if [ -n "${RS_PT_INITRAMFS:-}" ]; then
     cp "$RS_PT_INITRAMFS" "$RUN/initramfs.gz"
 else
     mkdir -p "$RUN/module" "$RUN/root"/{bin,dev,proc,sys,tmp,lib/modules}
-    cp "$ROOT"/guest/ringswitch_pt/{ringswitch_pt.c,rspt.h,Makefile} "$RUN/module/"
+    cp "$ROOT"/guest/ringswitch_pt/{*.c,*.h,Makefile} "$RUN/module/"
     make -s -C "$RUN/module" KDIR="/lib/modules/$KVER/build" >"$RUN/module.log" 2>&1 ||
         { cat "$RUN/module.log" >&2; die "module build failed"; }
     tree=$RUN/root

@@ -64,7 +64,7 @@ fi
 
 rm -rf "$RUN" "$OUT/build"
 mkdir -p "$RUN" "$OUT/build/module"
-cp "$ROOT"/guest/ringswitch_pt/{ringswitch_pt.c,rspt.h,Makefile} "$OUT/build/module/"
+cp "$ROOT"/guest/ringswitch_pt/{*.c,*.h,Makefile} "$OUT/build/module/"
 note "building ringswitch_pt.ko for $KVER"
 make -s -C "$OUT/build/module" KDIR="/lib/modules/$KVER/build" >"$OUT/build/module.log" 2>&1 ||
     { cat "$OUT/build/module.log" >&2; die "module build failed"; }

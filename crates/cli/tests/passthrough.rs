@@ -4,8 +4,11 @@
 //! unbind and rmmod with files open); `tests/pt/e2e.sh` runs a real daemon
 //! with a passthrough switch port and pipe end and the unmodified
 //! `ringswitch pkt-gen` in the guest (txseq/rxseq, the guest idle while it
-//! waits, ping/pong with interrupts, driver reload). Output is shown when a
-//! test fails; logs stay in target/pt/. `RINGSWITCH_SKIP_VM=1` skips them.
+//! waits, ping/pong with interrupts, driver reload); `tests/pt/ptnet.sh`
+//! loads the driver as the network interface ptnet0 in two guests on one
+//! switch and checks their kernels' own TCP/IP through it (ping, 16 MiB over
+//! HTTP with its MD5). Output is shown when a test fails; logs stay in
+//! target/pt/. `RINGSWITCH_SKIP_VM=1` skips them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,4 +57,9 @@ fn guest_driver_against_a_test_ivshmem_server() {
 #[test]
 fn guest_pktgen_on_passthrough_ports_of_a_real_daemon() {
     script("e2e.sh");
+}
+
+#[test]
+fn guest_tcp_over_ptnet_interfaces_on_a_switch() {
+    script("ptnet.sh");
 }

@@ -21,6 +21,10 @@
  * touching a former mapping, and the structure is freed at the last close.
  * Unloading the module needs no extra care: each open file holds a module
  * reference (.owner), so rmmod fails (EAGAIN) while one is open.
+ *
+ * With the module parameter ptnet=1 a bound device is a network interface
+ * instead (ptnet.c), and has no /dev/rsptN: one driver of the rings at a
+ * time.
  */
 
 #include <linux/bits.h>
@@ -43,13 +47,11 @@
 #include <linux/version.h>
 #include <linux/wait.h>
 
-#include "rspt.h"
+#include "rspt_dev.h"
 
-#define DRV_NAME "ringswitch_pt"
-
-#define RSPT_REG_IVPOSITION 8
-#define RSPT_REG_DOORBELL 12
-#define RSPT_REGS_LEN 16
+static bool ptnet;
+module_param(ptnet, bool, 0444);
+MODULE_PARM_DESC(ptnet, "Bind each passthrough device as a network interface ptnetN (the guest's own TCP/IP over the port's rings) instead of the character device /dev/rsptN for netmap programs (default: no)");
 
 static_assert(sizeof(struct rspt_info) == 16);
 static_assert(sizeof(struct rspt_region_header) == 88);
@@ -57,52 +59,6 @@ static_assert(offsetof(struct rspt_region_header, buf_base) == 40);
 static_assert(offsetof(struct rspt_region_header, csb_ofs) == 72);
 
 static DEFINE_IDA(rspt_ida);
-
-struct rspt_dev;
-
-/* The cookie of one MSI-X vector's handler. */
-struct rspt_vector {
-	struct rspt_dev *dev;
-	unsigned int index;
-	char name[24]; /* "rsptN-vI", shown in /proc/interrupts */
-};
-
-struct rspt_dev {
-	struct kref ref;
-	struct miscdevice misc;
-	char name[16]; /* "rsptN" */
-	int id;
-
-	/* Set at probe, constant afterwards. */
-	struct pci_dev *pdev;
-	phys_addr_t mem_phys;	/* BAR2 */
-	resource_size_t mem_len;
-	u32 ivposition;
-	u32 vectors;
-
-	/*
-	 * gone, and the hardware behind regs and mem_phys: held for reading
-	 * while the doorbell is written and while a fault inserts a PFN, for
-	 * writing by remove() to set gone. After that nothing touches them.
-	 */
-	struct rw_semaphore state;
-	bool gone;		/* also written under lock, for read/poll */
-	void __iomem *regs;	/* BAR0 */
-	void *mem;		/* BAR2, kernel mapping (header check) */
-
-	/*
-	 * lock: the files list and every file's mask (the IRQ handler sets
-	 * bits), and gone. files_lock: membership of the list, held by
-	 * remove() while it walks the list to zap mappings (which sleeps).
-	 * Order: files_lock, then lock.
-	 */
-	struct mutex files_lock;
-	spinlock_t lock;
-	struct list_head files;
-	wait_queue_head_t wq;	/* readers and pollers of every file */
-
-	struct rspt_vector vec[];
-};
 
 /* One open file: its own mask of the vectors that fired since its last read. */
 struct rspt_file {
@@ -374,7 +330,8 @@ static const struct file_operations rspt_fops = {
  * Reads the region header once into a local copy and checks the copy: the
  * host may change the memory at any time, and nothing is read twice.
  */
-static int rspt_check_header(struct pci_dev *pdev, const void *mem, resource_size_t bar_len)
+static int rspt_check_header(struct pci_dev *pdev, const void *mem, resource_size_t bar_len,
+			     struct rspt_region_header *out)
 {
 	struct rspt_region_header h;
 
@@ -403,6 +360,7 @@ static int rspt_check_header(struct pci_dev *pdev, const void *mem, resource_siz
 		 le64_to_cpu(h.size), le32_to_cpu(h.ends), le32_to_cpu(h.tx_rings),
 		 le32_to_cpu(h.rx_rings), le32_to_cpu(h.tx_slots), le32_to_cpu(h.rx_slots),
 		 le32_to_cpu(h.nbufs), le32_to_cpu(h.buf_size));
+	*out = h;
 	return 0;
 }
 
@@ -469,7 +427,7 @@ static int rspt_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		err = -ENOMEM;
 		goto err_iounmap;
 	}
-	err = rspt_check_header(pdev, d->mem, bar_len);
+	err = rspt_check_header(pdev, d->mem, bar_len, &d->hdr);
 	if (err)
 		goto err_memunmap;
 	d->ivposition = ioread32(d->regs + RSPT_REG_IVPOSITION);
@@ -488,6 +446,13 @@ static int rspt_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_vectors;
 	}
 	snprintf(d->name, sizeof(d->name), "rspt%d", d->id);
+	pci_set_drvdata(pdev, d);
+	if (ptnet) {
+		err = ptnet_attach(d);
+		if (err)
+			goto err_ida;
+		return 0;
+	}
 	for (i = 0; i < d->vectors; i++) {
 		struct rspt_vector *v = &d->vec[i];
 
@@ -507,7 +472,6 @@ static int rspt_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	d->misc.fops = &rspt_fops;
 	d->misc.parent = &pdev->dev;
 	d->misc.mode = 0600;
-	pci_set_drvdata(pdev, d);
 	err = misc_register(&d->misc);
 	if (err) {
 		dev_err(&pdev->dev, "cannot register /dev/%s: %d\n", d->name, err);
@@ -543,6 +507,14 @@ static void rspt_remove(struct pci_dev *pdev)
 	struct rspt_dev *d = pci_get_drvdata(pdev);
 	struct rspt_file *f;
 
+	if (d->net) {
+		/* The interface goes first: nothing touches the rings after. */
+		ptnet_detach(d);
+		down_write(&d->state);
+		d->gone = true;
+		up_write(&d->state);
+		goto teardown;
+	}
 	/* No new opens; an open in progress has finished and is on the list. */
 	misc_deregister(&d->misc);
 
@@ -564,6 +536,8 @@ static void rspt_remove(struct pci_dev *pdev)
 	mutex_unlock(&d->files_lock);
 
 	rspt_free_irqs(d, d->vectors);
+	dev_info(&pdev->dev, "/dev/%s removed\n", d->name);
+teardown:
 	pci_free_irq_vectors(pdev);
 	pci_clear_master(pdev);
 	memunmap(d->mem);
@@ -571,7 +545,6 @@ static void rspt_remove(struct pci_dev *pdev)
 	pci_release_regions(pdev);
 	pci_disable_device(pdev);
 	ida_free(&rspt_ida, d->id);
-	dev_info(&pdev->dev, "/dev/%s removed\n", d->name);
 	kref_put(&d->ref, rspt_free);
 }
 

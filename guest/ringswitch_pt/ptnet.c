@@ -1,0 +1,719 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ptnet - a Linux network interface on a ringswitch passthrough port.
+ *
+ * The port's region is BAR2 of the ivshmem-doorbell device (rspt_main.c
+ * binds it). Each ring pair of the port is one queue pair of the interface:
+ * TX copies a frame into the TX ring's next slot and publishes head through
+ * the CSB, ringing the doorbell only when the host side asked for a kick;
+ * RX is NAPI, its MSI-X vector (the ring pair's) enabled only while the
+ * rings are drained, by the CSB's appl_need_kick. The layouts and the sync
+ * protocol are netmap's (shared memory written by the host daemon): see
+ * docs/passthrough.md and crates/ring/src/sync.rs for the host side.
+ *
+ * The host side is trusted as much as the hypervisor is, but nothing read
+ * from the region is used without a bounds check: a ring offset, a slot
+ * count, a buffer index, a length or a tail out of range costs the frame
+ * (counted in rx_errors / tx_errors and `ethtool -S`), never memory
+ * outside BAR2.
+ */
+
+#include <linux/etherdevice.h>
+#include <linux/ethtool.h>
+#include <linux/interrupt.h>
+#include <linux/io.h>
+#include <linux/netdevice.h>
+#include <linux/pci.h>
+#include <linux/skbuff.h>
+#include <linux/slab.h>
+#include <linux/u64_stats_sync.h>
+#include <linux/version.h>
+
+#include "rspt_dev.h"
+
+/* netmap's layouts (shared/netmap-abi.md), little endian like the host. */
+#define NM_RING_SLOTS 256	/* slots start here in a ring */
+#define NM_RING_BUF_OFS 0	/* i64: buffer 0, relative to the ring */
+#define NM_RING_NUM_SLOTS 8	/* u32 */
+#define NM_RING_BUF_SIZE 12	/* u32 */
+#define NM_IF_TX_RINGS 24	/* u32 */
+#define NM_IF_RX_RINGS 28	/* u32 */
+#define NM_IF_HOST_TX_RINGS 36	/* u32 */
+#define NM_IF_RING_OFS 56	/* i64[], relative to the netmap_if */
+#define NS_MOREFRAG 0x20
+#define NM_RESERVED_BUFS 2	/* buffers 0 and 1 are never handed out */
+#define NM_MAX_SLOTS 65536
+
+struct nm_slot {
+	u32 buf_idx;
+	u16 len;
+	u16 flags;
+	u64 ptr;
+};
+
+/* One CSB entry's halves, 64 bytes each (crates/ring/src/layout.rs). */
+struct csb_atok {
+	u32 head;
+	u32 cur;
+	u32 appl_need_kick;
+	u32 sync_flags;
+	u32 pad[12];
+};
+
+struct csb_ktoa {
+	u32 hwcur;
+	u32 hwtail;
+	u32 kern_need_kick;
+	u32 pad[13];
+};
+
+static_assert(sizeof(struct nm_slot) == 16);
+static_assert(sizeof(struct csb_atok) == 64);
+static_assert(sizeof(struct csb_ktoa) == 64);
+
+/* The application's side of one ring, as crates/ring's AppRing keeps it. */
+struct ptnet_ring {
+	struct nm_slot *slots;
+	u8 *bufs;		/* buffer 0 */
+	struct csb_atok *atok;
+	struct csb_ktoa *ktoa;
+	u32 n;			/* slots */
+	u32 head;		/* ours: [head, tail) */
+	u32 tail;
+};
+
+struct ptnet_stats {
+	struct u64_stats_sync syncp;
+	u64 packets;
+	u64 bytes;
+	u64 errors;	/* a bad slot or tail from the host, or a frame too long */
+	u64 dropped;	/* no memory, or a multi-slot frame (RX) */
+	u64 kicks;	/* doorbells rung */
+	u64 irqs;	/* interrupts taken */
+};
+
+struct ptnet_queue {
+	struct ptnet *pn;
+	unsigned int index;
+	struct napi_struct napi;
+	char irq_name[24];
+	struct ptnet_ring tx;	/* under the netdev TX queue's lock */
+	struct ptnet_ring rx;	/* under NAPI */
+	/* RX: inside a multi-slot frame, dropping its slots up to the last. */
+	bool rx_in_frag;
+	struct ptnet_stats txs;
+	struct ptnet_stats rxs;
+};
+
+struct ptnet {
+	struct net_device *ndev;
+	struct rspt_dev *d;
+	u32 buf_size;
+	u32 nbufs;
+	u32 kick_peer;		/* the doorbell's target */
+	unsigned int nq;
+	struct ptnet_queue q[];
+};
+
+static inline u32 ring_next(u32 i, u32 n)
+{
+	return i + 1 == n ? 0 : i + 1;
+}
+
+static inline u32 ring_dist(u32 from, u32 to, u32 n)
+{
+	return to >= from ? to - from : to + n - from;
+}
+
+/*
+ * Whether the host may move our tail to hw: forward from tail, never onto
+ * the slot before head (arith::tail_may_move on the host).
+ */
+static inline bool tail_may_move(u32 tail, u32 head, u32 hw, u32 n)
+{
+	u32 before_head = head == 0 ? n - 1 : head - 1;
+
+	return hw < n && ring_dist(tail, hw, n) <= ring_dist(tail, before_head, n);
+}
+
+/* Reads hwtail (acquire: pairs with the host's release store) and adopts it if valid. */
+static bool ptnet_refresh_tail(struct ptnet_ring *r, struct ptnet_stats *s)
+{
+	u32 hw = smp_load_acquire(&r->ktoa->hwtail);
+
+	if (hw == r->tail)
+		return false;
+	if (!tail_may_move(r->tail, r->head, hw, r->n)) {
+		s->errors++;
+		return false;
+	}
+	r->tail = hw;
+	return true;
+}
+
+/*
+ * Publishes cur then head (release: the host that sees head sees every
+ * slot and buffer written before), then, behind a full fence that pairs
+ * with the host's before it sleeps, rings the doorbell if it asked.
+ */
+static void ptnet_publish(struct ptnet_queue *q, struct ptnet_ring *r, struct ptnet_stats *s)
+{
+	struct ptnet *pn = q->pn;
+
+	WRITE_ONCE(r->atok->cur, r->head);
+	smp_store_release(&r->atok->head, r->head);
+	smp_mb();
+	if (READ_ONCE(r->ktoa->kern_need_kick)) {
+		iowrite32(RSPT_KICK(pn->kick_peer, q->index), pn->d->regs + RSPT_REG_DOORBELL);
+		s->kicks++;
+	}
+}
+
+/* The buffer of a slot, or NULL when its index or length is out of range. */
+static u8 *ptnet_buf(struct ptnet *pn, struct ptnet_ring *r, u32 idx, u32 len)
+{
+	if (idx < NM_RESERVED_BUFS || idx >= pn->nbufs || len > pn->buf_size)
+		return NULL;
+	return r->bufs + (size_t)idx * pn->buf_size;
+}
+
+/* ---- TX ----------------------------------------------------------------- */
+
+static netdev_tx_t ptnet_xmit(struct sk_buff *skb, struct net_device *ndev)
+{
+	struct ptnet *pn = netdev_priv(ndev);
+	u16 qi = skb_get_queue_mapping(skb);
+	struct ptnet_queue *q = &pn->q[qi < pn->nq ? qi : 0];
+	struct netdev_queue *txq = netdev_get_tx_queue(ndev, q->index);
+	struct ptnet_ring *r = &q->tx;
+	struct nm_slot *slot;
+	u32 len, idx;
+	u8 *buf;
+
+	/* The switch takes no frame under the Ethernet minimum. */
+	if (eth_skb_pad(skb)) {
+		q->txs.dropped++;
+		goto publish;
+	}
+	if (skb->ip_summed == CHECKSUM_PARTIAL && skb_checksum_help(skb))
+		goto drop;
+	len = skb->len;
+	if (len > pn->buf_size)
+		goto error;
+	if (r->head == r->tail)
+		ptnet_refresh_tail(r, &q->txs);
+	if (r->head == r->tail) {
+		/* Stopped below when the ring filled: not expected here. */
+		netif_tx_stop_queue(txq);
+		return NETDEV_TX_BUSY;
+	}
+	slot = &r->slots[r->head];
+	idx = READ_ONCE(slot->buf_idx);
+	buf = ptnet_buf(pn, r, idx, len);
+	if (!buf)
+		goto error;
+	skb_copy_bits(skb, 0, buf, len);
+	WRITE_ONCE(slot->len, len);
+	WRITE_ONCE(slot->flags, 0);
+	r->head = ring_next(r->head, r->n);
+	u64_stats_update_begin(&q->txs.syncp);
+	q->txs.packets++;
+	q->txs.bytes += len;
+	u64_stats_update_end(&q->txs.syncp);
+	dev_consume_skb_any(skb);
+
+	if (r->head == r->tail && !ptnet_refresh_tail(r, &q->txs)) {
+		/*
+		 * Full: stop, ask the host for an interrupt when it frees a
+		 * slot, and look once more (the double check: the fence pairs
+		 * with the host's after it publishes hwtail).
+		 */
+		netif_tx_stop_queue(txq);
+		WRITE_ONCE(r->atok->appl_need_kick, 1);
+		smp_mb();
+		if (ptnet_refresh_tail(r, &q->txs)) {
+			WRITE_ONCE(r->atok->appl_need_kick, 0);
+			netif_tx_start_queue(txq);
+		}
+	}
+publish:
+	if (!netdev_xmit_more() || netif_xmit_stopped(txq))
+		ptnet_publish(q, r, &q->txs);
+	return NETDEV_TX_OK;
+error:
+	q->txs.errors++;
+	dev_kfree_skb_any(skb);
+	goto publish;
+drop:
+	q->txs.dropped++;
+	dev_kfree_skb_any(skb);
+	goto publish;
+}
+
+/* From NAPI: wakes a stopped TX queue once the host freed slots. */
+static void ptnet_tx_wake(struct ptnet_queue *q)
+{
+	struct netdev_queue *txq = netdev_get_tx_queue(q->pn->ndev, q->index);
+
+	if (!netif_tx_queue_stopped(txq))
+		return;
+	__netif_tx_lock(txq, smp_processor_id());
+	if (ptnet_refresh_tail(&q->tx, &q->txs) || q->tx.head != q->tx.tail) {
+		WRITE_ONCE(q->tx.atok->appl_need_kick, 0);
+		netif_tx_wake_queue(txq);
+	}
+	__netif_tx_unlock(txq);
+}
+
+/* ---- RX ----------------------------------------------------------------- */
+
+static int ptnet_poll(struct napi_struct *napi, int budget)
+{
+	struct ptnet_queue *q = container_of(napi, struct ptnet_queue, napi);
+	struct ptnet *pn = q->pn;
+	struct ptnet_ring *r = &q->rx;
+	u64 packets = 0, bytes = 0;
+	int work = 0;
+
+	ptnet_tx_wake(q);
+	ptnet_refresh_tail(r, &q->rxs);
+	while (work < budget && r->head != r->tail) {
+		struct nm_slot *slot = &r->slots[r->head];
+		u32 idx = READ_ONCE(slot->buf_idx);
+		u32 len = READ_ONCE(slot->len);
+		u16 flags = READ_ONCE(slot->flags);
+		struct sk_buff *skb;
+		bool frag = q->rx_in_frag;
+		u8 *buf;
+
+		r->head = ring_next(r->head, r->n);
+		/* Frames of several slots are dropped whole (one count each). */
+		q->rx_in_frag = flags & NS_MOREFRAG;
+		if (frag || q->rx_in_frag) {
+			if (!frag)
+				q->rxs.dropped++;
+			continue;
+		}
+		buf = ptnet_buf(pn, r, idx, len);
+		if (!buf || len < ETH_HLEN) {
+			q->rxs.errors++;
+			continue;
+		}
+		skb = napi_alloc_skb(napi, len);
+		if (!skb) {
+			q->rxs.dropped++;
+			continue;
+		}
+		/* One copy out of shared memory; only the copy is parsed. */
+		skb_put_data(skb, buf, len);
+		skb->protocol = eth_type_trans(skb, pn->ndev);
+		packets++;
+		bytes += len;
+		napi_gro_receive(napi, skb);
+		work++;
+	}
+	u64_stats_update_begin(&q->rxs.syncp);
+	q->rxs.packets += packets;
+	q->rxs.bytes += bytes;
+	u64_stats_update_end(&q->rxs.syncp);
+	/* The slots read go back to the host. */
+	if (READ_ONCE(r->atok->head) != r->head)
+		ptnet_publish(q, r, &q->rxs);
+
+	if (work < budget && napi_complete_done(napi, work)) {
+		/* Drained: interrupts on, and the double check. */
+		WRITE_ONCE(r->atok->appl_need_kick, 1);
+		smp_mb();
+		if (ptnet_refresh_tail(r, &q->rxs) || r->head != r->tail) {
+			WRITE_ONCE(r->atok->appl_need_kick, 0);
+			napi_schedule(napi);
+		}
+	}
+	return work;
+}
+
+static irqreturn_t ptnet_irq(int irq, void *data)
+{
+	struct ptnet_queue *q = data;
+
+	q->rxs.irqs++;
+	/* No more interrupts while NAPI runs: it turns them on when drained. */
+	WRITE_ONCE(q->rx.atok->appl_need_kick, 0);
+	napi_schedule_irqoff(&q->napi);
+	return IRQ_HANDLED;
+}
+
+/* ---- the interface ------------------------------------------------------ */
+
+/* Picks up head and tail from the CSB (the port keeps them across guests). */
+static void ptnet_ring_start(struct ptnet_ring *r, bool tx)
+{
+	u32 hwcur = READ_ONCE(r->ktoa->hwcur);
+	u32 hwtail = smp_load_acquire(&r->ktoa->hwtail);
+
+	if (hwcur < r->n && hwtail < r->n) {
+		r->head = hwcur;
+		r->tail = hwtail;
+	} else {
+		r->head = 0;
+		r->tail = tx ? r->n - 1 : 0;
+	}
+	WRITE_ONCE(r->atok->cur, r->head);
+	smp_store_release(&r->atok->head, r->head);
+}
+
+static int ptnet_open(struct net_device *ndev)
+{
+	struct ptnet *pn = netdev_priv(ndev);
+	unsigned int i;
+
+	for (i = 0; i < pn->nq; i++) {
+		struct ptnet_queue *q = &pn->q[i];
+
+		ptnet_ring_start(&q->tx, true);
+		ptnet_ring_start(&q->rx, false);
+		q->rx_in_frag = false;
+		WRITE_ONCE(q->tx.atok->appl_need_kick, 0);
+		WRITE_ONCE(q->rx.atok->appl_need_kick, 1);
+		napi_enable(&q->napi);
+		/* Frames that came while the interface was down. */
+		napi_schedule(&q->napi);
+	}
+	netif_tx_start_all_queues(ndev);
+	netif_carrier_on(ndev);
+	return 0;
+}
+
+static int ptnet_stop(struct net_device *ndev)
+{
+	struct ptnet *pn = netdev_priv(ndev);
+	unsigned int i;
+
+	netif_carrier_off(ndev);
+	netif_tx_disable(ndev);
+	for (i = 0; i < pn->nq; i++) {
+		struct ptnet_queue *q = &pn->q[i];
+
+		WRITE_ONCE(q->rx.atok->appl_need_kick, 0);
+		WRITE_ONCE(q->tx.atok->appl_need_kick, 0);
+		napi_disable(&q->napi);
+	}
+	return 0;
+}
+
+static void ptnet_stats_read(struct ptnet_stats *s, u64 *packets, u64 *bytes)
+{
+	unsigned int start;
+
+	do {
+		start = u64_stats_fetch_begin(&s->syncp);
+		*packets = s->packets;
+		*bytes = s->bytes;
+	} while (u64_stats_fetch_retry(&s->syncp, start));
+}
+
+static void ptnet_get_stats64(struct net_device *ndev, struct rtnl_link_stats64 *st)
+{
+	struct ptnet *pn = netdev_priv(ndev);
+	unsigned int i;
+
+	for (i = 0; i < pn->nq; i++) {
+		struct ptnet_queue *q = &pn->q[i];
+		u64 p, b;
+
+		ptnet_stats_read(&q->txs, &p, &b);
+		st->tx_packets += p;
+		st->tx_bytes += b;
+		ptnet_stats_read(&q->rxs, &p, &b);
+		st->rx_packets += p;
+		st->rx_bytes += b;
+		/* Plain reads of counters only their own context writes. */
+		st->tx_errors += READ_ONCE(q->txs.errors);
+		st->tx_dropped += READ_ONCE(q->txs.dropped);
+		st->rx_errors += READ_ONCE(q->rxs.errors);
+		st->rx_dropped += READ_ONCE(q->rxs.dropped);
+	}
+}
+
+static const struct net_device_ops ptnet_ops = {
+	.ndo_open = ptnet_open,
+	.ndo_stop = ptnet_stop,
+	.ndo_start_xmit = ptnet_xmit,
+	.ndo_get_stats64 = ptnet_get_stats64,
+	.ndo_set_mac_address = eth_mac_addr,
+	.ndo_validate_addr = eth_validate_addr,
+};
+
+/* ---- ethtool ------------------------------------------------------------ */
+
+static const char ptnet_stat_names[][ETH_GSTRING_LEN] = {
+	"tx_packets", "tx_bytes", "tx_errors", "tx_dropped", "tx_kicks", "tx_head", "tx_tail",
+	"rx_packets", "rx_bytes", "rx_errors", "rx_dropped", "rx_kicks", "rx_irqs", "rx_head",
+	"rx_tail",
+};
+
+#define PTNET_QSTATS ARRAY_SIZE(ptnet_stat_names)
+
+static void ptnet_get_drvinfo(struct net_device *ndev, struct ethtool_drvinfo *info)
+{
+	struct ptnet *pn = netdev_priv(ndev);
+
+	strscpy(info->driver, DRV_NAME, sizeof(info->driver));
+	strscpy(info->bus_info, pci_name(pn->d->pdev), sizeof(info->bus_info));
+}
+
+static int ptnet_get_sset_count(struct net_device *ndev, int sset)
+{
+	struct ptnet *pn = netdev_priv(ndev);
+
+	return sset == ETH_SS_STATS ? pn->nq * PTNET_QSTATS : -EOPNOTSUPP;
+}
+
+static void ptnet_get_strings(struct net_device *ndev, u32 sset, u8 *data)
+{
+	struct ptnet *pn = netdev_priv(ndev);
+	unsigned int i, k;
+
+	if (sset != ETH_SS_STATS)
+		return;
+	for (i = 0; i < pn->nq; i++)
+		for (k = 0; k < PTNET_QSTATS; k++) {
+			snprintf(data, ETH_GSTRING_LEN, "ring%u_%s", i, ptnet_stat_names[k]);
+			data += ETH_GSTRING_LEN;
+		}
+}
+
+static void ptnet_get_ethtool_stats(struct net_device *ndev, struct ethtool_stats *es, u64 *data)
+{
+	struct ptnet *pn = netdev_priv(ndev);
+	unsigned int i;
+
+	for (i = 0; i < pn->nq; i++) {
+		struct ptnet_queue *q = &pn->q[i];
+		u64 p, b;
+
+		ptnet_stats_read(&q->txs, &p, &b);
+		*data++ = p;
+		*data++ = b;
+		*data++ = READ_ONCE(q->txs.errors);
+		*data++ = READ_ONCE(q->txs.dropped);
+		*data++ = READ_ONCE(q->txs.kicks);
+		*data++ = READ_ONCE(q->tx.head);
+		*data++ = READ_ONCE(q->tx.tail);
+		ptnet_stats_read(&q->rxs, &p, &b);
+		*data++ = p;
+		*data++ = b;
+		*data++ = READ_ONCE(q->rxs.errors);
+		*data++ = READ_ONCE(q->rxs.dropped);
+		*data++ = READ_ONCE(q->rxs.kicks);
+		*data++ = READ_ONCE(q->rxs.irqs);
+		*data++ = READ_ONCE(q->rx.head);
+		*data++ = READ_ONCE(q->rx.tail);
+	}
+}
+
+static const struct ethtool_ops ptnet_ethtool_ops = {
+	.get_drvinfo = ptnet_get_drvinfo,
+	.get_link = ethtool_op_get_link,
+	.get_sset_count = ptnet_get_sset_count,
+	.get_strings = ptnet_get_strings,
+	.get_ethtool_stats = ptnet_get_ethtool_stats,
+};
+
+/* ---- attach and detach -------------------------------------------------- */
+
+static u32 rd32(const u8 *p)
+{
+	return le32_to_cpu(*(const __le32 *)p);
+}
+
+static s64 rd64(const u8 *p)
+{
+	return (s64)le64_to_cpu(*(const __le64 *)p);
+}
+
+/*
+ * Finds ring i of the guest's end (tx: the i-th TX ring, else the i-th RX
+ * ring) and its CSB entry, checking that its header, slots, buffers and
+ * CSB lie within the region. Returns 0 or -EINVAL with a line saying why.
+ */
+static int ptnet_find_ring(struct ptnet *pn, unsigned int end, bool tx, unsigned int i,
+			   struct ptnet_ring *r)
+{
+	struct rspt_dev *d = pn->d;
+	const struct rspt_region_header *h = &d->hdr;
+	u8 *mem = d->mem;
+	u64 size = le64_to_cpu(h->size);
+	u64 nifp = le64_to_cpu(h->nifp_ofs[end]);
+	u64 csb = le64_to_cpu(h->csb_ofs[end]);
+	u32 ntx, nrx, nhtx, entries, at;
+	s64 ring_rel, buf_rel;
+	u64 ring, slots_end, bufs, bufs_end;
+
+	if (nifp > size || size - nifp < NM_IF_RING_OFS)
+		goto bad;
+	ntx = rd32(mem + nifp + NM_IF_TX_RINGS);
+	nrx = rd32(mem + nifp + NM_IF_RX_RINGS);
+	nhtx = rd32(mem + nifp + NM_IF_HOST_TX_RINGS);
+	if (ntx > 64 || nrx > 64 || nhtx > 64 || i >= (tx ? ntx : nrx))
+		goto bad;
+	at = tx ? i : ntx + nhtx + i;
+	if ((size - nifp - NM_IF_RING_OFS) / 8 <= at)
+		goto bad;
+	ring_rel = rd64(mem + nifp + NM_IF_RING_OFS + 8 * at);
+	if (ring_rel <= 0 || (u64)ring_rel > size - nifp)
+		goto bad;
+	ring = nifp + ring_rel;
+	if (size - ring < NM_RING_SLOTS)
+		goto bad;
+	r->n = rd32(mem + ring + NM_RING_NUM_SLOTS);
+	if (r->n < 2 || r->n > NM_MAX_SLOTS || rd32(mem + ring + NM_RING_BUF_SIZE) != pn->buf_size)
+		goto bad;
+	slots_end = ring + NM_RING_SLOTS + (u64)r->n * sizeof(struct nm_slot);
+	if (slots_end > size)
+		goto bad;
+	buf_rel = rd64(mem + ring + NM_RING_BUF_OFS);
+	if (buf_rel < -(s64)ring || buf_rel > (s64)size)
+		goto bad;
+	bufs = ring + buf_rel;
+	bufs_end = bufs + (u64)pn->nbufs * pn->buf_size;
+	if (bufs > size || bufs_end > size)
+		goto bad;
+	entries = le32_to_cpu(h->tx_rings) + le32_to_cpu(h->rx_rings);
+	if (csb > size || (size - csb) / (2 * 64) < entries)
+		goto bad;
+	at = tx ? i : le32_to_cpu(h->tx_rings) + i;
+	if (at >= entries)
+		goto bad;
+	r->slots = (struct nm_slot *)(mem + ring + NM_RING_SLOTS);
+	r->bufs = mem + bufs;
+	r->atok = (struct csb_atok *)(mem + csb) + at;
+	r->ktoa = (struct csb_ktoa *)(mem + csb + (u64)entries * 64) + at;
+	return 0;
+bad:
+	dev_err(&d->pdev->dev, "%s ring %u of end %u is not laid out within the region\n",
+		tx ? "TX" : "RX", i, end);
+	return -EINVAL;
+}
+
+static void ptnet_free_irqs(struct ptnet *pn, unsigned int n)
+{
+	while (n--)
+		free_irq(pci_irq_vector(pn->d->pdev, n), &pn->q[n]);
+}
+
+int ptnet_attach(struct rspt_dev *d)
+{
+	const struct rspt_region_header *h = &d->hdr;
+	u32 ends = le32_to_cpu(h->ends);
+	u32 end = d->ivposition - 1;
+	unsigned int nq, i;
+	struct net_device *ndev;
+	struct ptnet *pn;
+	int err;
+
+	if (ends < 1 || ends > 2 || end >= ends) {
+		dev_err(&d->pdev->dev, "peer id %u is no end of a region with %u end(s)\n",
+			d->ivposition, ends);
+		return -ENODEV;
+	}
+	nq = min3(le32_to_cpu(h->tx_rings), le32_to_cpu(h->rx_rings), d->vectors);
+	if (nq < 1) {
+		dev_err(&d->pdev->dev, "the region has no ring pair for an interface\n");
+		return -ENODEV;
+	}
+	ndev = alloc_etherdev_mqs(struct_size(pn, q, nq), nq, nq);
+	if (!ndev)
+		return -ENOMEM;
+	SET_NETDEV_DEV(ndev, &d->pdev->dev);
+	pn = netdev_priv(ndev);
+	pn->ndev = ndev;
+	pn->d = d;
+	pn->nq = nq;
+	pn->buf_size = le32_to_cpu(h->buf_size);
+	pn->nbufs = le32_to_cpu(h->nbufs);
+	/* A switch port's doorbell goes to the daemon; a pipe end's to the other end. */
+	pn->kick_peer = ends == 2 ? 1 + (1 - end) : RSPT_PEER_HOST;
+	if (pn->buf_size < ETH_ZLEN || pn->buf_size > 65536) {
+		dev_err(&d->pdev->dev, "buffers of %u bytes cannot carry frames\n", pn->buf_size);
+		err = -ENODEV;
+		goto err_free;
+	}
+	for (i = 0; i < nq; i++) {
+		struct ptnet_queue *q = &pn->q[i];
+
+		q->pn = pn;
+		q->index = i;
+		u64_stats_init(&q->txs.syncp);
+		u64_stats_init(&q->rxs.syncp);
+		err = ptnet_find_ring(pn, end, true, i, &q->tx);
+		if (!err)
+			err = ptnet_find_ring(pn, end, false, i, &q->rx);
+		if (err)
+			goto err_free;
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 1, 0)
+		netif_napi_add(ndev, &q->napi, ptnet_poll);
+#else
+		netif_napi_add(ndev, &q->napi, ptnet_poll, NAPI_POLL_WEIGHT);
+#endif
+	}
+
+	strscpy(ndev->name, "ptnet%d", sizeof(ndev->name));
+	ndev->netdev_ops = &ptnet_ops;
+	ndev->ethtool_ops = &ptnet_ethtool_ops;
+	ndev->min_mtu = ETH_MIN_MTU;
+	ndev->max_mtu = pn->buf_size - ETH_HLEN;
+	ndev->mtu = min_t(u32, ETH_DATA_LEN, ndev->max_mtu);
+	ndev->features = NETIF_F_SG;
+	ndev->hw_features = NETIF_F_SG;
+	ndev->priv_flags |= IFF_LIVE_ADDR_CHANGE;
+	eth_hw_addr_random(ndev);
+	netif_carrier_off(ndev);
+
+	for (i = 0; i < nq; i++) {
+		struct ptnet_queue *q = &pn->q[i];
+
+		snprintf(q->irq_name, sizeof(q->irq_name), "%s-q%u", d->name, i);
+		err = request_irq(pci_irq_vector(d->pdev, i), ptnet_irq, 0, q->irq_name, q);
+		if (err) {
+			dev_err(&d->pdev->dev, "cannot request the IRQ of vector %u: %d\n", i, err);
+			ptnet_free_irqs(pn, i);
+			goto err_napi;
+		}
+	}
+	d->net = pn;
+	err = register_netdev(ndev);
+	if (err) {
+		dev_err(&d->pdev->dev, "cannot register the interface: %d\n", err);
+		d->net = NULL;
+		goto err_irqs;
+	}
+	dev_info(&d->pdev->dev, "%s: %u queue pair(s) on the rings of peer id %u, MTU up to %u\n",
+		 ndev->name, nq, d->ivposition, ndev->max_mtu);
+	return 0;
+
+err_irqs:
+	ptnet_free_irqs(pn, nq);
+err_napi:
+err_free:
+	for (i = 0; i < nq; i++)
+		if (pn->q[i].napi.poll)
+			netif_napi_del(&pn->q[i].napi);
+	free_netdev(ndev);
+	return err;
+}
+
+void ptnet_detach(struct rspt_dev *d)
+{
+	struct ptnet *pn = d->net;
+	struct net_device *ndev = pn->ndev;
+	unsigned int i;
+
+	/* Stops the interface (ptnet_stop): no xmit, no NAPI after this. */
+	unregister_netdev(ndev);
+	ptnet_free_irqs(pn, pn->nq);
+	for (i = 0; i < pn->nq; i++)
+		netif_napi_del(&pn->q[i].napi);
+	d->net = NULL;
+	free_netdev(ndev);
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# ptnet end to end: two QEMU TCG guests, each on a passthrough port of one
+# switch of a real `ringswitch serve`, load guest/ringswitch_pt with
+# ptnet=1 and talk through their ptnet0 interfaces with the guest kernel's
+# own TCP/IP: ping, then a 16 MiB file over HTTP (busybox httpd and wget)
+# whose MD5 must match.
+#
+#   sudo tests/pt/ptnet.sh     (exit 0 only if every check passed)
+#
+# Environment: RS_PT_OUT (logs; default target/pt, this run in
+# target/pt/ptnet), RINGSWITCH_BIN. Prints PASS/FAIL per check and the
+# transfer's rate (TCG: only ratios mean anything).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+OUT=${RS_PT_OUT:-$ROOT/target/pt}
+RUN=$OUT/ptnet
+BIN=${RINGSWITCH_BIN:-$ROOT/target/release/ringswitch}
+MAX_LIFE=300
+note() { printf '[ptnet] %s\n' "$*" >&2; }
+die() { note "ERROR: $*"; exit 2; }
+[ "$(id -u)" = 0 ] || die "run as root"
+[ -x "$BIN" ] || die "no ringswitch binary at $BIN (cargo build --release -p ringswitch-cli)"
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+need=()
+for p in qemu-system-x86 linux-image-cloud-amd64 busybox-static build-essential cpio; do
+    installed "$p" || need+=("$p")
+done
+KERNEL=$(find /boot -maxdepth 1 -name 'vmlinuz-*-cloud-amd64' | sort -V | tail -n 1)
+if [ ${#need[@]} -gt 0 ] || [ -z "$KERNEL" ]; then
+    note "apt-get install ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" linux-image-cloud-amd64 >/dev/null
+    KERNEL=$(find /boot -maxdepth 1 -name 'vmlinuz-*-cloud-amd64' | sort -V | tail -n 1)
+fi
+KVER=${KERNEL#/boot/vmlinuz-}
+installed "linux-headers-$KVER" || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "linux-headers-$KVER" >/dev/null
+
+# ---- build: the module and a busybox initramfs with it ----------------------
+rm -rf "$RUN"
+mkdir -p "$RUN/module" "$RUN/root"/{bin,dev,proc,sys,tmp,lib/modules}
+cp "$ROOT"/guest/ringswitch_pt/{*.c,*.h,Makefile} "$RUN/module/"
+make -s -C "$RUN/module" KDIR="/lib/modules/$KVER/build" >"$RUN/module.log" 2>&1 ||
+    { cat "$RUN/module.log" >&2; die "module build failed"; }
+if grep -E 'warning|error' "$RUN/module.log" >&2; then die "the module built with warnings"; fi
+cp /bin/busybox "$RUN/root/bin/"
+cp "$RUN/module/ringswitch_pt.ko" "$RUN/root/lib/modules/"
+install -m 755 "$HERE/ptnet-init" "$RUN/root/init"
+(cd "$RUN/root" && find . | cpio -o -H newc --quiet | gzip -1) >"$RUN/initramfs.gz"
+
+PIDS=()
+cleanup() {
+    local rc=$?
+    set +e
+    for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+    sleep 0.3
+    for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+    wait 2>/dev/null
+    exit "$rc"
+}
+trap cleanup EXIT
+spawn() {
+    local log=$1
+    shift
+    setsid timeout -k 5 "$MAX_LIFE" "$@" </dev/null >"$log" 2>&1 &
+    PIDS+=("$!")
+}
+# Runs "${@:2}" until it succeeds, for at most $1 seconds; fails if it never did.
+wait_for() {
+    local t=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ $SECONDS -lt $t ] || return 1
+        sleep 0.2
+    done
+}
+SOCK=$RUN/rs.sock
+rs() { "$BIN" --socket "$SOCK" "$@"; }
+daemon_up() { rs ctl port list >/dev/null 2>&1; }
+spawn "$RUN/daemon.log" env RINGSWITCH_LOG=info "$BIN" serve --socket "$SOCK"
+wait_for 60 daemon_up || die "the daemon did not start: $(cat "$RUN/daemon.log")"
+rs ctl port add vale0:a --passthrough "$RUN/a.sock"
+rs ctl port add vale0:b --passthrough "$RUN/b.sock"
+
+boot() {
+    local name=$1 args=$2
+    spawn "$RUN/qemu-$name.log" qemu-system-x86_64 -accel tcg -m 256 -display none -nodefaults \
+        -no-user-config -no-reboot -serial "file:$RUN/guest-$name.log" \
+        -kernel "$KERNEL" -initrd "$RUN/initramfs.gz" \
+        -append "console=ttyS0 quiet panic=-1 $args" \
+        -chardev "socket,id=pt,path=$RUN/$name.sock" -device ivshmem-doorbell,chardev=pt,vectors=1
+}
+boot b "rs_role=server rs_ip=10.0.0.2"
+boot a "rs_role=client rs_ip=10.0.0.1 rs_peer=10.0.0.2"
+
+gline() { grep -a $'\r$' "$RUN/guest-$1.log" 2>/dev/null | tr -d '\r' | grep -a -o "RS-PTNET-$2.*" | tail -n 1 || true; }
+gwait() {
+    local t=$((SECONDS + $3)) l
+    while [ $SECONDS -lt $t ]; do
+        l=$(gline "$1" "$2")
+        [ -n "$l" ] && { echo "$l"; return 0; }
+        sleep 0.3
+    done
+    return 0
+}
+FAILED=0
+check() {
+    if [ "$2" = 0 ]; then
+        echo "PASS  $1: $3"
+    else
+        echo "FAIL  $1: $3"
+        FAILED=$((FAILED + 1))
+        rs ctl stats --json >"$RUN/stats-$1.json" 2>&1 || true
+    fi
+}
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+
+for g in a b; do
+    l=$(gwait $g INSMOD 120)
+    check "driver-$g" "$([[ $l == *"rc=0 ifs=1 chardevs=0"* ]] && echo 0 || echo 1)" "${l:-no INSMOD line}"
+    l=$(gwait $g UP 60)
+    check "interface-$g" "$([[ $l == *"driver=ringswitch_pt"* ]] && echo 0 || echo 1)" "${l:-no UP line}"
+done
+l=$(gwait a PING 240)
+check ping "$([[ $l == *"rc=0 5 packets transmitted, 5 packets received"* ]] && echo 0 || echo 1)" "${l:-no PING line}"
+l=$(gwait a XFER 240)
+md5=$(field md5 "$l")
+check tcp-16MiB "$([ "$(field rc "$l")" = 0 ] && [ "$(field bytes "$l")" = 16777216 ] &&
+    [ -n "$md5" ] && [ "$md5" = "$(field want "$l")" ] && echo 0 || echo 1)" "${l:-no XFER line}"
+secs=$(field secs "$l")
+[ -z "$secs" ] || echo "16 MiB guest to guest over ptnet in $secs s under TCG ($(awk "BEGIN{printf \"%.1f\", 16 * 8 / $secs}") Mbit/s; only ratios mean anything)"
+l=$(gwait a DMESG 60)
+check guest-kernel-log "$([[ $l == *"problems=0"* ]] && echo 0 || echo 1)" "${l:-no DMESG line} (warnings, oopses, bad ring lines in a's dmesg)"
+rs ctl stats --json >"$RUN/stats.json" 2>&1 || true
+
+[ $FAILED = 0 ] || { note "$FAILED check(s) failed; logs in $RUN"; exit 1; }
+note "all checks passed"
