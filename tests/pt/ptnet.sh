@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# ptnet end to end: two QEMU TCG guests, each on a passthrough port of one
-# switch of a real `ringswitch serve`, load guest/ringswitch_pt with
-# ptnet=1 and talk through their ptnet0 interfaces with the guest kernel's
-# own TCP/IP: ping, then a 16 MiB file over HTTP (busybox httpd and wget)
-# whose MD5 must match.
+# ptnet end to end: QEMU TCG guests on one switch of a real
+# `ringswitch serve`, talking with their kernels' own TCP/IP. Guests a and b
+# are each on a passthrough port and load guest/ringswitch_pt with ptnet=1
+# (their interface is ptnet0); b serves a random 16 MiB file over HTTP
+# (busybox httpd). Checks: a pings b and fetches the file with a matching
+# MD5 (ptnet to ptnet); the host, on a TAP host port of the switch (in a
+# network namespace of its own), pings b and fetches the file (ptnet to the
+# host's stack); guest c, a virtio-net NIC on a vhost-user port of the same
+# switch, pings b and fetches the file (ptnet to virtio-net).
 #
 #   sudo tests/pt/ptnet.sh     (exit 0 only if every check passed)
 #
@@ -47,13 +51,22 @@ make -s -C "$RUN/module" KDIR="/lib/modules/$KVER/build" >"$RUN/module.log" 2>&1
 if grep -E 'warning|error' "$RUN/module.log" >&2; then die "the module built with warnings"; fi
 cp /bin/busybox "$RUN/root/bin/"
 cp "$RUN/module/ringswitch_pt.ko" "$RUN/root/lib/modules/"
+# The virtio-net driver, for guest c.
+mkdir -p "$RUN/root/lib/modules/virtio"
+for m in drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_legacy_dev \
+    drivers/virtio/virtio_pci_modern_dev drivers/virtio/virtio_pci net/core/failover \
+    drivers/net/net_failover drivers/net/virtio_net; do
+    cp "/lib/modules/$KVER/kernel/$m.ko" "$RUN/root/lib/modules/virtio/"
+done
 install -m 755 "$HERE/ptnet-init" "$RUN/root/init"
 (cd "$RUN/root" && find . | cpio -o -H newc --quiet | gzip -1) >"$RUN/initramfs.gz"
 
 PIDS=()
+NS=rsptnet$$
 cleanup() {
     local rc=$?
     set +e
+    ip netns del "$NS" 2>/dev/null
     for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
     sleep 0.3
     for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
@@ -83,17 +96,35 @@ spawn "$RUN/daemon.log" env RINGSWITCH_LOG=info "$BIN" serve --socket "$SOCK"
 wait_for 60 daemon_up || die "the daemon did not start: $(cat "$RUN/daemon.log")"
 rs ctl port add vale0:a --passthrough "$RUN/a.sock"
 rs ctl port add vale0:b --passthrough "$RUN/b.sock"
+rs ctl port add vale0:c --vhost-user "$RUN/c.sock"
+# The host's side: a TAP host port, moved into a namespace of its own.
+TAP=rsptap$$
+TAP=${TAP:0:15}
+rs ctl attach vale0 --host "$TAP" >/dev/null
+ip netns add "$NS"
+ip link set "$TAP" netns "$NS"
+ip -n "$NS" addr add 10.0.0.9/24 dev "$TAP"
+ip -n "$NS" link set "$TAP" up
 
 boot() {
-    local name=$1 args=$2
+    local name=$1 args=$2 dev
+    if [[ $args == *rs_if=eth0* ]]; then
+        # A virtio-net NIC on the vhost-user port (shared/vm-testing.md).
+        dev=(-object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem
+            -chardev "socket,id=vu,path=$RUN/$name.sock,reconnect=1"
+            -netdev vhost-user,id=n0,chardev=vu
+            -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0c,romfile=,vectors=0)
+    else
+        dev=(-chardev "socket,id=pt,path=$RUN/$name.sock" -device ivshmem-doorbell,chardev=pt,vectors=1)
+    fi
     spawn "$RUN/qemu-$name.log" qemu-system-x86_64 -accel tcg -m 256 -display none -nodefaults \
         -no-user-config -no-reboot -serial "file:$RUN/guest-$name.log" \
         -kernel "$KERNEL" -initrd "$RUN/initramfs.gz" \
-        -append "console=ttyS0 quiet panic=-1 $args" \
-        -chardev "socket,id=pt,path=$RUN/$name.sock" -device ivshmem-doorbell,chardev=pt,vectors=1
+        -append "console=ttyS0 quiet panic=-1 $args" "${dev[@]}"
 }
 boot b "rs_role=server rs_ip=10.0.0.2"
 boot a "rs_role=client rs_ip=10.0.0.1 rs_peer=10.0.0.2"
+boot c "rs_role=client rs_ip=10.0.0.3 rs_peer=10.0.0.2 rs_if=eth0"
 
 gline() { grep -a $'\r$' "$RUN/guest-$1.log" 2>/dev/null | tr -d '\r' | grep -a -o "RS-PTNET-$2.*" | tail -n 1 || true; }
 gwait() {
@@ -117,22 +148,46 @@ check() {
 }
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 
-for g in a b; do
+for g in a b c; do
     l=$(gwait $g INSMOD 120)
-    check "driver-$g" "$([[ $l == *"rc=0 ifs=1 chardevs=0"* ]] && echo 0 || echo 1)" "${l:-no INSMOD line}"
+    want="rc=0 ifs=1 chardevs=0"
+    [ $g != c ] || want="rc=0 ifs=1 virtio"
+    check "driver-$g" "$([[ $l == *"$want"* ]] && echo 0 || echo 1)" "${l:-no INSMOD line}"
     l=$(gwait $g UP 60)
-    check "interface-$g" "$([[ $l == *"driver=ringswitch_pt"* ]] && echo 0 || echo 1)" "${l:-no UP line}"
+    want=driver=ringswitch_pt
+    [ $g != c ] || want=driver=virtio_net
+    check "interface-$g" "$([[ $l == *"$want"* ]] && echo 0 || echo 1)" "${l:-no UP line}"
 done
-l=$(gwait a PING 240)
-check ping "$([[ $l == *"rc=0 5 packets transmitted, 5 packets received"* ]] && echo 0 || echo 1)" "${l:-no PING line}"
-l=$(gwait a XFER 240)
-md5=$(field md5 "$l")
-check tcp-16MiB "$([ "$(field rc "$l")" = 0 ] && [ "$(field bytes "$l")" = 16777216 ] &&
-    [ -n "$md5" ] && [ "$md5" = "$(field want "$l")" ] && echo 0 || echo 1)" "${l:-no XFER line}"
-secs=$(field secs "$l")
-[ -z "$secs" ] || echo "16 MiB guest to guest over ptnet in $secs s under TCG ($(awk "BEGIN{printf \"%.1f\", 16 * 8 / $secs}") Mbit/s; only ratios mean anything)"
-l=$(gwait a DMESG 60)
-check guest-kernel-log "$([[ $l == *"problems=0"* ]] && echo 0 || echo 1)" "${l:-no DMESG line} (warnings, oopses, bad ring lines in a's dmesg)"
+# A guest client's ping and transfer: $1 the guest, $2 what the check is called.
+client_checks() {
+    local l md5 secs
+    l=$(gwait "$1" PING 240)
+    check "ping-$2" "$([[ $l == *"rc=0 5 packets transmitted, 5 packets received"* ]] && echo 0 || echo 1)" "${l:-no PING line}"
+    l=$(gwait "$1" XFER 240)
+    md5=$(field md5 "$l")
+    check "tcp-16MiB-$2" "$([ "$(field rc "$l")" = 0 ] && [ "$(field bytes "$l")" = 16777216 ] &&
+        [ -n "$md5" ] && [ "$md5" = "$(field want "$l")" ] && echo 0 || echo 1)" "${l:-no XFER line}"
+    secs=$(field secs "$l")
+    [ -z "$secs" ] || echo "16 MiB $2 in $secs s under TCG ($(awk "BEGIN{printf \"%.1f\", 16 * 8 / $secs}") Mbit/s; only ratios mean anything)"
+    l=$(gwait "$1" DMESG 60)
+    check "guest-kernel-log-$1" "$([[ $l == *"problems=0"* ]] && echo 0 || echo 1)" "${l:-no DMESG line} (warnings, oopses, bad ring lines in $1's dmesg)"
+}
+client_checks a "ptnet-to-ptnet"
+
+# The host's stack through the TAP host port: ping b, fetch the file.
+l=$(gwait b SERVING 120)
+want=$(field md5 "$l")
+p=$(ip netns exec "$NS" ping -c 5 -i 0.2 -W 2 10.0.0.2 2>&1 | grep -o '[0-9]* packets transmitted, [0-9]* received' || true)
+check ping-host-to-ptnet "$([[ $p == "5 packets transmitted, 5 received" ]] && echo 0 || echo 1)" "host (TAP $TAP): ${p:-no reply}"
+got=$(ip netns exec "$NS" python3 -c '
+import hashlib, sys, time, urllib.request
+t = time.monotonic()
+d = urllib.request.urlopen("http://10.0.0.2/f", timeout=120).read()
+print(len(d), hashlib.md5(d).hexdigest(), round(time.monotonic() - t, 2))' 2>&1 || true)
+check tcp-16MiB-ptnet-to-host "$([ "$got" != "${got#16777216 $want }" ] && [ -n "$want" ] && echo 0 || echo 1)" \
+    "host fetched: ${got:0:200} (bytes, MD5, seconds); b's MD5 $want"
+
+client_checks c "ptnet-to-virtio-net"
 rs ctl stats --json >"$RUN/stats.json" 2>&1 || true
 
 [ $FAILED = 0 ] || { note "$FAILED check(s) failed; logs in $RUN"; exit 1; }
