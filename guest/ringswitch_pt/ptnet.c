@@ -345,14 +345,22 @@ static irqreturn_t ptnet_irq(int irq, void *data)
 
 /* ---- the interface ------------------------------------------------------ */
 
-/* Picks up head and tail from the CSB (the port keeps them across guests). */
+/*
+ * Picks up head and tail from the CSB (the port keeps them across guests
+ * and driver loads). The head we published last stays ours if it lies
+ * between the host's hwcur and hwtail (slots published before an unload
+ * that the host has not taken yet are not taken back); else hwcur.
+ */
 static void ptnet_ring_start(struct ptnet_ring *r, bool tx)
 {
 	u32 hwcur = READ_ONCE(r->ktoa->hwcur);
 	u32 hwtail = smp_load_acquire(&r->ktoa->hwtail);
+	u32 head = READ_ONCE(r->atok->head);
 
 	if (hwcur < r->n && hwtail < r->n) {
-		r->head = hwcur;
+		bool ours = head < r->n && ring_dist(hwcur, head, r->n) <= ring_dist(hwcur, hwtail, r->n);
+
+		r->head = ours ? head : hwcur;
 		r->tail = hwtail;
 	} else {
 		r->head = 0;

@@ -173,6 +173,10 @@ client_checks() {
     check "guest-kernel-log-$1" "$([[ $l == *"problems=0"* ]] && echo 0 || echo 1)" "${l:-no DMESG line} (warnings, oopses, bad ring lines in $1's dmesg)"
 }
 client_checks a "ptnet-to-ptnet"
+l=$(gline a RELOAD)
+check unload-under-traffic "$([[ $l == *" rmmod=0 left=0 insmod=0 "* ]] && [ "$(field rx_before_unload "$l")" -gt 0 ] 2>/dev/null &&
+    [ -n "$(field md5 "$l")" ] && [ "$(field md5 "$l")" = "$(field want "$l")" ] && echo 0 || echo 1)" \
+    "${l:-no RELOAD line} (rmmod while a wget runs, insmod again, the file again)"
 
 # The host's stack through the TAP host port: ping b, fetch the file.
 l=$(gwait b SERVING 120)
