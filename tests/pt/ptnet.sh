@@ -9,7 +9,10 @@
 # host's stack); guest c, a virtio-net NIC on a vhost-user port of the same
 # switch, pings b and fetches the file (ptnet to virtio-net).
 #
-#   sudo tests/pt/ptnet.sh     (exit 0 only if every check passed)
+#   sudo tests/pt/ptnet.sh [--build-only]   (exit 0 only if every check
+#                                            passed; --build-only: print the
+#                                            initramfs and kernel paths and
+#                                            stop, for bench/ptnet.sh)
 #
 # Environment: RS_PT_OUT (logs; default target/pt, this run in
 # target/pt/ptnet), RINGSWITCH_BIN. Prints PASS/FAIL per check and the
@@ -59,7 +62,12 @@ for m in drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_
     cp "/lib/modules/$KVER/kernel/$m.ko" "$RUN/root/lib/modules/virtio/"
 done
 install -m 755 "$HERE/ptnet-init" "$RUN/root/init"
+gcc -static -O2 -Wall -Wextra -Werror -o "$RUN/root/bin/udpblast" "$HERE/udpblast.c" || die "udpblast build failed"
 (cd "$RUN/root" && find . | cpio -o -H newc --quiet | gzip -1) >"$RUN/initramfs.gz"
+if [ "${1:-}" = --build-only ]; then
+    echo "$RUN/initramfs.gz $KERNEL"
+    exit 0
+fi
 
 PIDS=()
 NS=rsptnet$$
