@@ -32,7 +32,7 @@ die() { note "ERROR: $*"; exit 2; }
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 need=()
-for p in qemu-system-x86 linux-image-cloud-amd64 busybox-static build-essential cpio; do
+for p in qemu-system-x86 linux-image-cloud-amd64 busybox-static build-essential cpio ethtool; do
     installed "$p" || need+=("$p")
 done
 KERNEL=$(find /boot -maxdepth 1 -name 'vmlinuz-*-cloud-amd64' | sort -V | tail -n 1)
@@ -62,6 +62,12 @@ for m in drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_
     cp "/lib/modules/$KVER/kernel/$m.ko" "$RUN/root/lib/modules/virtio/"
 done
 install -m 755 "$HERE/ptnet-init" "$RUN/root/init"
+# ethtool and the libraries it loads, for the per-ring counters.
+cp "$(command -v ethtool)" "$RUN/root/bin/"
+for lib in $(ldd "$(command -v ethtool)" | grep -o '/[^ ]*'); do
+    mkdir -p "$RUN/root$(dirname "$lib")"
+    cp -L "$lib" "$RUN/root$lib"
+done
 gcc -static -O2 -Wall -Wextra -Werror -o "$RUN/root/bin/udpblast" "$HERE/udpblast.c" || die "udpblast build failed"
 (cd "$RUN/root" && find . | cpio -o -H newc --quiet | gzip -1) >"$RUN/initramfs.gz"
 if [ "${1:-}" = --build-only ]; then
@@ -102,8 +108,9 @@ rs() { "$BIN" --socket "$SOCK" "$@"; }
 daemon_up() { rs ctl port list >/dev/null 2>&1; }
 spawn "$RUN/daemon.log" env RINGSWITCH_LOG=info "$BIN" serve --socket "$SOCK"
 wait_for 60 daemon_up || die "the daemon did not start: $(cat "$RUN/daemon.log")"
-rs ctl port add vale0:a --passthrough "$RUN/a.sock"
-rs ctl port add vale0:b --passthrough "$RUN/b.sock"
+# a and b have two ring pairs each (two queue pairs of ptnet0).
+rs ctl port add 'vale0:a@conf:rings=2' --passthrough "$RUN/a.sock"
+rs ctl port add 'vale0:b@conf:rings=2' --passthrough "$RUN/b.sock"
 rs ctl port add vale0:c --vhost-user "$RUN/c.sock"
 # The host's side: a TAP host port, moved into a namespace of its own.
 TAP=rsptap$$
@@ -123,7 +130,7 @@ boot() {
             -netdev vhost-user,id=n0,chardev=vu
             -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0c,romfile=,vectors=0)
     else
-        dev=(-chardev "socket,id=pt,path=$RUN/$name.sock" -device ivshmem-doorbell,chardev=pt,vectors=1)
+        dev=(-chardev "socket,id=pt,path=$RUN/$name.sock" -device ivshmem-doorbell,chardev=pt,vectors=2)
     fi
     spawn "$RUN/qemu-$name.log" qemu-system-x86_64 -accel tcg -m 256 -display none -nodefaults \
         -no-user-config -no-reboot -serial "file:$RUN/guest-$name.log" \
@@ -181,6 +188,11 @@ client_checks() {
     check "guest-kernel-log-$1" "$([[ $l == *"problems=0"* ]] && echo 0 || echo 1)" "${l:-no DMESG line} (warnings, oopses, bad ring lines in $1's dmesg)"
 }
 client_checks a "ptnet-to-ptnet"
+l=$(gline a RINGS)
+r=($(for k in ring0_tx_packets ring1_tx_packets ring0_rx_packets ring1_rx_packets; do field $k "$l"; done))
+ok=1
+[ ${#r[@]} = 4 ] && [ "${r[0]}" -gt 0 ] && [ "${r[1]}" -gt 0 ] && [ "${r[2]}" -gt 0 ] && [ "${r[3]}" -gt 0 ] && ok=0
+check two-ring-pairs "$ok" "${l:-no RINGS line} (a's ethtool -S after 20 connections to b: both queue pairs carried frames each way)"
 l=$(gline a RELOAD)
 check unload-under-traffic "$([[ $l == *" rmmod=0 left=0 insmod=0 "* ]] && [ "$(field rx_before_unload "$l")" -gt 0 ] 2>/dev/null &&
     [ -n "$(field md5 "$l")" ] && [ "$(field md5 "$l")" = "$(field want "$l")" ] && echo 0 || echo 1)" \
