@@ -28,6 +28,7 @@
 #include <linux/slab.h>
 #include <linux/u64_stats_sync.h>
 #include <linux/version.h>
+#include <linux/workqueue.h>
 
 #include "rspt_dev.h"
 
@@ -101,6 +102,10 @@ struct ptnet_queue {
 	struct ptnet_ring rx;	/* under NAPI */
 	/* RX: inside a multi-slot frame, dropping its slots up to the last. */
 	bool rx_in_frag;
+	/* The host's TX hwcur at the last watch tick, and the ticks since it
+	 * last moved while frames waited for it (ptnet_watch). */
+	u32 watch_hwcur;
+	unsigned int stalled_ticks;
 	struct ptnet_stats txs;
 	struct ptnet_stats rxs;
 };
@@ -108,6 +113,8 @@ struct ptnet_queue {
 struct ptnet {
 	struct net_device *ndev;
 	struct rspt_dev *d;
+	/* While the interface is up: whether the host side still takes frames. */
+	struct delayed_work watch;
 	u32 buf_size;
 	u32 nbufs;
 	u32 kick_peer;		/* the doorbell's target */
@@ -343,6 +350,49 @@ static irqreturn_t ptnet_irq(int irq, void *data)
 	return IRQ_HANDLED;
 }
 
+/* ---- carrier -------------------------------------------------------------- */
+
+/*
+ * Nothing in the device says that the host side is gone (a daemon killed
+ * with -9 leaves the region mapped and the doorbell writable), so the
+ * carrier follows what can be seen: frames published on a TX ring that the
+ * host has not taken (its hwcur has not moved) for PTNET_STALL_TICKS ticks
+ * mean carrier off; hwcur moving again means carrier on. An idle interface
+ * keeps its carrier: with nothing sent, there is nothing to go by.
+ */
+#define PTNET_WATCH_PERIOD (HZ / 2)
+#define PTNET_STALL_TICKS 4
+
+static void ptnet_watch(struct work_struct *work)
+{
+	struct ptnet *pn = container_of(to_delayed_work(work), struct ptnet, watch);
+	bool stalled = false;
+	unsigned int i;
+
+	for (i = 0; i < pn->nq; i++) {
+		struct ptnet_queue *q = &pn->q[i];
+		u32 hwcur = READ_ONCE(q->tx.ktoa->hwcur);
+		bool waiting = READ_ONCE(q->tx.atok->head) != hwcur;
+
+		if (waiting && hwcur == q->watch_hwcur)
+			q->stalled_ticks++;
+		else
+			q->stalled_ticks = 0;
+		q->watch_hwcur = hwcur;
+		if (q->stalled_ticks >= PTNET_STALL_TICKS)
+			stalled = true;
+	}
+	if (stalled && netif_carrier_ok(pn->ndev)) {
+		netdev_warn(pn->ndev, "the host side has taken no frame for %u ms: carrier off\n",
+			    jiffies_to_msecs(PTNET_STALL_TICKS * PTNET_WATCH_PERIOD));
+		netif_carrier_off(pn->ndev);
+	} else if (!stalled && !netif_carrier_ok(pn->ndev)) {
+		netdev_info(pn->ndev, "the host side takes frames again: carrier on\n");
+		netif_carrier_on(pn->ndev);
+	}
+	schedule_delayed_work(&pn->watch, PTNET_WATCH_PERIOD);
+}
+
 /* ---- the interface ------------------------------------------------------ */
 
 /*
@@ -389,6 +439,11 @@ static int ptnet_open(struct net_device *ndev)
 	}
 	netif_tx_start_all_queues(ndev);
 	netif_carrier_on(ndev);
+	for (i = 0; i < pn->nq; i++) {
+		pn->q[i].watch_hwcur = READ_ONCE(pn->q[i].tx.ktoa->hwcur);
+		pn->q[i].stalled_ticks = 0;
+	}
+	schedule_delayed_work(&pn->watch, PTNET_WATCH_PERIOD);
 	return 0;
 }
 
@@ -397,6 +452,7 @@ static int ptnet_stop(struct net_device *ndev)
 	struct ptnet *pn = netdev_priv(ndev);
 	unsigned int i;
 
+	cancel_delayed_work_sync(&pn->watch);
 	netif_carrier_off(ndev);
 	netif_tx_disable(ndev);
 	for (i = 0; i < pn->nq; i++) {
@@ -638,6 +694,7 @@ int ptnet_attach(struct rspt_dev *d)
 	pn->ndev = ndev;
 	pn->d = d;
 	pn->nq = nq;
+	INIT_DELAYED_WORK(&pn->watch, ptnet_watch);
 	pn->buf_size = le32_to_cpu(h->buf_size);
 	pn->nbufs = le32_to_cpu(h->nbufs);
 	/* A switch port's doorbell goes to the daemon; a pipe end's to the other end. */

@@ -184,16 +184,19 @@ client_checks() {
         [ -n "$md5" ] && [ "$md5" = "$(field want "$l")" ] && echo 0 || echo 1)" "${l:-no XFER line}"
     secs=$(field secs "$l")
     [ -z "$secs" ] || echo "16 MiB $2 in $secs s under TCG ($(awk "BEGIN{printf \"%.1f\", 16 * 8 / $secs}") Mbit/s; only ratios mean anything)"
+}
+dmesg_check() {
+    local l
     l=$(gwait "$1" DMESG 60)
     check "guest-kernel-log-$1" "$([[ $l == *"problems=0"* ]] && echo 0 || echo 1)" "${l:-no DMESG line} (warnings, oopses, bad ring lines in $1's dmesg)"
 }
 client_checks a "ptnet-to-ptnet"
-l=$(gline a RINGS)
+l=$(gwait a RINGS 120)
 r=($(for k in ring0_tx_packets ring1_tx_packets ring0_rx_packets ring1_rx_packets; do field $k "$l"; done))
 ok=1
 [ ${#r[@]} = 4 ] && [ "${r[0]}" -gt 0 ] && [ "${r[1]}" -gt 0 ] && [ "${r[2]}" -gt 0 ] && [ "${r[3]}" -gt 0 ] && ok=0
 check two-ring-pairs "$ok" "${l:-no RINGS line} (a's ethtool -S after 20 connections to b: both queue pairs carried frames each way)"
-l=$(gline a RELOAD)
+l=$(gwait a RELOAD 180)
 check unload-under-traffic "$([[ $l == *" rmmod=0 left=0 insmod=0 "* ]] && [ "$(field rx_before_unload "$l")" -gt 0 ] 2>/dev/null &&
     [ -n "$(field md5 "$l")" ] && [ "$(field md5 "$l")" = "$(field want "$l")" ] && echo 0 || echo 1)" \
     "${l:-no RELOAD line} (rmmod while a wget runs, insmod again, the file again)"
@@ -212,6 +215,23 @@ check tcp-16MiB-ptnet-to-host "$([ "$got" != "${got#16777216 $want }" ] && [ -n 
     "host fetched: ${got:0:200} (bytes, MD5, seconds); b's MD5 $want"
 
 client_checks c "ptnet-to-virtio-net"
+dmesg_check c
+
+# a's carrier follows the daemon: stopped (SIGSTOP) it takes no frame and
+# the carrier goes down; continued, up again; killed with -9, down. No guest
+# kernel complains.
+l=$(gwait a CARRIER-READY 120)
+dpid=$(pgrep -f "^($BIN serve|${BIN}d) --socket $SOCK" | head -n 1 || true)
+[ -n "$dpid" ] || check carrier 1 "no daemon to stop"
+sig() { [ -z "$dpid" ] || kill "-$1" "$dpid"; }
+for step in STOP:STOPPED:0:down CONT:CONTINUED:1:up KILL:KILLED:0:down; do
+    IFS=: read -r s marker c state <<<"$step"
+    sig "$s"
+    l=$(gwait a "CARRIER-$marker" 300)
+    check "carrier-after-SIG$s" "$([[ $l == *"carrier=$c operstate=$state"* ]] && echo 0 || echo 1)" \
+        "${l:-no CARRIER-$marker line} (SIG$s sent to the daemon while a pings b)"
+done
+dmesg_check a
 rs ctl stats --json >"$RUN/stats.json" 2>&1 || true
 
 [ $FAILED = 0 ] || { note "$FAILED check(s) failed; logs in $RUN"; exit 1; }
