@@ -72,6 +72,7 @@ impl Req {
                 name: n.render(0),
                 vhost_user: None,
                 passthrough: None,
+                vnet_hdr: false,
                 vlan: None,
             },
             Req::PortDel(n) => Request::PortDel { name: n.render(0) },

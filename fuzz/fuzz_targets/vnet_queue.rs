@@ -95,6 +95,7 @@ fuzz_target!(|input: Input| {
         0,
         EventFd::new().unwrap(),
         EventFd::new().unwrap(),
+        Arc::new(std::sync::atomic::AtomicBool::new(true)),
     );
     let mut stage = Stage::new(256);
     let bs = g.buf_size as usize;

@@ -19,6 +19,7 @@
  */
 
 #include <linux/etherdevice.h>
+#include <linux/if_vlan.h>
 #include <linux/ethtool.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
@@ -28,6 +29,7 @@
 #include <linux/slab.h>
 #include <linux/u64_stats_sync.h>
 #include <linux/version.h>
+#include <linux/virtio_net.h>
 #include <linux/workqueue.h>
 
 #include "rspt_dev.h"
@@ -44,6 +46,13 @@
 #define NS_MOREFRAG 0x20
 #define NM_RESERVED_BUFS 2	/* buffers 0 and 1 are never handed out */
 #define NM_MAX_SLOTS 65536
+#define NM_MAX_FRAGS 64		/* slots of one frame, at most */
+/* The virtio-net header of a port made with --vnet-hdr (VIRTIO 1.x). */
+#define PTNET_VNET_HDR_LEN sizeof(struct virtio_net_hdr_mrg_rxbuf)
+static_assert(PTNET_VNET_HDR_LEN == 12);
+/* The longest TSO frame the stack hands us (the legacy limit, which new
+ * devices get; no BIG TCP here). */
+#define PTNET_GSO_MAX 65536u
 
 struct nm_slot {
 	u32 buf_idx;
@@ -100,8 +109,11 @@ struct ptnet_queue {
 	char irq_name[24];
 	struct ptnet_ring tx;	/* under the netdev TX queue's lock */
 	struct ptnet_ring rx;	/* under NAPI */
-	/* RX: inside a multi-slot frame, dropping its slots up to the last. */
-	bool rx_in_frag;
+	/* RX: the slots of the frame being read (NAPI's). */
+	struct {
+		u32 idx;
+		u32 len;
+	} chain[NM_MAX_FRAGS];
 	/* The host's TX hwcur at the last watch tick, and the ticks since it
 	 * last moved while frames waited for it (ptnet_watch). */
 	u32 watch_hwcur;
@@ -113,6 +125,10 @@ struct ptnet_queue {
 struct ptnet {
 	struct net_device *ndev;
 	struct rspt_dev *d;
+	/* Bytes of virtio-net header in front of every frame: 0 or 12. */
+	u32 hdr_len;
+	/* Slots the longest frame we send takes: a queue stops below that. */
+	u32 max_slots;
 	/* While the interface is up: whether the host side still takes frames. */
 	struct delayed_work watch;
 	u32 buf_size;
@@ -186,6 +202,11 @@ static u8 *ptnet_buf(struct ptnet *pn, struct ptnet_ring *r, u32 idx, u32 len)
 
 /* ---- TX ----------------------------------------------------------------- */
 
+static inline u32 ring_space(const struct ptnet_ring *r)
+{
+	return ring_dist(r->head, r->tail, r->n);
+}
+
 static netdev_tx_t ptnet_xmit(struct sk_buff *skb, struct net_device *ndev)
 {
 	struct ptnet *pn = netdev_priv(ndev);
@@ -193,52 +214,77 @@ static netdev_tx_t ptnet_xmit(struct sk_buff *skb, struct net_device *ndev)
 	struct ptnet_queue *q = &pn->q[qi < pn->nq ? qi : 0];
 	struct netdev_queue *txq = netdev_get_tx_queue(ndev, q->index);
 	struct ptnet_ring *r = &q->tx;
-	struct nm_slot *slot;
-	u32 len, idx;
-	u8 *buf;
+	struct virtio_net_hdr_mrg_rxbuf vh = {};
+	u32 len, bytes, need, k, off = 0;
 
 	/* The switch takes no frame under the Ethernet minimum. */
 	if (eth_skb_pad(skb)) {
 		q->txs.dropped++;
 		goto publish;
 	}
-	if (skb->ip_summed == CHECKSUM_PARTIAL && skb_checksum_help(skb))
+	if (pn->hdr_len) {
+		/* Checksum and segmentation go to the host in the header. */
+		if (virtio_net_hdr_from_skb(skb, &vh.hdr, true, false, 0))
+			goto error;
+		vh.num_buffers = cpu_to_le16(1);
+	} else if (skb->ip_summed == CHECKSUM_PARTIAL && skb_checksum_help(skb)) {
 		goto drop;
+	}
 	len = skb->len;
-	if (len > pn->buf_size)
+	bytes = pn->hdr_len + len;
+	need = DIV_ROUND_UP(bytes, pn->buf_size);
+	if (need > NM_MAX_FRAGS)
 		goto error;
-	if (r->head == r->tail)
+	if (ring_space(r) < need)
 		ptnet_refresh_tail(r, &q->txs);
-	if (r->head == r->tail) {
-		/* Stopped below when the ring filled: not expected here. */
+	if (ring_space(r) < need) {
+		/* Stopped below before the ring gets this full: not expected. */
 		netif_tx_stop_queue(txq);
 		return NETDEV_TX_BUSY;
 	}
-	slot = &r->slots[r->head];
-	idx = READ_ONCE(slot->buf_idx);
-	buf = ptnet_buf(pn, r, idx, len);
-	if (!buf)
-		goto error;
-	skb_copy_bits(skb, 0, buf, len);
-	WRITE_ONCE(slot->len, len);
-	WRITE_ONCE(slot->flags, 0);
-	r->head = ring_next(r->head, r->n);
+	/* Every slot's buffer first: nothing is written for a bad one. */
+	for (k = 0; k < need; k++) {
+		struct nm_slot *slot = &r->slots[(r->head + k) % r->n];
+
+		if (!ptnet_buf(pn, r, READ_ONCE(slot->buf_idx), 0))
+			goto error;
+	}
+	for (k = 0; k < need; k++) {
+		struct nm_slot *slot = &r->slots[r->head];
+		u8 *buf = ptnet_buf(pn, r, READ_ONCE(slot->buf_idx), 0);
+		u32 room = pn->buf_size, at = 0, n;
+
+		if (!buf)
+			goto error; /* changed under us: the host's doing */
+		if (k == 0 && pn->hdr_len) {
+			memcpy(buf, &vh, pn->hdr_len);
+			at = pn->hdr_len;
+			room -= pn->hdr_len;
+		}
+		n = min(room, len - off);
+		skb_copy_bits(skb, off, buf + at, n);
+		off += n;
+		WRITE_ONCE(slot->len, at + n);
+		WRITE_ONCE(slot->flags, k + 1 < need ? NS_MOREFRAG : 0);
+		r->head = ring_next(r->head, r->n);
+	}
 	u64_stats_update_begin(&q->txs.syncp);
 	q->txs.packets++;
 	q->txs.bytes += len;
 	u64_stats_update_end(&q->txs.syncp);
 	dev_consume_skb_any(skb);
 
-	if (r->head == r->tail && !ptnet_refresh_tail(r, &q->txs)) {
+	if (ring_space(r) < pn->max_slots && !ptnet_refresh_tail(r, &q->txs)) {
 		/*
-		 * Full: stop, ask the host for an interrupt when it frees a
-		 * slot, and look once more (the double check: the fence pairs
-		 * with the host's after it publishes hwtail).
+		 * No room for the longest frame: stop, ask the host for an
+		 * interrupt when it frees slots, and look once more (the double
+		 * check: the fence pairs with the host's after it publishes
+		 * hwtail).
 		 */
 		netif_tx_stop_queue(txq);
 		WRITE_ONCE(r->atok->appl_need_kick, 1);
 		smp_mb();
-		if (ptnet_refresh_tail(r, &q->txs)) {
+		if (ptnet_refresh_tail(r, &q->txs) && ring_space(r) >= pn->max_slots) {
 			WRITE_ONCE(r->atok->appl_need_kick, 0);
 			netif_tx_start_queue(txq);
 		}
@@ -265,7 +311,8 @@ static void ptnet_tx_wake(struct ptnet_queue *q)
 	if (!netif_tx_queue_stopped(txq))
 		return;
 	__netif_tx_lock(txq, smp_processor_id());
-	if (ptnet_refresh_tail(&q->tx, &q->txs) || q->tx.head != q->tx.tail) {
+	ptnet_refresh_tail(&q->tx, &q->txs);
+	if (ring_space(&q->tx) >= q->pn->max_slots) {
 		WRITE_ONCE(q->tx.atok->appl_need_kick, 0);
 		netif_tx_wake_queue(txq);
 	}
@@ -285,37 +332,67 @@ static int ptnet_poll(struct napi_struct *napi, int budget)
 	ptnet_tx_wake(q);
 	ptnet_refresh_tail(r, &q->rxs);
 	while (work < budget && r->head != r->tail) {
-		struct nm_slot *slot = &r->slots[r->head];
-		u32 idx = READ_ONCE(slot->buf_idx);
-		u32 len = READ_ONCE(slot->len);
-		u16 flags = READ_ONCE(slot->flags);
+		u32 avail = ring_dist(r->head, r->tail, r->n);
+		struct virtio_net_hdr_mrg_rxbuf vh = {};
+		u32 nfr = 0, total = 0, k, skip;
+		bool bad = false, complete = false;
 		struct sk_buff *skb;
-		bool frag = q->rx_in_frag;
-		u8 *buf;
 
-		r->head = ring_next(r->head, r->n);
-		/* Frames of several slots are dropped whole (one count each). */
-		q->rx_in_frag = flags & NS_MOREFRAG;
-		if (frag || q->rx_in_frag) {
-			if (!frag)
-				q->rxs.dropped++;
-			continue;
+		/* The frame's chain, each slot read once. */
+		while (nfr < avail && nfr < NM_MAX_FRAGS) {
+			struct nm_slot *slot = &r->slots[(r->head + nfr) % r->n];
+			u16 flags = READ_ONCE(slot->flags);
+
+			q->chain[nfr].idx = READ_ONCE(slot->buf_idx);
+			q->chain[nfr].len = READ_ONCE(slot->len);
+			if (!ptnet_buf(pn, r, q->chain[nfr].idx, q->chain[nfr].len))
+				bad = true;
+			total += q->chain[nfr].len;
+			nfr++;
+			if (!(flags & NS_MOREFRAG)) {
+				complete = true;
+				break;
+			}
 		}
-		buf = ptnet_buf(pn, r, idx, len);
-		if (!buf || len < ETH_HLEN) {
+		if (!complete) {
+			if (nfr < NM_MAX_FRAGS)
+				break; /* its last slot is not published yet */
+			bad = true; /* longer than any frame: dropped whole */
+		}
+		r->head = (r->head + nfr) % r->n;
+		if (bad || q->chain[0].len < pn->hdr_len || total < pn->hdr_len + ETH_HLEN) {
 			q->rxs.errors++;
 			continue;
 		}
-		skb = napi_alloc_skb(napi, len);
+		skb = napi_alloc_skb(napi, total - pn->hdr_len);
 		if (!skb) {
 			q->rxs.dropped++;
 			continue;
 		}
 		/* One copy out of shared memory; only the copy is parsed. */
-		skb_put_data(skb, buf, len);
+		for (k = 0; k < nfr; k++) {
+			u8 *buf = ptnet_buf(pn, r, q->chain[k].idx, q->chain[k].len);
+
+			skip = 0;
+			if (k == 0 && pn->hdr_len) {
+				memcpy(&vh, buf, pn->hdr_len);
+				skip = pn->hdr_len;
+			}
+			skb_put_data(skb, buf + skip, q->chain[k].len - skip);
+		}
+		if (pn->hdr_len) {
+			if (vh.hdr.flags & VIRTIO_NET_HDR_F_DATA_VALID)
+				skb->ip_summed = CHECKSUM_UNNECESSARY;
+			/* Checked by the kernel: offsets within the frame, known types. */
+			if (virtio_net_hdr_to_skb(skb, &vh.hdr, true)) {
+				q->rxs.errors++;
+				dev_kfree_skb_any(skb);
+				continue;
+			}
+		}
 		skb->protocol = eth_type_trans(skb, pn->ndev);
 		packets++;
-		bytes += len;
+		bytes += skb->len + ETH_HLEN;
 		napi_gro_receive(napi, skb);
 		work++;
 	}
@@ -430,7 +507,6 @@ static int ptnet_open(struct net_device *ndev)
 
 		ptnet_ring_start(&q->tx, true);
 		ptnet_ring_start(&q->rx, false);
-		q->rx_in_frag = false;
 		WRITE_ONCE(q->tx.atok->appl_need_kick, 0);
 		WRITE_ONCE(q->rx.atok->appl_need_kick, 1);
 		napi_enable(&q->napi);
@@ -704,6 +780,13 @@ int ptnet_attach(struct rspt_dev *d)
 		err = -ENODEV;
 		goto err_free;
 	}
+	pn->hdr_len = le32_to_cpu(h->vnet_hdr_len);
+	if (pn->hdr_len != 0 && pn->hdr_len != PTNET_VNET_HDR_LEN) {
+		dev_err(&d->pdev->dev, "frames with a %u-byte header: this driver knows 0 or %zu\n",
+			pn->hdr_len, PTNET_VNET_HDR_LEN);
+		err = -ENODEV;
+		goto err_free;
+	}
 	for (i = 0; i < nq; i++) {
 		struct ptnet_queue *q = &pn->q[i];
 
@@ -727,10 +810,25 @@ int ptnet_attach(struct rspt_dev *d)
 	ndev->netdev_ops = &ptnet_ops;
 	ndev->ethtool_ops = &ptnet_ethtool_ops;
 	ndev->min_mtu = ETH_MIN_MTU;
-	ndev->max_mtu = pn->buf_size - ETH_HLEN;
+	/* A frame is a chain of at most NM_MAX_FRAGS slots. */
+	ndev->max_mtu = min_t(u64, (u64)NM_MAX_FRAGS * pn->buf_size - pn->hdr_len,
+			      ETH_MAX_MTU + ETH_HLEN) - ETH_HLEN - VLAN_HLEN;
 	ndev->mtu = min_t(u32, ETH_DATA_LEN, ndev->max_mtu);
 	ndev->features = NETIF_F_SG;
-	ndev->hw_features = NETIF_F_SG;
+	if (pn->hdr_len) {
+		/* Checksums and TCP segmentation travel in the header. */
+		ndev->features |= NETIF_F_HW_CSUM | NETIF_F_RXCSUM;
+		if ((u64)NM_MAX_FRAGS * pn->buf_size >= pn->hdr_len + PTNET_GSO_MAX + ETH_HLEN + VLAN_HLEN)
+			ndev->features |= NETIF_F_TSO | NETIF_F_TSO6 | NETIF_F_TSO_ECN;
+	}
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(5, 19, 0)
+	netif_set_tso_max_size(ndev, PTNET_GSO_MAX);
+#endif
+	ndev->hw_features = ndev->features;
+	/* The longest frame we send: TSO's, or the largest MTU's. */
+	pn->max_slots = DIV_ROUND_UP(pn->hdr_len + max_t(u32, ndev->features & NETIF_F_TSO ?
+							  PTNET_GSO_MAX : 0, ndev->max_mtu) +
+				     ETH_HLEN + VLAN_HLEN, pn->buf_size);
 	ndev->priv_flags |= IFF_LIVE_ADDR_CHANGE;
 	eth_hw_addr_random(ndev);
 	netif_carrier_off(ndev);
@@ -753,8 +851,9 @@ int ptnet_attach(struct rspt_dev *d)
 		d->net = NULL;
 		goto err_irqs;
 	}
-	dev_info(&d->pdev->dev, "%s: %u queue pair(s) on the rings of peer id %u, MTU up to %u\n",
-		 ndev->name, nq, d->ivposition, ndev->max_mtu);
+	dev_info(&d->pdev->dev, "%s: %u queue pair(s) on the rings of peer id %u, MTU up to %u, %s\n",
+		 ndev->name, nq, d->ivposition, ndev->max_mtu,
+		 pn->hdr_len ? "checksum and TSO offloads in a virtio-net header" : "no offloads");
 	return 0;
 
 err_irqs:

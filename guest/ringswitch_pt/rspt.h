@@ -67,6 +67,13 @@ struct rspt_region_header {
 	__u64 size;	/* bytes in use, at most the BAR */
 	__u64 nifp_ofs[2];
 	__u64 csb_ofs[2];
+	/*
+	 * Bytes of virtio-net header (VIRTIO 1.x with num_buffers, 12) in
+	 * front of every frame in the rings, or 0: a port made for a ptnet
+	 * guest with offloads (ctl port add ... --passthrough PATH --vnet-hdr).
+	 */
+	__u32 vnet_hdr_len;
+	__u32 reserved;
 };
 
 #endif /* RSPT_H */

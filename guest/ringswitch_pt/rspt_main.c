@@ -54,7 +54,8 @@ module_param(ptnet, bool, 0444);
 MODULE_PARM_DESC(ptnet, "Bind each passthrough device as a network interface ptnetN (the guest's own TCP/IP over the port's rings) instead of the character device /dev/rsptN for netmap programs (default: no)");
 
 static_assert(sizeof(struct rspt_info) == 16);
-static_assert(sizeof(struct rspt_region_header) == 88);
+static_assert(sizeof(struct rspt_region_header) == 96);
+static_assert(offsetof(struct rspt_region_header, vnet_hdr_len) == 88);
 static_assert(offsetof(struct rspt_region_header, buf_base) == 40);
 static_assert(offsetof(struct rspt_region_header, csb_ofs) == 72);
 

@@ -9,10 +9,13 @@
 # host's stack); guest c, a virtio-net NIC on a vhost-user port of the same
 # switch, pings b and fetches the file (ptnet to virtio-net).
 #
-#   sudo tests/pt/ptnet.sh [--build-only]   (exit 0 only if every check
-#                                            passed; --build-only: print the
-#                                            initramfs and kernel paths and
-#                                            stop, for bench/ptnet.sh)
+#   sudo tests/pt/ptnet.sh [--vnet-hdr | --build-only]
+#
+# Exit 0 only if every check passed. --vnet-hdr: a and b's ports carry a
+# virtio-net header in front of every frame (`ctl port add ... --vnet-hdr`),
+# so their guests offload checksums and TCP segmentation; one more check:
+# the switch takes frames longer than the MTU from them. --build-only:
+# print the initramfs and kernel paths and stop (for bench/ptnet.sh).
 #
 # Environment: RS_PT_OUT (logs; default target/pt, this run in
 # target/pt/ptnet), RINGSWITCH_BIN. Prints PASS/FAIL per check and the
@@ -22,7 +25,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 OUT=${RS_PT_OUT:-$ROOT/target/pt}
-RUN=$OUT/ptnet
+VNET=()
+[ "${1:-}" != --vnet-hdr ] || VNET=(--vnet-hdr)
+RUN=$OUT/ptnet${VNET:+-vnet}
 BIN=${RINGSWITCH_BIN:-$ROOT/target/release/ringswitch}
 MAX_LIFE=300
 note() { printf '[ptnet] %s\n' "$*" >&2; }
@@ -109,8 +114,8 @@ daemon_up() { rs ctl port list >/dev/null 2>&1; }
 spawn "$RUN/daemon.log" env RINGSWITCH_LOG=info "$BIN" serve --socket "$SOCK"
 wait_for 60 daemon_up || die "the daemon did not start: $(cat "$RUN/daemon.log")"
 # a and b have two ring pairs each (two queue pairs of ptnet0).
-rs ctl port add 'vale0:a@conf:rings=2' --passthrough "$RUN/a.sock"
-rs ctl port add 'vale0:b@conf:rings=2' --passthrough "$RUN/b.sock"
+rs ctl port add 'vale0:a@conf:rings=2' --passthrough "$RUN/a.sock" "${VNET[@]}"
+rs ctl port add 'vale0:b@conf:rings=2' --passthrough "$RUN/b.sock" "${VNET[@]}"
 rs ctl port add vale0:c --vhost-user "$RUN/c.sock"
 # The host's side: a TAP host port, moved into a namespace of its own.
 TAP=rsptap$$
@@ -215,6 +220,13 @@ check tcp-16MiB-ptnet-to-host "$([ "$got" != "${got#16777216 $want }" ] && [ -n 
     "host fetched: ${got:0:200} (bytes, MD5, seconds); b's MD5 $want"
 
 client_checks c "ptnet-to-virtio-net"
+if [ ${#VNET[@]} -gt 0 ]; then
+    # b sent the file three times (to a, the host, c): with TSO, in frames
+    # far longer than the MTU, as the switch counted them.
+    avg=$(rs ctl stats --json | python3 -c 'import json,sys; p=[p for p in json.load(sys.stdin) if p["name"]=="vale0:b"][0]; print(p["tx_bytes"] // max(p["tx_packets"], 1))')
+    check tso-frames-from-b "$([ "${avg:-0}" -gt 3000 ] 2>/dev/null && echo 0 || echo 1)" \
+        "the switch took frames of $avg bytes on average from vale0:b (its MTU is 1500)"
+fi
 dmesg_check c
 
 # a's carrier follows the daemon: stopped (SIGSTOP) it takes no frame and

@@ -237,6 +237,11 @@ enum PortOp {
         /// N = the port's ring pairs).
         #[arg(long, value_name = "PATH", conflicts_with = "vhost_user")]
         passthrough: Option<String>,
+        /// With --passthrough on a switch port: every frame in the rings
+        /// carries a 12-byte virtio-net header, for a ptnet guest with
+        /// checksum and TSO offloads (guest/ringswitch_pt with ptnet=1).
+        #[arg(long, requires = "passthrough")]
+        vnet_hdr: bool,
         /// Make it a VM port on this vhost-user socket. By default ringswitch
         /// listens there and the frontend connects (QEMU: -chardev
         /// socket,path=PATH,reconnect=1).
@@ -323,6 +328,7 @@ fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
                 PortOp::Add {
                     name,
                     passthrough,
+                    vnet_hdr,
                     vhost_user,
                     client,
                     queues,
@@ -338,6 +344,7 @@ fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
                 offloads: !*no_offloads,
             }),
             passthrough: passthrough.as_deref().map(absolute),
+            vnet_hdr: *vnet_hdr,
             vlan: vlan.get(),
         },
         CtlCmd::Port {
@@ -483,7 +490,11 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                                 (
                                     format!("{}/{}", g.tx_rings, g.rx_rings),
                                     format!("{}/{}", g.tx_slots, g.rx_slots),
-                                    format!("passthrough {}", t.path),
+                                    format!(
+                                        "passthrough{} {}",
+                                        if t.vnet_hdr { " vnet-hdr" } else { "" },
+                                        t.path
+                                    ),
                                 )
                             }
                             _ if p.iface.is_some() => {

@@ -61,6 +61,7 @@ fn vm_port(c: &mut Connection, name: &str, path: &Path, client: bool) {
             offloads: true,
         }),
         passthrough: None,
+        vnet_hdr: false,
         vlan: None,
     })
     .unwrap();
@@ -170,6 +171,7 @@ fn ctl_stats_and_port_list_work_with_5000_ports() {
             name: format!("vale{}:p{i:04}@conf:slots=64", i / 250),
             vhost_user: None,
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         })
         .unwrap();

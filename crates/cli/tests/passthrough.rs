@@ -7,8 +7,9 @@
 //! waits, ping/pong with interrupts, driver reload); `tests/pt/ptnet.sh`
 //! loads the driver as the network interface ptnet0 in two guests on one
 //! switch and checks their kernels' own TCP/IP through it (ping, 16 MiB over
-//! HTTP with its MD5). Output is shown when a test fails; logs stay in
-//! target/pt/. `RINGSWITCH_SKIP_VM=1` skips them.
+//! HTTP with its MD5), and again on ports whose frames carry a virtio-net
+//! header (`--vnet-hdr`: checksum and TSO offloads). Output is shown when a
+//! test fails; logs stay in target/pt/. `RINGSWITCH_SKIP_VM=1` skips them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,6 +25,10 @@ fn root() -> PathBuf {
 }
 
 fn script(name: &str) {
+    script_with(name, &[]);
+}
+
+fn script_with(name: &str, args: &[&str]) {
     let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if std::env::var_os("RINGSWITCH_SKIP_VM").is_some_and(|v| !v.is_empty() && v != "0") {
         eprintln!("{name}: SKIPPED (RINGSWITCH_SKIP_VM is set)");
@@ -32,6 +37,7 @@ fn script(name: &str) {
     let out = Command::new("timeout")
         .args(["-k", "10", "400", "bash"])
         .arg(root().join("tests/pt").join(name))
+        .args(args)
         .env("RINGSWITCH_BIN", BIN)
         .output()
         .expect("bash runs the script");
@@ -62,4 +68,9 @@ fn guest_pktgen_on_passthrough_ports_of_a_real_daemon() {
 #[test]
 fn guest_tcp_over_ptnet_interfaces_on_a_switch() {
     script("ptnet.sh");
+}
+
+#[test]
+fn guest_tcp_over_ptnet_with_offloads() {
+    script_with("ptnet.sh", &["--vnet-hdr"]);
 }

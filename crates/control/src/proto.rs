@@ -79,6 +79,13 @@ pub enum Request {
         /// ports and pipe ends.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         passthrough: Option<String>,
+        /// With `passthrough`, on a switch port: every frame in the rings
+        /// carries a 12-byte virtio-net header in front of it, for a ptnet
+        /// guest with checksum and TSO offloads (the guest driver reads
+        /// this from the region). Refused without `passthrough` and on
+        /// pipe ends.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        vnet_hdr: bool,
         /// The port's VLANs (`access:10`, `trunk:10,20`, `trunk:all`);
         /// none: a trunk of every VLAN (frames pass as they are). Ring and
         /// VM ports only: refused for pipes and passthrough ports.
@@ -392,6 +399,9 @@ pub struct PassthroughInfo {
     pub path: String,
     /// A QEMU is attached.
     pub connected: bool,
+    /// Frames carry a virtio-net header (`port-add --vnet-hdr`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vnet_hdr: bool,
 }
 
 /// One switch in `switch-list`.
@@ -652,6 +662,7 @@ mod tests {
                 name: "vale0:a".into(),
                 vhost_user: None,
                 passthrough: None,
+                vnet_hdr: false,
                 vlan: None,
             }
         );
@@ -672,6 +683,7 @@ mod tests {
                     name: "vale0:a".into(),
                     vhost_user: None,
                     passthrough: None,
+                    vnet_hdr: false,
                     vlan: Some(PortVlan::Access(10)),
                 },
                 r#"{"cmd":"port-add","name":"vale0:a","vlan":"access:10"}"#,

@@ -819,11 +819,13 @@ fn handle(
             name,
             vhost_user,
             passthrough,
+            vnet_hdr,
             vlan,
         } => result(r.port_add(
             &name,
             vhost_user.as_ref(),
             passthrough.as_deref(),
+            vnet_hdr,
             vlan.as_ref(),
         )),
         Request::PortDel { name } => result(r.port_del(&name)),

@@ -122,6 +122,9 @@ pub(super) enum NewPort<'a> {
         geometry: Geometry,
         persistent: bool,
         counters: Option<Arc<Counters>>,
+        /// A passthrough port whose frames carry a virtio-net header: the
+        /// switch sees its ring pairs as queues (`VnetRingQueue`).
+        vnet: bool,
     },
     /// A VM port (`port-add` with a vhost-user socket).
     Vm(&'a VhostUserSpec),
@@ -284,7 +287,8 @@ impl Registry {
                 geometry,
                 persistent,
                 counters,
-            } => self.attach_ring_port(sw, port, geometry, persistent, counters, vlan),
+                vnet,
+            } => self.attach_ring_port(sw, port, geometry, persistent, counters, vnet, vlan),
             NewPort::Vm(spec) => self.attach_vm_port(sw, port, spec, vlan),
         };
         self.drop_failed_switch(sw, res.is_err());

@@ -165,6 +165,7 @@ fn busy_unknown_and_persistence() {
         name: "vale0:keep".into(),
         vhost_user: None,
         passthrough: None,
+        vnet_hdr: false,
         vlan: None,
     })
     .unwrap();
@@ -175,6 +176,7 @@ fn busy_unknown_and_persistence() {
                 name: "vale0:keep".into(),
                 vhost_user: None,
                 passthrough: None,
+                vnet_hdr: false,
                 vlan: None,
             }
         )
@@ -210,6 +212,7 @@ fn too_many_ports() {
             name: format!("vale0:p{i}@conf:slots=64,buf-size=128"),
             vhost_user: None,
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         })
         .unwrap();
@@ -220,6 +223,7 @@ fn too_many_ports() {
             name: "vale0:one-more".into(),
             vhost_user: None,
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         },
     );
@@ -231,6 +235,7 @@ fn too_many_ports() {
             name: format!("vale{i}:x"),
             vhost_user: None,
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         })
         .unwrap();
@@ -336,6 +341,7 @@ fn a_persistent_port_gets_fresh_memory_for_each_client() {
         name: "vale0:p".into(),
         vhost_user: None,
         passthrough: None,
+        vnet_hdr: false,
         vlan: None,
     })
     .unwrap();
@@ -391,6 +397,7 @@ fn configuration_survives_a_restart() {
                 name: name.into(),
                 vhost_user: None,
                 passthrough: None,
+                vnet_hdr: false,
                 vlan: None,
             })
             .unwrap();
@@ -404,6 +411,7 @@ fn configuration_survives_a_restart() {
                 offloads: false,
             }),
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         })
         .unwrap();

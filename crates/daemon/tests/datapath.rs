@@ -442,6 +442,7 @@ fn counters_add_up_for_a_vm_destination_under_a_hostile_sender() {
             offloads: true,
         }),
         passthrough: None,
+        vnet_hdr: false,
         vlan: None,
     })
     .unwrap();
@@ -481,6 +482,7 @@ fn counters_add_up_for_a_vm_source_with_bad_chains_and_offloads() {
             offloads: true,
         }),
         passthrough: None,
+        vnet_hdr: false,
         vlan: None,
     })
     .unwrap();
@@ -584,6 +586,7 @@ fn a_port_without_a_client_gets_nothing_and_counts_it() {
         name: "vale3:b".into(),
         vhost_user: None,
         passthrough: None,
+        vnet_hdr: false,
         vlan: None,
     })
     .unwrap();

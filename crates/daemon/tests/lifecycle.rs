@@ -124,6 +124,7 @@ fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_dae
             offloads: true,
         }),
         passthrough: None,
+        vnet_hdr: false,
         vlan: None,
     })
     .unwrap();
@@ -160,6 +161,7 @@ fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_dae
             offloads: true,
         }),
         passthrough: None,
+        vnet_hdr: false,
         vlan: None,
     })
     .unwrap();
@@ -180,6 +182,7 @@ fn many_ports(c: &mut Connection, n: usize) -> Vec<String> {
             name: format!("{name}@conf:slots=64"),
             vhost_user: None,
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         })
         .unwrap();

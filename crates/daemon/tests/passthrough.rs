@@ -105,6 +105,7 @@ fn add_pt(c: &mut Connection, name: &str, path: &Path) -> Result<(), CallError> 
         name: name.into(),
         vhost_user: None,
         passthrough: Some(path.display().to_string()),
+        vnet_hdr: false,
         vlan: None,
     })
     .map(|_| ())
@@ -556,4 +557,85 @@ fn a_pipe_end_qemu_that_kept_the_memory_never_sees_the_next_guests_frames() {
         !region_contains(&kept, marker),
         "the memory the last QEMU kept saw the next guest's frames"
     );
+}
+
+/// Issue 18: `port-add --passthrough PATH --vnet-hdr`. The region says
+/// that every frame carries a 12-byte virtio-net header; the switch strips
+/// it from what the guest sends and puts one before what it receives (a
+/// ring port on the host sees plain frames); `port-list` and the saved
+/// configuration keep the setting; it is refused without passthrough and
+/// on pipe ends.
+#[test]
+fn a_vnet_hdr_port_carries_a_header_before_every_frame() {
+    let conf = std::env::temp_dir().join(format!("rs-pt-{}-vnet.json", std::process::id()));
+    let _ = std::fs::remove_file(&conf);
+    let d = daemon_with("pt-vnet", |c| c.config = Some(conf.clone()));
+    let mut c = Connection::connect(d.socket()).unwrap();
+    let path = pt_path("vnet");
+    let add = |c: &mut Connection, name: &str, pt: Option<&Path>| {
+        c.call(&Request::PortAdd {
+            name: name.into(),
+            vhost_user: None,
+            passthrough: pt.map(|p| p.display().to_string()),
+            vnet_hdr: true,
+            vlan: None,
+        })
+        .map(|_| ())
+    };
+    for (name, pt) in [("vale0:nopt", None), ("vh}1", Some(pt_path("vnet-pipe")))] {
+        match add(&mut c, name, pt.as_deref()) {
+            Err(CallError::Daemon(e)) => {
+                assert_eq!(e.code, ErrorCode::BadRequest);
+                assert!(e.message.contains("--vnet-hdr"), "{}", e.message);
+            }
+            other => panic!("{name}: expected a refusal, got {other:?}"),
+        }
+    }
+    add(&mut c, "vale0:g", Some(&path)).unwrap();
+    let list: Vec<PortInfo> =
+        serde_json::from_value(c.call(&Request::PortList { switch: None }).unwrap().0).unwrap();
+    let g = list.iter().find(|p| p.name == "vale0:g").expect("listed");
+    assert!(g.passthrough.as_ref().is_some_and(|t| t.vnet_hdr), "{g:?}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&conf).unwrap()).unwrap();
+    assert!(
+        saved["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("vale0:g@"))
+                && r["vnet_hdr"] == true),
+        "{saved}"
+    );
+
+    let hs = attach(&path);
+    assert_eq!(hs.region.header().vnet_hdr_len, 12);
+    let mut host = Port::open_at(d.socket(), "vale0:h").unwrap();
+    // Guest to host: a header (no offload asked) before each frame.
+    let frames: Vec<Vec<u8>> = (0..100).map(|i| frame([0xff; 6], mac(9), 100, i)).collect();
+    let with_hdr: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| {
+            let mut v = vec![0u8; 10];
+            v.extend_from_slice(&1u16.to_le_bytes());
+            v.extend_from_slice(f);
+            v
+        })
+        .collect();
+    let mut tx = AppRing::new(hs.region.clone(), 0, Dir::Tx, 0);
+    assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], &with_hdr), 100);
+    assert_eq!(recv_n(&mut host, 100), frames, "the host sees plain frames");
+    // Host to guest: each frame arrives behind a header.
+    let back: Vec<Vec<u8>> = (0..50).map(|i| frame(mac(9), mac(1), 80, i)).collect();
+    assert_eq!(send(&mut host, &back), 50);
+    let mut rx = AppRing::new(hs.region.clone(), 0, Dir::Rx, 0);
+    let got = guest_recv(&mut rx, &hs.peers[&1][0], 50, &AtomicUsize::new(0), None);
+    assert_eq!(got.len(), 50);
+    for (g, f) in got.iter().zip(&back) {
+        assert_eq!(&g[..12], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]);
+        assert_eq!(&g[12..], &f[..]);
+    }
+    let _ = std::fs::remove_file(&conf);
 }

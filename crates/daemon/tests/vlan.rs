@@ -23,6 +23,7 @@ fn add(name: &str, vlan: Option<&str>) -> Request {
         name: name.into(),
         vhost_user: None,
         passthrough: None,
+        vnet_hdr: false,
         vlan: vlan.map(|v| v.parse().unwrap()),
     }
 }
@@ -37,6 +38,7 @@ fn vm_add(name: &str, path: &std::path::Path, vlan: &str) -> Request {
             offloads: true,
         }),
         passthrough: None,
+        vnet_hdr: false,
         vlan: Some(vlan.parse().unwrap()),
     }
 }
@@ -130,6 +132,7 @@ fn vlans_are_refused_where_they_cannot_apply() {
             name: "vale0:pt".into(),
             vhost_user: None,
             passthrough: Some(pt.to_string_lossy().into_owned()),
+            vnet_hdr: false,
             vlan: Some(PortVlan::Access(10)),
         },
     );

@@ -145,6 +145,7 @@ impl Env {
             name: name.into(),
             vhost_user: Some(spec),
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         }) {
             Ok(_) => Ok(()),
@@ -1514,6 +1515,7 @@ fn control_errors_for_vm_ports() {
         name: "vale0:vm1".into(),
         vhost_user: None,
         passthrough: None,
+        vnet_hdr: false,
         vlan: None,
     }));
     assert_eq!(err.code, ErrorCode::Exists, "{err:?}");

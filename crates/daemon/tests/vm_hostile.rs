@@ -73,6 +73,7 @@ impl Env {
             name: name.into(),
             vhost_user: Some(spec),
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         }) {
             Ok(_) => path,

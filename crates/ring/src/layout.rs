@@ -292,7 +292,18 @@ pub struct RegionHeader {
     pub nifp_ofs: [u64; 2],
     /// Offset of each end's CSB (atok array, then ktoa array).
     pub csb_ofs: [u64; 2],
+    /// Bytes of virtio-net header in front of every frame in the rings
+    /// ([`VNET_HDR_LEN`](crate::vnet_queue::VNET_HDR_LEN) on a passthrough
+    /// port made for a ptnet guest with offloads), or 0. Not part of the
+    /// layout: the daemon sets it on a fresh region
+    /// ([`Region::set_vnet_hdr_len`](crate::Region::set_vnet_hdr_len)).
+    pub vnet_hdr_len: u32,
+    /// Zero.
+    pub reserved: u32,
 }
+
+/// Offset of [`RegionHeader::vnet_hdr_len`].
+pub const HEADER_VNET_HDR_LEN: usize = 88;
 
 /// Sizes of a port: rings, slots, buffer size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -546,6 +557,8 @@ impl RegionLayout {
             size: self.size as u64,
             nifp_ofs: [self.nifp_ofs[0] as u64, self.nifp_ofs[1] as u64],
             csb_ofs: [self.csb_ofs[0] as u64, self.csb_ofs[1] as u64],
+            vnet_hdr_len: 0,
+            reserved: 0,
         }
     }
 
@@ -563,7 +576,12 @@ impl RegionLayout {
             buf_size: h.buf_size,
         };
         let l = RegionLayout::new(g, h.ends).ok()?;
-        (l.header() == *h).then_some(l)
+        let layout_part = RegionHeader {
+            vnet_hdr_len: 0,
+            reserved: 0,
+            ..*h
+        };
+        (l.header() == layout_part).then_some(l)
     }
 }
 
@@ -643,6 +661,15 @@ mod tests {
         assert_eq!(nifp_ring_ofs(2), NIFP_RING_OFS_OFFSET + 16);
         // The largest ring_ofs array fits the space reserved for a netmap_if.
         assert!(NIFP_RING_OFS_OFFSET + 8 * 2 * MAX_RINGS as usize <= NIFP_SIZE);
+    }
+
+    #[test]
+    fn region_header_layout_is_the_guest_drivers() {
+        // guest/ringswitch_pt/rspt.h has the same offsets.
+        assert_eq!(size_of::<RegionHeader>(), 96);
+        assert_eq!(offset_of!(RegionHeader, buf_base), 40);
+        assert_eq!(offset_of!(RegionHeader, csb_ofs), 72);
+        assert_eq!(offset_of!(RegionHeader, vnet_hdr_len), HEADER_VNET_HDR_LEN);
     }
 
     #[test]

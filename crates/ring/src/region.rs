@@ -308,6 +308,14 @@ impl Region {
         self.read_pod(0)
     }
 
+    /// Says in the header that every frame in the rings carries `len` bytes
+    /// of virtio-net header in front of it (see
+    /// [`RegionHeader::vnet_hdr_len`]). For the daemon, on a region no one
+    /// else has seen yet.
+    pub fn set_vnet_hdr_len(&self, len: u32) {
+        self.write_pod(crate::layout::HEADER_VNET_HDR_LEN, len);
+    }
+
     /// The `ni_name` of end `end` (its port's name), up to its first NUL.
     pub fn ni_name(&self, end: usize) -> Vec<u8> {
         let end = end.min(self.layout.ends as usize - 1);

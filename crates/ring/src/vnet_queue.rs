@@ -23,6 +23,7 @@
 //! scribbles over a buffer while it is copied garbles its own frame.
 
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ringswitch_frame::{
@@ -64,6 +65,9 @@ pub struct VnetRingQueue {
     irq: Arc<Irq>,
     /// Slots pushed to the RX ring since the last flush.
     unpublished: bool,
+    /// Whether a guest has the port (a QEMU is attached): frames for a
+    /// port that is down are dropped, not kept for the next guest.
+    up: Arc<AtomicBool>,
     stats: QueueStats,
 }
 
@@ -79,8 +83,14 @@ impl std::fmt::Debug for VnetRingQueue {
 impl VnetRingQueue {
     /// Ring pair `i` of end 0 of `region` (TX ring `i` and RX ring `i`;
     /// both must exist), with the guest's doorbell `kick` and its
-    /// interrupt `irq`.
-    pub fn new(region: Arc<Region>, i: u32, kick: EventFd, irq: EventFd) -> VnetRingQueue {
+    /// interrupt `irq`, up while `up` is true.
+    pub fn new(
+        region: Arc<Region>,
+        i: u32,
+        kick: EventFd,
+        irq: EventFd,
+        up: Arc<AtomicBool>,
+    ) -> VnetRingQueue {
         use crate::layout::Dir;
         VnetRingQueue {
             tx: PortRing::new(Arc::clone(&region), 0, Dir::Tx, i),
@@ -88,6 +98,7 @@ impl VnetRingQueue {
             kick,
             irq: Arc::new(Irq(irq)),
             unpublished: false,
+            up,
             stats: QueueStats::default(),
         }
     }
@@ -199,6 +210,12 @@ impl FrameQueue for VnetRingQueue {
 
     fn has_work(&self) -> bool {
         self.tx.has_new_work()
+    }
+
+    fn is_up(&self) -> bool {
+        // Relaxed: a flag; a frame pushed while it changes goes to the
+        // guest that is leaving, or is dropped, either way counted.
+        self.up.load(Ordering::Relaxed)
     }
 
     fn push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), PushError> {
@@ -321,6 +338,7 @@ mod tests {
             0,
             EventFd::new().unwrap(),
             EventFd::new().unwrap(),
+            Arc::new(AtomicBool::new(true)),
         )
     }
 
@@ -353,7 +371,9 @@ mod tests {
     }
 
     fn frame(len: usize) -> Vec<u8> {
-        (0..len).map(|i| u8::try_from(i * 7 % 251).unwrap()).collect()
+        (0..len)
+            .map(|i| u8::try_from(i * 7 % 251).unwrap())
+            .collect()
     }
 
     #[test]

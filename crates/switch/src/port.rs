@@ -226,6 +226,12 @@ impl Link {
         Link(Arc::new(AtomicBool::new(true)))
     }
 
+    /// A link whose state is `flag` (shared with a queue that reports it as
+    /// its [`is_up`](ringswitch_frame::FrameQueue::is_up)).
+    pub fn from_flag(flag: Arc<AtomicBool>) -> Link {
+        Link(flag)
+    }
+
     /// Marks the port up (opened) or down.
     pub fn set_up(&self, up: bool) {
         self.0.store(up, Ordering::Relaxed);

@@ -759,6 +759,7 @@ fn setup(ctx: &Ctx) -> Result<(), String> {
             name: p.into(),
             vhost_user: None,
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         })?;
     }
@@ -772,6 +773,7 @@ fn setup(ctx: &Ctx) -> Result<(), String> {
                 offloads: true,
             }),
             passthrough: None,
+            vnet_hdr: false,
             vlan: None,
         })?;
     }
@@ -934,6 +936,7 @@ fn ctl_churn(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
                 name,
                 vhost_user,
                 passthrough: None,
+                vnet_hdr: false,
                 vlan: None,
             })
         };

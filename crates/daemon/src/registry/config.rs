@@ -117,6 +117,7 @@ impl Registry {
                         name: format!("{sname}:{pname}"),
                         vhost_user: Some(vm.spec.clone()),
                         passthrough: None,
+                        vnet_hdr: false,
                         vlan,
                     }),
                     Kind::Iface(i) => {
@@ -135,6 +136,7 @@ impl Registry {
                         name: format!("{sname}:{pname}{}", conf(&r.geometry)),
                         vhost_user: None,
                         passthrough: r.open_by.guest().map(|t| t.path().display().to_string()),
+                        vnet_hdr: r.vnet.is_some(),
                         vlan,
                     }),
                     Kind::Ring(_) => {}
@@ -152,6 +154,7 @@ impl Registry {
                     ),
                     vhost_user: None,
                     passthrough: None,
+                    vnet_hdr: false,
                     vlan: None,
                 });
                 // Passthrough ends after the pipe exists, with its sizes.
@@ -161,6 +164,7 @@ impl Registry {
                             name: format!("{}{}{}", p.base, if end == 0 { '{' } else { '}' }, p.id),
                             vhost_user: None,
                             passthrough: Some(t.path().display().to_string()),
+                            vnet_hdr: false,
                             vlan: None,
                         });
                     }

@@ -369,6 +369,13 @@ pub enum RegistryError {
         /// The VLANs asked for.
         vlan: String,
     },
+    /// `port-add --vnet-hdr` of a port that is not a passthrough switch
+    /// port.
+    #[error("{port}: --vnet-hdr is for passthrough switch ports (add --passthrough PATH; pipe ends carry no headers)")]
+    VnetHdrNotPassthrough {
+        /// The port.
+        port: String,
+    },
     /// `port-add` of a passthrough port with VLANs.
     #[error("{port}: VLANs are set on ring, VM and interface ports, not on passthrough ports")]
     VlanOnPassthrough {
@@ -460,7 +467,8 @@ impl RegistryError {
             | E::Queues { .. }
             | E::NotAnInterface { .. }
             | E::VlanOnPipe { .. }
-            | E::VlanOnPassthrough { .. } => ErrorCode::BadRequest,
+            | E::VlanOnPassthrough { .. }
+            | E::VnetHdrNotPassthrough { .. } => ErrorCode::BadRequest,
             E::Internal { .. } => ErrorCode::Internal,
             E::OpenFlow { source, .. } => match source {
                 crate::openflow::StartError::Target(_) => ErrorCode::BadRequest,

@@ -331,6 +331,7 @@ impl Registry {
             geometry: g,
             persistent: false,
             counters: None,
+            vnet: false,
         };
         if let Err(e) = self.add_port(&sw, DIRECT_APP, app, PortVlan::default()) {
             self.remove_direct(&sw);

@@ -67,7 +67,8 @@ impl Registry {
                         info.persistent = r.persistent;
                         info.open = r.open_by.in_use();
                         info.geometry = Some(r.geometry);
-                        info.passthrough = r.open_by.guest().map(pt_info);
+                        let vnet = r.vnet.is_some();
+                        info.passthrough = r.open_by.guest().map(|t| pt_info(t, vnet));
                     }
                     Kind::Vm(v) => {
                         let connected = v.thread.connected();
@@ -100,7 +101,7 @@ impl Registry {
                         worker: None,
                         vhost_user: None,
                         iface: None,
-                        passthrough: p.open_by[end].guest().map(pt_info),
+                        passthrough: p.open_by[end].guest().map(|t| pt_info(t, false)),
                         vlan: None,
                     });
                 }

@@ -49,6 +49,7 @@ impl Registry {
                             geometry: pn.conf.unwrap_or_default(),
                             persistent: false,
                             counters: None,
+                            vnet: false,
                         },
                         // Opened by name, without `port-add`: no VLANs.
                         PortVlan::default(),
@@ -215,6 +216,7 @@ impl Registry {
                         geometry: g,
                         persistent: true,
                         counters: Some(old.counters.clone()),
+                        vnet: false,
                     };
                     match self.add_port(&switch, &port, new, old.vlan.clone()) {
                         Ok(()) => {}

@@ -14,11 +14,13 @@ use super::pipe::{pipe_memory, Former, PipeEntry};
 use super::{internal, Kind, NewPort, PortEntry, Registry, RegistryError};
 use crate::passthrough::{PassthroughServer, Peers, Renew};
 
-/// What `port-list` tells of a passthrough server.
-pub(super) fn pt_info(t: &PassthroughServer) -> PassthroughInfo {
+/// What `port-list` tells of a passthrough server (of a port whose frames
+/// carry a virtio-net header with `vnet_hdr`).
+pub(super) fn pt_info(t: &PassthroughServer, vnet_hdr: bool) -> PassthroughInfo {
     PassthroughInfo {
         path: t.path().display().to_string(),
         connected: t.connected(),
+        vnet_hdr,
     }
 }
 
@@ -29,6 +31,29 @@ pub(super) fn vale_peers(p: &PortEntry) -> Result<Peers, RegistryError> {
         e.try_clone()
             .map_err(|e| internal("duplicating an eventfd", e))
     };
+    let vnet = match &p.kind {
+        Kind::Ring(r) => r.vnet.as_ref(),
+        _ => None,
+    };
+    if let Some(v) = vnet {
+        // The switch sees this port as queues: its memory and doorbells
+        // are in the registry's entry.
+        let irqs = v.irqs.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
+        let kicks = (0..irqs.len())
+            .map(|_| dup(&v.kick))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(Peers {
+            memfd: v
+                .region
+                .dup_fd()
+                .map_err(|e| internal("duplicating the region", e))?,
+            guest_id: 1,
+            guest_irqs: irqs,
+            host_id: 0,
+            host_kicks: kicks,
+            link: Some(v.link.clone()),
+        });
+    }
     let rp = p
         .port
         .ring()
@@ -123,6 +148,7 @@ impl Registry {
                     return; // deleted, or another port of that name now
                 }
                 let pt = r.open_by.take_guest();
+                let vnet = r.vnet.is_some();
                 let (g, old) = (r.geometry, p.port.clone());
                 self.remove_vale_port(switch, port);
                 let counters = Some(old.counters.clone());
@@ -134,6 +160,7 @@ impl Registry {
                             geometry: g,
                             persistent: true,
                             counters,
+                            vnet,
                         },
                         old.vlan.clone(),
                     )
@@ -249,11 +276,13 @@ impl Registry {
     }
 
     /// `port-add NAME --passthrough PATH`: a persistent switch port or pipe
-    /// end whose region a guest gets through QEMU's ivshmem-doorbell.
+    /// end whose region a guest gets through QEMU's ivshmem-doorbell; with
+    /// `vnet` (switch ports), its frames carry a virtio-net header.
     pub(super) fn passthrough_add(
         &mut self,
         pn: &PortName,
         path: &std::path::Path,
+        vnet: bool,
     ) -> Result<(), RegistryError> {
         let tag = self.id();
         let renew = self.renewer(pn.target.clone(), tag);
@@ -283,6 +312,7 @@ impl Registry {
                         geometry: pn.conf.unwrap_or_default(),
                         persistent: true,
                         counters: None,
+                        vnet,
                     },
                     // `port-add` refuses VLANs on passthrough ports.
                     PortVlan::default(),

@@ -10,16 +10,22 @@ use super::{make_persistent, Kind, NewPort, Registry, RegistryError};
 
 impl Registry {
     /// `port-add`: a persistent port, with `vm` a VM port, with `pt` a
-    /// passthrough port; a switch port in `vlan` (none: a trunk of every
-    /// VLAN).
+    /// passthrough port (with `vnet_hdr`, its frames carry a virtio-net
+    /// header); a switch port in `vlan` (none: a trunk of every VLAN).
     pub fn port_add(
         &mut self,
         name: &str,
         vm: Option<&VhostUserSpec>,
         pt: Option<&str>,
+        vnet_hdr: bool,
         vlan: Option<&PortVlan>,
     ) -> Result<(), RegistryError> {
         let pn = Self::parse(name)?;
+        if vnet_hdr && (pt.is_none() || !matches!(pn.target, Target::Vale { .. })) {
+            return Err(RegistryError::VnetHdrNotPassthrough {
+                port: pn.to_string(),
+            });
+        }
         if let Some(v) = vlan {
             if pt.is_some() {
                 return Err(RegistryError::VlanOnPassthrough {
@@ -40,7 +46,7 @@ impl Registry {
                     port: pn.to_string(),
                 });
             }
-            return self.passthrough_add(&pn, std::path::Path::new(path));
+            return self.passthrough_add(&pn, std::path::Path::new(path), vnet_hdr);
         }
         if let Some(spec) = vm {
             let Target::Vale { switch, port } = &pn.target else {
@@ -106,6 +112,7 @@ impl Registry {
                         geometry: g,
                         persistent: true,
                         counters: None,
+                        vnet: false,
                     },
                     vlan,
                 )

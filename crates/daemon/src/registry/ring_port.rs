@@ -1,11 +1,13 @@
 //! Ring ports (netmap's VALE ports): a region of rings a client or a guest
 //! opens, created on a switch and handed to a worker.
 
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use ringswitch_control::PortVlan;
-use ringswitch_ring::{Geometry, Region, RegionLayout};
-use ringswitch_switch::{Counters, SwitchPort, MAX_PORTS};
+use ringswitch_frame::SharedQueue;
+use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout, VnetRingQueue, VNET_HDR_LEN};
+use ringswitch_switch::{Counters, Link, QueuePort, SwitchPort, MAX_PORTS};
 use tracing::info;
 
 use super::attach::Attached;
@@ -23,6 +25,22 @@ pub(super) struct RingEntry {
     pub(super) open_by: OpenBy,
     /// The port region's share of the budgets, given back with the entry.
     pub(super) _charge: Charge,
+    /// A passthrough port whose frames carry a virtio-net header: what the
+    /// guest gets, kept here since the switch sees queues, not rings.
+    pub(super) vnet: Option<VnetParts>,
+}
+
+/// The region and doorbells of a ring port the switch sees as queues
+/// (`port-add --passthrough PATH --vnet-hdr`).
+pub(super) struct VnetParts {
+    pub(super) region: Arc<Region>,
+    /// The guest's doorbell target, every ring pair's (watched by the
+    /// worker serving each queue).
+    pub(super) kick: EventFd,
+    /// One interrupt per ring pair.
+    pub(super) irqs: Vec<EventFd>,
+    /// Up while a QEMU has the port.
+    pub(super) link: Link,
 }
 
 impl PortEntry {
@@ -36,7 +54,10 @@ impl PortEntry {
 
 impl Registry {
     /// Creates ring port `port` on switch `sw` in `vlan` and returns its
-    /// entry, for [`Registry::add_port`] to file.
+    /// entry, for [`Registry::add_port`] to file. With `vnet`, its frames
+    /// carry a virtio-net header and the switch sees each ring pair as a
+    /// queue ([`VnetRingQueue`]).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn attach_ring_port(
         &mut self,
         sw: &str,
@@ -44,6 +65,7 @@ impl Registry {
         g: Geometry,
         persistent: bool,
         counters: Option<Arc<Counters>>,
+        vnet: bool,
         vlan: PortVlan,
     ) -> Result<PortEntry, RegistryError> {
         let full = if port == DIRECT_APP {
@@ -75,6 +97,10 @@ impl Registry {
         );
         let switch = entry.switch.clone();
         let at = self.wanted_index(&full);
+        if vnet {
+            return self
+                .attach_vnet_port(full, region, switch, at, persistent, counters, vlan, charge);
+        }
         let mut attached = Attached::new(&self.workers, switch, at, |idx| {
             let p = SwitchPort::new(full.clone(), idx, region)?.with_vlan(vlan);
             // Down until a client opens it (or a QEMU gets its memory):
@@ -101,6 +127,75 @@ impl Registry {
                 persistent,
                 open_by: OpenBy::Closed,
                 _charge: charge,
+                vnet: None,
+            }),
+        })
+    }
+
+    /// The rest of [`Registry::attach_ring_port`] for a port whose frames
+    /// carry a virtio-net header: one [`VnetRingQueue`] per ring pair.
+    #[allow(clippy::too_many_arguments)]
+    fn attach_vnet_port(
+        &mut self,
+        full: String,
+        region: Arc<Region>,
+        switch: Arc<ringswitch_switch::Switch>,
+        at: Option<ringswitch_switch::PortIndex>,
+        persistent: bool,
+        counters: Option<Arc<Counters>>,
+        vlan: PortVlan,
+        charge: Charge,
+    ) -> Result<PortEntry, RegistryError> {
+        let g = region.layout().geometry;
+        region.set_vnet_hdr_len(VNET_HDR_LEN as u32);
+        let fd = |what: &'static str, r: std::io::Result<EventFd>| r.map_err(|e| internal(what, e));
+        let kick = fd("creating the port's doorbell", EventFd::new())?;
+        let pairs = g.tx_rings.min(g.rx_rings);
+        let irqs = (0..g.tx_rings.max(g.rx_rings))
+            .map(|_| fd("creating the port's interrupts", EventFd::new()))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Down until a QEMU gets the memory.
+        let up = Arc::new(AtomicBool::new(false));
+        let mut queues: Vec<SharedQueue> = Vec::new();
+        for (i, irq) in (0..pairs).zip(&irqs) {
+            let q = VnetRingQueue::new(
+                Arc::clone(&region),
+                i,
+                fd("duplicating the doorbell", kick.try_clone())?,
+                fd("duplicating an interrupt", irq.try_clone())?,
+                Arc::clone(&up),
+            );
+            queues.push(Arc::new(Mutex::new(q)));
+        }
+        let mut attached = Attached::new(&self.workers, switch, at, |idx| {
+            let p =
+                SwitchPort::new_queues(full.clone(), idx, QueuePort::new(queues)?).with_vlan(vlan);
+            Ok(match counters {
+                Some(c) => p.with_counters(c),
+                None => p,
+            })
+        })?;
+        let sources: Vec<Source> = (0..attached.port().sources()).map(Source::Queue).collect();
+        attached.assign(&sources, &self.next_id)?;
+        let (sp, assigned) = attached.commit();
+        if persistent {
+            self.keep_index(&full, sp.index);
+        }
+        info!(port = %full, index = sp.index, "port created, its frames with virtio-net headers");
+        Ok(PortEntry {
+            port: sp,
+            assigned,
+            kind: Kind::Ring(RingEntry {
+                geometry: g,
+                persistent,
+                open_by: OpenBy::Closed,
+                _charge: charge,
+                vnet: Some(VnetParts {
+                    region,
+                    kick,
+                    irqs,
+                    link: Link::from_flag(up),
+                }),
             }),
         })
     }
