@@ -2,8 +2,11 @@
 # bench/ptnet.sh - the guest kernel's own TCP/IP over ptnet beside the same
 # over virtio-net, in the same two QEMU TCG guests on one switch of the
 # host's daemon (issue 18's Performance):
-#   ptnet       ptnet0 in each guest: guest/ringswitch_pt with ptnet=1 on a
-#               passthrough port (the guest drives the port's rings);
+#   ptnet       a ptnet interface in each guest: guest/ringswitch_pt with
+#               ptnet=1 on a passthrough port (the guest drives the port's
+#               rings), no offloads;
+#   ptnet+offloads  the same on a `--vnet-hdr` passthrough port: checksum
+#               and TSO offloads in a virtio-net header before each frame;
 #   virtio-net  eth0 in each guest: virtio-net on a vhost-user port
 #               (ringswitch is the virtio device).
 # Phases, each path in turn, R rounds: TCP guest to guest (guest a fetches
@@ -76,6 +79,7 @@ daemon_up() { rs ctl port list >/dev/null 2>&1; }
 wait_for 60 daemon_up || { echo "ptnet.sh: the daemon did not start: $(cat "$RUN/daemon.log")" >&2; exit 1; }
 for g in a b; do
     rs ctl port add "vale0:p$g" --passthrough "$RUN/p$g.sock"
+    rs ctl port add "vale0:o$g" --passthrough "$RUN/o$g.sock" --vnet-hdr
     rs ctl port add "vale0:v$g" --vhost-user "$RUN/v$g.sock"
 done
 TAP=rsbtap$$
@@ -85,6 +89,7 @@ ip netns add "$NS"
 ip link set "$TAP" netns "$NS"
 ip -n "$NS" addr add 10.0.0.9/24 dev "$TAP"
 ip -n "$NS" addr add 10.0.1.9/24 dev "$TAP"
+ip -n "$NS" addr add 10.0.2.9/24 dev "$TAP"
 ip -n "$NS" link set "$TAP" up
 # (The guests answer ARP only on the interface that has the address.)
 boot() { # NAME HOST-BYTE MAC-BYTE ARGS
@@ -94,6 +99,7 @@ boot() { # NAME HOST-BYTE MAC-BYTE ARGS
         -append "console=ttyS0 quiet panic=-1 rs_ip=$2 rs_mib=$MIB rs_secs=$SECS rs_reps=$REPS $4" \
         -object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem \
         -chardev "socket,id=pt,path=$RUN/p$1.sock" -device ivshmem-doorbell,chardev=pt,vectors=1 \
+        -chardev "socket,id=po,path=$RUN/o$1.sock" -device ivshmem-doorbell,chardev=po,vectors=1 \
         -chardev "socket,id=vu,path=$RUN/v$1.sock,reconnect=1" -netdev vhost-user,id=n0,chardev=vu \
         -device "virtio-net-pci,netdev=n0,mac=52:54:00:00:00:$3,romfile=,vectors=0"
 }
@@ -124,16 +130,17 @@ wait_line a BENCH-READY 300 >/dev/null
 OUTS=$RUN/figures.tsv
 : >"$OUTS"
 for ((r = 1; r <= REPS; r++)); do
-    for p in pt vu; do
+    for p in pt vu po; do
         wait_line a "BENCH-TCP-$p$r-START" 300 >/dev/null
         t0=$(ticks)
         l=$(wait_line a "BENCH-TCP-$p$r-END" $((60 + 4 * MIB)))
         t1=$(ticks)
         echo "tcp-guest $p $r $(field bytes "$l") $(field secs "$l") $((t1 - t0))" >>"$OUTS"
     done
-    for p in pt vu; do
+    for p in pt vu po; do
         port=vale0:pa
-        [ $p = pt ] || port=vale0:va
+        [ $p != vu ] || port=vale0:va
+        [ $p != po ] || port=vale0:oa
         wait_line a "BENCH-UDP-$p$r-START" 300 >/dev/null
         t0=$(ticks) f0=$(taken $port)
         l=$(wait_line a "BENCH-UDP-$p$r-END" $((60 + SECS)))
@@ -145,7 +152,7 @@ done
 wait_line a BENCH-END 120 >/dev/null
 # The host's stack fetches the file from b over each path (b's two addresses).
 for ((r = 1; r <= REPS; r++)); do
-    for p in pt:0 vu:1; do
+    for p in pt:0 vu:1 po:2; do
         t0=$(ticks)
         out=$(ip netns exec "$NS" python3 -c '
 import sys, time, urllib.request
@@ -183,18 +190,18 @@ def udp(p):
 print("# ptnet beside virtio-net: the guest kernel's TCP/IP, two TCG guests")
 print()
 print(f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {cores} cores, {kernel}, QEMU {qemu}, guest kernel {gkernel}, TCG, the machine as it boots (no tuning).")
-print(f"Command: `sudo bench/ptnet.sh --mib {mib} --secs {secs} --reps {reps}`: the same two guests have both ptnet0 (a passthrough port, guest/ringswitch_pt with ptnet=1) and eth0 (virtio-net on a vhost-user port) on one switch; each phase runs on each path in turn, {reps} round(s). Medians over the rounds (each round's figure in brackets).")
+print(f"Command: `sudo bench/ptnet.sh --mib {mib} --secs {secs} --reps {reps}`: the same two guests have a ptnet interface on a plain passthrough port, one on a `--vnet-hdr` passthrough port (checksum and TSO offloads in a virtio-net header), and eth0 (virtio-net on a vhost-user port with its offloads), all on one switch; each phase runs on each path in turn, {reps} round(s). Medians over the rounds (each round's figure in brackets).")
 print()
-print("| phase | ptnet | virtio-net | ptnet ÷ virtio-net | daemon CPU, ptnet | daemon CPU, virtio-net |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| phase | ptnet | ptnet + offloads | virtio-net | ptnet ÷ virtio-net | ptnet + offloads ÷ virtio-net | daemon CPU: ptnet / + offloads / virtio-net |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for kind, name in (("tcp-guest", f"TCP guest → guest, {mib} MiB (wget from httpd)"), ("tcp-host", f"TCP guest → host (TAP host port), {mib} MiB")):
-    a, b = tcp(kind, "pt"), tcp(kind, "vu")
-    print(f"| {name} | {a[0]:.0f} Mbit/s {a[2]} | {b[0]:.0f} Mbit/s {b[2]} | **{a[0] / b[0]:.2f}** | {a[1]:.2f} ns/byte | {b[1]:.2f} ns/byte |")
-    if not (a[3] and b[3]):
-        print(f"|  (a transfer of {kind} came short: see the raw figures) | | | | | |")
-a, b = udp("pt"), udp("vu")
-print(f"| UDP, 18-byte payload (60-byte frames) from a's sockets, {secs} s | {a[0]:.0f} frames/s {a[2]} | {b[0]:.0f} frames/s {b[2]} | **{a[0] / b[0]:.2f}** | {a[1]:.0f} ns/frame | {b[1]:.0f} ns/frame |")
+    a, o, b = tcp(kind, "pt"), tcp(kind, "po"), tcp(kind, "vu")
+    print(f"| {name} | {a[0]:.0f} Mbit/s {a[2]} | {o[0]:.0f} Mbit/s {o[2]} | {b[0]:.0f} Mbit/s {b[2]} | **{a[0] / b[0]:.2f}** | **{o[0] / b[0]:.2f}** | {a[1]:.2f} / {o[1]:.2f} / {b[1]:.2f} ns/byte |")
+    if not (a[3] and b[3] and o[3]):
+        print(f"|  (a transfer of {kind} came short: see the raw figures) | | | | | | |")
+a, o, b = udp("pt"), udp("po"), udp("vu")
+print(f"| UDP, 18-byte payload (60-byte frames) from a's sockets, {secs} s | {a[0]:.0f} frames/s {a[2]} | {o[0]:.0f} frames/s {o[2]} | {b[0]:.0f} frames/s {b[2]} | **{a[0] / b[0]:.2f}** | **{o[0] / b[0]:.2f}** | {a[1]:.0f} / {o[1]:.0f} / {b[1]:.0f} ns/frame |")
 print()
 print("TCG emulates the guests' CPUs: the guests' own work sets these rates, so absolute figures are far below KVM's and only the ratios carry over. The daemon's CPU time is host time, real, and counted over each whole phase (a second of idle on each side included, which costs the daemon nothing measurable).")
-print(f"UDP frames are counted where the switch takes them from a's port; udpblast's own count of sends the kernel accepted, median: ptnet {a[3]:.0f}, virtio-net {b[3]:.0f}.")
+print(f"UDP frames are counted where the switch takes them from a's port; udpblast's own count of sends the kernel accepted, median: ptnet {a[3]:.0f}, ptnet + offloads {o[3]:.0f}, virtio-net {b[3]:.0f}.")
 EOF
