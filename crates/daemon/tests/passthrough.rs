@@ -639,3 +639,56 @@ fn a_vnet_hdr_port_carries_a_header_before_every_frame() {
     }
     let _ = std::fs::remove_file(&conf);
 }
+
+/// Issue 18, hostile ptnet guests: on a `--vnet-hdr` port, headers that
+/// ask for what cannot be done (UDP fragmentation, a checksum outside the
+/// frame, TCP segmentation of a frame that is not TCP) and a first slot too
+/// short for the header cost those frames, counted as malformed at the
+/// port; the daemon goes on, and the next good frame passes.
+#[test]
+fn a_ptnet_guests_garbage_headers_cost_only_its_frames() {
+    let d = daemon("pt-vnet-bad");
+    let mut c = Connection::connect(d.socket()).unwrap();
+    let path = pt_path("vnet-bad");
+    c.call(&Request::PortAdd {
+        name: "vale0:g".into(),
+        vhost_user: None,
+        passthrough: Some(path.display().to_string()),
+        vnet_hdr: true,
+        vlan: None,
+    })
+    .unwrap();
+    let hs = attach(&path);
+    let mut host = Port::open_at(d.socket(), "vale0:h").unwrap();
+    let f = frame([0xff; 6], mac(9), 200, 1);
+    let with = |h: [u8; 10], f: &[u8]| {
+        let mut v = h.to_vec();
+        v.extend_from_slice(&1u16.to_le_bytes());
+        v.extend_from_slice(f);
+        v
+    };
+    let bad = vec![
+        // GSO_UDP (UFO): refused.
+        with([0, 3, 42, 0, 0x10, 0, 0, 0, 0, 0], &f),
+        // NEEDS_CSUM at 5000 + 6: outside the frame.
+        with([1, 0, 0, 0, 0, 0, 0x88, 0x13, 6, 0], &f),
+        // GSO_TCPV4 of a frame that is not TCP.
+        with([1, 1, 54, 0, 0xa8, 5, 34, 0, 16, 0], &f),
+        // Shorter than the header.
+        vec![0u8; 6],
+    ];
+    let mut tx = AppRing::new(hs.region.clone(), 0, Dir::Tx, 0);
+    assert_eq!(guest_send(&mut tx, &hs.peers[&0][0], &bad), 4);
+    let good = frame([0xff; 6], mac(9), 100, 2);
+    assert_eq!(
+        guest_send(&mut tx, &hs.peers[&0][0], &[with([0; 10], &good)]),
+        1
+    );
+    assert_eq!(recv_n(&mut host, 1), vec![good]);
+    let stats: Vec<serde_json::Value> =
+        serde_json::from_value(c.call(&Request::Stats { switch: None }).unwrap().0).unwrap();
+    let g = stats.iter().find(|p| p["name"] == "vale0:g").unwrap();
+    assert_eq!(g["drop_malformed"], 4, "{g}");
+    // The daemon still answers.
+    c.call(&Request::PortList { switch: None }).unwrap();
+}
