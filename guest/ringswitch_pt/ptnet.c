@@ -327,6 +327,7 @@ static int ptnet_poll(struct napi_struct *napi, int budget)
 	struct ptnet *pn = q->pn;
 	struct ptnet_ring *r = &q->rx;
 	u64 packets = 0, bytes = 0;
+	bool waiting = false;
 	int work = 0;
 
 	ptnet_tx_wake(q);
@@ -355,8 +356,12 @@ static int ptnet_poll(struct napi_struct *napi, int budget)
 			}
 		}
 		if (!complete) {
-			if (nfr < NM_MAX_FRAGS)
-				break; /* its last slot is not published yet */
+			if (nfr < NM_MAX_FRAGS) {
+				/* Its last slot is not published yet: the host's
+				 * next publish (and interrupt) brings it. */
+				waiting = true;
+				break;
+			}
 			bad = true; /* longer than any frame: dropped whole */
 		}
 		r->head = (r->head + nfr) % r->n;
@@ -408,7 +413,7 @@ static int ptnet_poll(struct napi_struct *napi, int budget)
 		/* Drained: interrupts on, and the double check. */
 		WRITE_ONCE(r->atok->appl_need_kick, 1);
 		smp_mb();
-		if (ptnet_refresh_tail(r, &q->rxs) || r->head != r->tail) {
+		if (ptnet_refresh_tail(r, &q->rxs) || (r->head != r->tail && !waiting)) {
 			WRITE_ONCE(r->atok->appl_need_kick, 0);
 			napi_schedule(napi);
 		}
