@@ -119,7 +119,7 @@ fn pt_path(tag: &str) -> std::path::PathBuf {
 /// port side asks for it.
 fn guest_send(tx: &mut AppRing, kick: &EventFd, frames: &[Vec<u8>]) -> usize {
     let mut sent = 0;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + DEADLINE;
     while sent < frames.len() && Instant::now() < deadline {
         tx.refresh_tail();
         let n = tx.space().min((frames.len() - sent) as u32);

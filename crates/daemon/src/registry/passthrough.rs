@@ -27,10 +27,6 @@ pub(super) fn pt_info(t: &PassthroughServer, vnet_hdr: bool) -> PassthroughInfo 
 /// A guest's view of switch port `p`: its region, its interrupts, and the
 /// kick of the worker for the doorbell.
 pub(super) fn vale_peers(p: &PortEntry) -> Result<Peers, RegistryError> {
-    let dup = |e: &EventFd| {
-        e.try_clone()
-            .map_err(|e| internal("duplicating an eventfd", e))
-    };
     let vnet = match &p.kind {
         Kind::Ring(r) => r.vnet.as_ref(),
         _ => None,
@@ -38,40 +34,41 @@ pub(super) fn vale_peers(p: &PortEntry) -> Result<Peers, RegistryError> {
     if let Some(v) = vnet {
         // The switch sees this port as queues: its memory and doorbells
         // are in the registry's entry.
-        let irqs = v.irqs.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
-        let kicks = (0..irqs.len())
-            .map(|_| dup(&v.kick))
-            .collect::<Result<Vec<_>, _>>()?;
-        return Ok(Peers {
-            memfd: v
-                .region
-                .dup_fd()
-                .map_err(|e| internal("duplicating the region", e))?,
-            guest_id: 1,
-            guest_irqs: irqs,
-            host_id: 0,
-            host_kicks: kicks,
-            link: Some(v.link.clone()),
-        });
+        return switch_port_peers(&v.region, &v.irqs, &v.kick, &v.link);
     }
     let rp = p
         .port
         .ring()
         .ok_or_else(|| internal("creating a passthrough port", "not a ring port"))?;
-    let irqs = rp.irqs.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
-    let kicks = (0..irqs.len())
-        .map(|_| dup(&rp.kick))
+    switch_port_peers(rp.region(), &rp.irqs, &rp.kick, &rp.link)
+}
+
+/// A guest's view of a switch port's `region`: the guest (peer 1) gets the
+/// interrupts `irqs`, its doorbell rings the daemon (peer 0) through `kick`
+/// on every vector, and `link` follows the guest.
+fn switch_port_peers(
+    region: &Region,
+    irqs: &[EventFd],
+    kick: &EventFd,
+    link: &ringswitch_switch::Link,
+) -> Result<Peers, RegistryError> {
+    let dup = |e: &EventFd| {
+        e.try_clone()
+            .map_err(|e| internal("duplicating an eventfd", e))
+    };
+    let guest_irqs = irqs.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
+    let host_kicks = (0..guest_irqs.len())
+        .map(|_| dup(kick))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Peers {
-        memfd: rp
-            .region()
+        memfd: region
             .dup_fd()
             .map_err(|e| internal("duplicating the region", e))?,
         guest_id: 1,
-        guest_irqs: irqs,
+        guest_irqs,
         host_id: 0,
-        host_kicks: kicks,
-        link: Some(rp.link.clone()),
+        host_kicks,
+        link: Some(link.clone()),
     })
 }
 
