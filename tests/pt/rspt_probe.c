@@ -39,7 +39,7 @@
 _Static_assert(RSPT_IOC_INFO == 0x80107201u, "RSPT_IOC_INFO changed");
 _Static_assert(RSPT_IOC_KICK == 0x40047202u, "RSPT_IOC_KICK changed");
 _Static_assert(sizeof(struct rspt_info) == 16, "struct rspt_info changed");
-_Static_assert(sizeof(struct rspt_region_header) == 88, "region header changed");
+_Static_assert(sizeof(struct rspt_region_header) == 96, "region header changed");
 
 /* Where the guest leaves a mark for the host to find (inside the header page). */
 #define GUEST_MARK_OFS 0x800
