@@ -129,6 +129,9 @@ struct ptnet {
 	u32 hdr_len;
 	/* Slots the longest frame we send takes: a queue stops below that. */
 	u32 max_slots;
+	/* The longest frame (header included) we take from the host: longer
+	 * ones are refused before anything is allocated for them. */
+	u32 frame_max;
 	/* While the interface is up: whether the host side still takes frames. */
 	struct delayed_work watch;
 	u32 buf_size;
@@ -365,7 +368,8 @@ static int ptnet_poll(struct napi_struct *napi, int budget)
 			bad = true; /* longer than any frame: dropped whole */
 		}
 		r->head = (r->head + nfr) % r->n;
-		if (bad || q->chain[0].len < pn->hdr_len || total < pn->hdr_len + ETH_HLEN) {
+		if (bad || q->chain[0].len < pn->hdr_len || total < pn->hdr_len + ETH_HLEN ||
+		    total > pn->frame_max) {
 			q->rxs.errors++;
 			continue;
 		}
@@ -830,7 +834,10 @@ int ptnet_attach(struct rspt_dev *d)
 	netif_set_tso_max_size(ndev, PTNET_GSO_MAX);
 #endif
 	ndev->hw_features = ndev->features;
-	/* The longest frame we send: TSO's, or the largest MTU's. */
+	/* The longest frame either way: TSO's (a GSO frame from the host on a
+	 * --vnet-hdr port, too), or the largest MTU's. */
+	pn->frame_max = pn->hdr_len + max_t(u32, pn->hdr_len ? PTNET_GSO_MAX : 0, ndev->max_mtu) +
+			ETH_HLEN + VLAN_HLEN;
 	pn->max_slots = DIV_ROUND_UP(pn->hdr_len + max_t(u32, ndev->features & NETIF_F_TSO ?
 							  PTNET_GSO_MAX : 0, ndev->max_mtu) +
 				     ETH_HLEN + VLAN_HLEN, pn->buf_size);
