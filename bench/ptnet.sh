@@ -47,31 +47,15 @@ RUN=$(mktemp -d /tmp/rs-bench-ptnet.XXXXXX)
 echo "building the guest initramfs (tests/pt/ptnet.sh --build-only)" >&2
 read -r INITRD KERNEL < <(RS_PT_OUT=$RUN/build RINGSWITCH_BIN=$BIN "$ROOT/tests/pt/ptnet.sh" --build-only | tail -n 1)
 NS=rsbptnet$$
-PIDS=()
+# shellcheck source=tests/pt/lib.sh
+. "$ROOT/tests/pt/lib.sh"
 cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
-    sleep 0.3
-    for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    stop_spawned
     ip netns del "$NS" 2>/dev/null || true
     rm -rf "$RUN"
 }
 trap cleanup EXIT
 LIFE=$((300 + REPS * (4 * SECS + 4 * MIB + 120)))
-spawn() {
-    local log=$1
-    shift
-    setsid timeout -k 5 "$LIFE" "$@" </dev/null >"$log" 2>&1 &
-    PIDS+=("$!")
-}
-wait_for() {
-    local t=$((SECONDS + $1))
-    shift
-    until "$@"; do
-        [ $SECONDS -lt $t ] || return 1
-        sleep 0.1
-    done
-}
 SOCK=$RUN/rs.sock
 rs() { "$BIN" --socket "$SOCK" "$@"; }
 spawn "$RUN/daemon.log" env RINGSWITCH_LOG=warn "$BIN" serve --socket "$SOCK"

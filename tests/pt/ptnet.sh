@@ -29,7 +29,7 @@ VNET=()
 [ "${1:-}" != --vnet-hdr ] || VNET=(--vnet-hdr)
 RUN=$OUT/ptnet${VNET:+-vnet}
 BIN=${RINGSWITCH_BIN:-$ROOT/target/release/ringswitch}
-MAX_LIFE=300
+LIFE=300
 note() { printf '[ptnet] %s\n' "$*" >&2; }
 die() { note "ERROR: $*"; exit 2; }
 [ "$(id -u)" = 0 ] || die "run as root"
@@ -80,34 +80,17 @@ if [ "${1:-}" = --build-only ]; then
     exit 0
 fi
 
-PIDS=()
+# shellcheck source=tests/pt/lib.sh
+. "$HERE/lib.sh"
 NS=rsptnet$$
 cleanup() {
     local rc=$?
     set +e
     ip netns del "$NS" 2>/dev/null
-    for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
-    sleep 0.3
-    for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
-    wait 2>/dev/null
+    stop_spawned
     exit "$rc"
 }
 trap cleanup EXIT
-spawn() {
-    local log=$1
-    shift
-    setsid timeout -k 5 "$MAX_LIFE" "$@" </dev/null >"$log" 2>&1 &
-    PIDS+=("$!")
-}
-# Runs "${@:2}" until it succeeds, for at most $1 seconds; fails if it never did.
-wait_for() {
-    local t=$((SECONDS + $1))
-    shift
-    until "$@"; do
-        [ $SECONDS -lt $t ] || return 1
-        sleep 0.2
-    done
-}
 SOCK=$RUN/rs.sock
 rs() { "$BIN" --socket "$SOCK" "$@"; }
 daemon_up() { rs ctl port list >/dev/null 2>&1; }
