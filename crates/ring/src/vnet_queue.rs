@@ -54,6 +54,9 @@ impl Notify for Irq {
 /// documentation): TX ring `i` of end 0 is what the guest sends, RX ring
 /// `i` what it receives.
 pub struct VnetRingQueue {
+    /// The port's region (the rings hold it too: this one is borrowed per
+    /// frame, with no reference count touched on the data path).
+    region: Arc<Region>,
     /// The guest's TX ring, our side.
     tx: PortRing,
     /// The guest's RX ring, our side.
@@ -94,7 +97,8 @@ impl VnetRingQueue {
         use crate::layout::Dir;
         VnetRingQueue {
             tx: PortRing::new(Arc::clone(&region), 0, Dir::Tx, i),
-            rx: PortRing::new(region, 0, Dir::Rx, i),
+            rx: PortRing::new(Arc::clone(&region), 0, Dir::Rx, i),
+            region,
             kick,
             irq: Arc::new(Irq(irq)),
             unpublished: false,
@@ -129,7 +133,7 @@ impl FrameQueue for VnetRingQueue {
                 return taken;
             }
         };
-        let region = Arc::clone(self.tx.region());
+        let region = &*self.region;
         let n = self.tx.num_slots();
         let bs = region.buf_size();
         let start = self.tx.hwcur;
@@ -219,7 +223,7 @@ impl FrameQueue for VnetRingQueue {
     }
 
     fn push(&mut self, hdr: &OffloadHdr, frame: &[u8]) -> Result<(), PushError> {
-        let region = Arc::clone(self.rx.region());
+        let region = &*self.region;
         let bs = region.buf_size() as usize;
         let n = self.rx.num_slots();
         let bytes = VNET_HDR_LEN + frame.len();
