@@ -7,7 +7,10 @@
 # MD5 (ptnet to ptnet); the host, on a TAP host port of the switch (in a
 # network namespace of its own), pings b and fetches the file (ptnet to the
 # host's stack); guest c, a virtio-net NIC on a vhost-user port of the same
-# switch, pings b and fetches the file (ptnet to virtio-net).
+# switch, pings b and fetches the file (ptnet to virtio-net). Then a's
+# carrier follows the daemon (SIGSTOP, SIGCONT, SIGKILL), and comes back
+# when the port does: a new daemon, a's device plugged again over QMP
+# (tests/pt/qmp_readd.py), a pings the host.
 #
 #   sudo tests/pt/ptnet.sh [--vnet-hdr | --build-only]
 #
@@ -29,7 +32,7 @@ VNET=()
 [ "${1:-}" != --vnet-hdr ] || VNET=(--vnet-hdr)
 RUN=$OUT/ptnet${VNET:+-vnet}
 BIN=${RINGSWITCH_BIN:-$ROOT/target/release/ringswitch}
-LIFE=300
+LIFE=450
 note() { printf '[ptnet] %s\n' "$*" >&2; }
 die() { note "ERROR: $*"; exit 2; }
 [ "$(id -u)" = 0 ] || die "run as root"
@@ -118,7 +121,8 @@ boot() {
             -netdev vhost-user,id=n0,chardev=vu
             -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0c,romfile=,vectors=0)
     else
-        dev=(-chardev "socket,id=pt,path=$RUN/$name.sock" -device ivshmem-doorbell,chardev=pt,vectors=2)
+        dev=(-chardev "socket,id=pt,path=$RUN/$name.sock" -device ivshmem-doorbell,id=pt0,chardev=pt,vectors=2
+            -qmp "unix:$RUN/qmp-$name.sock,server=on,wait=off")
     fi
     spawn "$RUN/qemu-$name.log" qemu-system-x86_64 -accel tcg -m 256 -display none -nodefaults \
         -no-user-config -no-reboot -serial "file:$RUN/guest-$name.log" \
@@ -126,7 +130,7 @@ boot() {
         -append "console=ttyS0 quiet panic=-1 $args" "${dev[@]}"
 }
 boot b "rs_role=server rs_ip=10.0.0.2"
-boot a "rs_role=client rs_ip=10.0.0.1 rs_peer=10.0.0.2"
+boot a "rs_role=client rs_ip=10.0.0.1 rs_peer=10.0.0.2 rs_host=10.0.0.9"
 boot c "rs_role=client rs_ip=10.0.0.3 rs_peer=10.0.0.2 rs_if=eth0"
 
 gline() { grep -a $'\r$' "$RUN/guest-$1.log" 2>/dev/null | tr -d '\r' | grep -a -o "RS-PTNET-$2.*" | tail -n 1 || true; }
@@ -192,8 +196,8 @@ check unload-under-traffic "$([[ $l == *" rmmod=0 left=0 insmod=0 "* ]] && [ "$(
 # The host's stack through the TAP host port: ping b, fetch the file.
 l=$(gwait b SERVING 120)
 want=$(field md5 "$l")
-p=$(ip netns exec "$NS" ping -c 5 -i 0.2 -W 2 10.0.0.2 2>&1 | grep -o '[0-9]* packets transmitted, [0-9]* received' || true)
-check ping-host-to-ptnet "$([[ $p == "5 packets transmitted, 5 received" ]] && echo 0 || echo 1)" "host (TAP $TAP): ${p:-no reply}"
+p=$(ip netns exec "$NS" busybox ping -c 5 -i 0.2 -W 2 10.0.0.2 2>&1 | grep -o '[0-9]* packets transmitted, [0-9]* packets received' || true)
+check ping-host-to-ptnet "$([[ $p == "5 packets transmitted, 5 packets received" ]] && echo 0 || echo 1)" "host (TAP $TAP): ${p:-no reply}"
 got=$(ip netns exec "$NS" python3 -c '
 import hashlib, sys, time, urllib.request
 t = time.monotonic()
@@ -226,6 +230,23 @@ for step in STOP:STOPPED:0:down CONT:CONTINUED:1:up KILL:KILLED:0:down; do
     check "carrier-after-SIG$s" "$([[ $l == *"carrier=$c operstate=$state"* ]] && echo 0 || echo 1)" \
         "${l:-no CARRIER-$marker line} (SIG$s sent to the daemon while a pings b)"
 done
+# The port comes back: a new daemon makes a's port again (new memory) and a
+# TAP host port in the namespace; QEMU unplugs a's dead device and plugs it
+# again (QMP); the guest's new ptnet0 gets its carrier and pings the host.
+spawn "$RUN/daemon2.log" env RINGSWITCH_LOG=info "$BIN" serve --socket "$SOCK"
+wait_for 60 daemon_up || die "the daemon did not start again: $(cat "$RUN/daemon2.log")"
+rs ctl port add 'vale0:a@conf:rings=2' --passthrough "$RUN/a.sock" "${VNET[@]}"
+TAP=${TAP:0:14}2
+rs ctl attach vale0 --host "$TAP" >/dev/null
+ip link set "$TAP" netns "$NS"
+ip -n "$NS" addr add 10.0.0.9/24 dev "$TAP"
+ip -n "$NS" link set "$TAP" up
+readd=$(python3 "$HERE/qmp_readd.py" --qmp "$RUN/qmp-a.sock" --device pt0 --chardev pt \
+    --server "$RUN/a.sock" --vectors 2 2>&1) || true
+l=$(gwait a COMEBACK 240)
+check comeback-after-restart "$([[ $l == *"rc=0 "*"3 packets transmitted, 3 packets received"* ]] &&
+    [[ $(gline a CARRIER-BACK) == *"carrier=1 operstate=up"* ]] && echo 0 || echo 1)" \
+    "${l:-no COMEBACK line}; $(gline a CARRIER-BACK); ${readd:-qmp_readd said nothing} (the daemon started again, a's device plugged again over QMP, a pings the host)"
 dmesg_check a
 rs ctl stats --json >"$RUN/stats.json" 2>&1 || true
 
