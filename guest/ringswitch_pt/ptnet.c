@@ -324,6 +324,53 @@ static void ptnet_tx_wake(struct ptnet_queue *q)
 
 /* ---- RX ----------------------------------------------------------------- */
 
+/* Frames up to PTNET_RX_LINEAR bytes are copied into the skb's head; a
+ * longer one (a TSO frame, or one on a large MTU) gets its first
+ * PTNET_RX_HEAD bytes there (every header the stack and the checksum
+ * offsets need) and the rest in pages, so no frame needs more than an
+ * order-0 allocation. */
+#define PTNET_RX_LINEAR 2048
+#define PTNET_RX_HEAD 256
+
+/* Appends len bytes at src to skb: into its head up to head bytes, then
+ * into page fragments. False when out of pages or fragments. */
+static bool ptnet_rx_put(struct sk_buff *skb, const u8 *src, u32 len, u32 head)
+{
+	struct skb_shared_info *si = skb_shinfo(skb);
+
+	if (skb_headlen(skb) < head) {
+		u32 n = min(len, head - skb_headlen(skb));
+
+		skb_put_data(skb, src, n);
+		src += n;
+		len -= n;
+	}
+	while (len) {
+		skb_frag_t *f = si->nr_frags ? &si->frags[si->nr_frags - 1] : NULL;
+		u32 off = f ? skb_frag_off(f) + skb_frag_size(f) : PAGE_SIZE;
+		u32 n;
+
+		if (off == PAGE_SIZE) {
+			struct page *page;
+
+			if (si->nr_frags == MAX_SKB_FRAGS)
+				return false;
+			page = dev_alloc_page();
+			if (!page)
+				return false;
+			skb_add_rx_frag(skb, si->nr_frags, page, 0, 0, PAGE_SIZE);
+			f = &si->frags[si->nr_frags - 1];
+			off = 0;
+		}
+		n = min_t(u32, len, PAGE_SIZE - off);
+		memcpy(page_address(skb_frag_page(f)) + off, src, n);
+		skb_coalesce_rx_frag(skb, si->nr_frags - 1, n, 0);
+		src += n;
+		len -= n;
+	}
+	return true;
+}
+
 static int ptnet_poll(struct napi_struct *napi, int budget)
 {
 	struct ptnet_queue *q = container_of(napi, struct ptnet_queue, napi);
@@ -338,7 +385,7 @@ static int ptnet_poll(struct napi_struct *napi, int budget)
 	while (work < budget && r->head != r->tail) {
 		u32 avail = ring_dist(r->head, r->tail, r->n);
 		struct virtio_net_hdr_mrg_rxbuf vh = {};
-		u32 nfr = 0, total = 0, k, skip;
+		u32 nfr = 0, total = 0, k, skip, head;
 		bool bad = false, complete = false;
 		struct sk_buff *skb;
 
@@ -373,13 +420,14 @@ static int ptnet_poll(struct napi_struct *napi, int budget)
 			q->rxs.errors++;
 			continue;
 		}
-		skb = napi_alloc_skb(napi, total - pn->hdr_len);
+		head = total - pn->hdr_len <= PTNET_RX_LINEAR ? total - pn->hdr_len : PTNET_RX_HEAD;
+		skb = napi_alloc_skb(napi, head);
 		if (!skb) {
 			q->rxs.dropped++;
 			continue;
 		}
 		/* One copy out of shared memory; only the copy is parsed. */
-		for (k = 0; k < nfr; k++) {
+		for (k = 0; k < nfr && skb; k++) {
 			u8 *buf = ptnet_buf(pn, r, q->chain[k].idx, q->chain[k].len);
 
 			skip = 0;
@@ -387,7 +435,14 @@ static int ptnet_poll(struct napi_struct *napi, int budget)
 				memcpy(&vh, buf, pn->hdr_len);
 				skip = pn->hdr_len;
 			}
-			skb_put_data(skb, buf + skip, q->chain[k].len - skip);
+			if (!ptnet_rx_put(skb, buf + skip, q->chain[k].len - skip, head)) {
+				dev_kfree_skb_any(skb);
+				skb = NULL;
+			}
+		}
+		if (!skb) {
+			q->rxs.dropped++;
+			continue;
 		}
 		if (pn->hdr_len) {
 			if (vh.hdr.flags & VIRTIO_NET_HDR_F_DATA_VALID)
@@ -747,8 +802,29 @@ bad:
 
 static void ptnet_free_irqs(struct ptnet *pn, unsigned int n)
 {
-	while (n--)
-		free_irq(pci_irq_vector(pn->d->pdev, n), &pn->q[n]);
+	while (n--) {
+		unsigned int irq = pci_irq_vector(pn->d->pdev, n);
+
+		irq_update_affinity_hint(irq, NULL);
+		free_irq(irq, &pn->q[n]);
+	}
+}
+
+/* Queue pair i belongs to one CPU, spread over the device's node as NIC
+ * drivers do: its interrupt is steered there (a hint irqbalance follows)
+ * and that CPU's sockets send on it (XPS), so a flow stays on one queue
+ * and a queue's lock stays on one CPU. More queues than CPUs share CPUs. */
+static void ptnet_spread(struct ptnet *pn)
+{
+	int node = dev_to_node(&pn->d->pdev->dev);
+	unsigned int i;
+
+	for (i = 0; i < pn->nq; i++) {
+		const struct cpumask *cpu = cpumask_of(cpumask_local_spread(i, node));
+
+		irq_set_affinity_and_hint(pci_irq_vector(pn->d->pdev, i), cpu);
+		netif_set_xps_queue(pn->ndev, cpu, i);
+	}
 }
 
 int ptnet_attach(struct rspt_dev *d)
@@ -863,6 +939,7 @@ int ptnet_attach(struct rspt_dev *d)
 		d->net = NULL;
 		goto err_irqs;
 	}
+	ptnet_spread(pn);
 	dev_info(&d->pdev->dev, "%s: %u queue pair(s) on the rings of peer id %u, MTU up to %u, %s\n",
 		 ndev->name, nq, d->ivposition, ndev->max_mtu,
 		 pn->hdr_len ? "checksum and TSO offloads in a virtio-net header" : "no offloads");

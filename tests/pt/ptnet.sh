@@ -186,8 +186,10 @@ client_checks a "ptnet-to-ptnet"
 l=$(gwait a RINGS 120)
 r=($(for k in ring0_tx_packets ring1_tx_packets ring0_rx_packets ring1_rx_packets; do field $k "$l"; done))
 ok=1
-[ ${#r[@]} = 4 ] && [ "${r[0]}" -gt 0 ] && [ "${r[1]}" -gt 0 ] && [ "${r[2]}" -gt 0 ] && [ "${r[3]}" -gt 0 ] && ok=0
-check two-ring-pairs "$ok" "${l:-no RINGS line} (a's ethtool -S after 20 connections to b: both queue pairs carried frames each way)"
+xps=$(field xps "$l")
+[ ${#r[@]} = 4 ] && [ "${r[0]}" -gt 0 ] && [ "${r[1]}" -gt 0 ] && [ "${r[2]}" -gt 0 ] && [ "${r[3]}" -gt 0 ] &&
+    [[ $xps =~ ^[0-9a-f]*[1-9a-f][0-9a-f]*,[0-9a-f]*[1-9a-f][0-9a-f]*$ ]] && ok=0
+check two-ring-pairs "$ok" "${l:-no RINGS line} (a's ethtool -S after 20 connections to b: both queue pairs carried frames each way; each TX queue has a CPU in its XPS map)"
 l=$(gwait a RELOAD 180)
 check unload-under-traffic "$([[ $l == *" rmmod=0 left=0 insmod=0 "* ]] && [ "$(field rx_before_unload "$l")" -gt 0 ] 2>/dev/null &&
     [ -n "$(field md5 "$l")" ] && [ "$(field md5 "$l")" = "$(field want "$l")" ] && echo 0 || echo 1)" \
