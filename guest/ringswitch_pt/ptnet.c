@@ -210,6 +210,60 @@ static inline u32 ring_space(const struct ptnet_ring *r)
 	return ring_dist(r->head, r->tail, r->n);
 }
 
+/* UDP segmentation (USO) in the virtio-net header: VIRTIO 1.2's GSO type
+ * 5. Kernels before 6.2 know neither the type nor how to read or write it,
+ * so on those the two helpers below do for it what 6.2's
+ * virtio_net_hdr_from_skb and virtio_net_hdr_to_skb do, with the same
+ * checks; every other header goes to the kernel's own. */
+#ifdef VIRTIO_NET_HDR_GSO_UDP_L4
+#define PTNET_OWN_USO 0
+#else
+#define PTNET_OWN_USO 1
+#define VIRTIO_NET_HDR_GSO_UDP_L4 5
+#endif
+
+static int ptnet_hdr_from_skb(const struct sk_buff *skb, struct virtio_net_hdr *h)
+{
+	if (!PTNET_OWN_USO || !skb_is_gso(skb) || !(skb_shinfo(skb)->gso_type & SKB_GSO_UDP_L4))
+		return virtio_net_hdr_from_skb(skb, h, true, false, 0);
+	if (skb->ip_summed != CHECKSUM_PARTIAL)
+		return -EINVAL;
+	memset(h, 0, sizeof(*h));
+	h->flags = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+	h->gso_type = VIRTIO_NET_HDR_GSO_UDP_L4;
+	h->hdr_len = cpu_to_le16(skb_headlen(skb));
+	h->gso_size = cpu_to_le16(skb_shinfo(skb)->gso_size);
+	h->csum_start = cpu_to_le16(skb_checksum_start_offset(skb));
+	h->csum_offset = cpu_to_le16(skb->csum_offset);
+	return 0;
+}
+
+static int ptnet_hdr_to_skb(struct sk_buff *skb, const struct virtio_net_hdr *h)
+{
+	u16 gso_size = le16_to_cpu(h->gso_size);
+	u32 p_off;
+
+	if (!PTNET_OWN_USO || h->gso_type != VIRTIO_NET_HDR_GSO_UDP_L4)
+		return virtio_net_hdr_to_skb(skb, h, true);
+	/* A UDP GSO frame: its checksum is partial, in a UDP header that
+	 * lies in the skb's head. */
+	if (!(h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) ||
+	    le16_to_cpu(h->csum_offset) != offsetof(struct udphdr, check) ||
+	    !skb_partial_csum_set(skb, le16_to_cpu(h->csum_start), le16_to_cpu(h->csum_offset)))
+		return -EINVAL;
+	p_off = skb_transport_offset(skb) + sizeof(struct udphdr);
+	if (!pskb_may_pull(skb, p_off) || !gso_size || gso_size == GSO_BY_FRAGS ||
+	    skb->len - p_off > (u32)gso_size * UDP_MAX_SEGMENTS)
+		return -EINVAL;
+	if (skb->len - p_off > gso_size) {
+		/* Checked again by the stack (DODGY), which counts the segments. */
+		skb_shinfo(skb)->gso_size = gso_size;
+		skb_shinfo(skb)->gso_type = SKB_GSO_UDP_L4 | SKB_GSO_DODGY;
+		skb_shinfo(skb)->gso_segs = 0;
+	}
+	return 0;
+}
+
 static netdev_tx_t ptnet_xmit(struct sk_buff *skb, struct net_device *ndev)
 {
 	struct ptnet *pn = netdev_priv(ndev);
@@ -227,7 +281,7 @@ static netdev_tx_t ptnet_xmit(struct sk_buff *skb, struct net_device *ndev)
 	}
 	if (pn->hdr_len) {
 		/* Checksum and segmentation go to the host in the header. */
-		if (virtio_net_hdr_from_skb(skb, &vh.hdr, true, false, 0))
+		if (ptnet_hdr_from_skb(skb, &vh.hdr))
 			goto error;
 		vh.num_buffers = cpu_to_le16(1);
 	} else if (skb->ip_summed == CHECKSUM_PARTIAL && skb_checksum_help(skb)) {
@@ -448,7 +502,7 @@ static int ptnet_poll(struct napi_struct *napi, int budget)
 			if (vh.hdr.flags & VIRTIO_NET_HDR_F_DATA_VALID)
 				skb->ip_summed = CHECKSUM_UNNECESSARY;
 			/* Checked by the kernel: offsets within the frame, known types. */
-			if (virtio_net_hdr_to_skb(skb, &vh.hdr, true)) {
+			if (ptnet_hdr_to_skb(skb, &vh.hdr)) {
 				q->rxs.errors++;
 				dev_kfree_skb_any(skb);
 				continue;
@@ -901,10 +955,11 @@ int ptnet_attach(struct rspt_dev *d)
 	ndev->mtu = min_t(u32, ETH_DATA_LEN, ndev->max_mtu);
 	ndev->features = NETIF_F_SG;
 	if (pn->hdr_len) {
-		/* Checksums and TCP segmentation travel in the header. */
+		/* Checksums and TCP and UDP segmentation travel in the header. */
 		ndev->features |= NETIF_F_HW_CSUM | NETIF_F_RXCSUM;
 		if ((u64)NM_MAX_FRAGS * pn->buf_size >= pn->hdr_len + PTNET_GSO_MAX + ETH_HLEN + VLAN_HLEN)
-			ndev->features |= NETIF_F_TSO | NETIF_F_TSO6 | NETIF_F_TSO_ECN;
+			ndev->features |= NETIF_F_TSO | NETIF_F_TSO6 | NETIF_F_TSO_ECN |
+					  NETIF_F_GSO_UDP_L4;
 	}
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(5, 19, 0)
 	netif_set_tso_max_size(ndev, PTNET_GSO_MAX);
@@ -942,7 +997,7 @@ int ptnet_attach(struct rspt_dev *d)
 	ptnet_spread(pn);
 	dev_info(&d->pdev->dev, "%s: %u queue pair(s) on the rings of peer id %u, MTU up to %u, %s\n",
 		 ndev->name, nq, d->ivposition, ndev->max_mtu,
-		 pn->hdr_len ? "checksum and TSO offloads in a virtio-net header" : "no offloads");
+		 pn->hdr_len ? "checksum, TSO and USO offloads in a virtio-net header" : "no offloads");
 	return 0;
 
 err_irqs:

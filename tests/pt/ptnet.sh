@@ -77,6 +77,7 @@ for lib in $(ldd "$(command -v ethtool)" | grep -o '/[^ ]*'); do
     cp -L "$lib" "$RUN/root$lib"
 done
 gcc -static -O2 -Wall -Wextra -Werror -o "$RUN/root/bin/udpblast" "$HERE/udpblast.c" || die "udpblast build failed"
+gcc -static -O2 -Wall -Wextra -Werror -o "$RUN/root/bin/udpgso" "$HERE/udpgso.c" || die "udpgso build failed"
 (cd "$RUN/root" && find . | cpio -o -H newc --quiet | gzip -1) >"$RUN/initramfs.gz"
 if [ "${1:-}" = --build-only ]; then
     echo "$RUN/initramfs.gz $KERNEL"
@@ -111,6 +112,33 @@ ip netns add "$NS"
 ip link set "$TAP" netns "$NS"
 ip -n "$NS" addr add 10.0.0.9/24 dev "$TAP"
 ip -n "$NS" link set "$TAP" up
+# With --vnet-hdr, a sends UDP_SEGMENT batches (USO) to the host: 20 sends
+# of 64 datagrams of 1000 bytes. The host's socket counts them and checks
+# each one's bytes.
+USO_WANT=1280
+if [ ${#VNET[@]} -gt 0 ]; then
+    spawn "$RUN/uso-host.log" ip netns exec "$NS" python3 -c '
+import collections, socket, sys, time
+want = int(sys.argv[1])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE
+s.bind(("10.0.0.9", 9999))
+got, bad, seen = 0, 0, collections.Counter()
+s.settimeout(1)
+deadline = time.monotonic() + 400
+while got < want and time.monotonic() < deadline:
+    try:
+        d = s.recv(65536)
+    except socket.timeout:
+        continue
+    got += 1
+    if len(d) != 1000 or d != bytes([d[0]]) * 1000:
+        bad += 1
+    seen[d[0]] += 1
+expected = collections.Counter(i & 0xff for i in range(want))
+print(f"USO-HOST datagrams={got} bad={bad} values_match={int(seen == expected)}", flush=True)
+' "$USO_WANT"
+fi
 
 boot() {
     local name=$1 args=$2 dev
@@ -130,7 +158,7 @@ boot() {
         -append "console=ttyS0 quiet panic=-1 $args" "${dev[@]}"
 }
 boot b "rs_role=server rs_ip=10.0.0.2"
-boot a "rs_role=client rs_ip=10.0.0.1 rs_peer=10.0.0.2 rs_host=10.0.0.9"
+boot a "rs_role=client rs_ip=10.0.0.1 rs_peer=10.0.0.2 rs_host=10.0.0.9 rs_uso=${#VNET[@]}"
 boot c "rs_role=client rs_ip=10.0.0.3 rs_peer=10.0.0.2 rs_if=eth0"
 
 gline() { grep -a $'\r$' "$RUN/guest-$1.log" 2>/dev/null | tr -d '\r' | grep -a -o "RS-PTNET-$2.*" | tail -n 1 || true; }
@@ -183,6 +211,15 @@ dmesg_check() {
     check "guest-kernel-log-$1" "$([[ $l == *"problems=0"* ]] && echo 0 || echo 1)" "${l:-no DMESG line} (warnings, oopses, bad ring lines in $1's dmesg)"
 }
 client_checks a "ptnet-to-ptnet"
+if [ ${#VNET[@]} -gt 0 ]; then
+    l=$(gwait a USO 240)
+    host() { grep -a -o 'USO-HOST.*' "$RUN/uso-host.log" 2>/dev/null; }
+    wait_for 120 host >/dev/null || true
+    h=$(host || true)
+    check uso-ptnet-to-host "$([[ $l == *"sends 20 datagrams $USO_WANT errors 0"* ]] && [ "$(field frames "$l")" -lt 100 ] 2>/dev/null &&
+        [[ $h == *"datagrams=$USO_WANT bad=0 values_match=1"* ]] && echo 0 || echo 1)" \
+        "${l:-no USO line}; ${h:-the host got nothing} (a sent UDP_SEGMENT batches through ptnet0 in a few GSO frames; the host's socket got every datagram whole)"
+fi
 l=$(gwait a RINGS 120)
 r=($(for k in ring0_tx_packets ring1_tx_packets ring0_rx_packets ring1_rx_packets; do field $k "$l"; done))
 ok=1

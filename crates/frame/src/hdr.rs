@@ -15,6 +15,10 @@ pub const GSO_TCPV4: u8 = 1;
 pub const GSO_UDP: u8 = 3;
 /// `VIRTIO_NET_HDR_GSO_TCPV6`: TCP over IPv6 segmentation.
 pub const GSO_TCPV6: u8 = 4;
+/// `VIRTIO_NET_HDR_GSO_UDP_L4`: UDP segmentation (USO, VIRTIO 1.2): the
+/// payload is cut into `gso_size`-byte datagrams, each with its own UDP
+/// header, over IPv4 or IPv6.
+pub const GSO_UDP_L4: u8 = 5;
 /// `VIRTIO_NET_HDR_GSO_ECN`: added to a TCP GSO type, the frame has CWR set
 /// and needs a device that keeps it on the first segment only.
 pub const GSO_ECN: u8 = 0x80;
@@ -126,6 +130,10 @@ pub struct Caps {
     pub tso6: bool,
     /// Accepts TCP GSO frames with the ECN bit (`VIRTIO_NET_F_GUEST_ECN`).
     pub ecn: bool,
+    /// Accepts UDP over IPv4 GSO frames (`VIRTIO_NET_F_GUEST_USO4`).
+    pub uso4: bool,
+    /// Accepts UDP over IPv6 GSO frames (`VIRTIO_NET_F_GUEST_USO6`).
+    pub uso6: bool,
 }
 
 impl Caps {
@@ -135,6 +143,8 @@ impl Caps {
         tso4: false,
         tso6: false,
         ecn: false,
+        uso4: false,
+        uso6: false,
     };
     /// A destination that accepts every offload there is.
     pub const ALL: Caps = Caps {
@@ -142,6 +152,8 @@ impl Caps {
         tso4: true,
         tso6: true,
         ecn: true,
+        uso4: true,
+        uso6: true,
     };
 }
 

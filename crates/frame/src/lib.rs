@@ -31,7 +31,7 @@ pub mod stage;
 
 pub use hdr::{
     Caps, HeaderTooShort, OffloadHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4,
-    GSO_TCPV6, GSO_UDP,
+    GSO_TCPV6, GSO_UDP, GSO_UDP_L4,
 };
 pub use nic::NicMode;
 pub use queue::{FrameQueue, Notify, PushError, QueueStats, SharedQueue, Taken, Wake};

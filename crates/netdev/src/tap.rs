@@ -33,6 +33,8 @@ const IFF_TUN_EXCL: libc::c_short = 0x8000u16 as libc::c_short;
 const TUN_F_CSUM: libc::c_uint = 0x01;
 const TUN_F_TSO4: libc::c_uint = 0x02;
 const TUN_F_TSO6: libc::c_uint = 0x04;
+const TUN_F_USO4: libc::c_uint = 0x20;
+const TUN_F_USO6: libc::c_uint = 0x40;
 
 /// The virtio-net header with `num_buffers` (VIRTIO 1.x), as set with
 /// TUNSETVNETHDRSZ.
@@ -60,14 +62,16 @@ pub struct TapQueue {
     stats: QueueStats,
     /// Reads that failed for another reason than "nothing to read".
     read_errors: u64,
+    /// The kernel takes UDP segmentation (USO) frames.
+    uso: bool,
 }
 
 const NEEDS: &str = "CAP_NET_ADMIN";
 
 /// Opens one queue of TAP `name`: the first creates the interface (and
 /// fails if any interface of that name exists, IFF_TUN_EXCL), the others
-/// attach to it.
-fn open_queue(name: &str, multi: bool, first: bool) -> Result<OwnedFd, DevError> {
+/// attach to it. Also says whether the kernel took USO.
+fn open_queue(name: &str, multi: bool, first: bool) -> Result<(OwnedFd, bool), DevError> {
     let path = CString::new("/dev/net/tun").expect("no NUL");
     // SAFETY: a valid path string; open returns a new fd or -1.
     let fd = unsafe {
@@ -121,16 +125,23 @@ fn open_queue(name: &str, multi: bool, first: bool) -> Result<OwnedFd, DevError>
             io::Error::last_os_error(),
         ));
     }
-    let off: libc::c_uint = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
-    // SAFETY: TUNSETOFFLOAD takes the flags as the argument value.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, off as libc::c_ulong) } < 0 {
+    // USO (Linux 6.2 and later) where the kernel has it: it then takes UDP
+    // GSO frames from us and may hand us its own. An older kernel refuses
+    // the flags it does not know with EINVAL.
+    let set_offload = |off: libc::c_uint| {
+        // SAFETY: TUNSETOFFLOAD takes the flags as the argument value.
+        unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, libc::c_ulong::from(off)) >= 0 }
+    };
+    let base = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+    let uso = set_offload(base | TUN_F_USO4 | TUN_F_USO6);
+    if !uso && !set_offload(base) {
         return Err(DevError::io(
             format!("enabling offloads on {name}"),
             NEEDS,
             io::Error::last_os_error(),
         ));
     }
-    Ok(fd)
+    Ok((fd, uso))
 }
 
 /// Creates TAP interface `name` with `queues` queues (1 to 16), up, with
@@ -150,12 +161,13 @@ pub fn open_tap(name: &str, queues: u32) -> Result<Tap, DevError> {
     // On error the queues opened so far close with `qs`, and the interface
     // goes with them.
     for i in 0..queues {
-        let fd = open_queue(name, multi, i == 0)?;
+        let (fd, uso) = open_queue(name, multi, i == 0)?;
         qs.push(Arc::new(Mutex::new(TapQueue {
             fd,
             buf: vec![0u8; HDR + FRAME + 1].into_boxed_slice(),
             stats: QueueStats::default(),
             read_errors: 0,
+            uso,
         })));
     }
     let mac = stable_mac(name);
@@ -293,6 +305,8 @@ impl FrameQueue for TapQueue {
             tso4: true,
             tso6: true,
             ecn: false,
+            uso4: self.uso,
+            uso6: self.uso,
         }
     }
 

@@ -14,7 +14,7 @@ pub enum OffloadError {
         /// The flags as received.
         flags: u8,
     },
-    /// The GSO type is none of NONE, TCPV4, UDP and TCPV6.
+    /// The GSO type is none of NONE, TCPV4, UDP, TCPV6 and UDP_L4.
     #[error("the GSO type {gso_type:#04x} is unknown")]
     UnknownGsoType {
         /// The GSO type as received, ECN bit included.
@@ -27,6 +27,9 @@ pub enum OffloadError {
     /// The ECN bit is set on a frame that asks for no segmentation.
     #[error("the ECN bit is set on a frame without GSO")]
     EcnWithoutGso,
+    /// The ECN bit is set on a UDP segmentation frame (it is TCP's).
+    #[error("the ECN bit is set on a UDP segmentation frame")]
+    EcnOnUdp,
     /// A GSO frame has a segment size of 0.
     #[error("the GSO segment size is 0")]
     ZeroGsoSize,
@@ -103,6 +106,13 @@ pub enum OffloadError {
         /// The IPv4 protocol or IPv6 next header field.
         protocol: u8,
     },
+    /// The IP packet of a UDP segmentation frame carries something other
+    /// than UDP.
+    #[error("the IP packet carries protocol {protocol}, not UDP")]
+    NotUdp {
+        /// The IPv4 protocol or IPv6 next header field.
+        protocol: u8,
+    },
     /// The TCP data offset is below the 20-byte minimum.
     #[error("the TCP data offset is {len} bytes, below 20")]
     BadTcpDataOffset {
@@ -132,6 +142,8 @@ pub enum Layer {
     Ipv6,
     /// The TCP header.
     Tcp,
+    /// The UDP header.
+    Udp,
 }
 
 impl fmt::Display for Layer {
@@ -142,6 +154,7 @@ impl fmt::Display for Layer {
             Layer::Ipv4 => "IPv4",
             Layer::Ipv6 => "IPv6",
             Layer::Tcp => "TCP",
+            Layer::Udp => "UDP",
         })
     }
 }

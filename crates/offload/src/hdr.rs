@@ -3,6 +3,7 @@
 
 use ringswitch_frame::{
     Caps, OffloadHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_TCPV6, GSO_UDP,
+    GSO_UDP_L4,
 };
 
 use crate::error::OffloadError;
@@ -19,6 +20,8 @@ pub(crate) fn request(hdr: &OffloadHdr) -> Result<Request, OffloadError> {
         GSO_TCPV4 => Gso::Tcp4,
         GSO_TCPV6 => Gso::Tcp6,
         GSO_UDP => return Err(OffloadError::UfoUnsupported),
+        GSO_UDP_L4 if ecn => return Err(OffloadError::EcnOnUdp),
+        GSO_UDP_L4 => Gso::Udp,
         _ => {
             return Err(OffloadError::UnknownGsoType {
                 gso_type: hdr.gso_type,
@@ -41,6 +44,8 @@ pub(crate) enum Gso {
     None,
     Tcp4,
     Tcp6,
+    /// UDP segmentation, over either IP version (the frame says which).
+    Udp,
 }
 
 /// A header's request, validated.
@@ -72,13 +77,16 @@ pub enum Action {
 /// checksums, TSO for its IP version and, if the ECN bit is set, ECN;
 /// otherwise it is segmented. A frame with a partial checksum and no GSO
 /// passes through to a destination that accepts partial checksums;
-/// otherwise its checksum is completed.
+/// otherwise its checksum is completed. A UDP GSO frame (USO) passes
+/// through only to a destination that accepts partial checksums and USO
+/// for both IP versions (the header does not say which the frame is);
+/// otherwise it is segmented.
 ///
 /// Only the header is checked here: unknown flag bits, unknown GSO types,
-/// UFO, ECN without GSO and a GSO size of 0 are errors. `DATA_VALID`, a
+/// UFO, ECN without GSO or with USO, and a GSO size of 0 are errors. `DATA_VALID`, a
 /// receive-side flag, is accepted and ignored; the caller should not forward
 /// it. A GSO frame without NEEDS_CSUM is accepted: segmentation computes the
-/// TCP checksum from scratch either way. Offsets are checked against the
+/// TCP or UDP checksum from scratch either way. Offsets are checked against the
 /// frame later, by [`complete_checksum`](crate::complete_checksum) and
 /// [`Segmenter::segment`](crate::Segmenter::segment).
 pub fn plan(hdr: &OffloadHdr, dest: Caps) -> Result<Action, OffloadError> {
@@ -89,6 +97,7 @@ pub fn plan(hdr: &OffloadHdr, dest: Caps) -> Result<Action, OffloadError> {
         Gso::None => Action::PassThrough,
         Gso::Tcp4 if takes_tso(dest.tso4) => Action::PassThrough,
         Gso::Tcp6 if takes_tso(dest.tso6) => Action::PassThrough,
-        Gso::Tcp4 | Gso::Tcp6 => Action::Segment,
+        Gso::Udp if dest.csum && dest.uso4 && dest.uso6 => Action::PassThrough,
+        Gso::Tcp4 | Gso::Tcp6 | Gso::Udp => Action::Segment,
     })
 }

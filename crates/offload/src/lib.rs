@@ -12,14 +12,15 @@
 //! - [`plan`] compares what a sender's [`OffloadHdr`] asks for with what a
 //!   destination accepts ([`Caps`]; both types live in `ringswitch-frame`) and says what must be done ([`Action`]).
 //! - [`complete_checksum`] fills in a partial checksum in place.
-//! - [`Segmenter`] cuts a TCP GSO frame into MSS-sized frames with every
+//! - [`Segmenter`] cuts a TCP or UDP GSO frame into MSS-sized frames with every
 //!   header fixed up and every checksum complete.
 //! - [`checksum`] holds the one's complement sum these are built on.
 //!
 //! What this crate deliberately is not: it knows nothing of virtqueues, rings
 //! or the vhost crate (the switch converts its virtio-net header into an
 //! [`OffloadHdr`]); it does not verify checksums a sender claims are valid;
-//! it does not segment UDP (UFO is deprecated and refused) or IPv6 frames
+//! it does not fragment UDP (UFO is deprecated and refused; USO, which cuts
+//! a UDP payload into datagrams, is done) or segment IPv6 frames
 //! with extension headers.
 //!
 //! Everything it reads comes from a guest and is untrusted: every offset and

@@ -1,6 +1,6 @@
-//! Finds the headers of an Ethernet/IP/TCP frame, checking every length
-//! against the frame. Once [`parse_tcp`] succeeds, every offset in the
-//! returned [`TcpFrame`] lies inside the frame, in order.
+//! Finds the headers of an Ethernet/IP/TCP or Ethernet/IP/UDP frame,
+//! checking every length against the frame. Once [`parse_l4`] succeeds,
+//! every offset in the returned [`L4Frame`] lies inside the frame, in order.
 
 use crate::error::{Layer, OffloadError};
 
@@ -14,7 +14,9 @@ const VLAN_TAGS_MAX: usize = 2;
 const IPV4_HLEN_MIN: usize = 20;
 const IPV6_HLEN: usize = 40;
 const TCP_HLEN_MIN: usize = 20;
+const UDP_HLEN: usize = 8;
 const IPPROTO_TCP: u8 = 6;
+const IPPROTO_UDP: u8 = 17;
 
 /// The IPv6 next header values of extension headers (RFC 8200 and the IANA
 /// registry), reported as such rather than as "not TCP".
@@ -36,13 +38,47 @@ impl Ip {
     }
 }
 
-/// Where the headers of a TCP frame are. Invariant:
+/// The transport protocol a GSO frame is cut by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum L4 {
+    Tcp,
+    Udp,
+}
+
+impl L4 {
+    /// The IPv4 protocol and IPv6 next header number.
+    pub(crate) fn number(self) -> u8 {
+        match self {
+            L4::Tcp => IPPROTO_TCP,
+            L4::Udp => IPPROTO_UDP,
+        }
+    }
+
+    fn layer(self) -> Layer {
+        match self {
+            L4::Tcp => Layer::Tcp,
+            L4::Udp => Layer::Udp,
+        }
+    }
+
+    fn wrong(self, protocol: u8) -> OffloadError {
+        match self {
+            L4::Tcp => OffloadError::NotTcp { protocol },
+            L4::Udp => OffloadError::NotUdp { protocol },
+        }
+    }
+}
+
+/// Where the headers of a TCP or UDP frame are. Invariant:
 /// `l3 < l4 < payload <= end <= frame.len()`, `l4 - l3` is the IP header
 /// length (20 to 60 bytes for IPv4, 40 for IPv6), `payload - l4` the TCP
-/// header length (20 to 60 bytes), and `end` the end of the IP packet as its
-/// length field says; bytes after `end` are link-layer padding.
+/// header length (20 to 60 bytes) or UDP's (8), and `end` the end of the IP
+/// packet as its length field says; bytes after `end` are link-layer
+/// padding. A UDP header's own length field is not read: segmentation
+/// writes every segment's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TcpFrame {
+pub(crate) struct L4Frame {
+    pub(crate) proto: L4,
     pub(crate) ip: Ip,
     pub(crate) l3: usize,
     pub(crate) l4: usize,
@@ -57,8 +93,8 @@ pub(crate) fn be16(bytes: &[u8], at: usize) -> Option<u16> {
 }
 
 /// Parses Ethernet (with up to two VLAN tags), IPv4 without fragments or
-/// IPv6 without extension headers, and TCP.
-pub(crate) fn parse_tcp(frame: &[u8]) -> Result<TcpFrame, OffloadError> {
+/// IPv6 without extension headers, and `proto`'s header.
+pub(crate) fn parse_l4(frame: &[u8], proto: L4) -> Result<L4Frame, OffloadError> {
     let truncated = |layer| OffloadError::Truncated { layer };
 
     let mut ethertype = be16(frame, ETH_HLEN - 2).ok_or(truncated(Layer::Ethernet))?;
@@ -77,37 +113,44 @@ pub(crate) fn parse_tcp(frame: &[u8]) -> Result<TcpFrame, OffloadError> {
     let packet = frame.get(l3..).ok_or(truncated(Layer::Ethernet))?;
     let (ip, ip_hlen, ip_len) = match ethertype {
         ETHERTYPE_IPV4 => {
-            let (hlen, len) = parse_ipv4(packet)?;
+            let (hlen, len) = parse_ipv4(packet, proto)?;
             (Ip::V4, hlen, len)
         }
-        ETHERTYPE_IPV6 => (Ip::V6, IPV6_HLEN, parse_ipv6(packet)?),
+        ETHERTYPE_IPV6 => (Ip::V6, IPV6_HLEN, parse_ipv6(packet, proto)?),
         ethertype => return Err(OffloadError::UnsupportedEtherType { ethertype }),
     };
     // Both parsers checked ip_hlen <= ip_len <= packet.len().
     let l4 = l3 + ip_hlen;
     let end = l3 + ip_len;
 
-    let segment = frame.get(l4..end).ok_or(truncated(Layer::Tcp))?;
-    let offset_byte = *segment.get(12).ok_or(truncated(Layer::Tcp))?;
-    let tcp_hlen = usize::from(offset_byte >> 4) * 4;
-    if tcp_hlen < TCP_HLEN_MIN {
-        return Err(OffloadError::BadTcpDataOffset { len: tcp_hlen });
+    let segment = frame.get(l4..end).ok_or(truncated(proto.layer()))?;
+    let hlen = match proto {
+        L4::Tcp => {
+            let offset_byte = *segment.get(12).ok_or(truncated(Layer::Tcp))?;
+            let tcp_hlen = usize::from(offset_byte >> 4) * 4;
+            if tcp_hlen < TCP_HLEN_MIN {
+                return Err(OffloadError::BadTcpDataOffset { len: tcp_hlen });
+            }
+            tcp_hlen
+        }
+        L4::Udp => UDP_HLEN,
+    };
+    if hlen > segment.len() {
+        return Err(truncated(proto.layer()));
     }
-    if tcp_hlen > segment.len() {
-        return Err(truncated(Layer::Tcp));
-    }
-    Ok(TcpFrame {
+    Ok(L4Frame {
+        proto,
         ip,
         l3,
         l4,
-        payload: l4 + tcp_hlen,
+        payload: l4 + hlen,
         end,
     })
 }
 
 /// Checks an IPv4 header at the start of `packet`; returns its length and
 /// the packet's total length, both checked against `packet`.
-fn parse_ipv4(packet: &[u8]) -> Result<(usize, usize), OffloadError> {
+fn parse_ipv4(packet: &[u8], proto: L4) -> Result<(usize, usize), OffloadError> {
     let truncated = OffloadError::Truncated { layer: Layer::Ipv4 };
     let first = *packet.first().ok_or(truncated)?;
     if first >> 4 != 4 {
@@ -135,15 +178,15 @@ fn parse_ipv4(packet: &[u8]) -> Result<(usize, usize), OffloadError> {
         return Err(OffloadError::Fragment);
     }
     let protocol = *packet.get(9).ok_or(truncated)?;
-    if protocol != IPPROTO_TCP {
-        return Err(OffloadError::NotTcp { protocol });
+    if protocol != proto.number() {
+        return Err(proto.wrong(protocol));
     }
     Ok((hlen, total))
 }
 
 /// Checks an IPv6 header at the start of `packet`; returns the packet's
 /// total length, fixed header included, checked against `packet`.
-fn parse_ipv6(packet: &[u8]) -> Result<usize, OffloadError> {
+fn parse_ipv6(packet: &[u8], proto: L4) -> Result<usize, OffloadError> {
     let truncated = OffloadError::Truncated { layer: Layer::Ipv6 };
     if packet.len() < IPV6_HLEN {
         return Err(truncated);
@@ -163,10 +206,8 @@ fn parse_ipv6(packet: &[u8]) -> Result<usize, OffloadError> {
     if IPV6_EXTENSION_HEADERS.contains(&next_header) {
         return Err(OffloadError::Ipv6ExtensionHeader { next_header });
     }
-    if next_header != IPPROTO_TCP {
-        return Err(OffloadError::NotTcp {
-            protocol: next_header,
-        });
+    if next_header != proto.number() {
+        return Err(proto.wrong(next_header));
     }
     let total = IPV6_HLEN + payload_len;
     if total > packet.len() {

@@ -176,9 +176,13 @@ fn build_tcp(
 }
 
 fn build_udp4(payload: &[u8]) -> Built {
-    let mut frame = ethernet(&[], 0x0800);
+    build_udp(V::Four, payload)
+}
+
+fn build_udp(v: V, payload: &[u8]) -> Built {
+    let mut frame = ethernet(&[], if v == V::Four { 0x0800 } else { 0x86dd });
     let l3 = frame.len();
-    frame.extend(ip_header(V::Four, UDP, 8 + payload.len(), 0, 7));
+    frame.extend(ip_header(v, UDP, 8 + payload.len(), 0, 7));
     let l4 = frame.len();
     frame.extend_from_slice(&[0x30, 0x39, 0x00, 0x35]); // ports 12345 -> 53
     frame.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
@@ -474,10 +478,15 @@ fn refuses_bad_requests() {
     assert_eq!(run(&b4.frame, h), Err(OffloadError::NotGso));
     h.gso_type = GSO_UDP;
     assert_eq!(run(&b4.frame, h), Err(OffloadError::UfoUnsupported));
-    h.gso_type = 5;
+    h.gso_type = 6;
     assert_eq!(
         run(&b4.frame, h),
-        Err(OffloadError::UnknownGsoType { gso_type: 5 })
+        Err(OffloadError::UnknownGsoType { gso_type: 6 })
+    );
+    h.gso_type = GSO_UDP_L4;
+    assert_eq!(
+        run(&b4.frame, h),
+        Err(OffloadError::NotUdp { protocol: TCP })
     );
     h.gso_type = GSO_TCPV6;
     assert_eq!(
@@ -584,6 +593,93 @@ fn refuses_bad_requests() {
     );
 }
 
+/// USO: every datagram carries its share of the payload, in order, with
+/// its own UDP length, a verifying UDP checksum, and (IPv4) an identification
+/// one above the last.
+#[test]
+fn segments_udp_datagrams_over_both_versions() {
+    for v in [V::Four, V::Six] {
+        for (len, mss) in [(60_000, 1_472), (3_000, 1_000), (999, 1_000), (0, 1_000)] {
+            let payload = pattern(len);
+            let b = build_udp(v, &payload);
+            let hdr = OffloadHdr {
+                flags: F_NEEDS_CSUM,
+                gso_type: GSO_UDP_L4,
+                hdr_len: b.payload as u16,
+                gso_size: mss,
+                csum_start: b.l4 as u16,
+                csum_offset: 6,
+            };
+            assert_eq!(
+                check(&b.frame, &hdr),
+                Ok(len.div_ceil(usize::from(mss)).max(1))
+            );
+            let mut got = Vec::new();
+            let mut ids = Vec::new();
+            let n = Segmenter::new()
+                .segment(&b.frame, &hdr, |s| {
+                    assert!(s.len() - b.payload <= usize::from(mss));
+                    assert!(ref_l4_verifies(s, b.l3, b.l4, s.len(), UDP));
+                    assert_eq!(usize::from(be16_at(s, b.l4 + 4)), s.len() - b.l4);
+                    assert_eq!(s[..b.l3], b.frame[..b.l3]);
+                    if v == V::Four {
+                        assert_eq!(usize::from(be16_at(s, b.l3 + 2)), s.len() - b.l3);
+                        assert_eq!(ref_sum(&s[b.l3..b.l4]), 0xffff);
+                        ids.push(be16_at(s, b.l3 + 4));
+                    } else {
+                        assert_eq!(usize::from(be16_at(s, b.l3 + 4)), s.len() - b.l4);
+                    }
+                    got.extend_from_slice(&s[b.payload..]);
+                    true
+                })
+                .unwrap();
+            assert_eq!(n, len.div_ceil(usize::from(mss)).max(1));
+            assert_eq!(got, payload);
+            for (i, id) in ids.iter().enumerate() {
+                assert_eq!(*id, 7 + i as u16);
+            }
+        }
+    }
+}
+
+#[test]
+fn refuses_bad_uso_requests() {
+    let udp = build_udp(V::Six, &pattern(4_000));
+    let uso = OffloadHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_UDP_L4,
+        hdr_len: udp.payload as u16,
+        gso_size: 1_000,
+        csum_start: udp.l4 as u16,
+        csum_offset: 6,
+    };
+    let ecn = OffloadHdr {
+        gso_type: GSO_UDP_L4 | GSO_ECN,
+        ..uso
+    };
+    assert_eq!(check(&udp.frame, &ecn), Err(OffloadError::EcnOnUdp));
+    assert_eq!(plan(&ecn, Caps::ALL), Err(OffloadError::EcnOnUdp));
+    let zero = OffloadHdr { gso_size: 0, ..uso };
+    assert_eq!(check(&udp.frame, &zero), Err(OffloadError::ZeroGsoSize));
+    // A TCP frame under a USO header, and a UDP frame under a TSO header.
+    let tcp = build_tcp(V::Six, &[], 0, 0, &pattern(4_000), 1, ACK, 0);
+    assert_eq!(
+        check(&tcp.frame, &uso),
+        Err(OffloadError::NotUdp { protocol: TCP })
+    );
+    let tso = OffloadHdr {
+        gso_type: GSO_TCPV6,
+        ..uso
+    };
+    assert_eq!(
+        check(&udp.frame, &tso),
+        Err(OffloadError::NotTcp { protocol: UDP })
+    );
+    // A UDP header cut short.
+    let short = &udp.frame[..udp.l4 + 4];
+    assert!(check(short, &uso).is_err());
+}
+
 #[test]
 fn plans() {
     let csum = OffloadHdr {
@@ -643,6 +739,37 @@ fn plans() {
     assert_eq!(plan(&tso6, no_csum), Ok(Action::Segment));
     assert_eq!(plan(&tso4_ecn, tso), Ok(Action::Segment));
     assert_eq!(plan(&tso4_ecn, Caps::ALL), Ok(Action::PassThrough));
+    // USO passes only to a destination with checksums and USO for both
+    // IP versions.
+    let uso = OffloadHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_UDP_L4,
+        gso_size: 1_000,
+        ..OffloadHdr::default()
+    };
+    assert_eq!(plan(&uso, Caps::ALL), Ok(Action::PassThrough));
+    assert_eq!(plan(&uso, tso_only_tcp()), Ok(Action::Segment));
+    assert_eq!(
+        plan(
+            &uso,
+            Caps {
+                uso6: false,
+                ..Caps::ALL
+            }
+        ),
+        Ok(Action::Segment)
+    );
+    assert_eq!(
+        plan(
+            &uso,
+            Caps {
+                csum: false,
+                ..Caps::ALL
+            }
+        ),
+        Ok(Action::Segment)
+    );
+    assert_eq!(plan(&uso, Caps::NONE), Ok(Action::Segment));
 
     let err = |h: OffloadHdr| plan(&h, Caps::ALL).unwrap_err();
     assert_eq!(
@@ -670,11 +797,19 @@ fn plans() {
         err(OffloadHdr { flags: 4, ..none }),
         OffloadError::UnknownFlags { flags: 4 }
     );
-    for gso_type in [2, 5, 6, 0x7f, 0x81 + 1, 0xff] {
+    for gso_type in [2, 6, 0x7f, 0x81 + 1, 0xff] {
         assert_eq!(
             err(OffloadHdr { gso_type, ..tso4 }),
             OffloadError::UnknownGsoType { gso_type }
         );
+    }
+}
+
+fn tso_only_tcp() -> Caps {
+    Caps {
+        uso4: false,
+        uso6: false,
+        ..Caps::ALL
     }
 }
 
@@ -713,11 +848,19 @@ fn exercise(segmenter: &mut Segmenter, frame: &[u8], hdr: &OffloadHdr) -> bool {
         assert!(s.len() <= SCRATCH_LEN);
         assert!(s.len() <= frame.len());
         // Whatever parsed, every segment's checksums verify.
-        let tcp = crate::parse::parse_tcp(s).expect("a segment parses");
-        if tcp.ip == crate::parse::Ip::V4 {
-            assert_eq!(ref_sum(&s[tcp.l3..tcp.l4]), 0xffff);
+        let (proto, l4) = match hdr.gso_type {
+            GSO_UDP_L4 => (UDP, crate::parse::L4::Udp),
+            _ => (TCP, crate::parse::L4::Tcp),
+        };
+        let seg = crate::parse::parse_l4(s, l4).expect("a segment parses");
+        if seg.ip == crate::parse::Ip::V4 {
+            assert_eq!(ref_sum(&s[seg.l3..seg.l4]), 0xffff);
         }
-        assert!(ref_l4_verifies(s, tcp.l3, tcp.l4, tcp.end, TCP));
+        assert!(ref_l4_verifies(s, seg.l3, seg.l4, seg.end, proto));
+        if proto == UDP {
+            assert_eq!(usize::from(be16_at(s, seg.l4 + 4)), seg.end - seg.l4);
+            assert_ne!(be16_at(s, seg.l4 + 6), 0, "a UDP checksum of 0 means none");
+        }
         emitted += 1;
         true
     });
@@ -746,7 +889,7 @@ fn random_hdr(rng: &mut Rng, len: usize) -> OffloadHdr {
     };
     OffloadHdr {
         flags: [0, 1, 2, 3, rng.byte()][rng.below(5)],
-        gso_type: [0, 1, 3, 4, 0x81, 0x84, rng.byte()][rng.below(7)],
+        gso_type: [0, 1, 3, 4, 5, 0x81, 0x84, 0x85, rng.byte()][rng.below(9)],
         hdr_len: small(rng),
         gso_size: [0, 1, 7, 536, 1448, 0xffff, rng.next() as u16][rng.below(7)],
         csum_start: small(rng),

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{dev, drain, frame, queue, ring, tso_frame};
+use common::{dev, drain, frame, queue, ring, tso_frame, uso_frame};
 
 use ringswitch_frame::{Caps, OffloadHdr, F_NEEDS_CSUM};
 use ringswitch_ring::{AppRing, Dir};
@@ -87,6 +87,8 @@ fn offloads_pass_to_an_interface_that_takes_them_and_are_done_for_one_that_does_
         tso4: true,
         tso6: true,
         ecn: false,
+        uso4: false,
+        uso6: false,
     };
     let (tap, twire) = dev(&sw, "tap0", all, 4096);
     let (_tap2, t2wire) = dev(&sw, "tap1", all, 4096);
@@ -107,6 +109,42 @@ fn offloads_pass_to_an_interface_that_takes_them_and_are_done_for_one_that_does_
         payload.extend_from_slice(&seg[54..]);
     }
     assert_eq!(payload, f[54..], "the payload, in order");
+}
+
+/// USO: a UDP GSO frame passes whole to an interface that takes USO, and
+/// reaches one that does not as datagrams, each with its own UDP length.
+#[test]
+fn udp_segmentation_passes_to_an_interface_that_takes_it_and_is_done_for_one_that_does_not() {
+    let sw = Switch::new("vale0", Box::new(Hub), 512);
+    let mut sc = Scratch::default();
+    let (tap, twire) = dev(&sw, "tap0", Caps::ALL, 4096);
+    let (_tap2, t2wire) = dev(&sw, "tap1", Caps::ALL, 4096);
+    let tso_only = Caps {
+        uso4: false,
+        uso6: false,
+        ..Caps::ALL
+    };
+    let (_vm, vwire) = dev(&sw, "vm0", tso_only, 4096);
+    let (h, f) = uso_frame();
+    twire.lock().unwrap().rx.push_back((h, f.clone()));
+    sw.forward(&tap, 0, &mut sc);
+    let t2 = t2wire.lock().unwrap();
+    assert_eq!(t2.sent.len(), 1, "passed through whole");
+    assert_eq!((t2.sent[0].0, &t2.sent[0].1), (h, &f));
+    let v = vwire.lock().unwrap();
+    assert_eq!(v.sent.len(), 3, "three datagrams for the VM without USO");
+    let mut payload = Vec::new();
+    for (sh, seg) in &v.sent {
+        assert_eq!(sh.gso_type, 0, "plain frames");
+        assert_eq!(seg.len(), 14 + 20 + 8 + 1000);
+        assert_eq!(
+            u16::from_be_bytes([seg[38], seg[39]]),
+            8 + 1000,
+            "its own UDP length"
+        );
+        payload.extend_from_slice(&seg[42..]);
+    }
+    assert_eq!(payload, f[42..], "the payload, in order");
 }
 
 /// Exact accounting (issue 15), interface destination: a hostile ring

@@ -327,6 +327,8 @@ fn queues_get_edited_frames_and_tso_segments_each_edited() {
         tso4: true,
         tso6: true,
         ecn: false,
+        uso4: false,
+        uso6: false,
     };
     let (vm, vwire) = dev(&sw, "vm", all, 4096);
     let (_tap, twire) = dev(&sw, "tap", all, 4096);

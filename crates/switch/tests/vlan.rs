@@ -166,6 +166,8 @@ fn queues_get_tags_pushed_and_stripped_and_tso_segments_each_tagged() {
         tso4: true,
         tso6: true,
         ecn: false,
+        uso4: false,
+        uso6: false,
     };
     // A VM on VLAN 10, a trunk TAP that takes offloads, a trunk NIC that
     // does not, and a ring port on VLAN 10.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use ringswitch_control::PortVlan;
 use ringswitch_frame::{
     Caps, FrameQueue, OffloadHdr, PushError, QueueStats, Stage, Taken, Wake, F_NEEDS_CSUM,
-    GSO_TCPV4,
+    GSO_TCPV4, GSO_UDP_L4,
 };
 use ringswitch_ring::{AppRing, Dir, Geometry, Region, RegionLayout};
 use ringswitch_switch::{QueuePort, Switch, SwitchPort};
@@ -200,6 +200,38 @@ pub fn tso_frame() -> (OffloadHdr, Vec<u8>) {
         gso_size: 1000,
         csum_start: 34,
         csum_offset: 16,
+    };
+    (h, f)
+}
+
+/// A UDP/IPv4 frame of 3000 payload bytes from 02::01 to 02::0b, asking
+/// for UDP segmentation (USO) into 1000-byte datagrams and its checksum.
+pub fn uso_frame() -> (OffloadHdr, Vec<u8>) {
+    let payload = 3000usize;
+    let mut f = vec![0u8; 14 + 20 + 8 + payload];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xb]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + 8 + payload) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let udp = &mut f[34..42];
+    udp[0..2].copy_from_slice(&1234u16.to_be_bytes());
+    udp[2..4].copy_from_slice(&9999u16.to_be_bytes());
+    for (k, b) in f[42..].iter_mut().enumerate() {
+        *b = k as u8;
+    }
+    let h = OffloadHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_UDP_L4,
+        hdr_len: 42,
+        gso_size: 1000,
+        csum_start: 34,
+        csum_offset: 6,
     };
     (h, f)
 }
