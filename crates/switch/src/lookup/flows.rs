@@ -11,7 +11,7 @@ use std::sync::RwLockReadGuard;
 
 use ringswitch_flow::key::KEY_BYTES;
 use ringswitch_flow::verdict::MAX_OUTPUTS;
-use ringswitch_flow::{Edit, FlowCache, FlowKey, FlowTables, Target, Verdict, NO_CLASS};
+use ringswitch_flow::{Edit, FlowCache, FlowTables, Probe, Target, Verdict, NO_CLASS};
 
 use super::{PortIndex, PortTable};
 use crate::flows::{of_port, port_index, Flows, PacketIn};
@@ -259,7 +259,7 @@ const NO_RESOLVED: Resolved = Resolved {
 /// ([`FlowLookup::prepare`]).
 #[derive(Clone, Copy, Debug, Default)]
 struct Prepared {
-    key: FlowKey,
+    key: Probe,
     /// `key`'s hash (not computed when `same`).
     hash: u64,
     /// The same key as the frame prepared before it.
@@ -383,13 +383,8 @@ impl<'a> FlowLookup<'a> {
         // than the stores that made it) stalls on store forwarding.
         let [a, b] = &mut self.prepared;
         let (p, prev) = if i == 0 { (a, &*b) } else { (b, &*a) };
-        p.key = FlowKey::extract_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
-        // Word by word, most likely to differ first (addresses and ports),
-        // stopping at the first difference, with the frame prepared before.
-        p.same = self.prev_valid
-            && [4, 6, 8, 2, 3, 0, 1, 5, 7]
-                .iter()
-                .all(|&w| prev.key.words()[w] == p.key.words()[w]);
+        p.key.set_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
+        p.same = self.prev_valid && p.key.same(&prev.key);
         self.prev_valid = true;
         if !p.same {
             p.hash = p.key.hash();
@@ -431,7 +426,7 @@ impl<'a> FlowLookup<'a> {
                     }
                     return;
                 }
-                let hit = cache.lookup_hashed(*version, &p.key, p.hash, len as usize, |k, v| {
+                let hit = cache.lookup_probe(*version, &p.key, p.hash, len as usize, |k, v| {
                     tables.get_or_insert_with(|| flows.read()).classify(k, v)
                 });
                 (hit.stamp, hit.class, hit.verdict)
