@@ -387,14 +387,14 @@ impl FlowCache {
         };
         self.lookups += 1;
         self.last = slot;
-        self.count_in(slot, bytes);
-        let e = &self.slots[slot];
+        let e = self.count_in(slot, bytes);
+        let (stamp, class) = (u64::from(e.stamp), e.class);
         Hit {
-            stamp: u64::from(e.stamp),
-            class: if e.class == NO_SLOT_CLASS {
+            stamp,
+            class: if class == NO_SLOT_CLASS {
                 NO_CLASS
             } else {
-                u32::from(e.class)
+                u32::from(class)
             },
             verdict: &self.verdicts[slot],
         }
@@ -474,18 +474,21 @@ impl FlowCache {
         self.count_in(self.last, bytes);
     }
 
-    /// Counts a frame of `bytes` bytes in entry `slot`.
+    /// Counts a frame of `bytes` bytes in entry `slot`, and returns the
+    /// entry.
     #[inline(always)]
-    fn count_in(&mut self, slot: usize, bytes: usize) {
+    fn count_in(&mut self, slot: usize, bytes: usize) -> &Slot {
         self.unflushed += 1;
-        let e = &mut self.slots[slot];
+        let FlowCache { slots, dirty, .. } = self;
+        let e = &mut slots[slot];
         e.packets += 1;
         e.bytes += bytes as u64;
         if !e.dirty {
             e.dirty = true;
             // At most once per entry: within the capacity reserved.
-            self.dirty.push(u32::try_from(slot).unwrap_or(u32::MAX));
+            dirty.push(u32::try_from(slot).unwrap_or(u32::MAX));
         }
+        e
     }
 
     /// Adds what every entry counted since the last flush to the verdicts'

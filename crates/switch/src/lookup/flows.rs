@@ -305,6 +305,9 @@ pub(crate) struct FlowLookup<'a> {
     class: u32,
     resolved: [Resolved; MAX_OUTPUTS],
     n_resolved: usize,
+    /// That verdict's one output, when it has one and it goes to one port
+    /// (see [`FlowLookup::lean`]).
+    lean: Option<(PortIndex, u8)>,
     /// That verdict left something out.
     truncated: bool,
     /// Frames of the batch whose verdict left something out.
@@ -332,6 +335,7 @@ impl<'a> FlowLookup<'a> {
             class: NO_CLASS,
             resolved: [NO_RESOLVED; MAX_OUTPUTS],
             n_resolved: 0,
+            lean: None,
             truncated: false,
             truncated_frames: 0,
         }
@@ -363,6 +367,15 @@ impl<'a> FlowLookup<'a> {
     /// The resolved outputs of the last frame classified.
     pub(crate) fn resolved(&self) -> &[Resolved] {
         &self.resolved[..self.n_resolved]
+    }
+
+    /// The last frame classified's one output, when its verdict has just
+    /// one, to one port, and left nothing out (the commonest verdict):
+    /// the port and the output's spec. Such a frame needs nothing of the
+    /// general filing but an entry under that port.
+    #[inline(always)]
+    pub(crate) fn lean(&self) -> Option<(PortIndex, u8)> {
+        self.lean
     }
 
     /// The key of the frame whose first `n` bytes are in
@@ -499,6 +512,13 @@ impl<'a> FlowLookup<'a> {
                     None => self.truncated = true,
                 }
             }
+            self.lean = match self.resolved() {
+                [Resolved {
+                    to: To::Port(p),
+                    spec,
+                }] if !self.truncated => Some((*p, *spec)),
+                _ => None,
+            };
         }
         self.stamp = stamp;
         if self.truncated {
