@@ -2,15 +2,21 @@
 //! is in front of its classifier: the full [`FlowKey`] → the [`Verdict`]
 //! the tables gave it.
 //!
-//! Its entries are allocated once ([`FlowCache::new`]; an entry is a key
-//! in two cache lines and a verdict, about 1.3 KB in all, so the default
-//! 4,096 entries take about 5 MB per worker); a hit or a miss
+//! Its entries are allocated once ([`FlowCache::new`]; an entry is an
+//! index part of one cache line, a full key and a verdict, about 1.3 KB in
+//! all, so the default 4,096 entries take about 5 MB per worker); a hit or
+//! a miss
 //! allocates nothing (a miss runs the pipeline into the victim entry's
 //! verdict, in place). Each entry remembers the tables' version it was
 //! filled at, and is valid only at that version: any flow or group
 //! modification invalidates every entry at once, so a flow mod takes
 //! effect for the next lookup. Four candidate entries per key: two pairs
 //! of neighbours, at two hashes (the EMC has two).
+//!
+//! A key is looked up as a [`Probe`]: the commonest frames' keys (untagged
+//! IPv4, see [`CompactKey`]) in four words, which the entry's index part
+//! holds with its counts in one cache line, so that a lookup reads one
+//! line; any other key in full in a second place apart.
 //!
 //! Counting stays exact and off the shared counters' cache lines: each
 //! entry counts its own frames and bytes (plain adds, in the entry the
@@ -23,7 +29,7 @@
 //! a cached lookup with 1,000 flows (the switch crate's `forward_cost`
 //! example, `flows1000`).
 
-use crate::key::FlowKey;
+use crate::key::{CompactKey, FlowKey, KEY_BYTES};
 use crate::table::FlowTables;
 use crate::verdict::{Edit, Output, Verdict, MAX_EDITS, MAX_OUTPUTS};
 
@@ -93,26 +99,129 @@ pub struct Hit<'a> {
     pub verdict: &'a Verdict,
 }
 
-/// An entry's index part: what a lookup reads, two cache lines, apart
-/// from the entry's verdict (about 1.2 KB) which only a hit's caller and a
-/// fill touch.
+/// A key as the cache looks it up (see the module documentation): a
+/// [`CompactKey`], or a full [`FlowKey`] by its hash.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Probe {
+    /// The compact key's words; for a full key: 0, [`FULL`], 0, 0.
+    words: [u64; 4],
+    /// The full key, when it has no compact form (else not kept up to
+    /// date).
+    full: FlowKey,
+}
+
+/// Word 1 of a full key's probe: a bit no compact key has set.
+const FULL: u64 = 1;
+
+impl Probe {
+    /// The probe of `key`.
+    #[inline]
+    pub fn of(key: &FlowKey) -> Probe {
+        let mut p = Probe::default();
+        p.set(key);
+        p
+    }
+
+    /// Makes this the probe of `key`.
+    #[inline]
+    pub fn set(&mut self, key: &FlowKey) {
+        self.full = *key;
+        self.settle();
+    }
+
+    /// Makes this the probe of the frame whose first `n` bytes (at most
+    /// [`KEY_BYTES`]) are in `buf`, from OpenFlow port `in_port` (the key
+    /// of [`FlowKey::extract_prefix`], made in place: the commonest
+    /// frames' without a full key at all).
+    #[inline]
+    pub fn set_prefix(&mut self, buf: &[u8; KEY_BYTES], n: usize, in_port: u32) {
+        match CompactKey::from_prefix(buf, n, in_port) {
+            Some(c) => self.words = *c.words(),
+            None => {
+                self.full = FlowKey::extract(&buf[..n.min(KEY_BYTES)], in_port);
+                self.settle();
+            }
+        }
+    }
+
+    /// Makes the words those of the key in `full`.
+    #[inline]
+    fn settle(&mut self) {
+        self.words = match self.full.compact() {
+            Some(c) => *c.words(),
+            None => [0, FULL, 0, 0],
+        };
+    }
+
+    /// Whether the key has no compact form.
+    #[inline(always)]
+    fn is_full(&self) -> bool {
+        self.words[1] & FULL != 0
+    }
+
+    /// The key's hash ([`CompactKey::hash`] or [`FlowKey::hash`]).
+    #[inline]
+    pub fn hash(&self) -> u64 {
+        if self.is_full() {
+            self.full.hash()
+        } else {
+            CompactKey::from_words(self.words).hash()
+        }
+    }
+
+    /// The full key.
+    #[inline]
+    pub fn key(&self) -> FlowKey {
+        if self.is_full() {
+            self.full
+        } else {
+            CompactKey::from_words(self.words).expand()
+        }
+    }
+
+    /// Whether two probes are of the same key: a compact key word by
+    /// word, most likely to differ first (the addresses, the ports),
+    /// stopping at the first difference.
+    #[inline]
+    pub fn same(&self, o: &Probe) -> bool {
+        if self.is_full() {
+            return o.is_full() && self.full.same(&o.full);
+        }
+        // A full key's word 1 has a bit no compact key's has.
+        let (a, b) = (&self.words, &o.words);
+        a[2] == b[2] && a[3] == b[3] && a[0] == b[0] && a[1] == b[1]
+    }
+}
+
+/// An entry's index part: what a lookup reads, one cache line, apart
+/// from its full key (only for a key without a compact form) and its
+/// verdict (about 1.2 KB), which only a hit's caller and a fill touch.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 struct Slot {
     /// The tables' version it was filled at; 0: empty (versions start at 1).
     version: u64,
-    hash: u64,
-    key: FlowKey,
+    /// Its probe's words.
+    key: [u64; 4],
     /// Frames and bytes looked up since the entry was last counted.
     packets: u64,
     bytes: u64,
-    /// Which fill of the cache this is (see [`Hit::stamp`]).
-    stamp: u64,
-    /// Its verdict's class (see [`Hit::class`]).
-    class: u32,
+    /// Which fill of the cache this is (see [`Hit::stamp`]): no two
+    /// entries that hold a key have the same.
+    stamp: u32,
+    /// Its verdict's class (see [`Hit::class`]), [`NO_SLOT_CLASS`] for
+    /// [`NO_CLASS`].
+    class: u8,
     /// In `FlowCache::dirty`.
     dirty: bool,
 }
+// A lookup reads one cache line.
+const _: () = assert!(std::mem::size_of::<Slot>() == 64);
+// Every class but `NO_CLASS` fits a slot's byte.
+const _: () = assert!(MAX_CLASSES < NO_SLOT_CLASS as usize);
+
+/// A slot's class for [`NO_CLASS`].
+const NO_SLOT_CLASS: u8 = u8::MAX;
 
 impl Slot {
     /// Adds what the entry counted to its verdict's counters.
@@ -130,13 +239,17 @@ impl Slot {
 #[derive(Debug)]
 pub struct FlowCache {
     slots: Box<[Slot]>,
+    /// Entry `i`'s full key, if its key has no compact form, is `keys[i]`.
+    keys: Box<[FlowKey]>,
     /// Entry `i`'s verdict is `verdicts[i]`.
     verdicts: Box<[Verdict]>,
     mask: usize,
-    hits: u64,
+    /// Lookups so far, and those that missed.
+    lookups: u64,
     misses: u64,
-    /// Entries filled so far (the last fill's stamp).
-    fills: u64,
+    /// Entries filled since the cache was last emptied (the last fill's
+    /// stamp).
+    fills: u32,
     /// Entries with frames not yet counted (each once: see `Entry::dirty`);
     /// at most every entry.
     dirty: Vec<u32>,
@@ -166,9 +279,10 @@ impl FlowCache {
         let n = entries.max(2).next_power_of_two();
         FlowCache {
             slots: (0..n).map(|_| Slot::default()).collect(),
+            keys: vec![FlowKey::default(); n].into_boxed_slice(),
             verdicts: (0..n).map(|_| Verdict::default()).collect(),
             mask: n - 1,
-            hits: 0,
+            lookups: 0,
             misses: 0,
             fills: 0,
             dirty: Vec::with_capacity(n),
@@ -211,7 +325,8 @@ impl FlowCache {
         bytes: usize,
         miss: impl FnOnce(&FlowKey, &mut Verdict),
     ) -> Hit<'_> {
-        self.lookup_hashed(version, key, key.hash(), bytes, miss)
+        let p = Probe::of(key);
+        self.lookup_probe(version, &p, p.hash(), bytes, miss)
     }
 
     /// The two entries a key with hash `h` may be in.
@@ -221,90 +336,133 @@ impl FlowCache {
     }
 
     /// Hands `hint` the address of every cache line a lookup of a key
-    /// with hash `h` ([`FlowKey::hash`]) reads first (its two candidate
+    /// with hash `h` ([`Probe::hash`]) reads first (its two candidate
     /// entries' index parts), so that a caller that knows a key before it
     /// looks it up can have them fetched meanwhile (a prefetch: this crate
     /// touches no raw memory itself).
     #[inline(always)]
     pub fn prefetch_with(&self, h: u64, mut hint: impl FnMut(*const u8)) {
         let (a, b) = self.candidates(h);
-        for i in [a, b] {
-            let p = std::ptr::from_ref(&self.slots[i]).cast::<u8>();
-            hint(p);
-            hint(p.wrapping_add(64));
-        }
+        hint(std::ptr::from_ref(&self.slots[a]).cast::<u8>());
+        hint(std::ptr::from_ref(&self.slots[b]).cast::<u8>());
     }
 
-    /// As [`FlowCache::lookup_hit`], for a key whose hash `h` the caller
-    /// computed already: `h` must be [`FlowKey::hash`] of `key` (another
-    /// value makes lookups of the key miss and fill entries again, nothing
-    /// worse).
+    /// Whether entry `i` holds probe `p` at `version`.
+    #[inline(always)]
+    fn holds(&self, i: usize, version: u64, p: &Probe) -> bool {
+        let e = &self.slots[i];
+        let (a, b) = (&e.key, &p.words);
+        e.version == version
+            && ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3])) == 0
+            && (!p.is_full() || self.keys[i].same(&p.full))
+    }
+
+    /// As [`FlowCache::lookup_hit`], for a key the caller made a
+    /// [`Probe`] of, whose hash `h` it computed already: `h` must be
+    /// [`Probe::hash`] of `probe` (another value makes lookups of the key
+    /// miss and fill entries again, nothing worse).
     #[inline]
-    pub fn lookup_hashed(
+    pub fn lookup_probe(
         &mut self,
         version: u64,
-        key: &FlowKey,
+        probe: &Probe,
         h: u64,
         bytes: usize,
         miss: impl FnOnce(&FlowKey, &mut Verdict),
     ) -> Hit<'_> {
         let (a, b) = self.candidates(h);
-        let valid = |e: &Slot| e.version == version && e.hash == h && e.key.same(key);
         // Two pairs of neighbouring entries: a key has four places, so a
         // few hundred active flows rarely push one another out (with two,
         // 1,000 flows in 4,096 entries missed 1.2 % of lookups for good).
         // A fill prefers `a`, where the first probe looks.
-        let ways = [a, a ^ 1, b, b ^ 1];
-        let slot = if valid(&self.slots[a]) {
-            self.hits += 1;
+        let slot = if self.holds(a, version, probe) {
             a
-        } else if let Some(&i) = ways[1..].iter().find(|&&i| valid(&self.slots[i])) {
-            self.hits += 1;
+        } else if let Some(i) = [a ^ 1, b, b ^ 1]
+            .into_iter()
+            .find(|&i| self.holds(i, version, probe))
+        {
             i
         } else {
-            self.misses += 1;
-            let victim = ways
-                .iter()
-                .copied()
-                .find(|&i| self.slots[i].version != version)
-                .unwrap_or(ways[(h >> 30) as usize & 3]);
-            let (e, verdict) = (&mut self.slots[victim], &mut self.verdicts[victim]);
-            // What the victim counted goes to its own verdict's counters.
-            e.count(verdict);
-            miss(key, verdict);
-            self.fills += 1;
-            e.stamp = self.fills;
-            e.class = {
-                if self.classes_version != version {
-                    // Every entry of another version is stale: so are
-                    // their classes.
-                    self.classes_version = version;
-                    self.n_classes = 0;
-                }
-                let known = &self.classes[..self.n_classes];
-                match known.iter().position(|k| k.holds(verdict)) {
-                    Some(i) => u32::try_from(i).unwrap_or(NO_CLASS),
-                    None if self.n_classes < MAX_CLASSES => {
-                        self.classes[self.n_classes] = Class::of(verdict);
-                        self.n_classes += 1;
-                        u32::try_from(self.n_classes - 1).unwrap_or(NO_CLASS)
-                    }
-                    None => NO_CLASS,
-                }
-            };
-            e.version = version;
-            e.hash = h;
-            e.key = *key;
-            victim
+            self.fill(version, probe, h, miss)
         };
+        self.lookups += 1;
         self.last = slot;
-        self.count_in(slot, bytes);
-        let e = &self.slots[slot];
+        let e = self.count_in(slot, bytes);
+        let (stamp, class) = (u64::from(e.stamp), e.class);
         Hit {
-            stamp: e.stamp,
-            class: e.class,
+            stamp,
+            class: if class == NO_SLOT_CLASS {
+                NO_CLASS
+            } else {
+                u32::from(class)
+            },
             verdict: &self.verdicts[slot],
         }
+    }
+
+    /// A miss of `probe` (hash `h`): the pipeline (`miss`) fills the
+    /// verdict of one of its four entries, which is returned.
+    #[cold]
+    #[inline(never)]
+    fn fill(
+        &mut self,
+        version: u64,
+        probe: &Probe,
+        h: u64,
+        miss: impl FnOnce(&FlowKey, &mut Verdict),
+    ) -> usize {
+        self.misses += 1;
+        if self.fills == u32::MAX {
+            // Stamps are about to repeat: every entry goes, so that no two
+            // that hold a key share one.
+            self.empty();
+        }
+        let (a, b) = self.candidates(h);
+        let ways = [a, a ^ 1, b, b ^ 1];
+        let victim = ways
+            .iter()
+            .copied()
+            .find(|&i| self.slots[i].version != version)
+            .unwrap_or(ways[(h >> 30) as usize & 3]);
+        let (e, verdict) = (&mut self.slots[victim], &mut self.verdicts[victim]);
+        // What the victim counted goes to its own verdict's counters.
+        e.count(verdict);
+        miss(&probe.key(), verdict);
+        self.fills += 1;
+        e.stamp = self.fills;
+        e.class = {
+            if self.classes_version != version {
+                // Every entry of another version is stale: so are
+                // their classes.
+                self.classes_version = version;
+                self.n_classes = 0;
+            }
+            let known = &self.classes[..self.n_classes];
+            match known.iter().position(|k| k.holds(verdict)) {
+                Some(i) => u8::try_from(i).unwrap_or(NO_SLOT_CLASS),
+                None if self.n_classes < MAX_CLASSES => {
+                    self.classes[self.n_classes] = Class::of(verdict);
+                    self.n_classes += 1;
+                    u8::try_from(self.n_classes - 1).unwrap_or(NO_SLOT_CLASS)
+                }
+                None => NO_SLOT_CLASS,
+            }
+        };
+        e.version = version;
+        e.key = probe.words;
+        if probe.is_full() {
+            self.keys[victim] = probe.full;
+        }
+        victim
+    }
+
+    /// Counts what every entry counted and empties them all.
+    fn empty(&mut self) {
+        self.flush();
+        for e in self.slots.iter_mut() {
+            e.version = 0;
+        }
+        self.fills = 0;
     }
 
     /// Counts one more frame of `bytes` bytes with the same key as the last
@@ -312,22 +470,25 @@ impl FlowCache {
     /// nothing looked up: the entry cannot have changed since.
     #[inline]
     pub fn repeat_last(&mut self, bytes: usize) {
-        self.hits += 1;
+        self.lookups += 1;
         self.count_in(self.last, bytes);
     }
 
-    /// Counts a frame of `bytes` bytes in entry `slot`.
+    /// Counts a frame of `bytes` bytes in entry `slot`, and returns the
+    /// entry.
     #[inline(always)]
-    fn count_in(&mut self, slot: usize, bytes: usize) {
+    fn count_in(&mut self, slot: usize, bytes: usize) -> &Slot {
         self.unflushed += 1;
-        let e = &mut self.slots[slot];
+        let FlowCache { slots, dirty, .. } = self;
+        let e = &mut slots[slot];
         e.packets += 1;
         e.bytes += bytes as u64;
         if !e.dirty {
             e.dirty = true;
             // At most once per entry: within the capacity reserved.
-            self.dirty.push(u32::try_from(slot).unwrap_or(u32::MAX));
+            dirty.push(u32::try_from(slot).unwrap_or(u32::MAX));
         }
+        e
     }
 
     /// Adds what every entry counted since the last flush to the verdicts'
@@ -358,7 +519,7 @@ impl FlowCache {
 
     /// Lookups answered from the cache.
     pub fn hits(&self) -> u64 {
-        self.hits
+        self.lookups - self.misses
     }
 
     /// Lookups that ran the pipeline.
@@ -375,5 +536,42 @@ impl FlowCache {
 impl Drop for FlowCache {
     fn drop(&mut self) {
         self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::Config;
+
+    /// When the fill count would wrap, the cache empties (counting what
+    /// its entries counted), so that two entries that hold keys never
+    /// share a stamp.
+    #[test]
+    fn stamps_never_repeat_across_a_wrap() {
+        let tables = FlowTables::new(Config::default());
+        let mut c = FlowCache::new(64);
+        let key = |i: u64| {
+            let mut k = FlowKey::default();
+            k.set_metadata(i);
+            k
+        };
+        let version = tables.version();
+        let look = |c: &mut FlowCache, i: u64| {
+            c.lookup_hit(version, &key(i), 60, |k, v| tables.classify(k, v))
+                .stamp
+        };
+        let old = look(&mut c, 1);
+        c.fills = u32::MAX - 1;
+        let a = look(&mut c, 2);
+        assert_eq!(a, u64::from(u32::MAX));
+        // The next fill empties the cache first: key 1 misses again.
+        let b = look(&mut c, 3);
+        assert_eq!((b, c.misses()), (1, 3));
+        assert_eq!(look(&mut c, 1), 2);
+        assert_ne!(old, 2);
+        assert_eq!(look(&mut c, 3), 1);
+        assert_eq!((c.hits(), c.misses()), (1, 4));
+        assert_eq!(c.pending(), 2);
     }
 }

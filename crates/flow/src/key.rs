@@ -222,45 +222,32 @@ impl FlowKey {
     /// [`FlowKey::extract`] of the frame whose first `n` bytes (at most
     /// [`KEY_BYTES`]) are in `buf`: the same key, with a straight path for
     /// the commonest frame (untagged IPv4 without options carrying TCP,
-    /// UDP, SCTP or ICMP) that reads its fields at fixed offsets; any
-    /// other frame takes `extract`.
+    /// UDP, SCTP or ICMP) that reads its fields at fixed offsets
+    /// ([`CompactKey::from_prefix`]); any other frame takes `extract`.
     #[inline]
     pub fn extract_prefix(buf: &[u8; KEY_BYTES], n: usize, in_port: u32) -> FlowKey {
-        if !FlowKey::prefix_is_fast(buf, n) {
-            return FlowKey::extract(&buf[..n.min(KEY_BYTES)], in_port);
+        match CompactKey::from_prefix(buf, n, in_port) {
+            Some(c) => c.expand(),
+            None => FlowKey::extract(&buf[..n.min(KEY_BYTES)], in_port),
         }
-        // Wide loads at fixed offsets (the array's length makes them
-        // checked at compile time): 8 bytes for each address, 4 for each
-        // IPv4 address and for the L4 ports.
-        let b = buf;
-        let be64 = |at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&b[at..at + 8]);
-            u64::from_be_bytes(w)
-        };
-        let be32 = |at: usize| {
-            let mut w = [0u8; 4];
-            w.copy_from_slice(&b[at..at + 4]);
-            u64::from(u32::from_be_bytes(w))
-        };
-        let proto = b[23];
-        let mut k = FlowKey::default();
-        k.words[0] = u64::from(in_port) << 32 | u64::from(ETH_IPV4) << 16;
-        // The destination address in the top 48 bits, protocol and TOS below.
-        k.words[2] = (be64(0) & !0xffff) | u64::from(proto) << 8 | u64::from(b[15]);
-        k.words[3] = be64(6) & !0xffff;
-        k.words[4] = be32(26);
-        k.words[6] = be32(30);
-        // Not a later fragment: the L4 fields (a source and destination
-        // port, or an ICMP type and code).
-        if u16::from_be_bytes([b[20], b[21]]) & 0x1fff == 0 {
-            k.words[8] = if proto == 1 {
-                u64::from(b[34]) << 48 | u64::from(b[35]) << 32
-            } else {
-                be32(34) << 32
-            };
-        }
-        k
+    }
+
+    /// The key in four words, if it is the key of an untagged IPv4 frame
+    /// with metadata 0 (see [`CompactKey`]).
+    #[inline]
+    pub fn compact(&self) -> Option<CompactKey> {
+        let w = &self.words;
+        let fits = w[0] & 0xffff_ffff == u64::from(ETH_IPV4) << 16
+            && w[1] == 0
+            && w[3] & 0xffff == 0
+            && w[4] >> 32 == 0
+            && w[5] == 0
+            && w[6] >> 32 == 0
+            && w[7] == 0
+            && w[8] & 0xffff_ffff == 0;
+        fits.then(|| CompactKey {
+            words: [w[2], w[3], w[4] << 32 | w[6], w[8] | w[0] >> 32],
+        })
     }
 
     /// Whether [`FlowKey::extract_prefix`] takes its fixed-offset path for
@@ -536,6 +523,113 @@ impl FlowKey {
         .iter()
         .fold(0x5f17, |h, &w| mix(h, w));
         finish(h)
+    }
+}
+
+/// The key of an untagged IPv4 frame with metadata 0 (every frame
+/// [`FlowKey::extract_prefix`] reads at fixed offsets has one) in four
+/// words, where the [`FlowKey`] takes nine: a cache keyed by it holds a
+/// key and its counts in one cache line. [`CompactKey::expand`] gives the
+/// full key back, and [`FlowKey::compact`] of that is the same compact
+/// key: two frames have equal compact keys exactly when their full keys
+/// are equal.
+///
+/// | word | bits 63..0 |
+/// |---|---|
+/// | 0 | eth_dst (48) · ip_proto (8) · ip_dscp (6) · ip_ecn (2) (the full key's word 2) |
+/// | 1 | eth_src (48) · 16 zero bits (word 3: no ARP opcode) |
+/// | 2 | ipv4_src (32) · ipv4_dst (32) |
+/// | 3 | L4 source (16) · L4 destination (16) · in_port (32) |
+///
+/// Left out, as they are the same for every such frame: eth_type 0x0800,
+/// no VLAN, metadata 0, no IPv6 flow label. Word 1's low bit is never set
+/// in a compact key (a cache may use it to tell other keys apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CompactKey {
+    words: [u64; 4],
+}
+
+impl CompactKey {
+    /// The compact key of the frame whose first `n` bytes (at most
+    /// [`KEY_BYTES`]) are in `buf`, received on OpenFlow port `in_port`,
+    /// when [`FlowKey::prefix_is_fast`] says its fields are at fixed
+    /// offsets (they are then all in the first [`FAST_BYTES`]); else
+    /// `None`.
+    #[inline]
+    pub fn from_prefix(buf: &[u8; KEY_BYTES], n: usize, in_port: u32) -> Option<CompactKey> {
+        if !FlowKey::prefix_is_fast(buf, n) {
+            return None;
+        }
+        // Wide loads at fixed offsets (the array's length makes them
+        // checked at compile time): 8 bytes for each MAC address, 4 for
+        // the IPv4 addresses together and for the L4 ports.
+        let b = buf;
+        let be64 = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[at..at + 8]);
+            u64::from_be_bytes(w)
+        };
+        let be32 = |at: usize| {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&b[at..at + 4]);
+            u64::from(u32::from_be_bytes(w))
+        };
+        let proto = b[23];
+        // Not a later fragment: the L4 fields (a source and destination
+        // port, or an ICMP type and code).
+        let l4 = if u16::from_be_bytes([b[20], b[21]]) & 0x1fff != 0 {
+            0
+        } else if proto == 1 {
+            u64::from(b[34]) << 48 | u64::from(b[35]) << 32
+        } else {
+            be32(34) << 32
+        };
+        Some(CompactKey {
+            words: [
+                // The destination address in the top 48 bits, protocol
+                // and TOS below.
+                (be64(0) & !0xffff) | u64::from(proto) << 8 | u64::from(b[15]),
+                be64(6) & !0xffff,
+                // Source and destination address, as they lie.
+                be64(26),
+                l4 | u64::from(in_port),
+            ],
+        })
+    }
+
+    /// The full key.
+    #[inline]
+    pub fn expand(&self) -> FlowKey {
+        let c = &self.words;
+        let mut k = FlowKey::default();
+        k.words[0] = (c[3] & 0xffff_ffff) << 32 | u64::from(ETH_IPV4) << 16;
+        k.words[2] = c[0];
+        k.words[3] = c[1];
+        k.words[4] = c[2] >> 32;
+        k.words[6] = c[2] & 0xffff_ffff;
+        k.words[8] = c[3] & !0xffff_ffff;
+        k
+    }
+
+    /// The raw words.
+    #[inline]
+    pub fn words(&self) -> &[u64; 4] {
+        &self.words
+    }
+
+    /// The key of these raw words ([`CompactKey::words`] of a key).
+    #[inline]
+    pub(crate) fn from_words(words: [u64; 4]) -> CompactKey {
+        CompactKey { words }
+    }
+
+    /// A hash of the key: two lanes of two words each, mixed into one, as
+    /// [`FlowKey::hash`] does with nine.
+    #[inline]
+    pub fn hash(&self) -> u64 {
+        let w = &self.words;
+        let lane = |a: u64, b: u64| mix(mix(0, a), b);
+        finish(lane(w[0], w[1]) ^ lane(w[2], w[3]).rotate_left(32))
     }
 }
 

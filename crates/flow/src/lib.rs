@@ -96,8 +96,8 @@ pub mod verdict;
 /// Most tables a [`FlowTables`] can have.
 pub const MAX_TABLES: usize = 16;
 
-pub use cache::{FlowCache, Hit, NO_CLASS};
+pub use cache::{FlowCache, Hit, Probe, NO_CLASS};
 pub use error::FlowError;
-pub use key::{FlowKey, KeyMask};
+pub use key::{CompactKey, FlowKey, KeyMask};
 pub use table::{Config, Flow, FlowTables, Removed};
 pub use verdict::{apply_edits, Counter, Edit, EditError, Output, Tally, Target, Verdict};

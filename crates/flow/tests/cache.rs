@@ -176,3 +176,72 @@ fn a_thousand_flows_stay_cached() {
     assert!(again <= 50, "{again} of 10,000 lookups missed again");
     assert_eq!(c.hits() + c.misses(), 11_000);
 }
+
+/// Keys with a compact form (untagged IPv4) and keys without (VLAN,
+/// IPv6, ARP) in one cache, in entries that collide: each hits its own
+/// entry, and every flow's counters are exact.
+#[test]
+fn compact_and_full_keys_share_a_cache() {
+    let mut t = FlowTables::new(Config::default());
+    let types: [u16; 4] = [0x0800, 0x86dd, 0x0806, 0x1234];
+    for (i, ty) in types.iter().enumerate() {
+        let mut fm = add(
+            0,
+            10,
+            m(vec![Oxm::exact(Field::EthType, u128::from(*ty))]),
+            vec![apply(vec![out(2 + i as u32)])],
+        );
+        fm.cookie = i as u64;
+        t.flow_mod(&fm, T0).unwrap();
+    }
+    let v4 = |a: u8| udp4(a, 2, 3, 4);
+    let tagged = |a: u8| {
+        let mut f = v4(a);
+        f.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+        f
+    };
+    let v6 = |a: u8| {
+        let mut src = [0u8; 16];
+        src[15] = a;
+        eth(
+            MAC_B,
+            MAC_A,
+            None,
+            0x86dd,
+            &ipv6(src, [1; 16], 17, 0, 0, &udp(1, 2)),
+        )
+    };
+    let other = |a: u8| eth(MAC_B, MAC_A, None, 0x1234, &[a; 46]);
+    let mut want = [(0u64, 0u64); 4];
+    // Two entries: keys keep pushing one another out.
+    for capacity in [2usize, 4096] {
+        let mut c = FlowCache::new(capacity);
+        let mut rng = Rng::new(7);
+        for _ in 0..2000 {
+            let a = rng.below(6) as u8;
+            let (f, flow) = match rng.below(4) {
+                0 => (v4(a), 0),
+                // A tagged IPv4 frame's EtherType is the inner one.
+                1 => (tagged(a), 0),
+                2 => (v6(a), 1),
+                _ => (other(a), 3),
+            };
+            let k = FlowKey::extract(&f, 1);
+            let got: Vec<Target> = c
+                .lookup(&t, &k, f.len())
+                .outputs()
+                .iter()
+                .map(|o| o.target)
+                .collect();
+            assert_eq!(got, vec![Target::Port(2 + flow as u32)]);
+            want[flow].0 += 1;
+            want[flow].1 += f.len() as u64;
+        }
+        if capacity > 2 {
+            assert!(c.hits() > 1900, "{} hits", c.hits());
+        }
+    }
+    for f in t.flows() {
+        assert_eq!(f.counts(), want[f.cookie() as usize], "flow {}", f.cookie());
+    }
+}

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ringswitch_flow::{FlowError, FlowKey, KeyMask};
+use ringswitch_flow::{CompactKey, FlowError, FlowKey, KeyMask, Probe};
 use ringswitch_openflow::oxm::{mac_value, OFPVID_PRESENT};
 use ringswitch_openflow::{Field, Oxm};
 
@@ -461,12 +461,106 @@ fn the_straight_path_gives_the_same_keys() {
             for fill in [0u8, 0xff] {
                 let mut buf = [fill; 128];
                 buf[..n].copy_from_slice(&f[..n]);
+                let full = FlowKey::extract(&f[..n], 7);
                 assert_eq!(
                     FlowKey::extract_prefix(&buf, n, 7),
-                    FlowKey::extract(&f[..n], 7),
+                    full,
                     "{n} bytes of {f:02x?}"
                 );
+                // The compact key, where the straight path makes one, is
+                // the full key's, and the probe the same either way.
+                if let Some(c) = CompactKey::from_prefix(&buf, n, 7) {
+                    assert_eq!(c.expand(), full, "{n} bytes of {f:02x?}");
+                    assert_eq!(full.compact(), Some(c), "{n} bytes of {f:02x?}");
+                }
+                let mut p = Probe::default();
+                p.set_prefix(&buf, n, 7);
+                assert!(p.same(&Probe::of(&full)), "{n} bytes of {f:02x?}");
+                assert_eq!(p.hash(), Probe::of(&full).hash());
+                assert_eq!(p.key(), full);
             }
         }
+    }
+}
+
+/// A key has a compact form exactly when it is an untagged IPv4 frame's
+/// with metadata 0; the compact form gives the key back, and two keys'
+/// probes are the same exactly when the keys are equal.
+#[test]
+fn compact_keys_are_the_untagged_ipv4_ones() {
+    let v4 = eth(
+        MAC_B,
+        MAC_A,
+        None,
+        0x0800,
+        &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, 0xb9, &[], 0, &udp(1, 2)),
+    );
+    let k = FlowKey::extract(&v4, 0xfedc_ba98);
+    let c = k.compact().expect("an untagged IPv4 frame's key");
+    assert_eq!(c.expand(), k);
+    assert_eq!(Probe::of(&k).key(), k);
+    // Each field of the key changed alone: another compact key, or none.
+    let others: Vec<FlowKey> = vec![
+        FlowKey::extract(&v4, 1),
+        FlowKey::extract(&udp4(3, 2, 1, 2), 0xfedc_ba98),
+        {
+            let mut o = k;
+            o.set_metadata(1);
+            o
+        },
+        {
+            let mut o = k;
+            o.set(Field::VlanVid, u128::from(OFPVID_PRESENT | 5));
+            o
+        },
+        {
+            let mut o = k;
+            o.set(Field::EthType, 0x86dd);
+            o
+        },
+        {
+            let mut o = k;
+            o.set(Field::Ipv6Flabel, 1);
+            o
+        },
+        {
+            let mut o = k;
+            o.set(Field::ArpOp, 1);
+            o
+        },
+        {
+            let mut o = k;
+            o.set(Field::ArpSha, 1);
+            o
+        },
+        {
+            let mut o = k;
+            o.set(Field::Ipv6Src, 1 << 96);
+            o
+        },
+        FlowKey::extract(
+            &eth(
+                MAC_B,
+                MAC_A,
+                None,
+                0x86dd,
+                &ipv6(V6A, V6B, 17, 0, 0, &udp(1, 2)),
+            ),
+            1,
+        ),
+    ];
+    for o in &others {
+        assert_ne!(*o, k);
+        if let Some(oc) = o.compact() {
+            assert_ne!(oc, c, "{o:?}");
+            assert_eq!(oc.expand(), *o);
+        }
+        assert!(!Probe::of(o).same(&Probe::of(&k)), "{o:?}");
+        assert!(!Probe::of(&k).same(&Probe::of(o)), "{o:?}");
+        assert!(Probe::of(o).same(&Probe::of(o)), "{o:?}");
+        assert_eq!(Probe::of(o).key(), *o);
+    }
+    for o in &others[3..] {
+        assert_eq!(o.compact(), None, "{o:?}");
     }
 }

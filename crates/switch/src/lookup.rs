@@ -624,6 +624,14 @@ impl<'a> Lookup<'a> {
         };
         let (table, src) = (self.table, self.src);
         fl.classify(key, len, &mut dests.flow, table, src);
+        if let Some((p, spec)) = fl.lean() {
+            // One output, to one port: an entry under it, if there is room
+            // (else `file_output` counts the frame's loss).
+            if let Some(e) = dests.push_entry(k, spec) {
+                dests.link(p, e);
+                return;
+            }
+        }
         let n = fl.resolved().len();
         // The common verdict, one output, without the loop's bookkeeping.
         let filed = if n == 1 {

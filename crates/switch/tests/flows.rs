@@ -616,3 +616,188 @@ fn one_output_per_frame_then_two_then_none_in_one_batch() {
     assert_eq!(drain(&mut crx), vec![f[2].clone(), f[6].clone()]);
     assert_eq!(a.counters.snapshot("a").drop_no_dest, 1);
 }
+
+/// Frames for destinations (an index into the test's receive rings).
+type Deliveries = Vec<(usize, Vec<u8>)>;
+
+/// Frames of many kinds in batches of many sizes, each batch a mix of
+/// verdicts of one output to one port (filed straight under the port)
+/// and of any other (FLOOD, two outputs, an output to the input port by
+/// number, an edit, no flow), of keys with a compact form (IPv4) and
+/// without (tagged, ARP, IPv6): every destination gets what the flows
+/// say in order, and every flow's counters are exact, through flow mods
+/// between batches that change a one-port verdict into a two-output one
+/// and back, and delete a flow.
+#[test]
+fn one_port_verdicts_and_the_rest_mixed_in_batches() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, _) = ring(&sw, "a");
+    let mut rxs: Vec<_> = ["b", "c", "d"].iter().map(|n| ring(&sw, n).2).collect();
+    let udp_prio = |p: u16| 10 + p;
+    // UDP source port p: 1 to b; 2 to b and c; 3 FLOOD; 4 to the input
+    // port by number (dropped); 5 to d with a new DSCP; 6 no flow.
+    add(&flows, flow(udp_prio(1), udp_src(1), vec![out(2)]));
+    add(&flows, flow(udp_prio(2), udp_src(2), vec![out(2), out(3)]));
+    add(
+        &flows,
+        flow(
+            udp_prio(3),
+            udp_src(3),
+            vec![Action::Output {
+                port: OFPP_FLOOD,
+                max_len: 0,
+            }],
+        ),
+    );
+    add(&flows, flow(udp_prio(4), udp_src(4), vec![out(1)]));
+    add(
+        &flows,
+        flow(
+            udp_prio(5),
+            udp_src(5),
+            vec![Action::SetField(Oxm::exact(Field::IpDscp, 46)), out(4)],
+        ),
+    );
+    // Keys without a compact form: tagged frames to c, ARP to d, IPv6 to b.
+    let vid5 = || Oxm::exact(Field::VlanVid, u128::from(OFPVID_PRESENT | 5));
+    add(&flows, flow(30, vec![vid5()], vec![out(3)]));
+    add(
+        &flows,
+        flow(31, vec![Oxm::exact(Field::EthType, 0x0806)], vec![out(4)]),
+    );
+    add(
+        &flows,
+        flow(32, vec![Oxm::exact(Field::EthType, 0x86dd)], vec![out(2)]),
+    );
+    let arp = |m: u8| {
+        let mut f = [
+            mac(BCAST).as_slice(),
+            &mac(0xa),
+            &[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1],
+        ]
+        .concat();
+        f.resize(60, m);
+        f
+    };
+    let ipv6 = |m: u8| {
+        let mut f = [
+            mac(0xb).as_slice(),
+            &mac(0xa),
+            &[0x86, 0xdd, 0x60, 0, 0, 0, 0, 8, 17, 64],
+        ]
+        .concat();
+        f.resize(62, 0);
+        f.extend_from_slice(&[0, 7, 0, 9, 0, 8, 0, 0, m]);
+        f.resize(80, m);
+        f
+    };
+    let dscp46 = |f: &[u8]| {
+        let mut e = f.to_vec();
+        e[15] = 46 << 2;
+        let sum = ipv4_sum(&e[14..34]);
+        e[24..26].copy_from_slice(&sum.to_be_bytes());
+        e
+    };
+
+    let mut want_rx: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
+    let mut want_counts = std::collections::HashMap::<u16, (u64, u64)>::new();
+    let mut no_dest = 0u64;
+    // Port 1 changes to two outputs in phase 1, back to b in phase 2;
+    // port 2's flow is deleted in phase 2.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for phase in 0..3 {
+        if phase == 1 {
+            let mut m = flow(udp_prio(1), udp_src(1), vec![out(2), out(4)]);
+            m.command = FlowModCommand::ModifyStrict;
+            add(&flows, m);
+        }
+        if phase == 2 {
+            let mut m = flow(udp_prio(1), udp_src(1), vec![out(2)]);
+            m.command = FlowModCommand::ModifyStrict;
+            add(&flows, m);
+            let p2 = udp_prio(2);
+            assert_eq!(counts(&mut sc, &flows, p2), want_counts[&p2]);
+            want_counts.remove(&p2);
+            let mut d = flow(p2, udp_src(2), vec![]);
+            d.command = FlowModCommand::DeleteStrict;
+            add(&flows, d);
+        }
+        for _ in 0..20 {
+            let n = 1 + rnd(60) as usize;
+            let mut batch = Vec::new();
+            for i in 0..n {
+                let mark = i as u8;
+                let kind = rnd(10);
+                // Runs of one flow's frames, as traffic has.
+                let run = 1 + rnd(3);
+                for _ in 0..run {
+                    let (f, prio, to): (Vec<u8>, Option<u16>, Deliveries) = match kind {
+                        0..=5 => {
+                            let p = 1 + (kind % 6) as u16;
+                            let f = udp(0xb, 0xa, p, mark);
+                            let to = match (p, phase) {
+                                (1, 1) => vec![(0, f.clone()), (2, f.clone())],
+                                (1, _) => vec![(0, f.clone())],
+                                (2, 2) => vec![],
+                                (2, _) => vec![(0, f.clone()), (1, f.clone())],
+                                (3, _) => vec![(0, f.clone()), (1, f.clone()), (2, f.clone())],
+                                (4, _) => vec![],
+                                (5, _) => vec![(2, dscp46(&f))],
+                                _ => vec![],
+                            };
+                            let prio = match (p, phase) {
+                                (2, 2) | (6, _) => None,
+                                _ => Some(udp_prio(p)),
+                            };
+                            (f, prio, to)
+                        }
+                        6 | 7 => {
+                            let f = tagged(&udp(0xb, 0xa, 1, mark), 5);
+                            (f.clone(), Some(30), vec![(1, f)])
+                        }
+                        8 => {
+                            let f = arp(mark);
+                            (f.clone(), Some(31), vec![(2, f)])
+                        }
+                        _ => {
+                            let f = ipv6(mark);
+                            (f.clone(), Some(32), vec![(0, f)])
+                        }
+                    };
+                    if let Some(p) = prio {
+                        let c = want_counts.entry(p).or_default();
+                        c.0 += 1;
+                        c.1 += f.len() as u64;
+                    }
+                    if to.is_empty() {
+                        no_dest += 1;
+                    }
+                    for (d, g) in to {
+                        want_rx[d].push(g);
+                    }
+                    batch.push(f);
+                }
+            }
+            queue(&mut atx, &batch);
+            sw.forward(&a, 0, &mut sc);
+            atx.refresh_tail();
+            for (d, rx) in rxs.iter_mut().enumerate() {
+                assert_eq!(
+                    drain(rx),
+                    std::mem::take(&mut want_rx[d]),
+                    "port {d}, phase {phase}"
+                );
+            }
+        }
+    }
+    for (&p, &c) in &want_counts {
+        assert_eq!(counts(&mut sc, &flows, p), c, "flow {p}");
+    }
+    assert_eq!(a.counters.snapshot("a").drop_no_dest, no_dest);
+}

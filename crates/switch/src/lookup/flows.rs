@@ -11,7 +11,7 @@ use std::sync::RwLockReadGuard;
 
 use ringswitch_flow::key::KEY_BYTES;
 use ringswitch_flow::verdict::MAX_OUTPUTS;
-use ringswitch_flow::{Edit, FlowCache, FlowKey, FlowTables, Target, Verdict, NO_CLASS};
+use ringswitch_flow::{Edit, FlowCache, FlowTables, Probe, Target, Verdict, NO_CLASS};
 
 use super::{PortIndex, PortTable};
 use crate::flows::{of_port, port_index, Flows, PacketIn};
@@ -259,7 +259,7 @@ const NO_RESOLVED: Resolved = Resolved {
 /// ([`FlowLookup::prepare`]).
 #[derive(Clone, Copy, Debug, Default)]
 struct Prepared {
-    key: FlowKey,
+    key: Probe,
     /// `key`'s hash (not computed when `same`).
     hash: u64,
     /// The same key as the frame prepared before it.
@@ -305,6 +305,9 @@ pub(crate) struct FlowLookup<'a> {
     class: u32,
     resolved: [Resolved; MAX_OUTPUTS],
     n_resolved: usize,
+    /// That verdict's one output, when it has one and it goes to one port
+    /// (see [`FlowLookup::lean`]).
+    lean: Option<(PortIndex, u8)>,
     /// That verdict left something out.
     truncated: bool,
     /// Frames of the batch whose verdict left something out.
@@ -332,6 +335,7 @@ impl<'a> FlowLookup<'a> {
             class: NO_CLASS,
             resolved: [NO_RESOLVED; MAX_OUTPUTS],
             n_resolved: 0,
+            lean: None,
             truncated: false,
             truncated_frames: 0,
         }
@@ -365,6 +369,15 @@ impl<'a> FlowLookup<'a> {
         &self.resolved[..self.n_resolved]
     }
 
+    /// The last frame classified's one output, when its verdict has just
+    /// one, to one port, and left nothing out (the commonest verdict):
+    /// the port and the output's spec. Such a frame needs nothing of the
+    /// general filing but an entry under that port.
+    #[inline(always)]
+    pub(crate) fn lean(&self) -> Option<(PortIndex, u8)> {
+        self.lean
+    }
+
     /// The key of the frame whose first `n` bytes are in
     /// [`FlowLookup::prefix`], ahead of its [`FlowLookup::classify`]: the
     /// cache entries it will be looked up in start coming into the CPU's
@@ -383,13 +396,8 @@ impl<'a> FlowLookup<'a> {
         // than the stores that made it) stalls on store forwarding.
         let [a, b] = &mut self.prepared;
         let (p, prev) = if i == 0 { (a, &*b) } else { (b, &*a) };
-        p.key = FlowKey::extract_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
-        // Word by word, most likely to differ first (addresses and ports),
-        // stopping at the first difference, with the frame prepared before.
-        p.same = self.prev_valid
-            && [4, 6, 8, 2, 3, 0, 1, 5, 7]
-                .iter()
-                .all(|&w| prev.key.words()[w] == p.key.words()[w]);
+        p.key.set_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
+        p.same = self.prev_valid && p.key.same(&prev.key);
         self.prev_valid = true;
         if !p.same {
             p.hash = p.key.hash();
@@ -431,7 +439,7 @@ impl<'a> FlowLookup<'a> {
                     }
                     return;
                 }
-                let hit = cache.lookup_hashed(*version, &p.key, p.hash, len as usize, |k, v| {
+                let hit = cache.lookup_probe(*version, &p.key, p.hash, len as usize, |k, v| {
                     tables.get_or_insert_with(|| flows.read()).classify(k, v)
                 });
                 (hit.stamp, hit.class, hit.verdict)
@@ -504,6 +512,13 @@ impl<'a> FlowLookup<'a> {
                     None => self.truncated = true,
                 }
             }
+            self.lean = match self.resolved() {
+                [Resolved {
+                    to: To::Port(p),
+                    spec,
+                }] if !self.truncated => Some((*p, *spec)),
+                _ => None,
+            };
         }
         self.stamp = stamp;
         if self.truncated {
