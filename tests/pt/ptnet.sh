@@ -212,13 +212,32 @@ dmesg_check() {
 }
 client_checks a "ptnet-to-ptnet"
 if [ ${#VNET[@]} -gt 0 ]; then
-    l=$(gwait a USO 240)
+    l=$(gwait a USOTX 240)
     host() { grep -a -o 'USO-HOST.*' "$RUN/uso-host.log" 2>/dev/null; }
     wait_for 120 host >/dev/null || true
     h=$(host || true)
     check uso-ptnet-to-host "$([[ $l == *"sends 20 datagrams $USO_WANT errors 0"* ]] && [ "$(field frames "$l")" -lt 100 ] 2>/dev/null &&
         [[ $h == *"datagrams=$USO_WANT bad=0 values_match=1"* ]] && echo 0 || echo 1)" \
-        "${l:-no USO line}; ${h:-the host got nothing} (a sent UDP_SEGMENT batches through ptnet0 in a few GSO frames; the host's socket got every datagram whole)"
+        "${l:-no USOTX line}; ${h:-the host got nothing} (a sent UDP_SEGMENT batches through ptnet0 in a few GSO frames; the host's socket got every datagram whole)"
+    # The other way: the host's UDP_SEGMENT batches, through its TAP (USO
+    # on this kernel) and the switch, into a's ptnet0 as GSO frames.
+    gwait a USO-RECV-READY 120 >/dev/null
+    sent=$(ip netns exec "$NS" python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(17, 103, 1000)  # SOL_UDP, UDP_SEGMENT: 1000-byte datagrams
+d = 0
+for _ in range(20):
+    s.sendto(b"".join(bytes([(d + k) & 0xff]) * 1000 for k in range(64)), ("10.0.0.1", 9998))
+    d += 64
+print(d)' 2>&1 || true)
+    l=$(gwait a USORX 240)
+    # A TAP takes USO from Linux 6.2 on; before, the host's kernel cuts the
+    # datagrams itself and a gets them one frame each.
+    few=100
+    uname -r | awk -F. '{exit !($1 > 6 || ($1 == 6 && $2 >= 2))}' || few=$((USO_WANT + 100))
+    check uso-host-to-ptnet "$([[ $l == *"datagrams $USO_WANT bad 0"* ]] && [ "$(field frames "$l")" -lt $few ] 2>/dev/null &&
+        echo 0 || echo 1)" "${l:-no USORX line} (the host sent ${sent:-nothing} datagrams in 20 UDP_SEGMENT sends to a; a's socket got every one whole, in few frames)"
 fi
 l=$(gwait a RINGS 120)
 r=($(for k in ring0_tx_packets ring1_tx_packets ring0_rx_packets ring1_rx_packets; do field $k "$l"; done))
