@@ -684,3 +684,49 @@ fn nic_and_its_host_port_in_one_attach() {
     wait_until("the TAP gone", || !n.has_link(&n.ns_b(), &host));
     assert!(!n.xdp_attached());
 }
+
+/// The CPU time (user + system, in clock ticks) process `pid` has used.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the daemon runs");
+    // Fields after the command name, which is in parentheses.
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// A host port whose TAP interface is deleted under the daemon (here with
+/// `ip link del`; deleting its network namespace does the same): the TAP's
+/// descriptor then polls in error for ever, which once kept a worker
+/// spinning. The queue stops offering it: the daemon says so in its log,
+/// keeps answering, and sits idle (the outcome: next to no CPU while
+/// nothing happens, however loaded the machine).
+#[test]
+fn a_host_port_whose_interface_is_deleted_costs_no_cpu() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut n = Net::new("x", 80);
+    n.start_daemon(None);
+    let host = format!("{}x", n.tag);
+    n.ctl(&["attach", "vale0", "--host", &host]);
+    assert!(n.has_link(&n.ns_b(), &host), "TAP {host} exists");
+    must(&format!("ip -n {} link del {host}", n.ns_b()));
+    let log = n.dir.join("daemon.log");
+    wait_until("the daemon to notice the interface is gone", || {
+        tail(&log, 50).contains("interface is gone")
+    });
+    let pid = n.daemon.as_ref().expect("the daemon").id();
+    let t0 = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(pid) - t0;
+    // SAFETY: sysconf has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap_or(100);
+    assert!(
+        used * 5 < 2 * hz,
+        "the daemon used {used} ticks (of {hz} a second) in 2 idle seconds; log:\n{}",
+        tail(&log, 20)
+    );
+    let out = n.ctl(&["port", "list"]);
+    assert!(out.contains(&format!("vale0:{host}")), "{out}");
+}

@@ -530,7 +530,13 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                 };
                 if data & QUEUE_WAKE != 0 {
                     // A queue's wake descriptor: nothing to read (see
-                    // Local::sync_kick).
+                    // Local::sync_kick). In error or hung up (a TAP whose
+                    // interface was deleted), it would wake us for ever:
+                    // the queue, run below, says whether it still offers
+                    // it, and the next event finds it unregistered.
+                    if ev.events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
+                        l.sync_kick(&s.epoll);
+                    }
                 } else {
                     if let Some(fd) = l.a.wake_fd().filter(|_| l.a.wake_is_doorbell()) {
                         drain_fd(fd);

@@ -64,6 +64,10 @@ pub struct TapQueue {
     read_errors: u64,
     /// The kernel takes UDP segmentation (USO) frames.
     uso: bool,
+    /// The interface is gone (deleted, or its network namespace was): the
+    /// descriptor reads EBADFD and polls in error for ever, so the queue
+    /// offers no wake descriptor any more.
+    gone: bool,
 }
 
 const NEEDS: &str = "CAP_NET_ADMIN";
@@ -168,6 +172,7 @@ pub fn open_tap(name: &str, queues: u32) -> Result<Tap, DevError> {
             stats: QueueStats::default(),
             read_errors: 0,
             uso,
+            gone: false,
         })));
     }
     let mac = stable_mac(name);
@@ -219,6 +224,13 @@ impl FrameQueue for TapQueue {
             };
             if r < 0 {
                 let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EBADFD) && !self.gone {
+                    self.gone = true;
+                    tracing::warn!(
+                        fd = self.fd.as_raw_fd(),
+                        "the TAP's interface is gone (deleted, or its network namespace was): its queue stops"
+                    );
+                }
                 if e.raw_os_error() != Some(libc::EAGAIN) {
                     self.read_errors += 1;
                     if self.read_errors == 1 {
@@ -296,7 +308,7 @@ impl FrameQueue for TapQueue {
     }
 
     fn wake_fd(&self) -> Option<RawFd> {
-        Some(self.fd.as_raw_fd())
+        (!self.gone).then(|| self.fd.as_raw_fd())
     }
 
     fn caps(&self) -> Caps {

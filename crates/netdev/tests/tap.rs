@@ -436,3 +436,35 @@ fn tx_on_a_down_tap() {
         );
     });
 }
+
+/// An interface deleted under its queues (here with `ip link del`; a
+/// deleted network namespace does the same): the descriptor reads EBADFD
+/// and polls in error for ever. The queue says so once, offers no wake
+/// descriptor any more (so no worker is woken by it again), and takes and
+/// sends nothing, without error.
+#[test]
+fn a_deleted_interface_stops_its_queue() {
+    if !can_run() {
+        return;
+    }
+    Netns::run_in(PREFIX, "g", false, |ns| {
+        let tap = open(ns, 2);
+        let name = tap.ifname.clone();
+        ns.ip(&["link", "del", &name]);
+        for q in &tap.queues {
+            let q = &mut *q.lock().unwrap();
+            assert!(q.wake_fd().is_some());
+            let mut stage = ringswitch_frame::Stage::new(64);
+            assert_eq!(q.take_batch(64, &mut stage).frames, 0);
+            assert_eq!(
+                q.wake_fd(),
+                None,
+                "no wake descriptor once the interface is gone"
+            );
+            assert!(!q.has_work());
+            assert_eq!(q.take_batch(64, &mut stage).frames, 0);
+            let f = frame([0xff; 6], MAC_B, 1, 60);
+            let _ = q.push(&OffloadHdr::default(), &f);
+        }
+    });
+}
