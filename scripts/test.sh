@@ -18,7 +18,8 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 step "cargo test (release: the multi-process tests move millions of frames)"
-cargo test --workspace --release 2>&1 | tee /tmp/ringswitch-test.log
+# Every test binary runs even after one fails, so one run shows them all.
+cargo test --workspace --release --no-fail-fast 2>&1 | tee /tmp/ringswitch-test.log
 
 step "fuzzing: every target of fuzz/ for ${RINGSWITCH_FUZZ_SECONDS:-20} s (scripts/fuzz.sh; long campaigns: bench/fuzz-campaign.sh)"
 bash scripts/fuzz.sh --seconds "${RINGSWITCH_FUZZ_SECONDS:-20}" 2>&1 | tee /tmp/ringswitch-fuzz.log
