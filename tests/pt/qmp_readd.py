@@ -102,6 +102,9 @@ def main():
             q.cmd("chardev-add", id=f"rs-plug-{stamp}-{plugs}",
                   backend={"type": "pipe", "data": {"device": fifo}})
             plugs += 1
+        # QEMU holds the plugs open: their path can go.
+        os.unlink(fifo)
+        os.rmdir(os.path.dirname(fifo))
         q.cmd("chardev-add", id=a.chardev,
               backend={"type": "socket", "data": {"addr": {"type": "unix", "data": {"path": a.server}},
                                                   "server": False}})
