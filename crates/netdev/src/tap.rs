@@ -295,7 +295,8 @@ impl FrameQueue for TapQueue {
         }
         match io::Error::last_os_error().raw_os_error() {
             Some(libc::EAGAIN) => Err(PushError::Full),
-            Some(libc::EIO) => Err(PushError::Down),
+            // EBADFD: the interface is gone (see `gone`), down for good.
+            Some(libc::EIO) | Some(libc::EBADFD) => Err(PushError::Down),
             _ => {
                 self.stats.kernel_tx_invalid += 1;
                 Ok(())

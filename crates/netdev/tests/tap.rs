@@ -440,8 +440,8 @@ fn tx_on_a_down_tap() {
 /// An interface deleted under its queues (here with `ip link del`; a
 /// deleted network namespace does the same): the descriptor reads EBADFD
 /// and polls in error for ever. The queue says so once, offers no wake
-/// descriptor any more (so no worker is woken by it again), and takes and
-/// sends nothing, without error.
+/// descriptor any more (so no worker is woken by it again), takes nothing,
+/// and refuses frames as a down link does.
 #[test]
 fn a_deleted_interface_stops_its_queue() {
     if !can_run() {
@@ -463,8 +463,10 @@ fn a_deleted_interface_stops_its_queue() {
             );
             assert!(!q.has_work());
             assert_eq!(q.take_batch(64, &mut stage).frames, 0);
+            // Frames for it are counted as for a down link, not as invalid.
             let f = frame([0xff; 6], MAC_B, 1, 60);
-            let _ = q.push(&OffloadHdr::default(), &f);
+            assert_eq!(q.push(&OffloadHdr::default(), &f), Err(PushError::Down));
+            assert_eq!(q.stats().kernel_tx_invalid, 0);
         }
     });
 }

@@ -170,29 +170,36 @@ pub fn drain(rx: &mut AppRing) -> Vec<Vec<u8>> {
     v
 }
 
-/// A TCP/IPv4 frame of 3000 payload bytes from 02::01 to 02::0b, asking
-/// for segmentation at an MSS of 1000 and its checksum.
-pub fn tso_frame() -> (OffloadHdr, Vec<u8>) {
-    let payload = 3000usize;
-    let mut f = vec![0u8; 14 + 20 + 20 + payload];
+/// An IPv4 frame from 02::01 (10.0.0.1) to 02::0b (10.0.0.2) carrying
+/// protocol `proto`: `l4_len` bytes of zeroed transport header, then
+/// `payload` bytes counting up.
+fn ipv4_frame(proto: u8, l4_len: usize, payload: usize) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 20 + l4_len + payload];
     f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xb]);
     f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x1]);
     f[12..14].copy_from_slice(&[0x08, 0x00]);
     let ip = &mut f[14..34];
     ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((20 + 20 + payload) as u16).to_be_bytes());
+    ip[2..4].copy_from_slice(&((20 + l4_len + payload) as u16).to_be_bytes());
     ip[8] = 64;
-    ip[9] = 6;
+    ip[9] = proto;
     ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
     ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    for (k, b) in f[34 + l4_len..].iter_mut().enumerate() {
+        *b = k as u8;
+    }
+    f
+}
+
+/// A TCP/IPv4 frame of 3000 payload bytes from 02::01 to 02::0b, asking
+/// for segmentation at an MSS of 1000 and its checksum.
+pub fn tso_frame() -> (OffloadHdr, Vec<u8>) {
+    let mut f = ipv4_frame(6, 20, 3000);
     let tcp = &mut f[34..54];
     tcp[0..2].copy_from_slice(&1234u16.to_be_bytes());
     tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
     tcp[12] = 5 << 4;
     tcp[13] = 0x18;
-    for (k, b) in f[54..].iter_mut().enumerate() {
-        *b = k as u8;
-    }
     let h = OffloadHdr {
         flags: F_NEEDS_CSUM,
         gso_type: GSO_TCPV4,
@@ -207,24 +214,10 @@ pub fn tso_frame() -> (OffloadHdr, Vec<u8>) {
 /// A UDP/IPv4 frame of 3000 payload bytes from 02::01 to 02::0b, asking
 /// for UDP segmentation (USO) into 1000-byte datagrams and its checksum.
 pub fn uso_frame() -> (OffloadHdr, Vec<u8>) {
-    let payload = 3000usize;
-    let mut f = vec![0u8; 14 + 20 + 8 + payload];
-    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xb]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x1]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((20 + 8 + payload) as u16).to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let mut f = ipv4_frame(17, 8, 3000);
     let udp = &mut f[34..42];
     udp[0..2].copy_from_slice(&1234u16.to_be_bytes());
     udp[2..4].copy_from_slice(&9999u16.to_be_bytes());
-    for (k, b) in f[42..].iter_mut().enumerate() {
-        *b = k as u8;
-    }
     let h = OffloadHdr {
         flags: F_NEEDS_CSUM,
         gso_type: GSO_UDP_L4,
