@@ -404,12 +404,19 @@ pub(crate) struct Lookup<'a> {
     last: Option<(u128, Decision)>,
     /// The flow tables' lookup, when they decide.
     pub(crate) flow: Option<FlowLookup<'a>>,
-    /// With flow tables: the frame given last, filed with the next (or at
-    /// [`Lookup::finish`]), so that its cache entries are fetched while
-    /// the frame before it is filed (see [`FlowLookup::prepare`]).
-    pending: Pending,
-    has_pending: bool,
+    /// With flow tables: the frames given and not filed yet, at most
+    /// [`CHUNK`]: filed together when there are that many (or at
+    /// [`Lookup::finish`]), so that their cache entries are fetched while
+    /// the frames before them are prepared (see [`FlowLookup::prepare`]).
+    pending: [Pending; CHUNK],
+    n_pending: usize,
 }
+
+/// Frames a flow lookup prepares before it files them: their keys are
+/// made and their cache entries fetched, then they are looked up and filed
+/// one after the other, each entry long in the CPU's cache by then. The
+/// keys take a few kilobytes: they stay in the first-level cache.
+pub(crate) const CHUNK: usize = 16;
 
 /// What became of a frame's outputs (see `Lookup::file_output`).
 #[derive(Clone, Copy, Default)]
@@ -451,8 +458,6 @@ struct Pending {
     first_len: u32,
     len: u32,
     learn: bool,
-    /// Where its key is kept (see [`FlowLookup::prepare`]).
-    key: usize,
 }
 
 impl<'a> Lookup<'a> {
@@ -476,8 +481,8 @@ impl<'a> Lookup<'a> {
             src_vlan,
             last: None,
             flow: None,
-            pending: Pending::default(),
-            has_pending: false,
+            pending: [Pending::default(); CHUNK],
+            n_pending: 0,
         }
     }
 
@@ -514,28 +519,24 @@ impl<'a> Lookup<'a> {
     /// Ends the lookup of the batch: the last frame filed in `dests` (see
     /// [`FlowLookup::finish`]).
     pub(crate) fn finish(&mut self, dests: &mut Dests) {
-        if self.has_pending {
-            self.has_pending = false;
-            let p = self.pending;
-            self.file_flow(dests, &p);
-        }
+        self.file_pending(dests);
         if let Some(f) = &mut self.flow {
             f.finish();
         }
     }
 
+    /// Whether [`Lookup::file`] reads a frame's first bytes itself (the
+    /// flow tables decide), so that its caller need not read its `head`.
+    #[inline(always)]
+    pub(crate) fn reads_frames(&self) -> bool {
+        self.flow.is_some()
+    }
+
     /// Looks up the next frame of the batch (`len` bytes, its first 16
     /// bytes, the addresses and where a VLAN tag would be, in `head`, the
-    /// first `first_len` of them its own) and files it under its
-    /// destinations in `dests`. The policy is asked only when the
-    /// addresses, the VLAN or `learn` differ from the previous frame's.
-    /// The flow tables, when they decide, read the frame's first bytes
-    /// (of its first fragment) that `prefix(buf, want)` copies into `buf`:
-    /// at least `want` (at most `KEY_BYTES`) of them if the frame has
-    /// them, returning how many of the frame's bytes `buf` then holds.
-    /// Only the first [`FIRST_LINE`] are asked for unless the key needs
-    /// more, which the commonest frames do not: a long frame's second
-    /// cache line stays unread until it is copied.
+    /// first `first_len` of them its own; unread when the lookup
+    /// [`Lookup::reads_frames`]) and files it under its destinations in
+    /// `dests` ([`Lookup::file_learned`] or [`Lookup::file_by_flows`]).
     #[inline(always)]
     pub(crate) fn file(
         &mut self,
@@ -544,32 +545,73 @@ impl<'a> Lookup<'a> {
         first_len: u32,
         len: u32,
         learn: bool,
+        prefix: impl FnMut(&mut [u8; KEY_BYTES], usize) -> usize,
+    ) {
+        if self.flow.is_some() {
+            self.file_by_flows(dests, first_len, len, learn, prefix);
+        } else {
+            self.file_learned(dests, head, first_len, len, learn);
+        }
+    }
+
+    /// [`Lookup::file`] on a switch whose flow tables decide. They read
+    /// the frame's first bytes (of its first fragment) that `prefix(buf,
+    /// want)` copies into `buf`: at least `want` (at most `KEY_BYTES`) of
+    /// them if the frame has them, returning how many of the frame's
+    /// bytes `buf` then holds. Only the first [`FIRST_LINE`] are asked for
+    /// unless the key needs more, which the commonest frames do not: a
+    /// long frame's second cache line stays unread until it is copied.
+    /// The frame is filed with the rest of its chunk.
+    #[inline(always)]
+    pub(crate) fn file_by_flows(
+        &mut self,
+        dests: &mut Dests,
+        first_len: u32,
+        len: u32,
+        learn: bool,
         mut prefix: impl FnMut(&mut [u8; KEY_BYTES], usize) -> usize,
     ) {
-        if let Some(fl) = &mut self.flow {
-            let mut n = prefix(fl.prefix(), FIRST_LINE);
-            if n == FIRST_LINE
-                && first_len as usize > FIRST_LINE
-                && !FlowKey::prefix_is_fast(fl.prefix(), n)
-                && !FlowKey::reads_within(&fl.prefix()[..n])
-            {
-                n = prefix(fl.prefix(), KEY_BYTES);
-            }
-            let next = Pending {
-                head: *head,
+        let Some(fl) = &mut self.flow else {
+            return;
+        };
+        let mut n = prefix(fl.prefix(), FIRST_LINE);
+        if n == FIRST_LINE
+            && first_len as usize > FIRST_LINE
+            && !FlowKey::prefix_is_fast(fl.prefix(), n)
+            && !FlowKey::reads_within(&fl.prefix()[..n])
+        {
+            n = prefix(fl.prefix(), KEY_BYTES);
+        }
+        let j = self.n_pending;
+        let mut head = [0u8; 16];
+        head.copy_from_slice(&fl.prefix()[..16]);
+        fl.prepare(j, n);
+        if let Some(p) = self.pending.get_mut(j) {
+            *p = Pending {
+                head,
                 first_len,
                 len,
                 learn,
-                key: fl.prepare(n),
             };
-            if self.has_pending {
-                let p = self.pending;
-                self.file_flow(dests, &p);
-            }
-            self.pending = next;
-            self.has_pending = true;
-            return;
         }
+        self.n_pending = j + 1;
+        if self.n_pending == CHUNK {
+            self.file_pending(dests);
+        }
+    }
+
+    /// [`Lookup::file`] on a switch whose policy decides: it is asked
+    /// only when the addresses, the VLAN or `learn` differ from the
+    /// previous frame's.
+    #[inline(always)]
+    pub(crate) fn file_learned(
+        &mut self,
+        dests: &mut Dests,
+        head: &[u8; 16],
+        first_len: u32,
+        len: u32,
+        learn: bool,
+    ) {
         let k = dests.push_link();
         let Some(pv) = self.src_vlan else {
             let decision = self.decide(head, 0, learn);
@@ -595,25 +637,36 @@ impl<'a> Lookup<'a> {
         dests.route(self.table, self.src, k, len, decision);
     }
 
-    /// [`Lookup::file`] on a switch whose flow tables decide: an entry per
+    /// Files the frames prepared and not filed yet, in order.
+    #[inline]
+    fn file_pending(&mut self, dests: &mut Dests) {
+        let n = std::mem::take(&mut self.n_pending);
+        for j in 0..n {
+            self.file_flow(dests, j);
+        }
+    }
+
+    /// Files prepared frame `j` of the chunk: an entry per
     /// output of the frame's verdict; the learning bridge decides its
     /// `NORMAL` output. A frame that gets no entry is counted as having no
     /// destination (or, if only its VLAN kept it from `NORMAL`, as a VLAN
     /// drop).
     #[inline]
-    fn file_flow(&mut self, dests: &mut Dests, p: &Pending) {
-        let Pending {
-            ref head,
+    fn file_flow(&mut self, dests: &mut Dests, j: usize) {
+        let Some(&Pending {
+            head,
             first_len,
             len,
             learn,
-            key,
-        } = *p;
+        }) = self.pending.get(j)
+        else {
+            return;
+        };
         let k = dests.flow.frames;
         dests.flow.frames += 1;
         let fv = match self.src_vlan {
             Some(pv) => {
-                let fv = vlan::ingress(pv, head, first_len);
+                let fv = vlan::ingress(pv, &head, first_len);
                 dests.vlan.push(fv.unwrap_or_default());
                 fv
             }
@@ -623,7 +676,7 @@ impl<'a> Lookup<'a> {
             return;
         };
         let (table, src) = (self.table, self.src);
-        fl.classify(key, len, &mut dests.flow, table, src);
+        fl.classify(j, len, &mut dests.flow, table, src);
         if let Some((p, spec)) = fl.lean() {
             // One output, to one port: an entry under it, if there is room
             // (else `file_output` counts the frame's loss).
@@ -636,14 +689,14 @@ impl<'a> Lookup<'a> {
         // The common verdict, one output, without the loop's bookkeeping.
         let filed = if n == 1 {
             let r = fl.resolved()[0];
-            self.file_output(dests, k, r, head, fv, learn, len)
+            self.file_output(dests, k, r, &head, fv, learn, len)
         } else {
             let mut filed = Filed::NOWHERE;
             for i in 0..n {
                 let Some(r) = self.flow.as_ref().map(|f| f.resolved()[i]) else {
                     break;
                 };
-                filed = filed.and(self.file_output(dests, k, r, head, fv, learn, len));
+                filed = filed.and(self.file_output(dests, k, r, &head, fv, learn, len));
             }
             filed
         };

@@ -13,7 +13,7 @@ use ringswitch_flow::key::KEY_BYTES;
 use ringswitch_flow::verdict::MAX_OUTPUTS;
 use ringswitch_flow::{Edit, FlowCache, FlowTables, Probe, Target, Verdict, NO_CLASS};
 
-use super::{PortIndex, PortTable};
+use super::{PortIndex, PortTable, CHUNK};
 use crate::flows::{of_port, port_index, Flows, PacketIn};
 
 /// Most header edits one output carries here; an output with more is left
@@ -294,8 +294,10 @@ pub(crate) struct FlowLookup<'a> {
     /// a frame with the same key as the one before it (the next of a run
     /// of one flow's) is counted on its entry without a lookup.
     prev_valid: bool,
-    /// The keys of the two frames prepared last, the newest at `newest`.
-    prepared: [Prepared; 2],
+    /// The keys of the frames prepared and not classified yet, by their
+    /// place in the lookup's chunk (`crate::lookup::CHUNK`).
+    prepared: [Prepared; CHUNK],
+    /// Where the last frame prepared is in `prepared`.
     newest: usize,
     /// The resolved outputs of the verdict with cache stamp `stamp` (0:
     /// none yet) and action class `class` (see `ringswitch_flow::Hit`): a
@@ -329,7 +331,7 @@ impl<'a> FlowLookup<'a> {
             in_port: of_port(src),
             buf: [0; KEY_BYTES],
             prev_valid: false,
-            prepared: [Prepared::default(); 2],
+            prepared: [Prepared::default(); CHUNK],
             newest: 0,
             stamp: 0,
             class: NO_CLASS,
@@ -378,37 +380,54 @@ impl<'a> FlowLookup<'a> {
         self.lean
     }
 
-    /// The key of the frame whose first `n` bytes are in
-    /// [`FlowLookup::prefix`], ahead of its [`FlowLookup::classify`]: the
-    /// cache entries it will be looked up in start coming into the CPU's
-    /// cache now, while the frame before it is classified (they are cold
-    /// when frames of many flows pass, and colder still when long frames'
-    /// copies have gone through the cache since). Returns where the key
-    /// is kept for `classify`: the two frames last prepared are.
+    /// Makes the key of the frame whose first `n` bytes are in
+    /// [`FlowLookup::prefix`], ahead of its [`FlowLookup::classify`], and
+    /// keeps it at place `at` (below `CHUNK`) of the chunk: the cache
+    /// entries it will be looked up in start coming into the CPU's cache
+    /// now, while the frames after it are prepared (they are cold when
+    /// frames of many flows pass, and colder still when long frames'
+    /// copies have gone through the cache since). Frames are prepared in
+    /// batch order, a chunk's places from 0 on.
     #[inline]
-    pub(crate) fn prepare(&mut self, n: usize) -> usize {
-        let i = self.newest ^ 1;
-        self.newest = i;
+    pub(crate) fn prepare(&mut self, at: usize, n: usize) {
+        let prev = std::mem::replace(&mut self.newest, at);
         let Verdicts::Cache(cache) = &self.cache else {
-            return i;
+            return;
         };
+        if at >= CHUNK || prev >= CHUNK {
+            return;
+        }
         // The key is made where it is kept: a copy of it (by wider loads
         // than the stores that made it) stalls on store forwarding.
-        let [a, b] = &mut self.prepared;
-        let (p, prev) = if i == 0 { (a, &*b) } else { (b, &*a) };
-        p.key.set_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
-        p.same = self.prev_valid && p.key.same(&prev.key);
+        let same = if at == prev {
+            // The batch's first frame: no frame before it.
+            self.prepared[at]
+                .key
+                .set_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
+            false
+        } else {
+            let (p, before) = if at > prev {
+                let (lo, hi) = self.prepared.split_at_mut(at);
+                (&mut hi[0], &lo[prev])
+            } else {
+                let (lo, hi) = self.prepared.split_at_mut(prev);
+                (&mut lo[at], &hi[0])
+            };
+            p.key.set_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
+            self.prev_valid && p.key.same(&before.key)
+        };
         self.prev_valid = true;
-        if !p.same {
+        let p = &mut self.prepared[at];
+        p.same = same;
+        if !same {
             p.hash = p.key.hash();
             cache.prefetch_with(p.hash, ringswitch_ring::copy::prefetch);
         }
-        i
     }
 
     /// Classifies the frame whose key [`FlowLookup::prepare`] kept at
-    /// `prepared` (frames are classified in the order they were prepared,
-    /// each before the next but one is prepared), `len` bytes in all, from
+    /// place `prepared` (frames are classified in the order they were
+    /// prepared, a chunk's before the next chunk's), `len` bytes in all, from
     /// `src`: its outputs are then [`FlowLookup::resolved`], with their
     /// specs in `entries`. The frame is counted on the flows it matched.
     #[inline]
@@ -427,7 +446,9 @@ impl<'a> FlowLookup<'a> {
             tables,
             ..
         } = self;
-        let p = &self.prepared[prepared & 1];
+        let Some(p) = self.prepared.get(prepared) else {
+            return;
+        };
         let (stamp, class, verdict) = match cache {
             Verdicts::Cache(cache) => {
                 if p.same {
