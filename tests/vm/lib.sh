@@ -46,6 +46,11 @@ NETNS=()            # network namespaces to delete at the end
 HOST_LINKS=()       # interfaces of the root namespace to delete at the end
 GUESTS=()
 declare -A G_IDX=() G_GEN=() G_WRAP=() G_FD=() G_START=()
+# Per guest, for the next guest_start: its port's socket name (default the
+# guest's name), extra virtio-net-pci properties, and an -incoming URI (a
+# migration destination, whose command FIFO goes to G_FD_NEXT until the
+# guest has moved there).
+declare -A G_SOCKNAME=() G_DEV_OPTS=() G_INCOMING=() G_FD_NEXT=()
 DAEMON_WRAP=
 DAEMON_PID=
 DAEMON_GEN=0
@@ -202,25 +207,30 @@ mac_of() { printf '52:54:00:00:00:%02x' "${G_IDX[$1]}"; }
 ip_of() { echo "10.0.0.${G_IDX[$1]}"; }
 
 # guest_start NAME INDEX: boot guest NAME with MAC 52:54:00:00:00:INDEX and
-# address 10.0.0.INDEX/24. Starting a NAME again (after it died) boots a
-# new generation with its own log.
+# address 10.0.0.INDEX/24. Starting a NAME again (after it died, or as the
+# destination of its migration: G_INCOMING) starts a new generation with
+# its own log, command FIFO and QMP socket ($SOCKDIR/NAME.GEN.qmp).
 guest_start() {
     local g=$1 idx=$2
     G_IDX[$g]=$idx
     G_GEN[$g]=$((${G_GEN[$g]:-0} + 1))
+    local gen=${G_GEN[$g]}
     case " ${GUESTS[*]} " in *" $g "*) ;; *) GUESTS+=("$g") ;; esac
     local log ctl=$RUN/$g.ctl
+    [ "$gen" -gt 1 ] && ctl=$RUN/$g.$gen.ctl
     log=$(guest_log "$g")
     rm -f "$ctl.in" "$ctl.out" "$RUN/$g.pid"
     mkfifo "$ctl.in" "$ctl.out"
-    local net=() dev
-    dev="virtio-net-pci,netdev=n0,mac=$(mac_of "$g"),romfile=,vectors=0"
+    local net=() dev incoming=()
+    dev="virtio-net-pci,netdev=n0,mac=$(mac_of "$g"),romfile=,vectors=0${G_DEV_OPTS[$g]:+,${G_DEV_OPTS[$g]}}"
+    [ -n "${G_INCOMING[$g]:-}" ] && incoming=(-incoming "${G_INCOMING[$g]}")
+    [ -n "${G_INCOMING[$g]:-}" ] && [ -n "${MIG_DEBUG_DUMP:-}" ] && incoming+=(-S)
     case "$BACKEND" in
         socket)
             net=(-netdev "socket,id=n0,mcast=230.0.0.1:$MCAST_PORT,localaddr=127.0.0.1")
             ;;
         ringswitch | testpmd)
-            local chr="socket,id=c0,path=$SOCKDIR/$g.sock"
+            local chr="socket,id=c0,path=$SOCKDIR/${G_SOCKNAME[$g]:-$g}.sock"
             if [ "$PORT_MODE" = client ]; then chr+=",server=on,wait=off"; else chr+=",reconnect=1"; fi
             net=(-chardev "$chr" -netdev "vhost-user,id=n0,chardev=c0,queues=$QUEUES")
             [ "$QUEUES" -gt 1 ] && dev+=",mq=on"
@@ -230,6 +240,7 @@ guest_start() {
         -name "rs-vm-$g" -accel tcg -m 256 -smp "$SMP" \
         -display none -nodefaults $REBOOT_OPT -no-user-config \
         -serial "file:$log" -serial "pipe:$ctl" -pidfile "$RUN/$g.pid" \
+        -qmp "unix:$SOCKDIR/$g.$gen.qmp,server=on,wait=off" "${incoming[@]}" \
         -kernel "$KERNEL" -initrd "$INITRD" \
         -append "console=ttyS0 quiet panic=-1 ipv6.disable=1 rs_name=$g rs_ip=$(ip_of "$g")/24 rs_timeout=$MAX_LIFE" \
         -object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem \
@@ -239,11 +250,17 @@ guest_start() {
     G_START[$g]=$(now_ms)
     WRAPPERS+=("$!")
     # Our own end of the command FIFO, opened read-write so that neither
-    # opening nor writing ever blocks, even when QEMU is gone.
-    local fd=${G_FD[$g]:-}
-    if [ -n "$fd" ]; then exec {fd}>&-; fi
+    # opening nor writing ever blocks, even when QEMU is gone. A migration
+    # destination's is kept aside until the guest runs there.
+    local fd
     exec {fd}<>"$ctl.in"
-    G_FD[$g]=$fd
+    if [ -n "${G_INCOMING[$g]:-}" ]; then
+        G_FD_NEXT[$g]=$fd
+    else
+        local old=${G_FD[$g]:-}
+        if [ -n "$old" ]; then exec {old}>&-; fi
+        G_FD[$g]=$fd
+    fi
     note "guest $g started (QEMU under timeout, pid ${G_WRAP[$g]}, generation ${G_GEN[$g]}, log $log)"
 }
 

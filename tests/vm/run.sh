@@ -28,6 +28,15 @@
 #                           namespace behind a veth pair attached over
 #                           AF_XDP, and the host stack through a TAP host
 #                           port; ping and TCP (sha256) both ways with each
+#   migrate                 guest A live-migrates to a second QEMU (-incoming)
+#                           on its own port vale0:A2 while B pings it every
+#                           10 ms and sends it 16 MiB over TCP (sha256
+#                           compared); pings lost, migration time and
+#                           downtime reported; A announces itself
+#                           (VIRTIO_NET_F_GUEST_ANNOUNCE)
+#   migrate-noannounce      the same with a guest that does not announce
+#                           (guest_announce=off): QEMU asks the switch for a
+#                           RARP (VHOST_USER_SEND_RARP) from the new port
 #   osken                   vale0 in the hands of an os-ken controller running
 #                           crates/cli/tests/osken/simple_switch.py: A and B
 #                           ping and move 512 KiB (sha256) through the flows
@@ -549,6 +558,155 @@ sc_outside() {
     show_counters A "$vout" "$tap"
 }
 
+# ---- migrate: a guest moves to another QEMU on another port ------------------
+
+# migrate_scenario on|off: see the list at the top (on: the guest announces
+# itself; off: it does not, and the switch sends the RARP). Knobs, for
+# looking closer by hand: MIG_LIVE=1 moves the guest running (precopy; see
+# migrate.py for why the test stops it first), MIG_BANDWIDTH (MiB/s, lower
+# means more passes), MIG_PAUSE (seconds between B's 256 KiB pieces),
+# MIG_DEBUG_DUMP=1 with MIG_LIVE=1 (the destination waits, both memories
+# are saved and compared page by page: the pages QEMU did not carry over).
+migrate_scenario() {
+    backends ringswitch socket
+    local announce=$1 bytes=$((16 * 1024 * 1024))
+    [ "$announce" = off ] && G_DEV_OPTS[A]=guest_announce=off
+    guests A B
+    local ga
+    ga=$(feature A 21)
+    note "guest A negotiated GUEST_ANNOUNCE=$ga"
+    if [ "$announce" = on ] && [ "$ga" != 1 ]; then
+        fail "guest A did not negotiate VIRTIO_NET_F_GUEST_ANNOUNCE: the device must offer it"
+    fi
+    if [ "$announce" = off ] && [ "$ga" != 0 ]; then
+        fail "guest A negotiated VIRTIO_NET_F_GUEST_ANNOUNCE although its device has guest_announce=off"
+    fi
+    ping_pairs "B A" "A B"
+
+    step "A listens for TCP; B pings A every 10 ms and starts sending it $bytes bytes"
+    guest_cmd A rs_recv 5001
+    local idr=$CMD_ID
+    wait_marker A "RECV id=$idr listening" 20
+    guest_cmd B rs_pingloop_start "$(ip_of A)" 0.01
+    wait_marker B "PINGLOOP id=$CMD_ID started" 20
+    # 64 pieces 50 ms apart: at least 3 s, across the migration
+    guest_cmd B rs_send "$(ip_of A)" 5001 "$bytes" "${MIG_PAUSE:-0.05}"
+    local ids=$CMD_ID
+
+    step "the destination: port vale0:A2 and a QEMU waiting for A (-incoming)"
+    [ "$BACKEND" = ringswitch ] && port_add A2
+    local mig=$SOCKDIR/A.mig src_qmp=$SOCKDIR/A.${G_GEN[A]}.qmp src_wrap=${G_WRAP[A]}
+    local src_pid
+    src_pid=$(cat "$RUN/A.pid")
+    G_SOCKNAME[A]=A2
+    G_INCOMING[A]=unix:$mig
+    guest_start A "${G_IDX[A]}"
+    local t=$(($(now_ms) + 30000))
+    until [ -S "$mig" ]; do
+        guest_alive A || fail "the destination QEMU exited at start: $(cat "$RUN/A.qemu.${G_GEN[A]}.log")"
+        [ "$(now_ms)" -lt "$t" ] || fail "the destination QEMU did not listen on $mig within 30 s"
+        sleep 0.1
+    done
+    # the transfer is under way before A moves (its first bytes are in)
+    t=$(($(now_ms) + 30000))
+    [ "$BACKEND" = socket ] && sleep 1
+    until [ "$BACKEND" = socket ] || [ "$(port_stat vale0:A rx_bytes)" -gt 1000000 ]; do
+        [ "$(now_ms)" -lt "$t" ] || fail "B's transfer to A did not start within 30 s: $(port_counters vale0:A)"
+        sleep 0.1
+    done
+
+    step "migrate A to the destination (QMP migrate unix:$mig)"
+    local out
+    # A stopped guest moves (QEMU 7.2's TCG loses pages a running guest
+    # dirties during a live move, with or without ringswitch: see
+    # migrate.py); MIG_LIVE=1 moves it running, as bench/migrate.sh does.
+    local how=(--paused --dest-qmp "$SOCKDIR/A.${G_GEN[A]}.qmp")
+    [ -n "${MIG_LIVE:-}" ] && how=()
+    out=$("$VM_DIR/migrate.py" --qmp "$src_qmp" --uri "unix:$mig" --timeout 150 "${how[@]}" \
+        --bandwidth "${MIG_BANDWIDTH:-1024}" 2>"$RUN/migrate.log") ||
+        fail "the migration failed: $(tail -n 3 "$RUN/migrate.log")"
+    echo "$out" >>"$RUN/migrate.log"
+    note "$out"
+    if [ -n "${MIG_DEBUG_DUMP:-}" ]; then
+        # Diagnostics (the destination QEMU was started with -S): both
+        # memories saved and compared page by page before A runs on.
+        python3 - "$src_qmp" "$SOCKDIR/A.${G_GEN[A]}.qmp" "$RUN" "$VM_DIR/.." <<'PY' >>"$RUN/migrate.log" 2>&1
+import os, sys
+src, dst, run, tests = sys.argv[1:5]
+sys.path.insert(0, tests)
+from qmp import Qmp
+a, b = Qmp(src, 30), Qmp(dst, 30)
+a.cmd("pmemsave", val=0, size=256 << 20, filename=run + "/src.mem")
+b.cmd("pmemsave", val=0, size=256 << 20, filename=run + "/dst.mem")
+diff = []
+with open(run + "/src.mem", "rb") as fa, open(run + "/dst.mem", "rb") as fb:
+    for p in range(65536):
+        if fa.read(4096) != fb.read(4096):
+            diff.append(p)
+print("DIFF pages:", len(diff), [hex(p << 12) for p in diff[:40]])
+b.cmd("cont")
+PY
+        note "$(grep '^DIFF' "$RUN/migrate.log")"
+    fi
+    # A now runs in the destination QEMU: its commands go there
+    local old=${G_FD[A]}
+    exec {old}>&-
+    G_FD[A]=${G_FD_NEXT[A]}
+    unset 'G_INCOMING[A]'
+    kill -TERM "$src_pid" 2>/dev/null || true
+    t=$(($(now_ms) + 20000))
+    while kill -0 "$src_wrap" 2>/dev/null; do
+        [ "$(now_ms)" -lt "$t" ] || fail "the source QEMU (pid $src_pid) still runs 20 s after SIGTERM"
+        sleep 0.1
+    done
+    { wait "$src_wrap"; } 2>/dev/null || true
+    note "source QEMU gone; A runs on vale0:A2"
+
+    step "the transfer ends on the destination, every byte as sent"
+    # A's end first: a guest that did not survive the move stops the wait
+    guest_done A "$idr" "${MIG_WAIT:-240}"
+    guest_done B "$ids" 60
+    result B SENT "$ids"
+    [ "$RC" = 0 ] || fail "TCP B -> A: the sender failed across the migration: $MATCH"
+    local sent=$MATCH
+    result B SHA256 "$ids"
+    local tx=$MATCH rx
+    guest_done A "$idr" 60
+    result A SHA256 "$idr"
+    rx=$MATCH
+    if [ "$(kv "$tx" sum)" != "$(kv "$rx" sum)" ] || [ "$(kv "$tx" bytes)" != "$(kv "$rx" bytes)" ]; then
+        fail "TCP B -> A across the migration: the data differs: sent $(kv "$tx" bytes) bytes sha256 $(kv "$tx" sum), received $(kv "$rx" bytes) bytes sha256 $(kv "$rx" sum)"
+    fi
+    note "TCP B -> A: $(kv "$tx" bytes) bytes in $(kv "$sent" seconds) s across the migration, sha256 $(kv "$tx" sum) on both sides"
+    [ "$BACKEND" = ringswitch ] || return 0
+    local moved
+    moved=$(port_stat vale0:A2 rx_bytes)
+    [ "$moved" -gt 1000000 ] || fail "the transfer was over before A moved: vale0:A2 received only $moved bytes"
+    note "of them, vale0:A2 (the destination) delivered $moved bytes"
+
+    step "B's 10 ms pings across the migration"
+    guest_cmd B rs_pingloop_stop
+    guest_done B "$CMD_ID" 30
+    result B PINGLOOP "$CMD_ID"
+    local ptx prx gap
+    ptx=$(kv "$MATCH" tx)
+    prx=$(kv "$MATCH" rx)
+    gap=$(kv "$MATCH" maxgap)
+    [ "${prx:-0}" -gt 0 ] || fail "B's pings to A: none answered ($MATCH)"
+    note "RESULT migrate announce=$announce $(sed 's/^MIGRATE status=completed //' <<<"$out") pings_sent=$ptx pings_lost=$((ptx - prx)) longest_gap_ms=$((gap * 10))"
+
+    step "A (on vale0:A2) and B reach each other; the switch knows A there"
+    ping_pairs "B A" "A B"
+    local learned
+    learned=$(ctl macs vale0 2>/dev/null | grep -i "$(mac_of A)" || true)
+    note "switch: $learned"
+    grep -q 'A2' <<<"$learned" || fail "the switch does not have A's address $(mac_of A) on vale0:A2: $(ctl macs vale0 2>&1)"
+    show_counters A2 B
+}
+
+sc_migrate() { migrate_scenario on; }
+sc_migrate_noannounce() { migrate_scenario off; }
+
 # ---- osken: an OpenFlow controller no one here wrote ----------------------------
 
 # flows_json: `ctl flows vale0 --json`, kept in the scenario's ctl.log.
@@ -663,7 +821,7 @@ osken-manager's log: $(tail -n 20 "$log")"
 
 scenario=${1:-}
 case "$scenario" in
-    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | guest-reboot | multiqueue | outside | osken) ;;
+    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | guest-reboot | multiqueue | outside | migrate | migrate-noannounce | osken) ;;
     *)
         sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
         exit 2

@@ -93,3 +93,21 @@ fn vm_multiqueue() {
 fn vm_outside_world_over_af_xdp_and_a_host_port() {
     scenario("outside");
 }
+
+/// Guest A moves to a second QEMU (`-incoming`) on its own port while B
+/// pings it every 10 ms and sends it 16 MiB over TCP: the source's rings
+/// stop cleanly, the destination resumes where they stopped, the guest
+/// announces itself (VIRTIO_NET_F_GUEST_ANNOUNCE) and the switch finds it
+/// on the new port; the transfer ends with matching sha256; pings lost and
+/// downtime are printed (RESULT line).
+#[test]
+fn vm_migrate() {
+    scenario("migrate");
+}
+
+/// The same with a guest that does not announce itself: QEMU asks the
+/// switch (VHOST_USER_SEND_RARP) and the new port sends a RARP for it.
+#[test]
+fn vm_migrate_without_guest_announce() {
+    scenario("migrate-noannounce");
+}

@@ -302,7 +302,7 @@ fn serve(
             }
             continue;
         }
-        let r = match early_vring_enable(fd, dev) {
+        let r = match own_message(fd, dev) {
             Ok(true) => Ok(()),
             Ok(false) => conn.handle_request(),
             Err(e) => Err(VhostError::SocketBroken(e)),
@@ -344,27 +344,29 @@ fn serve(
 /// The second the last refused frontend was logged (one line a second).
 static REFUSED_LOGGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
 
-/// vhost-user request code of SET_VRING_ENABLE.
+/// vhost-user request codes of SET_VRING_ENABLE and SEND_RARP.
 const SET_VRING_ENABLE: u32 = 18;
+const SEND_RARP: u32 = 19;
 /// Header flags: protocol version 1, a reply, a reply wanted.
 const FLAG_VERSION: u32 = 0x1;
 const FLAG_REPLY: u32 = 0x4;
 const FLAG_NEED_REPLY: u32 = 0x8;
 
-/// QEMU's vhost-user net backend sends SET_VRING_ENABLE (disable every
-/// ring) before SET_FEATURES, but the `vhost` crate refuses the message
-/// until PROTOCOL_FEATURES is acked, which would end every QEMU connection.
-/// So, while no feature is acked yet, this one message is taken off the
-/// socket here and handed to the device (which accepts it at any time).
-/// Returns true when it did that; false leaves the message to the crate.
-fn early_vring_enable(fd: RawFd, dev: &SharedNet) -> io::Result<bool> {
-    let acked = dev
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .acked_features();
-    if acked != 0 {
-        return Ok(false);
-    }
+/// Messages the `vhost` crate does not take when they come, taken off the
+/// socket here and handed to the device. Returns true when it did that;
+/// false leaves the message to the crate.
+///
+/// - SET_VRING_ENABLE before any feature is acked: QEMU's vhost-user net
+///   backend disables every ring right after SET_OWNER, before
+///   SET_FEATURES, but the crate refuses the message until
+///   PROTOCOL_FEATURES is acked, which would end every QEMU connection.
+/// - SEND_RARP: the crate has no handler for it; QEMU sends it after a
+///   migration when the guest does not announce itself
+///   (VIRTIO_NET_F_GUEST_ANNOUNCE not negotiated), with the guest's MAC
+///   address. The device then sends a RARP from it into the switch.
+///
+/// Both are 20 bytes (a header and a u64), with no descriptors.
+fn own_message(fd: RawFd, dev: &SharedNet) -> io::Result<bool> {
     let mut msg = [0u8; 20];
     // SAFETY: peeks at most 20 bytes into a local buffer from the connected
     // socket the caller owns.
@@ -379,12 +381,19 @@ fn early_vring_enable(fd: RawFd, dev: &SharedNet) -> io::Result<bool> {
     if n != msg.len() as isize {
         return Ok(false);
     }
-    let word = |i: usize| u32::from_le_bytes([msg[i], msg[i + 1], msg[i + 2], msg[i + 3]]);
-    let (request, flags, size) = (word(0), word(4), word(8));
-    if request != SET_VRING_ENABLE || size != 8 || flags & !(0x3 | FLAG_NEED_REPLY) != 0 {
+    let word = |m: &[u8; 20], i: usize| u32::from_le_bytes([m[i], m[i + 1], m[i + 2], m[i + 3]]);
+    let (request, flags, size) = (word(&msg, 0), word(&msg, 4), word(&msg, 8));
+    if size != 8 || flags & !(0x3 | FLAG_NEED_REPLY) != 0 {
         return Ok(false);
     }
-    let (index, num) = (word(12), word(16));
+    let lock = || {
+        dev.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let early = request == SET_VRING_ENABLE && lock().acked_features() == 0;
+    if !early && request != SEND_RARP {
+        return Ok(false);
+    }
     // SAFETY: consumes exactly the 20 bytes peeked above (one whole message,
     // no descriptors) into a local buffer.
     let n = unsafe { libc::recv(fd, msg.as_mut_ptr().cast(), msg.len(), libc::MSG_DONTWAIT) };
@@ -393,24 +402,31 @@ fn early_vring_enable(fd: RawFd, dev: &SharedNet) -> io::Result<bool> {
             "the frontend's message went away while being read",
         ));
     }
-    let res = if num > 1 {
-        Err(())
+    use ringswitch_vhost::vhost_user::VhostUserBackendReqHandlerMut;
+    let res = if early {
+        let (index, num) = (word(&msg, 12), word(&msg, 16));
+        let r = if num > 1 {
+            Err(())
+        } else {
+            lock().set_vring_enable(index, num == 1).map_err(|_| ())
+        };
+        debug!(
+            index,
+            enable = num,
+            ok = r.is_ok(),
+            "vhost-user: SET_VRING_ENABLE before SET_FEATURES"
+        );
+        r.map_err(|()| "SET_VRING_ENABLE names no queue of this device")
     } else {
-        use ringswitch_vhost::vhost_user::VhostUserBackendReqHandlerMut;
-        dev.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .set_vring_enable(index, num == 1)
-            .map_err(|_| ())
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&msg[12..18]);
+        lock()
+            .send_rarp(mac)
+            .map_err(|_| "SEND_RARP without the RARP protocol feature")
     };
-    debug!(
-        index,
-        enable = num,
-        ok = res.is_ok(),
-        "vhost-user: SET_VRING_ENABLE before SET_FEATURES"
-    );
     if flags & FLAG_NEED_REPLY != 0 {
         let mut reply = [0u8; 20];
-        reply[0..4].copy_from_slice(&SET_VRING_ENABLE.to_le_bytes());
+        reply[0..4].copy_from_slice(&request.to_le_bytes());
         reply[4..8].copy_from_slice(&(FLAG_VERSION | FLAG_REPLY).to_le_bytes());
         reply[8..12].copy_from_slice(&8u32.to_le_bytes());
         reply[12..20].copy_from_slice(&u64::from(res.is_err()).to_le_bytes());
@@ -420,10 +436,6 @@ fn early_vring_enable(fd: RawFd, dev: &SharedNet) -> io::Result<bool> {
             return Err(io::Error::last_os_error());
         }
     }
-    if res.is_err() {
-        return Err(io::Error::other(
-            "SET_VRING_ENABLE names no queue of this device",
-        ));
-    }
+    res.map_err(io::Error::other)?;
     Ok(true)
 }

@@ -436,3 +436,96 @@ fn guest_memory_shrunk_under_running_vrings_is_survived() {
     assert_eq!(e.stat("vale0:vm").vm_guest_faults, 1);
     drop(g2);
 }
+
+/// A frontend that asks for dirty logging (live migration): protocol
+/// features with LOG_SHMFD acked, and a valid memory table.
+fn migrating_frontend(path: &Path, mem: &File) -> Frontend {
+    use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+    use vhost::vhost_user::VhostUserFrontend;
+    let deadline = Instant::now() + T;
+    let stream = loop {
+        match UnixStream::connect(path) {
+            Ok(s) => break s,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "connect: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    let mut fe = Frontend::from_stream(stream, 2);
+    fe.set_owner().unwrap();
+    let offered = fe.get_features().unwrap();
+    assert_ne!(
+        offered & VhostUserVirtioFeatures::LOG_ALL.bits(),
+        0,
+        "the device offers VHOST_F_LOG_ALL"
+    );
+    fe.set_features(
+        (1 << feature::VIRTIO_F_VERSION_1) | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits(),
+    )
+    .unwrap();
+    let proto = fe.get_protocol_features().unwrap();
+    assert!(proto.contains(VhostUserProtocolFeatures::LOG_SHMFD | VhostUserProtocolFeatures::RARP));
+    fe.set_protocol_features(
+        VhostUserProtocolFeatures::LOG_SHMFD | VhostUserProtocolFeatures::REPLY_ACK,
+    )
+    .unwrap();
+    fe.set_mem_table(&[region(mem, MEM, 0)]).unwrap();
+    fe
+}
+
+/// SET_LOG_BASE with `size` bytes at `offset` of `file`.
+fn set_log(fe: &Frontend, file: &File, size: u64, offset: u64) -> Result<(), vhost::Error> {
+    fe.set_log_base(
+        0,
+        Some(vhost::VhostUserDirtyLogRegion {
+            mmap_size: size,
+            mmap_offset: offset,
+            mmap_handle: file.as_raw_fd(),
+        }),
+    )
+}
+
+/// Issue 19: a frontend that misbehaves while it migrates its guest (a
+/// dirty log too small for its memory, a log that is not a file, a log at
+/// an offset that cannot be mapped) loses its own connection, counted;
+/// one that sends a good log twice (as QEMU does when memory grows) keeps
+/// it. The daemon lives, the other ports forward, and the VM port serves
+/// the next, well-behaved frontend.
+#[test]
+fn a_migrating_frontends_bad_dirty_log_costs_only_its_connection() {
+    let mut e = env("dirtylog");
+    let path = e.vm("vale0:vm");
+    let mut a = e.open("vale0:a");
+    let mut b = e.open("vale0:b");
+    let mem = memfd(MEM);
+    // One bit per 4 KiB page: MEM needs MEM / 4096 / 8 bytes.
+    let need = MEM / 4096 / 8;
+    let log = memfd(4096);
+    let (_w, pipe) = pipe_as_eventfd();
+    let errors0 = e.stat("vale0:vm").vm_frontend_errors;
+    let bad: [(&str, &File, u64, u64); 3] = [
+        ("a log smaller than the memory", &log, need / 2, 0),
+        ("a pipe for a log", &pipe, need, 0),
+        ("a log at an unaligned offset", &log, need, 100),
+    ];
+    for (i, (what, f, size, offset)) in bad.into_iter().enumerate() {
+        let mut fe = migrating_frontend(&path, &mem);
+        assert!(set_log(&fe, f, size, offset).is_err(), "{what}: accepted");
+        assert_dropped(&mut fe, what);
+        ring_ports_forward(&mut a, &mut b, 100 + 10 * i as u32);
+    }
+    let deadline = Instant::now() + T;
+    while e.stat("vale0:vm").vm_frontend_errors < errors0 + 3 {
+        assert!(Instant::now() < deadline, "three refused frontends counted");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A good log, and another one replacing it: the connection stays.
+    let fe = migrating_frontend(&path, &mem);
+    set_log(&fe, &log, need, 0).unwrap();
+    set_log(&fe, &log, 4096, 0).unwrap();
+    assert!(fe.get_features().is_ok(), "a second good log is taken");
+    drop(fe);
+    e.still_works();
+    guest_forwards(&path, &mut a, 200);
+}

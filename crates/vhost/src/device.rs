@@ -23,6 +23,7 @@ use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap};
 
 use crate::guest::GuestMemory;
 use crate::hdr::feature;
+use crate::log::DirtyLog;
 use crate::notify::check_eventfd;
 use crate::port::{QueueKind, VirtioNetPort, QUEUE_SIZE_MAX};
 
@@ -157,6 +158,20 @@ pub struct VhostUserNet {
     protocol: VhostUserProtocolFeatures,
     mappings: Vec<Mapping>,
     ports: Vec<Arc<Mutex<VirtioNetPort>>>,
+    /// The frontend's dirty log (SET_LOG_BASE), used while it has
+    /// VHOST_F_LOG_ALL acked.
+    log: Option<Arc<DirtyLog>>,
+}
+
+/// The protocol features the device offers: multiqueue, replies on
+/// request, a dirty log in shared memory (live migration) and the RARP a
+/// frontend asks for after a migration when its guest does not announce
+/// itself.
+fn protocol_offered() -> VhostUserProtocolFeatures {
+    VhostUserProtocolFeatures::MQ
+        | VhostUserProtocolFeatures::REPLY_ACK
+        | VhostUserProtocolFeatures::LOG_SHMFD
+        | VhostUserProtocolFeatures::RARP
 }
 
 /// Errors building a device.
@@ -188,7 +203,9 @@ impl VhostUserNet {
         if config.queue_pairs == 0 || config.queue_pairs > QUEUE_PAIRS_MAX {
             return Err(ConfigError::QueuePairs(config.queue_pairs));
         }
-        let mut offered = feature::OFFERED | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+        let mut offered = feature::OFFERED
+            | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits()
+            | VhostUserVirtioFeatures::LOG_ALL.bits();
         if !config.offloads {
             offered &= !feature::OFFLOADS;
         }
@@ -205,6 +222,7 @@ impl VhostUserNet {
             protocol: VhostUserProtocolFeatures::empty(),
             mappings: Vec::with_capacity(MEM_REGIONS_MAX),
             ports,
+            log: None,
         })
     }
 
@@ -224,11 +242,58 @@ impl VhostUserNet {
         self.acked
     }
 
+    /// Whether the frontend is migrating the guest: every write into its
+    /// memory is logged.
+    pub fn logging(&self) -> bool {
+        self.log.is_some() && self.acked & VhostUserVirtioFeatures::LOG_ALL.bits() != 0
+    }
+
+    /// Pages written past the end of the dirty log (a frontend whose log
+    /// is smaller than the memory it mapped since).
+    pub fn log_beyond(&self) -> u64 {
+        self.log.as_ref().map_or(0, |l| l.beyond())
+    }
+
+    /// VHOST_USER_SEND_RARP: the frontend moved its guest here and the
+    /// guest does not announce itself; a RARP from `mac` goes into the
+    /// switch from queue pair 0 before the guest's next frames, so every
+    /// switch learns where the guest is now. Refused unless the frontend
+    /// acked the RARP protocol feature.
+    pub fn send_rarp(&mut self, mac: [u8; 6]) -> VuResult<()> {
+        if !self.protocol.contains(VhostUserProtocolFeatures::RARP) {
+            return Err(VuError::InvalidOperation(
+                "SEND_RARP without the RARP protocol feature",
+            ));
+        }
+        let p = self.ports.first().ok_or_else(invalid)?;
+        lock(p).announce(mac);
+        debug!(mac = ?mac, "vhost-user: RARP requested");
+        Ok(())
+    }
+
+    /// Hands every pair the dirty log while logging is on, none otherwise.
+    fn apply_log(&self) {
+        let log = self.log.clone().filter(|_| self.logging());
+        for p in &self.ports {
+            lock(p).set_log(log.clone());
+        }
+    }
+
+    /// The end of the highest guest memory region mapped (0: none).
+    fn mem_end(&self) -> u64 {
+        self.mappings
+            .iter()
+            .map(|m| m.gpa.saturating_add(m.size))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The frontend went away: stop every vring, drop the memory.
     pub fn disconnected(&mut self) {
         self.acked = 0;
         self.protocol = VhostUserProtocolFeatures::empty();
         self.mappings.clear();
+        self.log = None;
         for p in &self.ports {
             lock(p).reset();
         }
@@ -294,7 +359,15 @@ impl VhostUserBackendReqHandlerMut for VhostUserNet {
         if features & !self.offered != 0 {
             return Err(invalid());
         }
+        let was_logging = self.logging();
         self.acked = features;
+        if self.logging() != was_logging {
+            debug!(
+                logging = self.logging(),
+                "vhost-user: dirty logging (VHOST_F_LOG_ALL) switched"
+            );
+        }
+        self.apply_log();
         // Without PROTOCOL_FEATURES rings are enabled from the start;
         // with it they wait for SET_VRING_ENABLE.
         let enable = features & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() == 0;
@@ -375,16 +448,21 @@ impl VhostUserBackendReqHandlerMut for VhostUserNet {
         descriptor: u64,
         used: u64,
         available: u64,
-        _log: u64,
+        log: u64,
     ) -> VuResult<()> {
-        if flags.contains(VhostUserVringAddrFlags::VHOST_VRING_F_LOG) {
-            return Err(VuError::InvalidOperation("dirty logging not supported"));
-        }
+        // The used ring's writes are logged at the guest address the
+        // frontend gives (its own address of the ring); a page past the
+        // log is counted, never written.
+        let log = flags
+            .contains(VhostUserVringAddrFlags::VHOST_VRING_F_LOG)
+            .then_some(log);
         let desc = self.frontend_va_to_gpa(descriptor)?;
         let avail = self.frontend_va_to_gpa(available)?;
         let used = self.frontend_va_to_gpa(used)?;
         let (mut p, kind) = self.queue(index)?;
+        debug!(index, desc, avail, used, log = ?log, "vhost-user: SET_VRING_ADDR");
         p.set_vring_addr(kind, desc, avail, used);
+        p.set_vring_log_addr(kind, log);
         Ok(())
     }
 
@@ -437,11 +515,11 @@ impl VhostUserBackendReqHandlerMut for VhostUserNet {
     }
 
     fn get_protocol_features(&mut self) -> VuResult<VhostUserProtocolFeatures> {
-        Ok(VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK)
+        Ok(protocol_offered())
     }
 
     fn set_protocol_features(&mut self, features: u64) -> VuResult<()> {
-        let offered = VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK;
+        let offered = protocol_offered();
         let f = VhostUserProtocolFeatures::from_bits(features).ok_or_else(invalid)?;
         if !offered.contains(f) {
             return Err(invalid());
@@ -545,7 +623,23 @@ impl VhostUserBackendReqHandlerMut for VhostUserNet {
         Err(VuError::InvalidOperation("no shared memory regions"))
     }
 
-    fn set_log_base(&mut self, _log: &VhostUserLog, _file: File) -> VuResult<()> {
-        Err(VuError::InvalidOperation("dirty logging not supported"))
+    fn set_log_base(&mut self, log: &VhostUserLog, file: File) -> VuResult<()> {
+        self.refuse_if_broken()?;
+        // A second log replaces the first (QEMU sends a new one when the
+        // guest's memory grows); the old one is unmapped once no pair
+        // holds it.
+        let l =
+            DirtyLog::map(&file, log.mmap_size, log.mmap_offset, self.mem_end()).map_err(|e| {
+                refused!("vhost-user: dirty log refused: {e}");
+                invalid()
+            })?;
+        debug!(
+            bytes = log.mmap_size,
+            offset = log.mmap_offset,
+            "vhost-user: dirty log mapped"
+        );
+        self.log = Some(Arc::new(l));
+        self.apply_log();
+        Ok(())
     }
 }

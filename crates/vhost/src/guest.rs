@@ -643,6 +643,17 @@ impl VringMem {
         }
     }
 
+    /// The used ring's index as guest memory holds it (diagnostics: a
+    /// vring started where the device's own index differs from it was
+    /// left inconsistent by whoever ran it before).
+    pub fn used_idx(&self) -> u16 {
+        // SAFETY: offset 2 (the index) lies inside the used ring, checked
+        // when it was resolved.
+        let used_idx = unsafe { self.used_u16(2) };
+        // Relaxed: a diagnostic read; nothing is read through it.
+        u16::from_le(used_idx.load(Ordering::Relaxed))
+    }
+
     /// `used->idx = idx`, Release: pairs with the driver's read barrier
     /// after it reads the used index, so it sees the used elements (and the
     /// RX bytes) written before.

@@ -64,9 +64,10 @@ impl VirtioNetHdr {
 pub mod feature {
     pub use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
     pub use virtio_bindings::virtio_net::{
-        VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4,
-        VIRTIO_NET_F_GUEST_TSO6, VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MAC,
-        VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_STATUS,
+        VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_ANNOUNCE, VIRTIO_NET_F_GUEST_CSUM,
+        VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6, VIRTIO_NET_F_HOST_TSO4,
+        VIRTIO_NET_F_HOST_TSO6, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF,
+        VIRTIO_NET_F_STATUS,
     };
     pub use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC};
 
@@ -84,7 +85,11 @@ pub mod feature {
         | (1 << VIRTIO_NET_F_GUEST_TSO6)
         | (1 << VIRTIO_NET_F_MAC)
         | (1 << VIRTIO_NET_F_STATUS)
-        | (1 << VIRTIO_NET_F_MQ);
+        | (1 << VIRTIO_NET_F_MQ)
+        // The guest announces itself (gratuitous ARP) after a migration;
+        // its frontend (QEMU) drives the announcement over the control
+        // queue it keeps, so the device only lets the bit through.
+        | (1 << VIRTIO_NET_F_GUEST_ANNOUNCE);
 
     /// The offload bits (checksum and TSO, both directions). A device
     /// configured without offloads masks these out of [`OFFERED`].

@@ -18,6 +18,8 @@
 //! - [`fault`]: guest memory a frontend shrinks under the device faults
 //!   into an error for that device (a SIGBUS handler over registered
 //!   ranges), never a crash of the process.
+//! - [`log`]: the frontend's dirty page log while it migrates the guest:
+//!   every write into guest memory is marked in it.
 //! - [`notify`]: kick and call descriptors must be non-blocking eventfds;
 //!   interrupts are sent after the pair's lock is released.
 //! - `testing` (feature `test-support`): a mock guest driver for the
@@ -37,6 +39,7 @@ pub mod device;
 pub mod fault;
 mod guest;
 pub mod hdr;
+pub mod log;
 pub mod notify;
 pub mod port;
 mod queue;

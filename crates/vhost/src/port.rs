@@ -22,7 +22,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
-use tracing::warn;
+use tracing::{debug, warn};
 use virtio_bindings::virtio_ring;
 use vm_memory::{GuestMemoryMmap, VolatileSlice};
 
@@ -30,6 +30,7 @@ use crate::chain::{self, Seg, CHAIN_DESCS_MAX};
 use crate::fault;
 use crate::guest::{spans, GuestMap, GuestMemory, VringMem};
 use crate::hdr::{feature, VirtioNetHdr};
+use crate::log::DirtyLog;
 use crate::notify::{CallFd, FdError, Interrupt, IrqCounters};
 
 const VRING_USED_F_NO_NOTIFY: u16 = crate::flag16(virtio_ring::VRING_USED_F_NO_NOTIFY);
@@ -85,6 +86,9 @@ pub struct RxCaps {
 pub struct PortStats {
     /// Frames taken from the guest's TX queue and handed to the switch.
     pub tx_pkts: u64,
+    /// RARP announcements sent for the guest on its frontend's request
+    /// (VHOST_USER_SEND_RARP, after a migration), counted in `tx_pkts` too.
+    pub announces: u64,
     /// Their bytes, headers excluded.
     pub tx_bytes: u64,
     /// TX chains refused by validation, completed with length 0.
@@ -174,6 +178,13 @@ struct Vring {
     /// memory, the addresses or the size change; None when stopped.
     rings: Option<VringMem>,
     idx: Cursor,
+    /// SET_VRING_ADDR's log address of the used ring (VHOST_VRING_F_LOG):
+    /// where its writes are logged while the frontend migrates.
+    log_addr: Option<u64>,
+    /// The dirty log and `log_addr`, while both are set and the frontend
+    /// asked for logging (VHOST_F_LOG_ALL): every used ring write is
+    /// marked in it.
+    log: Option<(Arc<DirtyLog>, u64)>,
 }
 
 impl Vring {
@@ -189,6 +200,18 @@ impl Vring {
             enabled: false,
             rings: None,
             idx: Cursor::at(0),
+            log_addr: None,
+            log: None,
+        }
+    }
+
+    /// Logs the whole used ring as written (flags, index, elements,
+    /// `avail_event`: a few pages at most, once per batch), when the
+    /// frontend is migrating.
+    #[inline]
+    fn log_used(&self) {
+        if let Some((log, addr)) = &self.log {
+            log.mark(*addr, 4 + 8 * u64::from(self.size) + 2);
         }
     }
 
@@ -222,6 +245,7 @@ impl Vring {
                 // EVENT_IDX that is NO_NOTIFY; with it, avail_event is never
                 // moved, so the driver kicks once per 65536 entries at most.
                 rings.set_used_flags(VRING_USED_F_NO_NOTIFY);
+                self.log_used();
             }
         }
     }
@@ -229,7 +253,9 @@ impl Vring {
     /// Publishes used entries written but not yet visible to the guest.
     fn flush(&mut self) {
         if let Some(rings) = &self.rings {
-            publish_used(rings, &mut self.idx);
+            if publish_used(rings, &mut self.idx) {
+                self.log_used();
+            }
         }
     }
 }
@@ -344,6 +370,31 @@ pub struct VirtioNetPort {
     rx_segs: Vec<Seg>,
     /// Scratch for those chains: head index, capacity in bytes.
     rx_chains: Vec<(u16, u64)>,
+    /// The frontend's dirty log while it migrates the guest (see module
+    /// `log`): every RX buffer written is marked in it.
+    log: Option<Arc<DirtyLog>>,
+    /// A RARP to send for this MAC address before the guest's next frames
+    /// (see [`VirtioNetPort::announce`]).
+    announce: Option<[u8; 6]>,
+}
+
+/// Bytes of a RARP announcement (the Ethernet minimum, without FCS).
+pub const RARP_LEN: usize = 60;
+
+/// The RARP a switch port sends for a guest that moved to it, as QEMU's
+/// own announcement is made: broadcast, from the guest's address, a
+/// reverse request (op 3) naming it as sender and target, so every
+/// switch on the way learns where the address is now.
+pub fn rarp(mac: [u8; 6]) -> [u8; RARP_LEN] {
+    let mut f = [0u8; RARP_LEN];
+    f[0..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&0x8035u16.to_be_bytes());
+    // Ethernet hardware, IPv4 protocol, 6- and 4-byte addresses, op 3.
+    f[14..22].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 3]);
+    f[22..28].copy_from_slice(&mac);
+    f[32..38].copy_from_slice(&mac);
+    f
 }
 
 impl VirtioNetPort {
@@ -364,6 +415,8 @@ impl VirtioNetPort {
             segs: Vec::with_capacity(CHAIN_DESCS_MAX),
             rx_segs: Vec::with_capacity(CHAIN_DESCS_MAX * 2),
             rx_chains: Vec::with_capacity(RX_CHAINS_MAX),
+            log: None,
+            announce: None,
         }
     }
 
@@ -444,6 +497,55 @@ impl VirtioNetPort {
         self.reconfigured(kind);
     }
 
+    /// SET_VRING_ADDR's used ring log address (VHOST_VRING_F_LOG), or
+    /// None when the frontend clears the flag.
+    pub fn set_vring_log_addr(&mut self, kind: QueueKind, addr: Option<u64>) {
+        self.vring_mut(kind).log_addr = addr;
+        self.relog();
+    }
+
+    /// The dirty log to mark every write into guest memory in (the
+    /// frontend acked VHOST_F_LOG_ALL and gave one), or None: logging off,
+    /// which costs the data path one branch per frame and per batch.
+    pub fn set_log(&mut self, log: Option<Arc<DirtyLog>>) {
+        self.log = log;
+        self.relog();
+    }
+
+    /// Whether writes are being logged.
+    pub fn logging(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// Asks for a RARP from `mac` to go into the switch from this port
+    /// before the guest's next frames (VHOST_USER_SEND_RARP: the frontend
+    /// moved a guest that does not announce itself here). The worker is
+    /// told through the generation; a second request before the first is
+    /// sent replaces it.
+    pub fn announce(&mut self, mac: [u8; 6]) {
+        self.announce = Some(mac);
+        self.generation += 1;
+    }
+
+    /// The announcement to send now, if one is pending and the pair runs.
+    pub fn take_announce(&mut self) -> Option<[u8; 6]> {
+        if !self.is_running() {
+            return None;
+        }
+        let mac = self.announce.take()?;
+        self.stats.announces += 1;
+        self.stats.tx_pkts += 1;
+        self.stats.tx_bytes += RARP_LEN as u64;
+        Some(mac)
+    }
+
+    /// The vrings' logs from the port's log and their log addresses.
+    fn relog(&mut self) {
+        for v in [&mut self.rx, &mut self.tx] {
+            v.log = self.log.clone().zip(v.log_addr);
+        }
+    }
+
     /// SET_VRING_BASE: where the device resumes in the available ring.
     pub fn set_vring_base(&mut self, kind: QueueKind, base: u16) {
         let v = self.vring_mut(kind);
@@ -493,6 +595,16 @@ impl VirtioNetPort {
         v.resolve(Some(map), kind);
         v.idx.unsignalled = 0;
         v.idx.used_published = v.idx.next_used;
+        if let Some(r) = &v.rings {
+            debug!(
+                pair = self.pair,
+                queue = ?kind,
+                next_avail = v.idx.next_avail.0,
+                used_in_memory = r.used_idx(),
+                avail_in_memory = r.avail_idx(),
+                "vring started"
+            );
+        }
         let started = v.rings.is_some();
         self.generation += 1;
         started
@@ -504,10 +616,12 @@ impl VirtioNetPort {
     pub fn stop_vring(&mut self, kind: QueueKind) -> u16 {
         let v = self.vring_mut(kind);
         v.flush();
+        let used = v.rings.as_ref().map(VringMem::used_idx);
         v.rings = None;
         v.kick = None;
         v.call = None;
         let base = v.idx.next_avail.0;
+        debug!(queue = ?kind, base, used_in_memory = ?used, logged = v.log.is_some(), "vring stopped");
         self.generation += 1;
         base
     }
@@ -540,9 +654,14 @@ impl VirtioNetPort {
             return;
         }
         self.faults_seen = n;
-        if !self.mem.as_ref().is_some_and(GuestMap::faulted) {
+        let log_faulted = self.log.as_ref().is_some_and(|l| l.faulted());
+        if !self.mem.as_ref().is_some_and(GuestMap::faulted) && !log_faulted {
             return;
         }
+        // A dirty log shrunk under the device stops the pair as guest
+        // memory does: the migration it served cannot be trusted.
+        self.log = None;
+        self.relog();
         self.stats.guest_faults += 1;
         self.broken = true;
         static LAST_S: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
@@ -712,7 +831,9 @@ impl VirtioNetPort {
             // TX: the device writes nothing, so every used length is 0.
             write_used(rings, idx, head, 0);
         }
-        publish_used(rings, idx);
+        if publish_used(rings, idx) {
+            v.log_used();
+        }
         self.check_fault();
         taken
     }
@@ -725,7 +846,9 @@ impl VirtioNetPort {
         let idx = &self.tx.idx;
         match running_rings(&self.mem, &self.tx) {
             Some(rings) => {
-                idx.avail_cached != idx.next_avail || Wrapping(rings.avail_idx()) != idx.next_avail
+                self.announce.is_some()
+                    || idx.avail_cached != idx.next_avail
+                    || Wrapping(rings.avail_idx()) != idx.next_avail
             }
             None => false,
         }
@@ -807,6 +930,7 @@ impl VirtioNetPort {
         let segs = &mut self.segs;
         let rx_segs = &mut self.rx_segs;
         let rx_chains = &mut self.rx_chains;
+        let log = self.log.as_deref();
         let mrg = feature::has(self.features, feature::VIRTIO_NET_F_MRG_RXBUF);
         let indirect = feature::has(self.features, feature::VIRTIO_RING_F_INDIRECT_DESC);
         let hdr_len = self.hdr_len;
@@ -858,6 +982,9 @@ impl VirtioNetPort {
                         // Cannot happen: the chain holds `need` bytes.
                         stats.ring_errors += 1;
                     }
+                    if let Some(log) = log {
+                        log.mark_segs(segs, need);
+                    }
                     write_used(rings, idx, head, need);
                     stats.rx_pkts += 1;
                     stats.rx_bytes += frame.len() as u64;
@@ -904,6 +1031,9 @@ impl VirtioNetPort {
         if !ok {
             // Cannot happen: the chains hold `need` bytes.
             stats.ring_errors += 1;
+        }
+        if let Some(log) = log {
+            log.mark_segs(rx_segs, need);
         }
         let mut left = need;
         for &(head, chain_cap) in rx_chains.iter() {
@@ -973,6 +1103,7 @@ impl VirtioNetPort {
             rings.set_used_flags(0);
             0
         };
+        self.tx.log_used();
         // Pairs with the driver's full barrier between publishing its
         // available index and reading avail_event / the used flags: either
         // the driver sees our request and kicks, or we see its new entries
@@ -991,6 +1122,7 @@ impl VirtioNetPort {
         if let Some(rings) = running_rings(&self.mem, &self.tx) {
             if !self.tx.event_idx {
                 rings.set_used_flags(VRING_USED_F_NO_NOTIFY);
+                self.tx.log_used();
             }
         }
     }
@@ -1098,13 +1230,15 @@ fn write_used(rings: &VringMem, idx: &mut Cursor, head: u16, len: u64) {
 }
 
 /// Publishes every used element written so far, if any: one Release store
-/// of the used index (see `VringMem::publish_used`).
+/// of the used index (see `VringMem::publish_used`). True if it did.
 #[inline]
-fn publish_used(rings: &VringMem, idx: &mut Cursor) {
+fn publish_used(rings: &VringMem, idx: &mut Cursor) -> bool {
     if idx.used_published != idx.next_used {
         rings.publish_used(idx.next_used.0);
         idx.used_published = idx.next_used;
+        return true;
     }
+    false
 }
 
 /// Does the guest want an interrupt for the entries published since the

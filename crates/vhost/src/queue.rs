@@ -49,11 +49,25 @@ impl FrameQueue for VirtioNetPort {
     /// after the pair's lock is released.
     fn take_batch(&mut self, max: usize, stage: &mut Stage) -> Taken {
         let bad0 = self.stats().tx_bad_chains;
-        let frames = self.tx_batch(max, |frame, h| {
-            stage.put_with(frame.len(), tx_offload(h), |dst| {
-                frame.copy_to(dst);
-            })
-        });
+        // A RARP the frontend asked for goes first, as if the guest had
+        // sent it.
+        let announced = match self.take_announce() {
+            Some(mac) if max > 0 => {
+                let f = crate::port::rarp(mac);
+                stage.put_with(f.len(), OffloadHdr::default(), |dst| {
+                    dst.copy_from_slice(&f)
+                });
+                1
+            }
+            _ => 0,
+        };
+        let max = max - announced;
+        let frames = announced
+            + self.tx_batch(max, |frame, h| {
+                stage.put_with(frame.len(), tx_offload(h), |dst| {
+                    frame.copy_to(dst);
+                })
+            });
         let wake = if frames > 0 {
             self.notify_tx_done().into()
         } else {

@@ -834,3 +834,101 @@ fn rx_space_counts_the_chains_already_seen_when_the_guest_winds_back() {
     assert_eq!(g.port.rx_push(&hdr, &frame(60)), Err(RxError::Full));
     assert_eq!(g.port.stats().rx_pkts, 2);
 }
+
+/// A dirty log over the test memory in a memfd, and the file to read it.
+fn dirty_log() -> (Arc<DirtyLog>, File) {
+    // SAFETY: memfd_create with a valid C string; the descriptor is owned
+    // by the File.
+    let fd = unsafe { libc::memfd_create(c"port-test-log".as_ptr(), 0) };
+    assert!(fd >= 0);
+    // SAFETY: a fresh descriptor nothing else owns.
+    let f = unsafe { File::from_raw_fd(fd) };
+    f.set_len(4096).unwrap();
+    let log = DirtyLog::map(&f, 4096, 0, MEM_SIZE as u64).unwrap();
+    (Arc::new(log), f)
+}
+
+/// The pages marked dirty in the log file.
+fn dirty_pages(f: &File) -> Vec<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut b = vec![0u8; 4096];
+    f.read_exact_at(&mut b, 0).unwrap();
+    (0..b.len() as u64 * 8)
+        .filter(|&p| b[(p / 8) as usize] & (1 << (p % 8)) != 0)
+        .collect()
+}
+
+#[test]
+fn writes_into_guest_memory_are_logged_only_while_migrating() {
+    let mut g = guest(BASE_FEATURES);
+    let (log, f) = dirty_log();
+    let page = |a: u64| a / crate::log::LOG_PAGE;
+    // Logging off: nothing marked.
+    rx_post(&g, 0, BUF_BASE, 2048);
+    g.port
+        .rx_push(&VirtioNetHdr::default(), &frame(300))
+        .unwrap();
+    assert!(dirty_pages(&f).is_empty());
+    assert!(!g.port.logging());
+
+    // On: the RX buffer's pages (a frame across a page boundary) and the
+    // used rings, at the log addresses the frontend gave.
+    g.port.set_log(Some(log.clone()));
+    g.port.set_vring_log_addr(QueueKind::Rx, Some(g.rx.used.0));
+    g.port.set_vring_log_addr(QueueKind::Tx, Some(g.tx.used.0));
+    assert!(g.port.logging());
+    let buf = BUF_BASE + 0x3000 - 100;
+    rx_post(&g, 1, buf, 2048);
+    g.port
+        .rx_push(&VirtioNetHdr::default(), &frame(300))
+        .unwrap();
+    g.desc(g.tx.desc, 0, BUF_BASE + 0x8000, 12 + 60, 0, 0);
+    g.offer(&g.tx, 0);
+    assert_eq!(g.port.tx_batch(64, |_, _| true), 1);
+    let want = {
+        let mut w = vec![
+            page(buf),
+            page(buf + 312 - 1),
+            page(g.rx.used.0),
+            page(g.tx.used.0),
+        ];
+        w.sort_unstable();
+        w.dedup();
+        w
+    };
+    assert_eq!(dirty_pages(&f), want);
+    assert_eq!(log.beyond(), 0);
+
+    // Off again (the frontend drops LOG_ALL): nothing more is marked.
+    g.port.set_log(None);
+    rx_post(&g, 2, BUF_BASE + 0x9000, 2048);
+    g.port
+        .rx_push(&VirtioNetHdr::default(), &frame(60))
+        .unwrap();
+    assert_eq!(dirty_pages(&f), want);
+}
+
+#[test]
+fn an_announcement_is_one_rarp_from_the_guests_address_once_the_pair_runs() {
+    let mac = [0x52, 0x54, 0, 0, 0, 7];
+    let f = rarp(mac);
+    assert_eq!(&f[0..6], &[0xff; 6], "broadcast");
+    assert_eq!(&f[6..12], &mac, "from the guest");
+    assert_eq!(&f[12..14], &[0x80, 0x35], "RARP");
+    assert_eq!(&f[20..22], &[0, 3], "reverse request");
+    assert_eq!(&f[22..28], &mac, "sender hardware address");
+    assert_eq!(&f[32..38], &mac, "target hardware address");
+
+    let mut stopped = VirtioNetPort::new(0);
+    let g0 = stopped.generation();
+    stopped.announce(mac);
+    assert!(stopped.generation() > g0, "the worker is told");
+    assert_eq!(stopped.take_announce(), None, "not before the pair runs");
+
+    let mut g = guest(BASE_FEATURES);
+    g.port.announce(mac);
+    assert!(g.port.tx_pending(), "pending work for the worker");
+    assert_eq!(g.port.take_announce(), Some(mac));
+    assert_eq!(g.port.take_announce(), None, "once");
+    assert_eq!(g.port.stats().announces, 1);
+}
