@@ -59,6 +59,21 @@ pub struct VhostUserThread {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Called when the port's guest stops running on it: every queue pair
+/// stopped (GET_VRING_BASE, as a migration's source does) or the frontend
+/// gone. The registry makes the switch forget the addresses learned there,
+/// so frames for a guest that moved flood until it is learned where it is.
+pub type OnStopped = Box<dyn Fn() + Send>;
+
+/// What one connection's protocol thread shares with the rest.
+struct Shared<'a> {
+    stop: &'a EventFd,
+    connected: &'a AtomicBool,
+    current: &'a Current,
+    frontend_errors: &'a AtomicU64,
+    on_stopped: &'a OnStopped,
+}
+
 enum Mode {
     Server(UnixListener, PathBuf),
     Client(PathBuf),
@@ -73,6 +88,7 @@ impl VhostUserThread {
         dev: SharedNet,
         path: &Path,
         client: bool,
+        on_stopped: OnStopped,
     ) -> Result<VhostUserThread, VhostUserError> {
         let mode = if client {
             Mode::Client(path.to_path_buf())
@@ -88,7 +104,16 @@ impl VhostUserThread {
         let thread = std::thread::Builder::new()
             .name(format!("rs-vhost-{}", port.index))
             .stack_size(256 * 1024)
-            .spawn(move || run(port, dev, mode, &st, &co, &cu, &fe))?;
+            .spawn(move || {
+                let sh = Shared {
+                    stop: &st,
+                    connected: &co,
+                    current: &cu,
+                    frontend_errors: &fe,
+                    on_stopped: &on_stopped,
+                };
+                run(port, dev, mode, &sh)
+            })?;
         Ok(VhostUserThread {
             stop,
             current,
@@ -169,15 +194,8 @@ fn stopped(stop: &EventFd) -> bool {
     poll::poll_fds(&mut p, Some(Duration::ZERO)).is_ok_and(|n| n > 0)
 }
 
-fn run(
-    port: Arc<SwitchPort>,
-    dev: SharedNet,
-    mode: Mode,
-    stop: &EventFd,
-    connected: &AtomicBool,
-    current: &Current,
-    frontend_errors: &AtomicU64,
-) {
+fn run(port: Arc<SwitchPort>, dev: SharedNet, mode: Mode, sh: &Shared<'_>) {
+    let stop = sh.stop;
     let name = port.name.clone();
     match mode {
         Mode::Server(listener, path) => {
@@ -190,7 +208,7 @@ fn run(
                     continue;
                 }
                 match listener.accept() {
-                    Ok((s, _)) => serve(&port, &dev, s, stop, connected, current, frontend_errors),
+                    Ok((s, _)) => serve(&port, &dev, s, sh),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => {
                         warn!(port = %name, error = %e, "vhost-user: accept failed");
@@ -210,7 +228,7 @@ fn run(
                 match connect(&path, stop, CONNECT_TIMEOUT) {
                     Ok(s) => {
                         warned = false;
-                        serve(&port, &dev, s, stop, connected, current, frontend_errors);
+                        serve(&port, &dev, s, sh);
                     }
                     Err(e) => {
                         if !warned {
@@ -261,15 +279,14 @@ fn connect(path: &Path, stop: &EventFd, timeout: Duration) -> io::Result<UnixStr
 
 /// Serves one frontend until it goes, sends something invalid, or the port
 /// is deleted. The device is reset afterwards, ready for the next one.
-fn serve(
-    port: &SwitchPort,
-    dev: &SharedNet,
-    stream: UnixStream,
-    stop: &EventFd,
-    connected: &AtomicBool,
-    current: &Current,
-    frontend_errors: &AtomicU64,
-) {
+fn serve(port: &SwitchPort, dev: &SharedNet, stream: UnixStream, sh: &Shared<'_>) {
+    let Shared {
+        stop,
+        connected,
+        current,
+        frontend_errors,
+        on_stopped,
+    } = *sh;
     let name = &port.name;
     let Some(v) = port.queues() else {
         return;
@@ -295,6 +312,8 @@ fn serve(
     let mut generations: Vec<u64> = (0..v.queues())
         .map(|k| v.queue(k).wake_generation())
         .collect();
+    // Whether a queue pair ran since the guest last stopped on this port.
+    let mut ran = false;
     loop {
         if !wait_readable(fd, stop, None) {
             if stopped(stop) {
@@ -307,12 +326,22 @@ fn serve(
             Ok(false) => conn.handle_request(),
             Err(e) => Err(VhostError::SocketBroken(e)),
         };
+        let mut moved = false;
         for (k, g) in generations.iter_mut().enumerate() {
             let now = v.queue(k).wake_generation();
             if now != *g {
                 *g = now;
                 v.changed[k].signal();
+                moved = true;
             }
+        }
+        if moved {
+            let running = (0..v.queues()).any(|k| v.queue(k).is_up());
+            if ran && !running {
+                debug!(port = %name, "vhost-user: every queue pair stopped; the switch forgets the addresses learned here");
+                on_stopped();
+            }
+            ran = running;
         }
         if let Err(e) = r {
             match e {
@@ -338,6 +367,9 @@ fn serve(
     connected.store(false, Ordering::Relaxed);
     for c in v.changed.iter() {
         c.signal();
+    }
+    if ran {
+        on_stopped();
     }
 }
 

@@ -1850,3 +1850,58 @@ fn port_del_with_a_frontend_that_never_reads_replies() {
     drop(s);
     e.still_works();
 }
+
+/// Issue 19: a guest that stops on its port (its frontend gone, as a
+/// migration's source goes once the guest runs elsewhere) leaves no
+/// address behind: the switch forgets what it learned there, so frames
+/// for the guest flood (and reach it wherever it now is) instead of going
+/// to the port it left.
+#[test]
+fn a_stopped_guests_addresses_are_forgotten() {
+    let mut e = env("forget");
+    let path = e.vm("vale0:vm1");
+    let g = guest(&path, GuestConfig::default());
+    let mut p = e.open("vale0:p");
+    let macs = |e: &mut Env| -> Vec<ringswitch_control::MacEntry> {
+        e.c.call_as(&Request::Macs {
+            switch: "vale0".into(),
+        })
+        .unwrap()
+        .0
+    };
+    let learned_on = |m: &[ringswitch_control::MacEntry], mac: [u8; 6]| -> Option<String> {
+        let s = format!(
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
+        );
+        m.iter().find(|x| x.mac == s).map(|x| x.port.clone())
+    };
+    let mut g = g;
+    g.send_plain(&pat(RP, GA, 60, 1));
+    assert_eq!(recv_within(&mut p, 1, T).len(), 1, "guest to ring port");
+    let deadline = Instant::now() + T;
+    while learned_on(&macs(&mut e), GA).as_deref() != Some("vale0:vm1") {
+        assert!(
+            Instant::now() < deadline,
+            "the guest's address learned on vale0:vm1"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    g.disconnect();
+    let deadline = Instant::now() + T;
+    while learned_on(&macs(&mut e), GA).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the guest's address still learned after its frontend went: {:?}",
+            macs(&mut e)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The ring port's own address stays.
+    assert_eq!(send(&mut p, &[pat(GA, RP, 60, 2)]), 1);
+    let deadline = Instant::now() + T;
+    while learned_on(&macs(&mut e), RP).as_deref() != Some("vale0:p") {
+        assert!(Instant::now() < deadline, "the ring port's address learned");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -262,6 +262,13 @@ impl Switch {
         p
     }
 
+    /// Forgets the addresses learned on port `i` (its guest stopped or
+    /// moved away: frames for them flood until they are learned again,
+    /// wherever the guest now is).
+    pub fn forget_addresses(&self, i: PortIndex) {
+        self.fwd.forget_port(i);
+    }
+
     /// Attached ports.
     pub fn ports(&self) -> Vec<Arc<SwitchPort>> {
         let t = self.read();

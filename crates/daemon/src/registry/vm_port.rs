@@ -51,6 +51,7 @@ impl Registry {
         }
         let full = format!("{sw}:{port}");
         let switch = entry.switch.clone();
+        let weak_switch = Arc::downgrade(&switch);
         let pairs = crate::vhost_user::queues_of(&dev);
         let at = self.wanted_index(&full);
         let mut attached = Attached::new(&self.workers, switch, at, |idx| {
@@ -58,11 +59,21 @@ impl Registry {
         })?;
         let sources: Vec<Source> = (0..attached.port().sources()).map(Source::Queue).collect();
         attached.assign(&sources, &self.next_id)?;
+        let forget = {
+            let sw = weak_switch;
+            let idx = attached.port().index;
+            Box::new(move || {
+                if let Some(sw) = sw.upgrade() {
+                    sw.forget_addresses(idx);
+                }
+            })
+        };
         let thread = VhostUserThread::start(
             attached.port().clone(),
             dev,
             std::path::Path::new(&spec.path),
             spec.client,
+            forget,
         )?;
         let (sp, assigned) = attached.commit();
         self.keep_index(&full, sp.index);
