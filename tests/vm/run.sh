@@ -589,8 +589,9 @@ migrate_scenario() {
     wait_marker A "RECV id=$idr listening" 20
     guest_cmd B rs_pingloop_start "$(ip_of A)" 0.01
     wait_marker B "PINGLOOP id=$CMD_ID started" 20
-    # 64 pieces 50 ms apart: at least 3 s, across the migration
-    guest_cmd B rs_send "$(ip_of A)" 5001 "$bytes" "${MIG_PAUSE:-0.05}"
+    # 64 pieces 100 ms apart: at least 6 s, so the guest is stopped for the
+    # move (right after its first megabyte arrived) long before the end
+    guest_cmd B rs_send "$(ip_of A)" 5001 "$bytes" "${MIG_PAUSE:-0.1}"
     local ids=$CMD_ID
 
     step "the destination: port vale0:A2 and a QEMU waiting for A (-incoming)"

@@ -168,20 +168,25 @@ fn memfd(size: u64) -> File {
     f
 }
 
-/// A frontend that connected and negotiated plain VERSION_1 (no protocol
-/// features, so the vrings are enabled from the start and no message waits
-/// for an ack: a refused one shows as the connection closing).
-fn raw_frontend(path: &Path) -> Frontend {
+/// Connects to a VM port's socket, retrying until it listens (within T).
+fn connect_vm(path: &Path) -> UnixStream {
     let deadline = Instant::now() + T;
-    let stream = loop {
+    loop {
         match UnixStream::connect(path) {
-            Ok(s) => break s,
+            Ok(s) => return s,
             Err(e) => {
                 assert!(Instant::now() < deadline, "connect: {e}");
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
-    };
+    }
+}
+
+/// A frontend that connected and negotiated plain VERSION_1 (no protocol
+/// features, so the vrings are enabled from the start and no message waits
+/// for an ack: a refused one shows as the connection closing).
+fn raw_frontend(path: &Path) -> Frontend {
+    let stream = connect_vm(path);
     let fe = Frontend::from_stream(stream, 2);
     fe.set_owner().unwrap();
     fe.get_features().unwrap();
@@ -442,16 +447,7 @@ fn guest_memory_shrunk_under_running_vrings_is_survived() {
 fn migrating_frontend(path: &Path, mem: &File) -> Frontend {
     use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
     use vhost::vhost_user::VhostUserFrontend;
-    let deadline = Instant::now() + T;
-    let stream = loop {
-        match UnixStream::connect(path) {
-            Ok(s) => break s,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "connect: {e}");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    };
+    let stream = connect_vm(path);
     let mut fe = Frontend::from_stream(stream, 2);
     fe.set_owner().unwrap();
     let offered = fe.get_features().unwrap();

@@ -527,6 +527,17 @@ impl VirtioNetPort {
         self.generation += 1;
     }
 
+    /// Puts back an announcement [`VirtioNetPort::take_announce`] gave
+    /// that could not be sent now (no room in the batch), uncounting it.
+    pub fn unsend_announce(&mut self, mac: [u8; 6]) {
+        if self.announce.is_none() {
+            self.announce = Some(mac);
+        }
+        self.stats.announces = self.stats.announces.saturating_sub(1);
+        self.stats.tx_pkts = self.stats.tx_pkts.saturating_sub(1);
+        self.stats.tx_bytes = self.stats.tx_bytes.saturating_sub(RARP_LEN as u64);
+    }
+
     /// The announcement to send now, if one is pending and the pair runs.
     pub fn take_announce(&mut self) -> Option<[u8; 6]> {
         if !self.is_running() {

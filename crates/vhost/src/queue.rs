@@ -54,12 +54,22 @@ impl FrameQueue for VirtioNetPort {
         let announced = match self.take_announce() {
             Some(mac) if max > 0 => {
                 let f = crate::port::rarp(mac);
-                stage.put_with(f.len(), OffloadHdr::default(), |dst| {
+                // The stage is empty at the start of a batch: it has room.
+                // Should it not, the RARP waits for the next batch.
+                if stage.put_with(f.len(), OffloadHdr::default(), |dst| {
                     dst.copy_from_slice(&f)
-                });
-                1
+                }) {
+                    1
+                } else {
+                    self.unsend_announce(mac);
+                    0
+                }
             }
-            _ => 0,
+            Some(mac) => {
+                self.unsend_announce(mac);
+                0
+            }
+            None => 0,
         };
         let max = max - announced;
         let frames = announced
