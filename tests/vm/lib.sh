@@ -438,11 +438,14 @@ ctl_ok() {
     printf '%s ctl %s\n%s\n' "$(elapsed)" "$*" "$out" >>"$RUN/ctl.log"
 }
 
+# More `serve` options (--config FILE) for daemon_start.
+DAEMON_OPTS=()
+
 daemon_start() {
     DAEMON_GEN=$((DAEMON_GEN + 1))
     echo "===== daemon start #$DAEMON_GEN at $(elapsed) s: $BIN serve --socket $CTL_SOCK (RINGSWITCH_LOG=$LOGLEVEL)" >>"$RUN/daemon.log"
     NO_COLOR=1 RINGSWITCH_LOG=$LOGLEVEL timeout -k 5 "$MAX_LIFE" "$BIN" serve --socket "$CTL_SOCK" \
-        </dev/null >>"$RUN/daemon.log" 2>&1 &
+        "${DAEMON_OPTS[@]}" </dev/null >>"$RUN/daemon.log" 2>&1 &
     DAEMON_WRAP=$!
     WRAPPERS+=("$!")
     local t=$(($(now_ms) + 10000))

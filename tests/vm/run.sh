@@ -17,6 +17,12 @@
 #   daemon-restart-server   the daemon killed (SIGTERM, then SIGKILL) and
 #                           restarted under running guests; QEMU reconnects
 #   daemon-restart-client   the same with --client ports; ringswitch reconnects
+#   daemon-upgrade-server   `ctl upgrade` (the daemon runs its binary again,
+#                           same pid, --config restored) under two running
+#                           guests that B pings A every 10 ms, and a host
+#                           pkt-gen pair on a pipe: pings lost reported,
+#                           guests never restarted, every pipe frame arrives
+#   daemon-upgrade-client   the same with --client ports
 #   guest-restart           three guests; B's QEMU killed and restarted while
 #                           A and C keep pinging; then A and B ping again
 #   guest-reboot            B reboots inside its running QEMU (the device is
@@ -378,6 +384,70 @@ daemon_restart() {
 
 sc_daemon_restart_server() { daemon_restart server; }
 sc_daemon_restart_client() { daemon_restart client; }
+
+# daemon_upgrade MODE: two guests on MODE ports of a daemon with --config,
+# B pinging A every 10 ms, and a pkt-gen pair on a pipe; `ctl upgrade`
+# mid-way. The daemon keeps its pid; the guests keep running; A and B reach
+# each other again (pings lost reported); the pipe's frames all arrive (its
+# data path is between its two clients, so it never stops).
+daemon_upgrade() {
+    backends ringswitch
+    PORT_MODE=$1
+    DAEMON_OPTS=(--config "$RUN/config.json")
+    guests A B
+    ping_pairs "A B" "B A"
+    local pid_before=$DAEMON_PID n=200000 rate=40000
+    step "a pkt-gen pair on pipe valep:x ($n frames at $rate/s) and B pinging A every 10 ms"
+    timeout 120 "$BIN" --socket "$CTL_SOCK" pkt-gen -i 'valep:x{1' -f rx -n "$n" -T 0 --json \
+        >"$RUN/pipe-rx.json" 2>"$RUN/pipe-rx.err" &
+    local rxp=$!
+    local t=$(($(now_ms) + 20000))
+    # (a pipe is listed by its own name, x{1)
+    until ctl port list 2>/dev/null | grep -qF 'x{1 '; do
+        [ "$(now_ms)" -lt "$t" ] || fail "the pipe's receiver did not open valep:x{1 in 20 s: $(cat "$RUN/pipe-rx.err")"
+        sleep 0.05
+    done
+    timeout 120 "$BIN" --socket "$CTL_SOCK" pkt-gen -i 'valep:x}1' -f tx -n "$n" -R "$rate" -T 0 --json \
+        >"$RUN/pipe-tx.json" 2>"$RUN/pipe-tx.err" &
+    local txp=$!
+    guest_cmd B rs_pingloop_start "$(ip_of A)" 0.01
+    wait_marker B "PINGLOOP id=$CMD_ID started" 20
+    sleep 1
+
+    step "ctl upgrade: the daemon runs its binary again"
+    local out
+    out=$(ctl upgrade 2>&1) || fail "ctl upgrade failed: $out"
+    note "$out"
+    printf '%s ctl upgrade\n%s\n' "$(elapsed)" "$out" >>"$RUN/ctl.log"
+    [ "$(pgrep -P "$DAEMON_WRAP" || true)" = "$pid_before" ] || fail "the daemon's pid changed (was $pid_before)"
+    guest_alive A && guest_alive B || fail "a guest died with the upgrade"
+    ctl port list | grep -q 'vale0:A' || fail "vale0:A did not come back from --config"
+
+    step "after the upgrade: B reaches A again"
+    reach B A 30
+    sleep 1
+    guest_cmd B rs_pingloop_stop
+    guest_done B "$CMD_ID" 30
+    result B PINGLOOP "$CMD_ID"
+    local ptx prx gap
+    ptx=$(kv "$MATCH" tx)
+    prx=$(kv "$MATCH" rx)
+    gap=$(kv "$MATCH" maxgap)
+    [ "${prx:-0}" -gt 0 ] || fail "B's pings to A: none answered ($MATCH)"
+
+    step "the pipe pair finishes: every frame arrives"
+    wait "$txp" || fail "the pipe's sender failed: $(cat "$RUN/pipe-tx.err")"
+    wait "$rxp" || fail "the pipe's receiver failed: $(cat "$RUN/pipe-rx.err")"
+    local got
+    got=$(tail -n 1 "$RUN/pipe-rx.json" | jq -r .packets)
+    [ "$got" = "$n" ] || fail "the pipe's receiver got $got frames of $n"
+    note "RESULT daemon-upgrade mode=$1 pings_sent=$ptx pings_lost=$((ptx - prx)) longest_gap_ms=$((gap * 10)) pipe_frames=$got/$n"
+    ping_pairs "A B" "B A"
+    show_counters A B
+}
+
+sc_daemon_upgrade_server() { daemon_upgrade server; }
+sc_daemon_upgrade_client() { daemon_upgrade client; }
 
 sc_guest_reboot() {
     REBOOT_OPT=
@@ -822,7 +892,7 @@ osken-manager's log: $(tail -n 20 "$log")"
 
 scenario=${1:-}
 case "$scenario" in
-    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | guest-restart | guest-reboot | multiqueue | outside | migrate | migrate-noannounce | osken) ;;
+    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | daemon-upgrade-server | daemon-upgrade-client | guest-restart | guest-reboot | multiqueue | outside | migrate | migrate-noannounce | osken) ;;
     *)
         sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
         exit 2

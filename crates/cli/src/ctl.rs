@@ -61,6 +61,20 @@ enum CtlCmd {
         /// The interface, when the first argument is only the switch.
         ifname: Option<String>,
     },
+    /// Restart the daemon in place, with the same command line, from a
+    /// new binary (by default the one at the path it was started from,
+    /// so: install the new version, then run this). Switches, persistent
+    /// ports (with --config) and VM ports come back; ports and pipes
+    /// opened on demand do not. Waits until the new daemon answers.
+    Upgrade {
+        /// The daemon binary to run (it must take the running daemon's
+        /// options; default: the running daemon's own path).
+        #[arg(long, value_name = "PATH")]
+        binary: Option<String>,
+        /// Seconds to wait for the new daemon to answer.
+        #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+        wait: u64,
+    },
 }
 
 #[derive(Args)]
@@ -362,6 +376,9 @@ fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
             switch: switch.clone(),
         },
         CtlCmd::Attach(a) => attach_request(a)?,
+        CtlCmd::Upgrade { binary, .. } => Request::Upgrade {
+            binary: binary.as_deref().map(absolute),
+        },
         CtlCmd::Detach { name, ifname } => {
             let name = match ifname {
                 Some(i) => format!("{name}:{i}"),
@@ -373,6 +390,9 @@ fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
 }
 
 pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if let CtlCmd::Upgrade { wait, .. } = &a.cmd {
+        return upgrade(socket, request(&a.cmd)?, *wait, a.json);
+    }
     let req = request(&a.cmd)?;
     let mut c = Connection::connect(socket)?;
     let v = call(&mut c, req)?;
@@ -614,6 +634,84 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
             }
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// Which daemon instance answers on `socket` (see the daemon's `Hello`),
+/// if one does.
+fn instance(socket: &Path) -> Option<u64> {
+    let mut c = Connection::connect(socket).ok()?;
+    let v = c
+        .call(&Request::Hello {
+            version: ringswitch_control::proto::PROTOCOL_VERSION,
+        })
+        .ok()?
+        .0;
+    v.get("instance").and_then(|i| i.as_u64())
+}
+
+/// `ctl upgrade`: asks for it, then waits (at most `wait` seconds) until a
+/// new daemon instance answers on the socket.
+fn upgrade(
+    socket: &Path,
+    req: Request,
+    wait: u64,
+    json: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use std::time::{Duration, Instant};
+    let mut c = Connection::connect(socket)?;
+    let before = instance(socket);
+    let v = call(&mut c, req)?;
+    drop(c);
+    let asked = Instant::now();
+    let binary = v
+        .get("binary")
+        .and_then(|b| b.as_str())
+        .unwrap_or("?")
+        .to_string();
+    let version = v
+        .get("version")
+        .and_then(|b| b.as_str())
+        .unwrap_or("?")
+        .to_string();
+    let pid = v.get("pid").and_then(|p| p.as_u64()).unwrap_or(0);
+    let deadline = asked + Duration::from_secs(wait);
+    let mut next_note = asked + Duration::from_secs(5);
+    loop {
+        if let Some(now) = instance(socket) {
+            if Some(now) != before {
+                break;
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the daemon (pid {pid}) stopped to run {binary} but no new daemon answered on {} \
+                 within {wait} s: see its log",
+                socket.display()
+            )
+            .into());
+        }
+        if Instant::now() >= next_note {
+            eprintln!(
+                "waiting for the new daemon to answer ({} s)...",
+                asked.elapsed().as_secs()
+            );
+            next_note += Duration::from_secs(5);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ms = asked.elapsed().as_millis();
+    if json {
+        let out = serde_json::json!({
+            "pid": pid,
+            "binary": binary,
+            "version": version,
+            "answering_after_ms": ms,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("upgraded: the daemon (pid {pid}) runs {binary} ({version}), answering again after {ms} ms");
     }
     Ok(())
 }

@@ -195,6 +195,7 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     } else {
         tracing::debug!("no ringswitchd beside ringswitch; serving in this process");
     }
+    cfg.program = ringswitch_daemon::upgrade::Program::current();
     ringswitch_daemon::serve_until_signalled(cfg).map_err(Into::into)
 }
 

@@ -204,6 +204,8 @@ fn main() -> ExitCode {
         }
     };
     logging::init("info");
+    let mut cfg = cfg;
+    cfg.program = ringswitch_daemon::upgrade::Program::current();
     match ringswitch_daemon::serve_until_signalled(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

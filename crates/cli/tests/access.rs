@@ -601,6 +601,7 @@ fn peers_get_what_the_policy_gives_them() {
             "/tmp/rs-access-evil.sock",
         ],
         &["ctl", "attach", "vale0", "lo"],
+        &["ctl", "upgrade"],
         &["pkt-gen", "-f", "rx", "-i", "netmap:lo", "-n", "1"],
     ] {
         let o = run_as(NOBODY, NOBODY, &[users], s, args);

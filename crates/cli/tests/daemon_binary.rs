@@ -225,3 +225,69 @@ fn serve_without_ringswitchd_beside_it_serves_in_process() {
     child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ctl ARGS` with `bin` on `sock`.
+fn ctl(bin: &Path, sock: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin)
+        .arg("--socket")
+        .arg(sock)
+        .arg("ctl")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn upgrade_runs_the_newly_installed_daemon_in_the_same_process_with_its_configuration() {
+    // An installation of its own, whose ringswitchd the test replaces.
+    let dir = std::env::temp_dir().join(format!("rs-upgrade-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cli, daemon) = (dir.join("ringswitch"), dir.join("ringswitchd"));
+    std::fs::copy(BIN, &cli).unwrap();
+    std::fs::copy(DAEMON_BIN, &daemon).unwrap();
+    let (sock, conf) = (dir.join("ctl.sock"), dir.join("config.json"));
+    let mut child = spawn_serve(&cli, &sock, &["--config", conf.to_str().unwrap()]);
+    let pid = child.id();
+    for args in [
+        &["switch", "add", "vale0"][..],
+        &["port", "add", "vale0:p1"],
+    ] {
+        let o = ctl(&cli, &sock, args);
+        assert!(o.status.success(), "{}", common::text(&o));
+    }
+    // A binary that is not the daemon is refused, and the daemon stays.
+    let o = ctl(&cli, &sock, &["upgrade", "--binary", "/bin/true"]);
+    assert!(!o.status.success());
+    assert!(
+        common::text(&o).contains("not a ringswitch daemon"),
+        "{}",
+        common::text(&o)
+    );
+    // "Install" a new daemon over the old one (a new file at the path, as
+    // a package manager does), then upgrade to it.
+    let new = dir.join("ringswitchd.new");
+    std::fs::copy(DAEMON_BIN, &new).unwrap();
+    std::fs::rename(&new, &daemon).unwrap();
+    let o = ctl(&cli, &sock, &["upgrade"]);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(
+        common::text(&o).contains("upgraded"),
+        "{}",
+        common::text(&o)
+    );
+    // The same process runs the new file (not the replaced, deleted one).
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(exe, daemon, "the daemon runs {}", exe.display());
+    let o = ctl(&cli, &sock, &["port", "list", "--json"]);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("vale0:p1"),
+        "the persistent port did not come back: {}",
+        common::text(&o)
+    );
+    assert!(child.try_wait().unwrap().is_none(), "the daemon exited");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

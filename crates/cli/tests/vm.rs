@@ -63,6 +63,22 @@ fn vm_daemon_restart_client() {
     scenario("daemon-restart-client");
 }
 
+/// `ctl upgrade` under two running guests (B pinging A every 10 ms) and a
+/// pkt-gen pair on a pipe: the daemon keeps its pid and restores its
+/// --config, QEMU reconnects to the server-mode ports, the guests are never
+/// restarted, every pipe frame arrives; pings lost reported.
+#[test]
+fn vm_daemon_upgrade_server() {
+    scenario("daemon-upgrade-server");
+}
+
+/// The same with --client ports: the new daemon connects to the waiting
+/// QEMUs at once.
+#[test]
+fn vm_daemon_upgrade_client() {
+    scenario("daemon-upgrade-client");
+}
+
 /// Three guests; B's QEMU killed and started again while A and C keep
 /// pinging; then A and B ping again.
 #[test]

@@ -119,6 +119,17 @@ pub enum Request {
         /// Port name.
         name: String,
     },
+    /// Restart the daemon in place (the same process, the same command
+    /// line) from `binary`, by default the program it was started from
+    /// (read again: a newly installed one at that path). It answers first,
+    /// then stops as on SIGTERM and runs the binary, which restores the
+    /// `--config`; VM ports come back as after any restart.
+    Upgrade {
+        /// The daemon binary to run instead of the one at the path it was
+        /// started from.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        binary: Option<String>,
+    },
     /// Close a port opened on this connection.
     Close {
         /// Handle from the open reply.

@@ -138,6 +138,7 @@ pub fn allowed(role: Role, req: &Request) -> Result<(), ErrorReply> {
         Request::PortDel { .. } => "port-del".into(),
         Request::Attach { .. } => "attach".into(),
         Request::Detach { .. } => "detach".into(),
+        Request::Upgrade { .. } => "upgrade".into(),
     };
     Err(ErrorReply::new(
         ErrorCode::Denied,

@@ -9,6 +9,7 @@ mod page;
 pub mod passthrough;
 pub mod registry;
 pub mod signals;
+pub mod upgrade;
 pub mod vhost_user;
 pub mod worker;
 
@@ -63,6 +64,9 @@ pub struct Config {
     pub max_conns_per_uid: usize,
     /// Shared memory and descriptor budgets.
     pub limits: Limits,
+    /// The program to run again on `ctl upgrade` (see [`upgrade`]); none:
+    /// upgrades are refused (a daemon embedded in another program).
+    pub program: Option<upgrade::Program>,
 }
 
 impl Config {
@@ -81,6 +85,7 @@ impl Config {
             admin_group: None,
             max_conns_per_uid: DEFAULT_CONNS_PER_UID,
             limits: Limits::default(),
+            program: None,
         }
     }
 }
@@ -165,17 +170,50 @@ impl Config {
     }
 }
 
+/// This program image's instance: when it started, in nanoseconds since
+/// the epoch (set by [`Daemon::start`]). `Hello` tells it, so that `ctl
+/// upgrade` knows the daemon answering is the new one, not the old one
+/// about to stop.
+fn instance() -> u64 {
+    static INSTANCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *INSTANCE.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    })
+}
+
+/// Why [`serve_until_signalled`] stopped.
+enum Stopped {
+    /// SIGINT or SIGTERM.
+    Signalled,
+    /// `ctl upgrade`, to run this binary.
+    Upgrade(PathBuf),
+}
+
 /// Runs a daemon in the foreground until SIGINT or SIGTERM, then stops it
-/// (what `ringswitch serve` and `ringswitchd` do).
+/// (what `ringswitch serve` and `ringswitchd` do). On an accepted `ctl
+/// upgrade` it stops the same way and runs the new binary in this process
+/// with the same arguments ([`upgrade`]), returning only if that fails.
 pub fn serve_until_signalled(cfg: Config) -> Result<(), DaemonError> {
     cfg.check()?;
+    let program = cfg.program.clone();
     let stop = signals::install().map_err(DaemonError::Signals)?;
     let d = Daemon::start(cfg)?;
     // Acquire: pairs with the signal handler's store.
-    while !stop.load(Ordering::Acquire) {
+    let why = loop {
+        if stop.load(Ordering::Acquire) {
+            break Stopped::Signalled;
+        }
+        if let Some(b) = d.upgrade_requested() {
+            break Stopped::Upgrade(b);
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    match &why {
+        Stopped::Signalled => info!("stopping"),
+        Stopped::Upgrade(b) => info!(binary = %b.display(), "stopping to upgrade"),
     }
-    info!("stopping");
     // Stopping joins every thread; each one notices its stop at once, but
     // the process must go within a second whatever a peer does, so the
     // wait is bounded and what is left is ended with the process.
@@ -193,7 +231,14 @@ pub fn serve_until_signalled(cfg: Config) -> Result<(), DaemonError> {
             "some threads did not stop in time; exiting without waiting for them"
         );
     }
-    Ok(())
+    match (why, program) {
+        (Stopped::Upgrade(binary), Some(program)) => {
+            info!(binary = %binary.display(), "running the new binary");
+            let source = upgrade::exec(&binary, &program);
+            Err(DaemonError::Upgrade { binary, source })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// How long [`serve_until_signalled`] waits for the daemon's threads once
@@ -220,6 +265,15 @@ fn restore(registry: &Mutex<Registry>, saved: Vec<Request>, path: &Path) {
 /// Errors starting the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
+    /// `ctl upgrade` stopped the daemon and its binary did not run.
+    #[error("stopped to upgrade, but cannot run {}", binary.display())]
+    Upgrade {
+        /// The binary.
+        binary: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The socket could not be bound.
     #[error("cannot listen on {}", path.display())]
     Bind {
@@ -256,6 +310,8 @@ pub struct Daemon {
     socket: PathBuf,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Set by an accepted `upgrade` request (see [`Daemon::upgrade_requested`]).
+    upgrade_asked: Arc<Mutex<Option<PathBuf>>>,
 }
 
 fn lock(r: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
@@ -266,6 +322,7 @@ impl Daemon {
     /// Binds the socket, starts the workers and the control thread.
     pub fn start(cfg: Config) -> Result<Daemon, DaemonError> {
         cfg.check()?;
+        instance();
         let policy = cfg.policy()?;
         let bind_err = |source| DaemonError::Bind {
             path: cfg.socket.clone(),
@@ -336,9 +393,12 @@ impl Daemon {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (r, s) = (registry.clone(), stop.clone());
+        let upgrade_asked = Arc::new(Mutex::new(None));
         let plane = ControlPlane {
             policy,
             max_conns_per_uid: cfg.max_conns_per_uid,
+            program: cfg.program.clone(),
+            upgrade_asked: upgrade_asked.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("rs-control".into())
@@ -351,7 +411,17 @@ impl Daemon {
             socket: cfg.socket,
             stop,
             thread: Some(thread),
+            upgrade_asked,
         })
+    }
+
+    /// The binary an accepted `upgrade` request asked the daemon to run,
+    /// if one did.
+    pub fn upgrade_requested(&self) -> Option<PathBuf> {
+        self.upgrade_asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The socket path.
@@ -397,6 +467,10 @@ pub const MAX_CONNECTIONS: usize = 4096;
 struct ControlPlane {
     policy: Policy,
     max_conns_per_uid: usize,
+    /// What `upgrade` runs by default.
+    program: Option<upgrade::Program>,
+    /// Where an accepted `upgrade` leaves its binary.
+    upgrade_asked: Arc<Mutex<Option<PathBuf>>>,
 }
 
 /// A client connection and who is behind it.
@@ -545,7 +619,7 @@ fn control_loop(
                 continue;
             }
             let c = &conns[i];
-            if !serve_one(c.who, c.role, &c.sock, &mut buf, &registry) {
+            if !serve_one(c.who, c.role, &c.sock, &mut buf, &registry, &plane) {
                 let c = conns.swap_remove(i);
                 if let Some(k) = per_uid.get_mut(&c.who.uid) {
                     *k -= 1;
@@ -729,6 +803,7 @@ fn serve_one(
     sock: &SeqPacket,
     buf: &mut [u8],
     registry: &Mutex<Registry>,
+    plane: &ControlPlane,
 ) -> bool {
     let conn = who.conn;
     let m = match sock.recv(buf) {
@@ -767,9 +842,46 @@ fn serve_one(
             )
         }
     };
-    let (reply, fds) = handle(who, role, req, registry);
+    let (reply, fds) = match req {
+        Request::Upgrade { binary } => (upgrade_request(role, binary, plane), vec![]),
+        req => handle(who, role, req, registry),
+    };
     let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
     send_reply(sock, &reply, &borrowed)
+}
+
+/// Answers `upgrade`: the binary checked ([`upgrade::check_binary`]) and,
+/// if it runs, left for [`serve_until_signalled`], which stops the daemon
+/// once this reply is on its way.
+fn upgrade_request(role: Role, binary: Option<String>, plane: &ControlPlane) -> Reply {
+    let req = Request::Upgrade {
+        binary: binary.clone(),
+    };
+    if let Err(e) = access::allowed(role, &req) {
+        return Reply::err(e);
+    }
+    let Some(program) = &plane.program else {
+        return Reply::err(ErrorReply::new(
+            ErrorCode::Unsupported,
+            "this daemon runs inside another program and cannot restart itself",
+        ));
+    };
+    let path = binary.map_or_else(|| program.path.clone(), PathBuf::from);
+    let version = match upgrade::check_binary(&path) {
+        Ok(v) => v,
+        Err(e) => return Reply::err(e),
+    };
+    info!(binary = %path.display(), version = %version, "upgrade requested");
+    let reply = serde_json::json!({
+        "binary": path,
+        "version": version,
+        "pid": std::process::id(),
+    });
+    *plane
+        .upgrade_asked
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some(path);
+    Reply::ok(&reply)
 }
 
 fn handle(
@@ -805,7 +917,12 @@ fn handle(
                 ))
             } else {
                 Ok((
-                    serde_json::json!({"version": PROTOCOL_VERSION, "daemon": env!("CARGO_PKG_VERSION")}),
+                    serde_json::json!({
+                        "version": PROTOCOL_VERSION,
+                        "daemon": env!("CARGO_PKG_VERSION"),
+                        "pid": std::process::id(),
+                        "instance": instance(),
+                    }),
                     vec![],
                 ))
             }
@@ -837,6 +954,12 @@ fn handle(
             Err(e) => Err(e.into()),
         },
         Request::Close { handle } => result(r.close(conn, handle)),
+        // Answered by the control plane (`upgrade_request`), never here: a
+        // saved configuration cannot hold it.
+        Request::Upgrade { .. } => Err(ErrorReply::new(
+            ErrorCode::BadRequest,
+            "an upgrade is asked for on a connection, not replayed",
+        )),
         Request::Attach {
             switch,
             nic,
