@@ -274,6 +274,13 @@ if [ ${#VNET[@]} -gt 0 ]; then
 fi
 dmesg_check c
 
+# A guest on a passthrough port cannot be live-migrated: QEMU refuses with
+# its ivshmem device's reason (peer mode adds a migration blocker), and the
+# guest keeps running.
+rc=0
+blocked=$(python3 "$HERE/qmp_migrate_blocked.py" --qmp "$RUN/qmp-a.sock" 2>&1) || rc=$?
+check migration-blocked "$rc" "QEMU: ${blocked:-said nothing}"
+
 # a's carrier follows the daemon: stopped (SIGSTOP) it takes no frame and
 # the carrier goes down; continued, up again; killed with -9, down. No guest
 # kernel complains.

@@ -384,6 +384,83 @@ const FLAG_VERSION: u32 = 0x1;
 const FLAG_REPLY: u32 = 0x4;
 const FLAG_NEED_REPLY: u32 = 0x8;
 
+/// A message this module takes itself (see [`own_message`]), parsed from
+/// the 20 bytes a frontend sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnMessage {
+    /// SET_VRING_ENABLE before any feature was acked: queue `index`,
+    /// enable when `enable`.
+    EarlyVringEnable {
+        /// The queue.
+        index: u32,
+        /// Enable (1) or disable (0).
+        enable: bool,
+        /// The frontend wants a reply.
+        need_reply: bool,
+    },
+    /// SET_VRING_ENABLE before any feature was acked with a value other
+    /// than 0 or 1: refused (a reply says so when one is wanted).
+    BadEarlyVringEnable {
+        /// The frontend wants a reply.
+        need_reply: bool,
+    },
+    /// SEND_RARP with the guest's address.
+    SendRarp {
+        /// The address (the payload's first 6 bytes).
+        mac: [u8; 6],
+        /// The frontend wants a reply.
+        need_reply: bool,
+    },
+}
+
+impl OwnMessage {
+    /// The message's request code.
+    pub fn request(&self) -> u32 {
+        match self {
+            OwnMessage::SendRarp { .. } => SEND_RARP,
+            _ => SET_VRING_ENABLE,
+        }
+    }
+
+    fn need_reply(&self) -> bool {
+        match *self {
+            OwnMessage::EarlyVringEnable { need_reply, .. }
+            | OwnMessage::BadEarlyVringEnable { need_reply }
+            | OwnMessage::SendRarp { need_reply, .. } => need_reply,
+        }
+    }
+}
+
+/// Which of the messages this module takes `msg` (the first 20 bytes a
+/// frontend sent, peeked) is, if any: a header of version 1 with no other
+/// flag than NEED_REPLY, a payload of exactly 8 bytes, and SEND_RARP, or
+/// SET_VRING_ENABLE while `nothing_acked` (no feature acked yet). Anything
+/// else is left to the `vhost` crate, which validates it in full.
+pub fn parse_own(msg: &[u8; 20], nothing_acked: bool) -> Option<OwnMessage> {
+    let word = |i: usize| u32::from_le_bytes([msg[i], msg[i + 1], msg[i + 2], msg[i + 3]]);
+    let (request, flags, size) = (word(0), word(4), word(8));
+    if size != 8 || flags & !(0x3 | FLAG_NEED_REPLY) != 0 {
+        return None;
+    }
+    let need_reply = flags & FLAG_NEED_REPLY != 0;
+    match request {
+        SET_VRING_ENABLE if nothing_acked => Some(match word(16) {
+            n @ (0 | 1) => OwnMessage::EarlyVringEnable {
+                index: word(12),
+                enable: n == 1,
+                need_reply,
+            },
+            _ => OwnMessage::BadEarlyVringEnable { need_reply },
+        }),
+        SEND_RARP => {
+            let mut mac = [0u8; 6];
+            mac.copy_from_slice(&msg[12..18]);
+            Some(OwnMessage::SendRarp { mac, need_reply })
+        }
+        _ => None,
+    }
+}
+
 /// Messages the `vhost` crate does not take when they come, taken off the
 /// socket here and handed to the device. Returns true when it did that;
 /// false leaves the message to the crate.
@@ -397,7 +474,8 @@ const FLAG_NEED_REPLY: u32 = 0x8;
 ///   (VIRTIO_NET_F_GUEST_ANNOUNCE not negotiated), with the guest's MAC
 ///   address. The device then sends a RARP from it into the switch.
 ///
-/// Both are 20 bytes (a header and a u64), with no descriptors.
+/// Both are 20 bytes (a header and a u64), with no descriptors
+/// ([`parse_own`]).
 fn own_message(fd: RawFd, dev: &SharedNet) -> io::Result<bool> {
     let mut msg = [0u8; 20];
     // SAFETY: peeks at most 20 bytes into a local buffer from the connected
@@ -413,19 +491,13 @@ fn own_message(fd: RawFd, dev: &SharedNet) -> io::Result<bool> {
     if n != msg.len() as isize {
         return Ok(false);
     }
-    let word = |m: &[u8; 20], i: usize| u32::from_le_bytes([m[i], m[i + 1], m[i + 2], m[i + 3]]);
-    let (request, flags, size) = (word(&msg, 0), word(&msg, 4), word(&msg, 8));
-    if size != 8 || flags & !(0x3 | FLAG_NEED_REPLY) != 0 {
-        return Ok(false);
-    }
     let lock = || {
         dev.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     };
-    let early = request == SET_VRING_ENABLE && lock().acked_features() == 0;
-    if !early && request != SEND_RARP {
+    let Some(own) = parse_own(&msg, lock().acked_features() == 0) else {
         return Ok(false);
-    }
+    };
     // SAFETY: consumes exactly the 20 bytes peeked above (one whole message,
     // no descriptors) into a local buffer.
     let n = unsafe { libc::recv(fd, msg.as_mut_ptr().cast(), msg.len(), libc::MSG_DONTWAIT) };
@@ -435,30 +507,27 @@ fn own_message(fd: RawFd, dev: &SharedNet) -> io::Result<bool> {
         ));
     }
     use ringswitch_vhost::vhost_user::VhostUserBackendReqHandlerMut;
-    let res = if early {
-        let (index, num) = (word(&msg, 12), word(&msg, 16));
-        let r = if num > 1 {
-            Err(())
-        } else {
-            lock().set_vring_enable(index, num == 1).map_err(|_| ())
-        };
-        debug!(
-            index,
-            enable = num,
-            ok = r.is_ok(),
-            "vhost-user: SET_VRING_ENABLE before SET_FEATURES"
-        );
-        r.map_err(|()| "SET_VRING_ENABLE names no queue of this device")
-    } else {
-        let mut mac = [0u8; 6];
-        mac.copy_from_slice(&msg[12..18]);
-        lock()
+    let res = match own {
+        OwnMessage::EarlyVringEnable { index, enable, .. } => {
+            let r = lock().set_vring_enable(index, enable).map_err(|_| ());
+            debug!(
+                index,
+                enable,
+                ok = r.is_ok(),
+                "vhost-user: SET_VRING_ENABLE before SET_FEATURES"
+            );
+            r.map_err(|()| "SET_VRING_ENABLE names no queue of this device")
+        }
+        OwnMessage::BadEarlyVringEnable { .. } => {
+            Err("SET_VRING_ENABLE with a value other than 0 or 1")
+        }
+        OwnMessage::SendRarp { mac, .. } => lock()
             .send_rarp(mac)
-            .map_err(|_| "SEND_RARP without the RARP protocol feature")
+            .map_err(|_| "SEND_RARP without the RARP protocol feature"),
     };
-    if flags & FLAG_NEED_REPLY != 0 {
+    if own.need_reply() {
         let mut reply = [0u8; 20];
-        reply[0..4].copy_from_slice(&request.to_le_bytes());
+        reply[0..4].copy_from_slice(&own.request().to_le_bytes());
         reply[4..8].copy_from_slice(&(FLAG_VERSION | FLAG_REPLY).to_le_bytes());
         reply[8..12].copy_from_slice(&8u32.to_le_bytes());
         reply[12..20].copy_from_slice(&u64::from(res.is_err()).to_le_bytes());
