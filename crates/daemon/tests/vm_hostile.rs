@@ -12,6 +12,7 @@ mod common;
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -524,4 +525,62 @@ fn a_migrating_frontends_bad_dirty_log_costs_only_its_connection() {
     drop(fe);
     e.still_works();
     guest_forwards(&path, &mut a, 200);
+}
+
+/// Issue 19: a frontend that starts a migration (a dirty log, LOG_ALL) and
+/// never stops its rings (no GET_VRING_BASE) but goes away with them
+/// running: while it ran, the device logged its writes into guest memory;
+/// once it is gone, its port serves the next frontend, and every other
+/// port kept forwarding.
+#[test]
+fn a_frontend_that_never_stops_its_rings_while_migrating_costs_nothing_else() {
+    use vhost::vhost_user::message::VhostUserVirtioFeatures;
+    let mut e = env("neverstop");
+    let path = e.vm("vale0:vm");
+    let mut a = e.open("vale0:a");
+    let mut b = e.open("vale0:b");
+    let cfg = GuestConfig {
+        log_shmfd: true,
+        ..GuestConfig::default()
+    };
+    let mut g = Guest::connect(&path, cfg);
+    g.post_rx(0, 64, 2048);
+    // The migration starts: a log for all of the guest's memory, then
+    // LOG_ALL.
+    let mem_len = g.memory_file().metadata().unwrap().len();
+    let need = mem_len.div_ceil(4096 * 8).next_multiple_of(4096);
+    let log = memfd(need);
+    set_log(g.frontend(), &log, need, 0).unwrap();
+    let features = g.features() | VhostUserVirtioFeatures::LOG_ALL.bits();
+    g.frontend().set_features(features).unwrap();
+    // Frames each way while logging: the RX writes are marked.
+    g.send_plain(&frame(RA, GA, 60, 300));
+    assert!(
+        recv_until(&mut a, &[300]),
+        "guest to ring port while logging"
+    );
+    assert_eq!(send(&mut a, &[frame(GA, RA, 60, 301)]), 1);
+    let deadline = Instant::now() + T;
+    loop {
+        let got = g.wait_rx(1, Duration::from_millis(200));
+        if got.iter().any(|f| tag_of(&f.data) == 301) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ring port to guest while logging"
+        );
+    }
+    let mut bits = vec![0u8; need as usize];
+    log.read_exact_at(&mut bits, 0).unwrap();
+    let dirty: u32 = bits.iter().map(|b| b.count_ones()).sum();
+    assert!(
+        dirty > 0,
+        "the device's writes into guest memory were logged"
+    );
+    // Gone without stopping a ring.
+    g.disconnect();
+    ring_ports_forward(&mut a, &mut b, 310);
+    e.still_works();
+    guest_forwards(&path, &mut a, 320);
 }

@@ -96,6 +96,10 @@ pub struct GuestConfig {
     pub rx_refill: Option<u32>,
     /// How long a send waiting for TX descriptors blocks before panicking.
     pub timeout: Duration,
+    /// Also negotiate VHOST_USER_PROTOCOL_F_LOG_SHMFD, so that the test can
+    /// start a migration's dirty logging (SET_LOG_BASE, LOG_ALL) through
+    /// [`Guest::frontend`].
+    pub log_shmfd: bool,
 }
 
 impl Default for GuestConfig {
@@ -114,6 +118,7 @@ impl Default for GuestConfig {
             two_regions: false,
             rx_refill: None,
             timeout: Duration::from_secs(5),
+            log_shmfd: false,
         }
     }
 }
@@ -433,8 +438,11 @@ impl Guest {
             let proto = fe
                 .get_protocol_features()
                 .map_err(|e| step("GET_PROTOCOL_FEATURES", e))?;
-            let want =
+            let mut want =
                 proto & (VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK);
+            if cfg.log_shmfd {
+                want |= proto & VhostUserProtocolFeatures::LOG_SHMFD;
+            }
             fe.set_protocol_features(want)
                 .map_err(|e| step("SET_PROTOCOL_FEATURES", e))?;
             if want.contains(VhostUserProtocolFeatures::REPLY_ACK) {
