@@ -291,3 +291,63 @@ fn upgrade_runs_the_newly_installed_daemon_in_the_same_process_with_its_configur
     child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn pkt_gen_on_switch_ports_goes_on_through_an_upgrade() {
+    // A sender and a receiver on on-demand switch ports: the upgrade takes
+    // their daemon away, the client library opens their ports again on the
+    // new one (`Port::set_reconnect`, which pkt-gen sets), and frames flow
+    // again without either process being restarted.
+    let d = Daemon::start("upgrade-pktgen");
+    let rx = d.pktgen(&["-i", "vale3:b", "-f", "rx", "--duration", "600"]);
+    d.wait_open(&["vale3:b"]);
+    let tx = d.pktgen(&[
+        "-i",
+        "vale3:a",
+        "-f",
+        "tx",
+        "-R",
+        "20000",
+        "--duration",
+        "600",
+    ]);
+    let delivered = |n: u64| {
+        d.port_stats("vale3:b")
+            .and_then(|p| p["rx_packets"].as_u64())
+            .is_some_and(|got| got >= n)
+    };
+    common::wait_until("frames reaching vale3:b before the upgrade", || {
+        delivered(1000)
+    });
+    let o = Command::new(BIN)
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["ctl", "upgrade"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::text(&o));
+    // The new daemon's counters start at zero: these frames came after.
+    common::wait_until("frames reaching vale3:b after the upgrade", || {
+        delivered(1000)
+    });
+    for c in [&tx, &rx] {
+        common::interrupt(c);
+    }
+    let (tx, rx) = (
+        tx.wait_with_output().unwrap(),
+        rx.wait_with_output().unwrap(),
+    );
+    assert!(tx.status.success(), "{}", common::text(&tx));
+    assert!(rx.status.success(), "{}", common::text(&rx));
+    let got: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&rx.stdout)
+            .lines()
+            .last()
+            .unwrap_or(""),
+    )
+    .unwrap_or_else(|e| panic!("{e}: {}", common::text(&rx)));
+    assert!(
+        got["packets"].as_u64().unwrap_or(0) >= 2000,
+        "the receiver counted frames from both daemons: {got}"
+    );
+}

@@ -69,6 +69,15 @@ pub enum ClientError {
     /// A ring index past the port's rings.
     #[error("ring {0} does not exist on this port")]
     NoRing(usize),
+    /// The daemon serving a reconnecting port went away and no new one
+    /// opened the port again in time.
+    #[error("the daemon went away and the port could not be opened again within {} s: {last}", .waited.as_secs())]
+    DaemonGone {
+        /// How long it tried.
+        waited: Duration,
+        /// Why the last attempt failed.
+        last: Box<ClientError>,
+    },
 }
 
 impl ClientError {
@@ -99,6 +108,7 @@ impl ClientError {
                 e.raw_os_error().unwrap_or(libc::EIO)
             }
             ClientError::NoRing(_) => libc::EINVAL,
+            ClientError::DaemonGone { .. } => libc::ECONNRESET,
             ClientError::Region(_) => libc::EIO,
         }
     }
@@ -128,6 +138,9 @@ pub struct ClientStats {
     pub sleeps: u64,
     /// Values from the port side that were refused as invalid.
     pub bad_values: u64,
+    /// Times the port was opened again on a new daemon (see
+    /// [`Port::set_reconnect`]).
+    pub reconnects: u64,
 }
 
 /// An open port.
@@ -147,7 +160,23 @@ pub struct Port {
     backend: Backend,
     mode: WaitMode,
     stats: ClientStats,
+    /// Where the port was opened and by which name, to open it again on a
+    /// new daemon (see [`Port::set_reconnect`]); None for a passthrough
+    /// port, a port opened on a connection the caller gave, and the pieces
+    /// of a split port.
+    origin: Option<(PathBuf, String)>,
+    /// Open the port again when its daemon goes ([`Port::set_reconnect`]).
+    reconnect: bool,
+    /// The daemon's connection hung up (seen once).
+    daemon_gone: bool,
 }
+
+/// How long a port that reconnects waits for a new daemon.
+pub const RECONNECT_WAIT: Duration = Duration::from_secs(30);
+/// Pause between two attempts to reach the new daemon.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(20);
+/// Busy waits look at the daemon's connection once every this many spins.
+const BUSY_CHECK_SPINS: u32 = 1 << 16;
 
 fn next_fd(fds: &mut std::vec::IntoIter<OwnedFd>) -> Result<OwnedFd, ClientError> {
     fds.next()
@@ -165,7 +194,11 @@ impl Port {
     /// device holds a region of that name), opens it on the device.
     pub fn open_at(socket: &Path, name: &str) -> Result<Port, ClientError> {
         match Connection::connect(socket) {
-            Ok(conn) => Self::open_on(conn, name),
+            Ok(conn) => {
+                let mut p = Self::open_on(conn, name)?;
+                p.origin = Some((socket.to_path_buf(), name.to_string()));
+                Ok(p)
+            }
             Err(e @ CallError::NoDaemon { .. }) => match passthrough::find(name) {
                 Some((dev, region, end)) => Self::open_passthrough(dev, region, end, name),
                 None => Err(e.into()),
@@ -305,6 +338,9 @@ impl Port {
             backend,
             mode: WaitMode::Blocking,
             stats: ClientStats::default(),
+            origin: None,
+            reconnect: false,
+            daemon_gone: false,
         })
     }
 
@@ -356,6 +392,9 @@ impl Port {
                 backend,
                 mode,
                 stats: ClientStats::default(),
+                origin: None,
+                reconnect: false,
+                daemon_gone: false,
             });
         }
         Ok(out)
@@ -554,6 +593,7 @@ impl Port {
             return Err(ClientError::NoRing(i));
         }
         let deadline = timeout.map(|t| Instant::now() + t);
+        let mut spins = 0u32;
         loop {
             if self.sync_dir(dir, i) {
                 return Ok(true);
@@ -562,6 +602,10 @@ impl Port {
                 std::hint::spin_loop();
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Ok(false);
+                }
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(BUSY_CHECK_SPINS) && self.hung_up(Some(Duration::ZERO))? {
+                    self.after_hangup()?;
                 }
                 continue;
             }
@@ -583,9 +627,102 @@ impl Port {
                 None => None,
             };
             self.stats.sleeps += 1;
-            self.irqs[i].wait(left)?;
+            let gone = self.sleep(i, left)?;
             self.irqs[i].drain();
             self.ring(dir, i).set_need_kick(false);
+            if gone {
+                self.after_hangup()?;
+            }
+        }
+    }
+
+    /// Sleeps until ring pair `i`'s interrupt, `left` passes, or the
+    /// daemon's connection hangs up (watched until it once did); returns
+    /// whether it hung up.
+    /// An interrupted sleep (a signal) returns as a wake-up with nothing:
+    /// the caller looks at the rings and sleeps again for what is left.
+    fn sleep(&self, i: usize, left: Option<Duration>) -> Result<bool, ClientError> {
+        let irq = poll::watch(self.irqs[i].as_raw_fd(), libc::POLLIN);
+        let conn = self._conn.as_ref().filter(|_| !self.daemon_gone);
+        let mut fds = [irq, irq];
+        let n = match conn {
+            Some(c) => {
+                fds[1] = poll::watch(c.socket().as_fd().as_raw_fd(), libc::POLLRDHUP);
+                2
+            }
+            None => 1,
+        };
+        match poll::poll_fds(&mut fds[..n], left) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(false),
+            Err(e) => Err(e.into()),
+            Ok(_) => Ok(n == 2 && hangup(&fds[1])),
+        }
+    }
+
+    /// Whether the daemon's connection hung up, waiting at most `timeout`
+    /// for it (false once it was seen, and without a connection).
+    fn hung_up(&self, timeout: Option<Duration>) -> Result<bool, ClientError> {
+        let Some(c) = self._conn.as_ref().filter(|_| !self.daemon_gone) else {
+            return Ok(false);
+        };
+        let mut fds = [poll::watch(c.socket().as_fd().as_raw_fd(), libc::POLLRDHUP)];
+        match poll::poll_fds(&mut fds, timeout) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(false),
+            Err(e) => Err(e.into()),
+            Ok(_) => Ok(hangup(&fds[0])),
+        }
+    }
+
+    /// Makes the port open itself again on a new daemon when the one that
+    /// serves it goes away (an upgrade, a restart), instead of waiting on
+    /// rings no daemon serves. A wait that sees the daemon's connection
+    /// close opens the port again by its name on the same socket (trying
+    /// for [`RECONNECT_WAIT`]) and carries on with the new port's empty
+    /// rings: what was queued on the old rings is lost, and slots and
+    /// buffers of the old port must not be used after a wait (the borrow
+    /// checker sees to it in Rust; C callers must not keep pointers into
+    /// the rings across a wait). Off by default. Only for switch ports
+    /// opened by name on a socket ([`Port::open_at`], [`Port::open`]): a
+    /// pipe's ends go on without a daemon, and the rest have nothing to
+    /// open again.
+    pub fn set_reconnect(&mut self, on: bool) {
+        self.reconnect = on;
+    }
+
+    /// The daemon's connection hung up: a switch port set to reconnect is
+    /// opened again on the new daemon; any other port stops watching the
+    /// connection and waits on as before (a pipe's ends need no daemon).
+    fn after_hangup(&mut self) -> Result<(), ClientError> {
+        self.daemon_gone = true;
+        if !self.reconnect || self.info.kind != PortKind::Vale {
+            return Ok(());
+        }
+        let Some((socket, name)) = self.origin.clone() else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + RECONNECT_WAIT;
+        loop {
+            let attempt = Connection::connect(&socket)
+                .map_err(ClientError::from)
+                .and_then(|c| Port::open_on(c, &name));
+            match attempt {
+                Ok(mut p) => {
+                    p.origin = self.origin.take();
+                    p.reconnect = true;
+                    p.mode = self.mode;
+                    p.stats = self.stats;
+                    p.stats.reconnects += 1;
+                    *self = p;
+                    return Ok(());
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(ClientError::DaemonGone {
+                        waited: RECONNECT_WAIT,
+                        last: Box::new(e),
+                    });
+                }
+                Err(_) => std::thread::sleep(RECONNECT_PAUSE),
+            }
         }
     }
 
@@ -631,6 +768,12 @@ impl Port {
             Dir::Rx => &mut self.rx[i],
         }
     }
+}
+
+/// Whether a polled control connection hung up (the daemon never writes
+/// to a client unasked, so its end closing is all that wakes it).
+fn hangup(p: &libc::pollfd) -> bool {
+    p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0
 }
 
 /// The application side of every ring of `end`.

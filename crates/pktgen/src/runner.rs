@@ -101,6 +101,9 @@ fn open(plan: &CheckedPlan, name: &str, socket: &Path) -> Result<(Port, u32), Pk
     } else {
         WaitMode::Blocking
     });
+    // Through a daemon upgrade or restart: a switch port is opened again on
+    // the new daemon, and the run goes on after the pause.
+    port.set_reconnect(true);
     let g = port.geometry();
     if plan.len > g.buf_size as usize {
         return Err(PktGenError::FrameTooLong {

@@ -132,6 +132,7 @@ pub(crate) fn send(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, P
     let len16 = s.len as u16;
     let mut advanced = 0u64;
     let t0 = monotonic_ns();
+    let mut reconnects = s.port.stats().reconnects;
     let end = loop {
         let now = monotonic_ns();
         if let Some(e) = s.round_start(now, out) {
@@ -140,6 +141,12 @@ pub(crate) fn send(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, P
         let Some((want, space)) = s.tx_grant(&mut bucket, now)? else {
             continue;
         };
+        if s.port.stats().reconnects != reconnects {
+            // Opened again on a new daemon (see `Port::set_reconnect`): new
+            // memory, whose buffers hold no template yet.
+            reconnects = s.port.stats().reconnects;
+            filled = Filled::new(s.port.region().layout().nbufs);
+        }
         let mut tx = s.port.tx(0);
         let mut n = 0;
         // Up to `want` slots; `slot` gives none past the free space.
