@@ -47,7 +47,8 @@ enum Req {
     SwitchAdd(u8),
     SwitchDel(u8),
     SwitchList,
-    PortAdd(Name),
+    /// With an OpenFlow number asked for (any, in range or not).
+    PortAdd(Name, Option<u16>),
     PortDel(Name),
     PortList(Option<u8>),
     Stats(Option<u8>),
@@ -68,12 +69,13 @@ impl Req {
             Req::SwitchAdd(i) => Request::SwitchAdd { name: switch(*i) },
             Req::SwitchDel(i) => Request::SwitchDel { name: switch(*i) },
             Req::SwitchList => Request::SwitchList,
-            Req::PortAdd(n) => Request::PortAdd {
+            Req::PortAdd(n, ofport) => Request::PortAdd {
                 name: n.render(0),
                 vhost_user: None,
                 passthrough: None,
                 vnet_hdr: false,
                 vlan: None,
+                ofport: ofport.map(u32::from),
             },
             Req::PortDel(n) => Request::PortDel { name: n.render(0) },
             Req::PortList(s) => Request::PortList {

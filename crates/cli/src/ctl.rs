@@ -271,6 +271,11 @@ enum PortOp {
         /// Offer no checksum or TSO offloads to the guest.
         #[arg(long, requires = "vhost_user")]
         no_offloads: bool,
+        /// The port's OpenFlow number, 1 to 254 (as Open vSwitch's
+        /// ofport_request): give a VM's port the same number on every host
+        /// it may move to, and flows naming it keep working there.
+        #[arg(long, value_name = "N")]
+        ofport: Option<u32>,
         #[command(flatten)]
         vlan: VlanArgs,
     },
@@ -347,6 +352,7 @@ fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
                     client,
                     queues,
                     no_offloads,
+                    ofport,
                     vlan,
                 },
         } => Request::PortAdd {
@@ -360,6 +366,7 @@ fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
             passthrough: passthrough.as_deref().map(absolute),
             vnet_hdr: *vnet_hdr,
             vlan: vlan.get(),
+            ofport: *ofport,
         },
         CtlCmd::Port {
             op: PortOp::Del { name },

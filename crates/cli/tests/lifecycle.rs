@@ -63,6 +63,7 @@ fn vm_port(c: &mut Connection, name: &str, path: &Path, client: bool) {
         passthrough: None,
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     })
     .unwrap();
 }
@@ -173,6 +174,7 @@ fn ctl_stats_and_port_list_work_with_5000_ports() {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         })
         .unwrap();
     }

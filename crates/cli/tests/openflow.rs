@@ -436,6 +436,100 @@ fn port_numbers_survive_a_restart() {
     let _ = std::fs::remove_file(&config);
 }
 
+/// Issue 19: a VM's port can have the same OpenFlow number on the host it
+/// moves to (`port add --ofport N`, as Open vSwitch's ofport_request), so
+/// flows that name it keep working there; the number is the port's across
+/// restarts, and numbers out of range or of another port are refused.
+#[test]
+fn a_vm_port_has_the_openflow_number_it_asks_for_on_every_daemon() {
+    if !have_ovs_ofctl() {
+        return;
+    }
+    let config = std::env::temp_dir().join(format!("rs-of-{}-ofport.json", std::process::id()));
+    let _ = std::fs::remove_file(&config);
+    let vm_sock = |tag: &str| {
+        std::env::temp_dir()
+            .join(format!("rs-of-{}-{tag}-vm.sock", std::process::id()))
+            .display()
+            .to_string()
+    };
+    // Two daemons stand for the source and the destination host: other
+    // ports came first on each, in another order.
+    for (tag, others) in [("src", &["a"][..]), ("dst", &["x", "y", "z"][..])] {
+        let sock = of_sock(&format!("ofport-{tag}"));
+        let listen = format!("unix:{}", sock.display());
+        let args = ["--config", config.to_str().unwrap()];
+        let d = Daemon::start_with(
+            &format!("ofport-{tag}"),
+            if tag == "src" { &args } else { &[] },
+        );
+        ctl_ok(
+            &d,
+            &["switch", "add", "vale0", "--openflow-listen", &listen],
+        );
+        for p in others {
+            ctl_ok(&d, &["port", "add", &format!("vale0:{p}")]);
+        }
+        let vm = vm_sock(tag);
+        ctl_ok(
+            &d,
+            &[
+                "port",
+                "add",
+                "vale0:vm",
+                "--vhost-user",
+                &vm,
+                "--ofport",
+                "7",
+            ],
+        );
+        let show = ofctl_ok(&sock, "show", &[]);
+        assert!(show.contains(" 7(vale0:vm): "), "{tag}: {show}");
+        // Refused: out of range, another port's number, a new number for
+        // an existing port.
+        for (args, says) in [
+            (
+                &["port", "add", "vale0:w", "--ofport", "255"][..],
+                "out of range",
+            ),
+            (&["port", "add", "vale0:w", "--ofport", "0"], "out of range"),
+            (
+                &["port", "add", "vale0:w", "--ofport", "7"],
+                "is vale0:vm's",
+            ),
+            (
+                &[
+                    "port",
+                    "add",
+                    "vale0:vm",
+                    "--vhost-user",
+                    &vm,
+                    "--ofport",
+                    "8",
+                ],
+                "exists",
+            ),
+        ] {
+            let o = ctl(&d, args);
+            assert!(!o.status.success(), "{args:?} was accepted");
+            assert!(text(&o).contains(says), "{args:?}: {}", text(&o));
+        }
+        if tag == "src" {
+            // Its number stays the port's after a restart with --config (on
+            // the same control socket: the daemon takes over the sockets its
+            // predecessor there made).
+            drop(d);
+            let d = Daemon::start_with("ofport-src", &args);
+            wait_until("the switch listening again", || sock.exists());
+            let show = ofctl_ok(&sock, "show", &[]);
+            assert!(show.contains(" 7(vale0:vm): "), "after a restart: {show}");
+            drop(d);
+        }
+        let _ = std::fs::remove_file(&vm);
+    }
+    let _ = std::fs::remove_file(&config);
+}
+
 /// The daemon still serves: the control socket and another OpenFlow
 /// client.
 fn still_serving(d: &Daemon, sock: &Path) {

@@ -91,6 +91,13 @@ pub enum Request {
         /// VM ports only: refused for pipes and passthrough ports.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         vlan: Option<PortVlan>,
+        /// The port's OpenFlow number (1 to 254), as Open vSwitch's
+        /// `ofport_request`: a VM's port can have the same number on every
+        /// host it moves to, so flows that name it keep working there.
+        /// None: the number the port had (kept in `--config`), else the
+        /// lowest free one. Switch ports only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ofport: Option<u32>,
     },
     /// Destroy a persistent port (it must not be open).
     PortDel {
@@ -675,6 +682,7 @@ mod tests {
                 passthrough: None,
                 vnet_hdr: false,
                 vlan: None,
+                ofport: None,
             }
         );
         assert_eq!(
@@ -696,6 +704,7 @@ mod tests {
                     passthrough: None,
                     vnet_hdr: false,
                     vlan: Some(PortVlan::Access(10)),
+                    ofport: None,
                 },
                 r#"{"cmd":"port-add","name":"vale0:a","vlan":"access:10"}"#,
             ),

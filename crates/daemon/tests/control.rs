@@ -167,6 +167,7 @@ fn busy_unknown_and_persistence() {
         passthrough: None,
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     })
     .unwrap();
     assert_eq!(
@@ -178,6 +179,7 @@ fn busy_unknown_and_persistence() {
                 passthrough: None,
                 vnet_hdr: false,
                 vlan: None,
+                ofport: None,
             }
         )
         .0,
@@ -214,6 +216,7 @@ fn too_many_ports() {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         })
         .unwrap();
     }
@@ -225,6 +228,7 @@ fn too_many_ports() {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         },
     );
     assert_eq!(code, ErrorCode::Limit);
@@ -237,6 +241,7 @@ fn too_many_ports() {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         })
         .unwrap();
     }
@@ -343,6 +348,7 @@ fn a_persistent_port_gets_fresh_memory_for_each_client() {
         passthrough: None,
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     })
     .unwrap();
     let first = Port::open_at(&s, "vale0:p").unwrap();
@@ -399,6 +405,7 @@ fn configuration_survives_a_restart() {
                 passthrough: None,
                 vnet_hdr: false,
                 vlan: None,
+                ofport: None,
             })
             .unwrap();
         }
@@ -413,6 +420,7 @@ fn configuration_survives_a_restart() {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         })
         .unwrap();
         // On demand: not configuration.

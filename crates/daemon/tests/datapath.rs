@@ -444,6 +444,7 @@ fn counters_add_up_for_a_vm_destination_under_a_hostile_sender() {
         passthrough: None,
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     })
     .unwrap();
     let mut a = Port::open_at(&s, "vale1:a").unwrap();
@@ -484,6 +485,7 @@ fn counters_add_up_for_a_vm_source_with_bad_chains_and_offloads() {
         passthrough: None,
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     })
     .unwrap();
     let _r = Port::open_at(&s, "vale1:r@conf:slots=64").unwrap();
@@ -588,6 +590,7 @@ fn a_port_without_a_client_gets_nothing_and_counts_it() {
         passthrough: None,
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     })
     .unwrap();
     let mut a = Port::open_at(&s, "vale3:a").unwrap();

@@ -126,6 +126,7 @@ fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_dae
         passthrough: None,
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     })
     .unwrap();
     // Other requests answer while the port's thread tries to connect.
@@ -163,6 +164,7 @@ fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_dae
         passthrough: None,
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     })
     .unwrap();
     drop(c);
@@ -184,6 +186,7 @@ fn many_ports(c: &mut Connection, n: usize) -> Vec<String> {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         })
         .unwrap();
     }

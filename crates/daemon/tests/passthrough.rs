@@ -107,6 +107,7 @@ fn add_pt(c: &mut Connection, name: &str, path: &Path) -> Result<(), CallError> 
         passthrough: Some(path.display().to_string()),
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     })
     .map(|_| ())
 }
@@ -579,6 +580,7 @@ fn a_vnet_hdr_port_carries_a_header_before_every_frame() {
             passthrough: pt.map(|p| p.display().to_string()),
             vnet_hdr: true,
             vlan: None,
+            ofport: None,
         })
         .map(|_| ())
     };
@@ -656,6 +658,7 @@ fn a_ptnet_guests_garbage_headers_cost_only_its_frames() {
         passthrough: Some(path.display().to_string()),
         vnet_hdr: true,
         vlan: None,
+        ofport: None,
     })
     .unwrap();
     let hs = attach(&path);

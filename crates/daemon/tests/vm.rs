@@ -147,6 +147,7 @@ impl Env {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         }) {
             Ok(_) => Ok(()),
             Err(CallError::Daemon(e)) => Err(e),
@@ -1517,6 +1518,7 @@ fn control_errors_for_vm_ports() {
         passthrough: None,
         vnet_hdr: false,
         vlan: None,
+        ofport: None,
     }));
     assert_eq!(err.code, ErrorCode::Exists, "{err:?}");
     // A ring port's name too.

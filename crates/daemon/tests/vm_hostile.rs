@@ -76,6 +76,7 @@ impl Env {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         }) {
             Ok(_) => path,
             Err(CallError::Daemon(e)) => panic!("port-add {name}: {e}"),

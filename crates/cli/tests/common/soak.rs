@@ -761,6 +761,7 @@ fn setup(ctx: &Ctx) -> Result<(), String> {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         })?;
     }
     for (p, sock) in [("vale94:vm", "vm94.sock"), ("vale95:bad", "bad95.sock")] {
@@ -775,6 +776,7 @@ fn setup(ctx: &Ctx) -> Result<(), String> {
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
+            ofport: None,
         })?;
     }
     Ok(())
@@ -938,6 +940,7 @@ fn ctl_churn(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
                 passthrough: None,
                 vnet_hdr: false,
                 vlan: None,
+                ofport: None,
             })
         };
         ctx.call(&Request::SwitchAdd { name: sw.clone() })?;

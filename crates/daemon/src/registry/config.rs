@@ -119,6 +119,7 @@ impl Registry {
                         passthrough: None,
                         vnet_hdr: false,
                         vlan,
+                        ofport: None,
                     }),
                     Kind::Iface(i) => {
                         let (nic, host) = match &i.request {
@@ -138,6 +139,7 @@ impl Registry {
                         passthrough: r.open_by.guest().map(|t| t.path().display().to_string()),
                         vnet_hdr: r.vnet.is_some(),
                         vlan,
+                        ofport: None,
                     }),
                     Kind::Ring(_) => {}
                 }
@@ -156,6 +158,7 @@ impl Registry {
                     passthrough: None,
                     vnet_hdr: false,
                     vlan: None,
+                    ofport: None,
                 });
                 // Passthrough ends after the pipe exists, with its sizes.
                 for (end, o) in p.open_by.iter().enumerate() {
@@ -166,6 +169,7 @@ impl Registry {
                             passthrough: Some(t.path().display().to_string()),
                             vnet_hdr: false,
                             vlan: None,
+                            ofport: None,
                         });
                     }
                 }

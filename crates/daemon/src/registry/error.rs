@@ -184,6 +184,42 @@ pub enum RegistryError {
         /// The limit.
         max: usize,
     },
+    /// An OpenFlow number asked for outside the range.
+    #[error("OpenFlow port {ofport} for {port} is out of range: use 1 to {max}")]
+    OfPortRange {
+        /// The port.
+        port: String,
+        /// The number asked for.
+        ofport: u32,
+        /// The largest.
+        max: usize,
+    },
+    /// An OpenFlow number another port of the switch has.
+    #[error("OpenFlow port {ofport} is {holder}'s: give {port} another number, or delete {holder} first")]
+    OfPortTaken {
+        /// The port.
+        port: String,
+        /// The number asked for.
+        ofport: u32,
+        /// The port that has it.
+        holder: String,
+    },
+    /// An OpenFlow number asked for a port that exists with another.
+    #[error("{port} exists with OpenFlow port {has}, not {ofport}: delete it to make it again at {ofport}")]
+    OfPortOfExisting {
+        /// The port.
+        port: String,
+        /// The number asked for.
+        ofport: u32,
+        /// The number it has.
+        has: u32,
+    },
+    /// An OpenFlow number asked for something that is not a switch port.
+    #[error("{port} is not a switch port: only switch ports have OpenFlow numbers")]
+    OfPortNotSwitchPort {
+        /// The port.
+        port: String,
+    },
     /// The switch has as many ports as it may.
     #[error("switch {switch} already has {max} ports, the most a switch can have")]
     SwitchFull {
@@ -435,6 +471,7 @@ impl RegistryError {
             | E::PortIsInterface { .. }
             | E::PassthroughPortExists { .. }
             | E::PortNameTaken { .. }
+            | E::OfPortOfExisting { .. }
             | E::VlanOfOpenPort { .. } => ErrorCode::Exists,
             E::OverBudget(_)
             | E::Attach(_)
@@ -453,6 +490,7 @@ impl RegistryError {
             | E::PassthroughEndFormer { .. }
             | E::AlreadyAttached { .. }
             | E::DirectOpen { .. }
+            | E::OfPortTaken { .. }
             | E::DirectAttached { .. } => ErrorCode::Busy,
             E::OpenVmPort { .. } | E::OpenInterfacePort { .. } => ErrorCode::Unsupported,
             E::VmConfig(_)
@@ -468,6 +506,8 @@ impl RegistryError {
             | E::NotAnInterface { .. }
             | E::VlanOnPipe { .. }
             | E::VlanOnPassthrough { .. }
+            | E::OfPortRange { .. }
+            | E::OfPortNotSwitchPort { .. }
             | E::VnetHdrNotPassthrough { .. } => ErrorCode::BadRequest,
             E::Internal { .. } => ErrorCode::Internal,
             E::OpenFlow { source, .. } => match source {

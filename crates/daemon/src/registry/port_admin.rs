@@ -7,12 +7,77 @@ use ringswitch_ring::Geometry;
 
 use super::open_by::OpenBy;
 use super::{make_persistent, Kind, NewPort, Registry, RegistryError};
+use ringswitch_switch::MAX_PORTS;
 
 impl Registry {
+    /// `port-add`, with the port at OpenFlow number `ofport` when given
+    /// (see [`Registry::port_add_here`] for the rest): a switch port's
+    /// number, 1 to [`MAX_PORTS`], free on its switch or already the
+    /// port's. The number is kept for the port as any persistent port's is.
+    #[allow(clippy::too_many_arguments)]
+    pub fn port_add(
+        &mut self,
+        name: &str,
+        vm: Option<&VhostUserSpec>,
+        pt: Option<&str>,
+        vnet_hdr: bool,
+        vlan: Option<&PortVlan>,
+        ofport: Option<u32>,
+    ) -> Result<(), RegistryError> {
+        let Some(n) = ofport else {
+            return self.port_add_here(name, vm, pt, vnet_hdr, vlan);
+        };
+        let pn = Self::parse(name)?;
+        let Target::Vale { switch, port } = &pn.target else {
+            return Err(RegistryError::OfPortNotSwitchPort {
+                port: pn.to_string(),
+            });
+        };
+        let index = match u16::try_from(n) {
+            Ok(i) if (1..=MAX_PORTS).contains(&usize::from(i)) => i - 1,
+            _ => {
+                return Err(RegistryError::OfPortRange {
+                    port: pn.to_string(),
+                    ofport: n,
+                    max: MAX_PORTS,
+                })
+            }
+        };
+        if let Some(s) = self.switches.get(switch) {
+            if let Some(e) = s.ports.get(port) {
+                if e.port.index != index {
+                    return Err(RegistryError::OfPortOfExisting {
+                        port: pn.to_string(),
+                        ofport: n,
+                        has: u32::from(e.port.index) + 1,
+                    });
+                }
+            } else if let Some((holder, _)) = s.ports.iter().find(|(_, e)| e.port.index == index) {
+                return Err(RegistryError::OfPortTaken {
+                    port: pn.to_string(),
+                    ofport: n,
+                    holder: format!("{switch}:{holder}"),
+                });
+            }
+        }
+        // Where the port is made (see `Registry::wanted_index`); put back
+        // as it was if it cannot be.
+        let full = format!("{switch}:{port}");
+        let before = self.indexes.insert(full.clone(), index);
+        let r = self.port_add_here(name, vm, pt, vnet_hdr, vlan);
+        if r.is_err() {
+            match before {
+                Some(b) => self.indexes.insert(full, b),
+                None => self.indexes.remove(&full),
+            };
+        }
+        r
+    }
+
     /// `port-add`: a persistent port, with `vm` a VM port, with `pt` a
     /// passthrough port (with `vnet_hdr`, its frames carry a virtio-net
     /// header); a switch port in `vlan` (none: a trunk of every VLAN).
-    pub fn port_add(
+    fn port_add_here(
         &mut self,
         name: &str,
         vm: Option<&VhostUserSpec>,
