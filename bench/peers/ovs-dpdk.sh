@@ -53,6 +53,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # cpu_ticks, now_s (its log and die are replaced by this script's below)
 # shellcheck source=../lib/common.sh disable=SC1091 # followed with shellcheck -x
 . "$HERE/../lib/common.sh"
+# hugepages, starting and stopping OVS-DPDK, the bridge br0
+# shellcheck source=../lib/ovs.sh disable=SC1091 # followed with shellcheck -x
+. "$HERE/../lib/ovs.sh"
 
 usage() {
 	cat <<EOF
@@ -180,7 +183,6 @@ for m in $MAXSLEEPS; do is_uint "$m" || die "bad --maxsleep value '$m'"; done
 
 # ---------------------------------------------------------------- install
 
-VSWITCHD=/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk
 install_pkgs() {
 	command -v apt-get >/dev/null 2>&1 || die "$* missing and no apt-get"
 	log "installing $* (apt-get)"
@@ -191,19 +193,16 @@ install_pkgs() {
 }
 need=()
 command -v dpdk-testpmd >/dev/null 2>&1 || need+=(dpdk-dev)
-[[ -x $VSWITCHD ]] || need+=(openvswitch-switch-dpdk)
+[[ -x $OVS_VSWITCHD ]] || need+=(openvswitch-switch-dpdk)
 ((${#need[@]} == 0)) || install_pkgs "${need[@]}"
 command -v dpdk-testpmd >/dev/null 2>&1 || die "dpdk-testpmd still missing"
-[[ -x $VSWITCHD ]] || die "$VSWITCHD still missing"
-OVS_VERSION=$("$VSWITCHD" --version 2>/dev/null | awk 'NR == 1 { print $NF }')
+[[ -x $OVS_VSWITCHD ]] || die "$OVS_VSWITCHD still missing"
+OVS_VERSION=$("$OVS_VSWITCHD" --version 2>/dev/null | awk 'NR == 1 { print $NF }')
 
 # ---------------------------------------------------------------- cleanup
 
 WORKDIR=
-HP_ORIG=     # vm.nr_hugepages before we raised it
-HP_MOUNT=    # hugetlbfs mount point we created
-OVSDB_PID=
-VSWITCHD_PID=
+VSWITCHD_PID= # ovs-vswitchd-dpdk (bench/lib/ovs.sh starts and stops it)
 IDLE_FDS=()
 declare -a PIDS=()     # testpmd processes still to stop
 declare -a PREFIXES=() # --file-prefix values, runtime dirs removed at exit
@@ -247,17 +246,9 @@ cleanup() {
 		stop_clients >/dev/null 2>&1 || true
 	fi
 	stop_testpmds
-	[[ -n $VSWITCHD_PID ]] && stop_pids TERM "$VSWITCHD_PID"
-	[[ -n $OVSDB_PID ]] && stop_pids TERM "$OVSDB_PID"
+	ovs_stop
 	for p in "${PREFIXES[@]}"; do rm -rf -- "${DPDK_RUNDIR:?}/$p"; done
-	if [[ -n $HP_MOUNT ]]; then
-		umount "$HP_MOUNT" 2>/dev/null || log "warning: could not unmount $HP_MOUNT"
-		rmdir "$HP_MOUNT" 2>/dev/null || true
-	fi
-	if [[ -n $HP_ORIG ]]; then
-		echo "$HP_ORIG" >/proc/sys/vm/nr_hugepages 2>/dev/null ||
-			log "warning: could not put vm.nr_hugepages back to $HP_ORIG"
-	fi
+	ovs_hugepages_restore
 	if [[ -n $RAWDIR && -n $WORKDIR && -d $WORKDIR ]]; then
 		cp "$WORKDIR"/*.log "$WORKDIR"/*.cmd "$WORKDIR"/*.txt "$RAWDIR"/ 2>/dev/null || true
 	fi
@@ -275,72 +266,34 @@ D=$WORKDIR
 
 # ---------------------------------------------------------------- hugepages
 
-free_pages=$(awk '$1 == "HugePages_Free:" { print $2 }' /proc/meminfo)
-if ((${free_pages:-0} < 300)); then
-	HP_ORIG=$(cat /proc/sys/vm/nr_hugepages)
-	want=$((HP_ORIG + 300 - ${free_pages:-0}))
-	log "vm.nr_hugepages $HP_ORIG -> $want (OVS-DPDK: dpdk-socket-mem=512)"
-	echo "$want" >/proc/sys/vm/nr_hugepages
-	free_pages=$(awk '$1 == "HugePages_Free:" { print $2 }' /proc/meminfo)
-	((free_pages >= 256)) || die "only $free_pages free 2 MiB hugepages after raising vm.nr_hugepages"
-fi
-if ! awk '$3 == "hugetlbfs" { f = 1 } END { exit !f }' /proc/mounts; then
-	mkdir -p "$D/huge"
-	mount -t hugetlbfs nodev "$D/huge" || die "cannot mount hugetlbfs"
-	HP_MOUNT=$D/huge
-	log "mounted hugetlbfs on $HP_MOUNT"
-fi
+ovs_hugepages "$D" || die "$OVS_ERROR"
+[[ -z $OVS_HP_ORIG ]] || log "vm.nr_hugepages $OVS_HP_ORIG -> $(cat /proc/sys/vm/nr_hugepages) (OVS-DPDK: dpdk-socket-mem=512)"
+[[ -z $OVS_HP_MOUNT ]] || log "mounted hugetlbfs on $OVS_HP_MOUNT"
 
 # ---------------------------------------------------------------- OVS
 
-export OVS_RUNDIR=$D OVS_LOGDIR=$D OVS_DBDIR=$D
-V=(ovs-vsctl --timeout=20 "--db=unix:$D/db.sock")
-appctl() { ovs-appctl --timeout=20 -t "$D/ovs-vswitchd-dpdk.$VSWITCHD_PID.ctl" "$@"; }
-ofctl() { ovs-ofctl --timeout=20 "$1" "unix:$D/br0.mgmt" "${@:2}"; }
+V=(ovs_vsctl)
+appctl() { ovs_appctl "$@"; }
+ofctl() { ovs_ofctl "$@"; }
 
 ovs_fail() {
 	log "error: $*"
 	log "---- ovs-vswitchd log, last 25 lines ----"
-	tail -n 25 "$D/vswitchd.log" 2>/dev/null | cut -c1-220 >&2
+	ovs_log_tail 25 >&2
 	exit 1
 }
 
 log "starting ovsdb-server and ovs-vswitchd-dpdk $OVS_VERSION in $D"
 T_START=$(now_s)
-ovsdb-tool create "$D/conf.db" /usr/share/openvswitch/vswitch.ovsschema
-# Not --detach: they stay our children, in our process group.
-ovsdb-server "--remote=punix:$D/db.sock" "--pidfile=$D/ovsdb.pid" -vconsole:off \
-	"--log-file=$D/ovsdb.log" "$D/conf.db" </dev/null >/dev/null 2>&1 &
-OVSDB_PID=$!
-# wait_for WHAT SECS COMMAND...: until COMMAND succeeds.
-wait_for() {
-	local what=$1 deadline=$((SECONDS + $2))
-	shift 2
-	until "$@"; do
-		((SECONDS < deadline)) || ovs_fail "$what not ready after ${TIMEOUT}s"
-		sleep 0.1
-	done
-}
-wait_for ovsdb-server "$TIMEOUT" test -S "$D/db.sock"
-"${V[@]}" --no-wait init
 first_pmd=${PLACEMENTS%% *}
 first_pmd=${first_pmd##*,}
 PMD_CPU=$first_pmd
-"${V[@]}" --no-wait set Open_vSwitch . other_config:dpdk-init=true \
-	other_config:dpdk-extra="--no-pci" other_config:dpdk-socket-mem=512 \
-	other_config:dpdk-socket-limit=512 \
-	other_config:pmd-cpu-mask="$(printf '0x%x' $((1 << first_pmd)))" \
-	other_config:dpdk-lcore-mask=0x1
-"$VSWITCHD" "unix:$D/db.sock" "--pidfile=$D/vswitchd.pid" -vconsole:off \
-	"--log-file=$D/vswitchd.log" </dev/null >"$D/vswitchd.out" 2>&1 &
-VSWITCHD_PID=$!
-vswitchd_up() {
-	kill -0 "$VSWITCHD_PID" 2>/dev/null || ovs_fail "ovs-vswitchd-dpdk exited during start-up ($(tail -n 3 "$D/vswitchd.out" 2>/dev/null))"
-	grep -q 'DPDK Enabled - initialized' "$D/vswitchd.log" 2>/dev/null && [[ -S $D/ovs-vswitchd-dpdk.$VSWITCHD_PID.ctl ]]
-}
-wait_for "ovs-vswitchd-dpdk (DPDK initialised, control socket)" "$TIMEOUT" vswitchd_up
+OVS_START_TIMEOUT=$TIMEOUT
+# ovsdb-server and ovs-vswitchd-dpdk stay our children, in our process
+# group; the bridge br0 (netdev) is there when it returns.
+ovs_start "$D" "$first_pmd" || ovs_fail "$OVS_ERROR"
+VSWITCHD_PID=$OVS_VSWITCHD_PID
 log "ovs-vswitchd-dpdk up $(awk -v a="$T_START" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }') s after ovsdb-server's start"
-"${V[@]}" add-br br0 -- set bridge br0 datapath_type=netdev
 # TX_PORT: the sender's port, RX_PORT: the receiver's; $D/PORT.sock each.
 # add_port PORT N: OVS port number N (0, 1) of the --ports kind.
 if [[ $PORTS == vhost ]]; then

@@ -15,18 +15,28 @@
 #                    the guests without ringswitch: socket (QEMU's own -netdev
 #                    socket, multicast on 127.0.0.1) and testpmd (the same
 #                    vhost-user QEMU lines as with ringswitch, on two
-#                    net_vhost ports of DPDK's testpmd forwarding between them)
+#                    net_vhost ports of DPDK's testpmd forwarding between them);
+#                    and a peer: ovs (Open vSwitch with DPDK, the userspace
+#                    datapath, a dpdkvhostuserclient port per guest on the
+#                    learning bridge br0; QEMU listens, as with
+#                    PORT_MODE=client; root, hugepages)
+#   RS_VM_OVS_PMD_CPU       ovs: the CPU of OVS's one PMD thread (default 1)
+#   RS_VM_OVS_PMD_MAXSLEEP  ovs: its other_config:pmd-maxsleep in us
+#                    (default 500, 0: not set; see ovs_backend_start)
 #   RINGSWITCH_LOG   the daemon's log level (default debug)
 #   RS_VM_OUT        where the initramfs and the logs go (default target/vm)
 
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$VM_DIR/../.." && pwd)
+# OVS-DPDK's start and stop (RS_VM_BACKEND=ovs), shared with bench/peers/ovs-dpdk.sh
+# shellcheck source=bench/lib/ovs.sh
+. "$ROOT/bench/lib/ovs.sh"
 BIN=${RINGSWITCH_BIN:-$ROOT/target/release/ringswitch}
 BACKEND=${RS_VM_BACKEND:-ringswitch}
 VM_OUT=${RS_VM_OUT:-$ROOT/target/vm}
 LOGLEVEL=${RINGSWITCH_LOG:-debug}
 # No process of ours lives longer than this (seconds), even if this script is
-# killed with SIGKILL: QEMU and the daemon run under timeout(1), and the
+# killed with SIGKILL: QEMU, the daemon and OVS run under timeout(1), and the
 # guests power themselves off.
 MAX_LIFE=${RS_VM_MAX_LIFE:-400}
 
@@ -103,6 +113,18 @@ fail() {
                 head_tail "$q" 6
             fi
         done
+        if [ "$BACKEND" = ovs ] && [ -s "$OVS_DIR/vswitchd.log" ]; then
+            echo
+            echo "--- OVS: first warnings and errors in $OVS_DIR/vswitchd.log ---"
+            grep -a -E '\|(WARN|ERR|EMER)\|' "$OVS_DIR/vswitchd.log" | head -n 8 | cut -c1-220
+            echo "--- OVS: last 30 lines of $OVS_DIR/vswitchd.log ---"
+            ovs_log_tail 30
+            if [ -n "$OVS_UP" ]; then
+                echo "--- ovs-ofctl dump-ports-desc br0, dump-ports br0 ---"
+                ovs_ofctl dump-ports-desc 2>&1 | grep -E '^ [0-9]+\(|state:'
+                ovs_ofctl dump-ports 2>&1
+            fi
+        fi
         if [ -n "$DAEMON_UP" ] && ! daemon_alive; then
             echo
             echo "NOTE: the daemon (pid $DAEMON_PID) is no longer running, and this script did not stop it"
@@ -149,6 +171,9 @@ cleanup() {
     set +e
     DAEMON_UP=
     trap - ERR
+    # OVS first (its jobs are not in WRAPPERS): ovs-vswitchd, then its database
+    OVS_UP=
+    ovs_stop
     for p in "${WRAPPERS[@]}"; do kill -TERM "$p" 2>/dev/null; done
     t=$(($(now_ms) + 5000))
     for p in "${WRAPPERS[@]}"; do
@@ -158,6 +183,7 @@ cleanup() {
         kill -0 "$p" 2>/dev/null && kill -KILL -- "-$p" 2>/dev/null
     done
     wait 2>/dev/null
+    ovs_hugepages_restore
     for p in "${NETNS[@]}"; do ip netns del "$p" 2>/dev/null; done
     for p in "${HOST_LINKS[@]}"; do ip link del "$p" 2>/dev/null; done
     [ -n "$SOCKDIR" ] && rm -f "$SOCKDIR"/*.sock
@@ -196,7 +222,11 @@ vm_init() {
             ;;
         socket) ;;
         testpmd) command -v dpdk-testpmd >/dev/null || fail "no dpdk-testpmd (apt-get install dpdk)" ;;
-        *) fail "RS_VM_BACKEND must be ringswitch, testpmd or socket, not $BACKEND" ;;
+        ovs)
+            [ -x "$OVS_VSWITCHD" ] || fail "no $OVS_VSWITCHD (apt-get install openvswitch-switch-dpdk)"
+            [ "$(id -u)" = 0 ] || fail "the ovs backend needs root (hugepages, and OVS-DPDK itself)"
+            ;;
+        *) fail "RS_VM_BACKEND must be ringswitch, testpmd, socket or ovs, not $BACKEND" ;;
     esac
     note "backend $BACKEND, logs in $RUN"
 }
@@ -229,9 +259,14 @@ guest_start() {
         socket)
             net=(-netdev "socket,id=n0,mcast=230.0.0.1:$MCAST_PORT,localaddr=127.0.0.1")
             ;;
-        ringswitch | testpmd)
+        ringswitch | testpmd | ovs)
             local chr="socket,id=c0,path=$SOCKDIR/${G_SOCKNAME[$g]:-$g}.sock"
-            if [ "$PORT_MODE" = client ]; then chr+=",server=on,wait=off"; else chr+=",reconnect=1"; fi
+            # OVS's dpdkvhostuserclient ports connect: QEMU always listens
+            if [ "$PORT_MODE" = client ] || [ "$BACKEND" = ovs ]; then
+                chr+=",server=on,wait=off"
+            else
+                chr+=",reconnect=1"
+            fi
             net=(-chardev "$chr" -netdev "vhost-user,id=n0,chardev=c0,queues=$QUEUES")
             [ "$QUEUES" -gt 1 ] && dev+=",mq=on"
             ;;
@@ -255,6 +290,7 @@ guest_start() {
     local fd
     exec {fd}<>"$ctl.in"
     if [ -n "${G_INCOMING[$g]:-}" ]; then
+        # shellcheck disable=SC2034 # taken over by run.sh once the guest moved
         G_FD_NEXT[$g]=$fd
     else
         local old=${G_FD[$g]:-}
@@ -351,6 +387,10 @@ backend_up() {
             for g in "$@"; do port_add "$g"; done
             ;;
         testpmd) testpmd_start "$@" ;;
+        ovs)
+            [ -n "$OVS_UP" ] || ovs_backend_start
+            for g in "$@"; do ovs_port_add "$g"; done
+            ;;
         socket) ;;
     esac
 }
@@ -360,7 +400,54 @@ backend_kill() {
     case "$BACKEND" in
         ringswitch) daemon_kill "$1" ;;
         testpmd) testpmd_kill "$1" ;;
-        socket) fail "the socket backend has no switch to kill" ;;
+        socket | ovs) fail "the $BACKEND backend has no switch to kill" ;;
+    esac
+}
+
+# port_connected NAME: guest NAME's port has its vhost-user connection
+# (ringswitch: ctl port list; ovs: the interface's link is up).
+port_connected() {
+    case "$BACKEND" in
+        ringswitch)
+            ctl port list --json 2>/dev/null |
+                jq -e --arg p "vale0:$1" '.[] | select(.name == $p and .vhost_user.connected)' >/dev/null
+            ;;
+        ovs) [ "$(ovs_vsctl get Interface "$1" link_state 2>/dev/null)" = up ] ;;
+        *) return 0 ;;
+    esac
+}
+
+# port_delivered_bytes NAME: bytes the switch has delivered to guest NAME's
+# port so far (ringswitch: the port's rx_bytes, counted from the guest's
+# side; ovs: the interface's tx bytes, live from the datapath).
+port_delivered_bytes() {
+    case "$BACKEND" in
+        ringswitch) port_stat "vale0:$1" rx_bytes ;;
+        ovs) kv " $(ovs_port_counters "$1")" tx_bytes ;;
+        *) fail "the $BACKEND backend counts no bytes per port" ;;
+    esac
+}
+
+# switch_macs: the switch's table of learned addresses, for failure messages.
+switch_macs() {
+    case "$BACKEND" in
+        ringswitch) ctl macs vale0 2>&1 ;;
+        ovs) ovs_appctl fdb/show br0 2>&1 ;;
+    esac
+}
+
+# switch_mac_port MAC: the port on which the switch learned MAC (ringswitch:
+# vale0:NAME from ctl macs; ovs: the interface's name, from fdb/show), or
+# nothing.
+switch_mac_port() {
+    case "$BACKEND" in
+        ringswitch) ctl macs vale0 2>/dev/null | awk -v m="$1" 'tolower($1) == tolower(m) { print $3 }' ;;
+        ovs)
+            local n
+            n=$(ovs_appctl fdb/show br0 2>/dev/null | awk -v m="$1" 'tolower($3) == tolower(m) { print $1 }')
+            [ -z "$n" ] || ovs_vsctl --bare --columns=name find Interface "ofport=$n"
+            ;;
+        *) fail "the $BACKEND backend learns no addresses" ;;
     esac
 }
 
@@ -409,6 +496,72 @@ testpmd_kill() {
     done
     if [ "$1" = KILL ]; then st=killed; else { wait "$TESTPMD_WRAP"; } 2>/dev/null || st=$?; fi
     note "testpmd #$TESTPMD_GEN gone after SIG$1 (exit status $st)"
+}
+
+# ---- OVS-DPDK (a peer: the switch a user would otherwise put there) ---------------
+
+OVS_UP=
+OVS_PMD_CPU=${RS_VM_OVS_PMD_CPU:-1}
+OVS_PMD_MAXSLEEP=${RS_VM_OVS_PMD_MAXSLEEP:-500}
+
+# ovs_backend_start: OVS-DPDK (bench/lib/ovs.sh: hugepages, ovsdb-server,
+# ovs-vswitchd-dpdk under timeout like every process of ours, the netdev
+# bridge br0 with its NORMAL flow: a learning switch), in $RUN/ovs.
+# One PMD thread, pinned to OVS_PMD_CPU (DPDK's main lcore is on CPU 0).
+# pmd-maxsleep=500 (us): a PMD whose queues are nearly empty sleeps up to
+# 500 us instead of spinning. Spinning, it takes one of this machine's two
+# CPUs from the three TCG guests (A, B and A's destination) and the
+# migration; sleeping, the idle PMD costs about 5 % of a core
+# (bench/peers/ovs-dpdk.sh's idle windows), and a frame waits at most
+# 0.5 ms longer: nothing beside 10 ms pings and a downtime of hundreds of
+# ms. 500 is also the value bench/compare measures OVS with. (One migrate
+# run each, 2026-11-27: both passed, downtime 586 ms with 500 us, 716 ms
+# spinning; too few runs to tell the two apart.)
+# RS_VM_OVS_PMD_MAXSLEEP=0 leaves it unset (spinning).
+ovs_backend_start() {
+    local cfg=()
+    [ "$OVS_PMD_MAXSLEEP" = 0 ] || cfg=("pmd-maxsleep=$OVS_PMD_MAXSLEEP")
+    mkdir -p "$RUN/ovs"
+    # shellcheck disable=SC2034 # read by bench/lib/ovs.sh's ovs_start
+    OVS_WRAP=(timeout -k 5 "$MAX_LIFE")
+    # shellcheck disable=SC2034 # read by bench/lib/ovs.sh's ovs_start
+    OVS_START_TIMEOUT=60
+    local t0
+    t0=$(now_ms)
+    ovs_hugepages "$RUN/ovs" || fail "$OVS_ERROR"
+    # (the exit trap stops both daemons: ovs_stop, also after a failed start)
+    ovs_start "$RUN/ovs" "$OVS_PMD_CPU" "${cfg[@]}" || fail "OVS-DPDK did not start: $OVS_ERROR"
+    OVS_UP=1
+    note "OVS-DPDK $(ovs_version) up in $(($(now_ms) - t0)) ms (ovs-vswitchd-dpdk pid $OVS_VSWITCHD_PID, PMD on CPU $OVS_PMD_CPU, pmd-maxsleep $([ "$OVS_PMD_MAXSLEEP" = 0 ] && echo unset || echo "$OVS_PMD_MAXSLEEP us"); logs in $RUN/ovs)"
+}
+
+# ovs_port_add NAME: the dpdkvhostuserclient port NAME on br0, for guest
+# NAME: OVS connects to the socket its QEMU listens on ($SOCKDIR/NAME.sock),
+# and keeps trying (once a second) until it is there.
+ovs_port_add() {
+    local out err
+    out=$(ovs_vsctl add-port br0 "$1" -- set Interface "$1" type=dpdkvhostuserclient \
+        "options:vhost-server-path=$SOCKDIR/$1.sock" 2>&1) || fail "ovs-vsctl add-port br0 $1 failed: $out"
+    err=$(ovs_vsctl get Interface "$1" error 2>&1)
+    [ "$err" = '[]' ] || fail "OVS port $1: $err"
+    note "OVS port $1 (dpdkvhostuserclient, $SOCKDIR/$1.sock, OpenFlow port $(ovs_vsctl get Interface "$1" ofport))"
+}
+
+# ovs_port_counters NAME: "rx_packets=N rx_bytes=N rx_drop=N tx_packets=N ..."
+# of OVS port NAME, live from the datapath (ovs-ofctl dump-ports; rx is what
+# OVS received from the guest, tx what it sent to it).
+ovs_port_counters() {
+    # "  port  3: rx pkts=5155, bytes=388358, drop=0, errs=?, ..."
+    # "           tx pkts=13523, bytes=16407118, drop=0, errs=?, coll=?"
+    ovs_ofctl dump-ports "$1" 2>/dev/null | awk '
+        { for (i = 1; i <= NF; i++) {
+            if ($i == "rx" || $i == "tx") { d = $i; continue }
+            if (d == "" || split($i, kv, "=") != 2) continue
+            sub(/,$/, "", kv[2])
+            if (kv[1] == "pkts") o = o " " d "_packets=" kv[2]
+            else if (kv[1] == "bytes" || kv[1] == "drop") o = o " " d "_" kv[1] "=" kv[2]
+        } }
+        END { print substr(o, 2) }'
 }
 
 # ---- ringswitch ---------------------------------------------------------------

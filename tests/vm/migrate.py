@@ -18,7 +18,7 @@ then the whole time it was stopped, measured here. QEMU 7.2 under TCG
 loses pages the guest's CPU dirties while a live migration runs (a plain
 `-netdev socket` guest shows it too: its memory differs after the move),
 so the tests move a stopped guest; live moves are bench/migrate.sh's.
-It exits 1 exits 1 with a sentence on stderr when QEMU
+It exits 1 with a sentence on stderr when QEMU
 refuses the migration (a blocker: it names the reason), it fails, or it is
 not done within the timeout. Progress goes to stderr once a second.
 """
