@@ -143,6 +143,22 @@ reach() {
     note "$x reaches $y $(kv "$MATCH" seconds) s after the first try"
 }
 
+# pingloop_stop X Y: stops X's ping loop to Y (rs_pingloop_start, one ping
+# every 10 ms) and sets PINGS to "pings_sent=N pings_lost=N
+# longest_gap_ms=N" (the gap in pings × 10 ms); fails if none was answered.
+PINGS=
+pingloop_stop() {
+    guest_cmd "$1" rs_pingloop_stop
+    guest_done "$1" "$CMD_ID" 30
+    result "$1" PINGLOOP "$CMD_ID"
+    local ptx prx gap
+    ptx=$(kv "$MATCH" tx)
+    prx=$(kv "$MATCH" rx)
+    gap=$(kv "$MATCH" maxgap)
+    [ "${prx:-0}" -gt 0 ] || fail "$1's pings to $2: none answered ($MATCH)"
+    PINGS="pings_sent=$ptx pings_lost=$((ptx - prx)) longest_gap_ms=$((gap * 10))"
+}
+
 # tcp A B PORT [CPU]: A sends TCP_BYTES random bytes to B; the sha256 the two
 # guests print must match. Starts both ends and returns; tcp_check ends it.
 TCP_IDS=()
@@ -437,14 +453,7 @@ daemon_upgrade() {
     step "after the upgrade: B reaches A again"
     reach B A 30
     sleep 1
-    guest_cmd B rs_pingloop_stop
-    guest_done B "$CMD_ID" 30
-    result B PINGLOOP "$CMD_ID"
-    local ptx prx gap
-    ptx=$(kv "$MATCH" tx)
-    prx=$(kv "$MATCH" rx)
-    gap=$(kv "$MATCH" maxgap)
-    [ "${prx:-0}" -gt 0 ] || fail "B's pings to A: none answered ($MATCH)"
+    pingloop_stop B A
 
     step "the pipe pair finishes: every frame arrives"
     wait "$txp" || fail "the pipe's sender failed: $(cat "$RUN/pipe-tx.err")"
@@ -452,7 +461,7 @@ daemon_upgrade() {
     local got
     got=$(tail -n 1 "$RUN/pipe-rx.json" | jq -r .packets)
     [ "$got" = "$n" ] || fail "the pipe's receiver got $got frames of $n"
-    note "RESULT daemon-upgrade mode=$1 pings_sent=$ptx pings_lost=$((ptx - prx)) longest_gap_ms=$((gap * 10)) pipe_frames=$got/$n"
+    note "RESULT daemon-upgrade mode=$1 $PINGS pipe_frames=$got/$n"
     ping_pairs "A B" "B A"
     show_counters A B
 }
@@ -770,15 +779,8 @@ PY
     note "of them, port A2 (the destination) delivered $moved bytes"
 
     step "B's 10 ms pings across the migration"
-    guest_cmd B rs_pingloop_stop
-    guest_done B "$CMD_ID" 30
-    result B PINGLOOP "$CMD_ID"
-    local ptx prx gap
-    ptx=$(kv "$MATCH" tx)
-    prx=$(kv "$MATCH" rx)
-    gap=$(kv "$MATCH" maxgap)
-    [ "${prx:-0}" -gt 0 ] || fail "B's pings to A: none answered ($MATCH)"
-    note "RESULT migrate announce=$announce ${out#MIGRATE status=completed } pings_sent=$ptx pings_lost=$((ptx - prx)) longest_gap_ms=$((gap * 10))"
+    pingloop_stop B A
+    note "RESULT migrate announce=$announce ${out#MIGRATE status=completed } $PINGS"
 
     step "A (on port A2) and B reach each other; the switch knows A there"
     ping_pairs "B A" "A B"
