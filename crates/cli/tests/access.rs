@@ -620,6 +620,20 @@ fn peers_get_what_the_policy_gives_them() {
     );
     assert!(o.status.success(), "{}", text(&o));
     d.ctl_ok(&["switch", "del", "vale9"]);
+    // ...but does not choose a program for the daemon's user to run.
+    let o = run_as(
+        NOBODY,
+        NOBODY,
+        &[admins],
+        s,
+        &["ctl", "upgrade", "--binary", "/bin/true"],
+    );
+    assert!(!o.status.success(), "an admin named the upgrade's binary");
+    assert!(
+        text(&o).contains("only root or that user may name one"),
+        "{}",
+        text(&o)
+    );
     d.still_works();
     drop(d);
     // One group: the socket is that group's.

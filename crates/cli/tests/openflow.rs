@@ -48,6 +48,13 @@ fn ctl_ok(d: &Daemon, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A `--config` file path of a test, with no file there yet.
+fn fresh_config(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("rs-of-{}-{tag}.json", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
 /// The switch's OpenFlow socket of a test.
 fn of_sock(tag: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("rs-of-{}-{tag}.sock", std::process::id()));
@@ -407,8 +414,7 @@ fn port_numbers_survive_a_restart() {
     if !have_ovs_ofctl() {
         return;
     }
-    let config = std::env::temp_dir().join(format!("rs-of-{}-config.json", std::process::id()));
-    let _ = std::fs::remove_file(&config);
+    let config = fresh_config("config");
     let sock = of_sock("restart");
     let listen = format!("unix:{}", sock.display());
     {
@@ -445,8 +451,7 @@ fn a_vm_port_has_the_openflow_number_it_asks_for_on_every_daemon() {
     if !have_ovs_ofctl() {
         return;
     }
-    let config = std::env::temp_dir().join(format!("rs-of-{}-ofport.json", std::process::id()));
-    let _ = std::fs::remove_file(&config);
+    let config = fresh_config("ofport");
     let vm_sock = |tag: &str| {
         std::env::temp_dir()
             .join(format!("rs-of-{}-{tag}-vm.sock", std::process::id()))

@@ -843,7 +843,7 @@ fn serve_one(
         }
     };
     let (reply, fds) = match req {
-        Request::Upgrade { binary } => (upgrade_request(role, binary, plane), vec![]),
+        Request::Upgrade { binary } => (upgrade_request(who, role, binary, plane), vec![]),
         req => handle(who, role, req, registry),
     };
     let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
@@ -853,12 +853,25 @@ fn serve_one(
 /// Answers `upgrade`: the binary checked ([`upgrade::check_binary`]) and,
 /// if it runs, left for [`serve_until_signalled`], which stops the daemon
 /// once this reply is on its way.
-fn upgrade_request(role: Role, binary: Option<String>, plane: &ControlPlane) -> Reply {
+///
+/// Naming another binary runs it as the daemon's user: only root and that
+/// user may (a member of `--admin-group` administers the switch, not the
+/// account it runs as), and only a binary that they own and no one else
+/// may write ([`upgrade::check_binary`]).
+fn upgrade_request(who: Who, role: Role, binary: Option<String>, plane: &ControlPlane) -> Reply {
     let req = Request::Upgrade {
         binary: binary.clone(),
     };
     if let Err(e) = access::allowed(role, &req) {
         return Reply::err(e);
+    }
+    let daemon_uid = plane.policy.daemon_uid;
+    if binary.is_some() && who.uid != 0 && who.uid != daemon_uid {
+        return Reply::err(ErrorReply::new(
+            ErrorCode::Denied,
+            "upgrade --binary runs a program as the daemon's user: only root or that user may name one; \
+             an administrator may upgrade to the binary at the daemon's own path",
+        ));
     }
     let Some(program) = &plane.program else {
         return Reply::err(ErrorReply::new(
@@ -867,7 +880,7 @@ fn upgrade_request(role: Role, binary: Option<String>, plane: &ControlPlane) -> 
         ));
     };
     let path = binary.map_or_else(|| program.path.clone(), PathBuf::from);
-    let version = match upgrade::check_binary(&path) {
+    let version = match upgrade::check_binary(&path, daemon_uid) {
         Ok(v) => v,
         Err(e) => return Reply::err(e),
     };

@@ -63,17 +63,33 @@ fn refuse(msg: String) -> ErrorReply {
     ErrorReply::new(ErrorCode::BadRequest, msg)
 }
 
-/// Checks that `binary` is an executable file that runs and calls itself
-/// ringswitch (`BINARY --version`, within [`CHECK_WAIT`]): a daemon that
-/// stops for a binary that cannot start has nothing to come back to.
-/// Returns its version line.
-pub fn check_binary(binary: &Path) -> Result<String, ErrorReply> {
+/// Checks that `binary` is a file owned by root or `daemon_uid` that no
+/// one else may write (the daemon will run it as itself: not writable by
+/// all, nor by a group other than root's or the daemon's), and that it
+/// runs and calls itself ringswitch (`BINARY --version`, within
+/// [`CHECK_WAIT`]): a daemon that stops for a binary that cannot start has
+/// nothing to come back to. Returns its version line.
+pub fn check_binary(binary: &Path, daemon_uid: u32) -> Result<String, ErrorReply> {
+    use std::os::unix::fs::MetadataExt;
     let md = std::fs::metadata(binary)
         .map_err(|e| refuse(format!("cannot upgrade to {}: {e}", binary.display())))?;
     if !md.is_file() {
         return Err(refuse(format!(
             "cannot upgrade to {}: it is not a regular file",
             binary.display()
+        )));
+    }
+    // Group-writable is fine for the daemon's own group (a user's private
+    // group under umask 002); /proc/self belongs to our uid and gid.
+    let own_gid = std::fs::metadata("/proc/self").map_or(0, |m| m.gid());
+    let group_may_write = md.mode() & 0o020 != 0 && md.gid() != 0 && md.gid() != own_gid;
+    if (md.uid() != 0 && md.uid() != daemon_uid) || md.mode() & 0o002 != 0 || group_may_write {
+        return Err(refuse(format!(
+            "cannot upgrade to {}: the daemon runs only a binary that root or its own user owns \
+             and no one else may write (this one: owner {}, mode {:o})",
+            binary.display(),
+            md.uid(),
+            md.mode() & 0o7777
         )));
     }
     let mut child = Command::new(binary)
@@ -141,17 +157,34 @@ mod tests {
         );
     }
 
+    fn me() -> u32 {
+        ringswitch_control::socket::euid()
+    }
+
     #[test]
     fn a_binary_that_is_not_ringswitch_is_refused() {
-        let e = check_binary(Path::new("/bin/true")).unwrap_err();
+        let e = check_binary(Path::new("/bin/true"), me()).unwrap_err();
         assert!(
             e.message.contains("not a ringswitch daemon"),
             "{}",
             e.message
         );
-        let e = check_binary(Path::new("/nonexistent/ringswitchd")).unwrap_err();
+        let e = check_binary(Path::new("/nonexistent/ringswitchd"), me()).unwrap_err();
         assert!(e.message.contains("cannot upgrade to"), "{}", e.message);
-        let e = check_binary(Path::new("/tmp")).unwrap_err();
+        let e = check_binary(Path::new("/tmp"), me()).unwrap_err();
         assert!(e.message.contains("not a regular file"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_binary_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("rs-upgrade-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("ringswitchd");
+        std::fs::copy("/bin/true", &f).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = check_binary(&f, me()).unwrap_err();
+        assert!(e.message.contains("no one else may write"), "{}", e.message);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
