@@ -430,7 +430,8 @@ daemon_upgrade() {
     local rxp=$!
     local t=$(($(now_ms) + 20000))
     # (a pipe is listed by its own name, x{1)
-    until ctl port list 2>/dev/null | grep -qF 'x{1 '; do
+    local ports
+    until ports=$(ctl port list 2>/dev/null) && grep -qF 'x{1 ' <<<"$ports"; do
         [ "$(now_ms)" -lt "$t" ] || fail "the pipe's receiver did not open valep:x{1 in 20 s: $(cat "$RUN/pipe-rx.err")"
         sleep 0.05
     done
@@ -448,7 +449,8 @@ daemon_upgrade() {
     printf '%s ctl upgrade\n%s\n' "$(elapsed)" "$out" >>"$RUN/ctl.log"
     [ "$(pgrep -P "$DAEMON_WRAP" || true)" = "$pid_before" ] || fail "the daemon's pid changed (was $pid_before)"
     if ! guest_alive A || ! guest_alive B; then fail "a guest died with the upgrade"; fi
-    ctl port list | grep -q 'vale0:A' || fail "vale0:A did not come back from --config"
+    ports=$(ctl port list 2>&1) || fail "ctl port list failed after the upgrade: $ports"
+    grep -q 'vale0:A' <<<"$ports" || fail "vale0:A did not come back from --config: $ports"
 
     step "after the upgrade: B reaches A again"
     reach B A 30

@@ -144,7 +144,10 @@ fn main() -> ExitCode {
     let socket = ringswitch_client::socket_for(cli.socket.as_deref());
     let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Serve(a) => serve(socket, a),
-        Cmd::Ctl(a) => ctl::run(&socket, a),
+        Cmd::Ctl(a) => {
+            quiet_on_closed_stdout();
+            ctl::run(&socket, a)
+        }
         Cmd::PktGen(a) => pktgen::run(&socket, &a).map_err(Into::into),
         Cmd::Bridge(a) => bridge(&socket, a),
         Cmd::Demo(a) => demo::run(cli.socket, a),
@@ -155,6 +158,18 @@ fn main() -> ExitCode {
             print_error(e.as_ref());
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `ctl … | head` (or `grep -q`): a reader that stops early ends the
+/// command quietly, as with any Unix tool, instead of a panic on EPIPE.
+/// Only for `ctl`, which talks to nothing but the daemon and stdout: a
+/// daemon served in this process must see EPIPE on its sockets, not die.
+fn quiet_on_closed_stdout() {
+    // SAFETY: restores the default disposition of SIGPIPE, which Rust's
+    // runtime set to ignored; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
