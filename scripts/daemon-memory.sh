@@ -11,7 +11,9 @@
 # functions that run are, not with their size. To see which functions run:
 #   valgrind --tool=callgrind --dump-instr=yes target/release/ringswitchd ...
 # and compare their addresses with `nm -n -S`; crates/cli/link/ringswitchd.ld
-# keeps code that does not run for ring ports out of the way.
+# keeps code that does not run for ring ports out of the way, and
+# crates/cli/link/ringswitchd-hot.ld (scripts/hot-text.sh) puts the code
+# that does run together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release}/ringswitch
