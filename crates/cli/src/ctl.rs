@@ -91,8 +91,10 @@ struct AttachArgs {
     /// `<nic>^` when a NIC is given and NAME is left out.
     #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
     host: Option<String>,
-    /// How to attach the NIC: auto (native XDP, then generic XDP, then
-    /// AF_PACKET), native, generic or packet.
+    /// How to attach the NIC: auto (a device: native XDP, then generic XDP,
+    /// then AF_PACKET; a veth or other software interface: AF_PACKET, which
+    /// carries its stack's GSO frames and partial checksums), native,
+    /// generic or packet.
     #[arg(long, value_enum, default_value = "auto")]
     mode: ModeArg,
     /// NIC queues to attach (default: all its receive queues).

@@ -141,6 +141,80 @@ pub(crate) fn channel_rx_queues(name: &str) -> Result<Option<u32>, DevError> {
     }
 }
 
+/// `struct ethtool_drvinfo`.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+
+/// Where an interface's frames come from, as far as offloads go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Feed {
+    /// A device on a bus (`ethtool -i`'s bus-info names it: a PCI
+    /// address, a virtio device): frames arrive from a wire, whole and
+    /// with finished checksums, before the stack's GRO.
+    Device {
+        /// The kernel driver ("virtio_net", "ixgbe").
+        driver: String,
+    },
+    /// A software interface (veth, bridge, macvlan, vxlan, tun; bus-info
+    /// empty, "N/A" or "tap", or no driver information at all): its frames
+    /// come from a local network stack, which hands over GSO frames and
+    /// partial checksums while the sender keeps its default offloads.
+    Software {
+        /// The kernel driver, or "unknown" when it does not say.
+        driver: String,
+    },
+}
+
+/// What drives `name` (the ethtool driver-information request, answered in
+/// the calling thread's network namespace).
+pub fn feed(name: &str) -> Result<Feed, DevError> {
+    let s = ctl_socket()?;
+    let mut r = ifreq(name)?;
+    // SAFETY: ethtool_drvinfo is plain data; all zeroes is a valid value.
+    let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
+    info.cmd = ETHTOOL_GDRVINFO;
+    r.ifr_ifru.ifru_data = (&mut info as *mut EthtoolDrvinfo).cast();
+    // SAFETY: SIOCETHTOOL reads the name and the command, and writes at
+    // most the drvinfo struct `r` points to; both live across the call.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut r) } != 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            // Drivers without the request (dummy, loopback) are software.
+            Some(libc::EOPNOTSUPP) => Ok(Feed::Software {
+                driver: "unknown".into(),
+            }),
+            _ => Err(no_such_or(name, "reading the driver of", e)),
+        };
+    }
+    // The kernel's strings are NUL-terminated within their arrays; a
+    // string without a NUL is taken whole.
+    let text = |b: &[u8]| {
+        let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+        String::from_utf8_lossy(&b[..end]).into_owned()
+    };
+    let driver = text(&info.driver);
+    let bus = text(&info.bus_info);
+    Ok(match bus.as_str() {
+        "" | "N/A" | "tap" => Feed::Software { driver },
+        _ => Feed::Device { driver },
+    })
+}
+
 /// `/sys/class/net/NAME/queues/rx-*` counted (at least 1). Sysfs shows the
 /// namespace it was mounted in: an interface only found elsewhere (by
 /// index, in the calling thread's namespace) counts as one queue; one

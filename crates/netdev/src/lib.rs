@@ -12,7 +12,9 @@
 //!   one socket per queue, need_wakeup), native or generic mode.
 //! - [`packet`]: the AF_PACKET fallback (TPACKET_V3, mmap'ed rings).
 //! - [`tap`]: a multi-queue TAP interface with virtio-net headers.
-//! - [`open_nic`] picks the best of the first two and says why.
+//! - [`open_nic`] picks between the first two and says why: AF_XDP for a
+//!   device, AF_PACKET for a software interface (veth), whose frames come
+//!   from a local stack with GSO and partial checksums.
 //!
 //! Frames carry an `OffloadHdr` (the virtio-net header's offload fields):
 //! a TAP queue takes and gives partial checksums and TSO frames as they are;
@@ -108,14 +110,35 @@ pub struct Nic {
     pub reason: String,
 }
 
-/// Opens `cfg.ifname`: AF_XDP where it attaches, else AF_PACKET (in
-/// [`NicMode::Auto`]), logging which was chosen and why.
+/// Opens `cfg.ifname`, logging which way and why. In [`NicMode::Auto`]: a
+/// device's queues over AF_XDP where it attaches, else AF_PACKET; a
+/// software interface (veth and the like, [`iface::Feed`]) over AF_PACKET,
+/// which carries the offloads its stack hands over.
 pub fn open_nic(cfg: &NicConfig) -> Result<Nic, DevError> {
     iface::validate_name(&cfg.ifname)?;
     iface::ifindex(&cfg.ifname)?;
     let nic = match cfg.mode {
-        NicMode::Native => xdp::open(cfg, xdp::XdpMode::Native)?,
-        NicMode::Generic => xdp::open(cfg, xdp::XdpMode::Generic)?,
+        NicMode::Native | NicMode::Generic => {
+            let mode = if cfg.mode == NicMode::Native {
+                xdp::XdpMode::Native
+            } else {
+                xdp::XdpMode::Generic
+            };
+            let nic = xdp::open(cfg, mode)?;
+            if let Ok(iface::Feed::Software { driver }) = iface::feed(&cfg.ifname) {
+                // Once per attach: what this choice cannot carry.
+                tracing::warn!(
+                    ifname = %cfg.ifname,
+                    driver = %driver,
+                    "AF_XDP on a software interface, as asked: GSO frames its stack hands \
+                     over are dropped (counted in drop_kernel) and partial checksums arrive \
+                     unfinished, so TCP from it can stall; turn the sender's offloads off \
+                     (ethtool -K PEER tso off gso off tx off) or attach with --mode auto \
+                     (AF_PACKET, which carries them)"
+                );
+            }
+            nic
+        }
         NicMode::Packet => {
             let mut n = packet::open(cfg)?;
             n.reason = "AF_PACKET, as asked".into();
@@ -136,6 +159,29 @@ fn decisive(e: &DevError) -> bool {
 }
 
 fn auto(cfg: &NicConfig) -> Result<Nic, DevError> {
+    // A software interface's frames come from a local stack: GSO frames
+    // and partial checksums, which AF_XDP cannot carry (an XDP frame has no
+    // room for the offload request) and AF_PACKET's virtio-net header does.
+    // On a veth AF_PACKET is also the faster of the two here
+    // (bench/results/NIC-REPORT.md).
+    let feed = iface::feed(&cfg.ifname)?;
+    if let iface::Feed::Software { driver } = &feed {
+        match packet::open(cfg) {
+            Ok(mut n) => {
+                n.reason = format!(
+                    "{} is a software interface (driver {driver}) fed by a network stack, \
+                     which hands over GSO frames and partial checksums: AF_PACKET carries them \
+                     with its virtio-net header, AF_XDP cannot",
+                    cfg.ifname
+                );
+                return Ok(n);
+            }
+            Err(e) if decisive(&e) => return Err(e),
+            Err(e) => {
+                tracing::warn!(ifname = %cfg.ifname, error = %e, "AF_PACKET does not open on a software interface; trying AF_XDP");
+            }
+        }
+    }
     let native = match xdp::open(cfg, xdp::XdpMode::Native) {
         Ok(n) => return Ok(n),
         Err(e) if decisive(&e) => return Err(e),
