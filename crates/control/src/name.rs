@@ -141,6 +141,18 @@ fn parse_conf(opts: &str, base: Geometry) -> Result<Geometry, NameError> {
     Ok(g)
 }
 
+/// The port a pipe belongs to, which names the pipe with its id, as in
+/// netmap: `vale7:q` of `vale7:q{1` (a different pipe from `vale1:q{1`),
+/// `x` of `x{1`. `netmap:` is dropped, as libnetmap drops it before the
+/// kernel sees the name: `netmap:x{1` is `x{1`.
+fn pipe_base(s: &str) -> Result<String, NameError> {
+    let s = s.strip_prefix("netmap:").unwrap_or(s);
+    match s.split_once(':') {
+        None => part(s),
+        Some((sub, port)) => Ok(format!("{}:{}", part(sub)?, part(port)?)),
+    }
+}
+
 /// A port name without its options: `vale0:a` of `vale0:a@conf:slots=64`
 /// (the name as the switch and netmap's `ni_name` know it).
 pub fn base_name(name: &str) -> &str {
@@ -177,14 +189,10 @@ impl std::str::FromStr for PortName {
             } else {
                 PipeEnd::Slave
             };
-            let pbase = &base[..pos];
             let id = &base[pos + 1..];
-            // netmap also writes pipes as `netmap:x{1` or `vale0:x{1`; the
-            // prefix only names the family here.
-            let pbase = pbase.rsplit(':').next().unwrap_or(pbase);
             return Ok(PortName {
                 target: Target::Pipe {
-                    base: part(pbase)?,
+                    base: pipe_base(&base[..pos])?,
                     id: part(id)?,
                     end,
                 },
@@ -281,6 +289,36 @@ mod tests {
             }
         );
         assert_eq!(p("netmap:x{3").unwrap().to_string(), "x{3");
+    }
+
+    /// In netmap a pipe is named by its whole port name and id: the pipes
+    /// of `vale7:q` and of `vale1:q` are different pipes.
+    #[test]
+    fn pipe_names_keep_their_port() {
+        let a = p("vale7:q{1").unwrap();
+        let b = p("vale1:q}1").unwrap();
+        assert_eq!(
+            a.target,
+            Target::Pipe {
+                base: "vale7:q".into(),
+                id: "1".into(),
+                end: PipeEnd::Master
+            }
+        );
+        assert_eq!(
+            (a.to_string(), b.to_string()),
+            ("vale7:q{1".into(), "vale1:q}1".into())
+        );
+        let key = |n: &PortName| match &n.target {
+            Target::Pipe { base, id, .. } => Target::pipe_key(base, id),
+            t => panic!("{t:?}"),
+        };
+        assert_ne!(key(&a), key(&b));
+        assert_eq!(key(&a), key(&p("vale7:q}1").unwrap()));
+        assert_eq!(key(&p("q{1").unwrap()), key(&p("netmap:q}1").unwrap()));
+        assert!(matches!(p("a:b:c{1"), Err(NameError::Part(_))));
+        assert!(matches!(p(":q{1"), Err(NameError::Part(_))));
+        assert!(matches!(p("vale0:{1"), Err(NameError::Part(_))));
     }
 
     #[test]

@@ -27,6 +27,10 @@ pub mod req {
     pub const REGISTER: u16 = 1;
     /// Describe a port without binding it.
     pub const PORT_INFO_GET: u16 = 2;
+    /// Set a VALE port's virtio-net header length.
+    pub const PORT_HDR_SET: u16 = 6;
+    /// Get a port's virtio-net header length.
+    pub const PORT_HDR_GET: u16 = 7;
     /// Highest request type netmap defines (`CSB_ENABLE`).
     pub const LAST: u16 = 15;
 }
@@ -63,6 +67,8 @@ pub mod flags {
     pub const RX_RINGS_ONLY: u64 = 0x2000;
     /// Bind only the TX rings.
     pub const TX_RINGS_ONLY: u64 = 0x4000;
+    /// The application takes frames with the port's virtio-net header.
+    pub const ACCEPT_VNET_HDR: u64 = 0x8000;
     /// `poll` also syncs RX rings when asked only for TX (the default here).
     pub const DO_RX_POLL: u64 = 0x10000;
     /// `poll` does not sync TX rings unless asked for POLLOUT.
@@ -157,6 +163,16 @@ pub struct NmreqPortInfo {
     pub pad: [u16; 3],
 }
 
+/// `struct nmreq_port_hdr` (PORT_HDR_SET, PORT_HDR_GET).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NmreqPortHdr {
+    /// Virtio-net header length: 0, 10 or 12.
+    pub nr_hdr_len: u32,
+    /// Reserved.
+    pub nr_reserved: u32,
+}
+
 /// The legacy `struct nmreq` (NIOCREGIF, NIOCGINFO).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -197,3 +213,4 @@ const _: () = assert!(core::mem::size_of::<NmreqHeader>() == 88);
 const _: () = assert!(core::mem::size_of::<NmreqRegister>() == 56);
 const _: () = assert!(core::mem::size_of::<NmreqPortInfo>() == 32);
 const _: () = assert!(core::mem::size_of::<Nmreq>() == 60);
+const _: () = assert!(core::mem::size_of::<NmreqPortHdr>() == 8);

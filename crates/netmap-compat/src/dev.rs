@@ -3,7 +3,11 @@
 use libc::{c_int, c_ulong, c_void, off_t, size_t};
 use ringswitch_ring::Dir;
 
-use crate::abi::{self, legacy, mode, Nmreq, NmreqHeader, NmreqPortInfo, NmreqRegister};
+use ringswitch_ring::layout::{MAX_RINGS, MAX_SLOTS, MIN_RINGS, MIN_SLOTS};
+
+use crate::abi::{
+    self, legacy, mode, Nmreq, NmreqHeader, NmreqPortHdr, NmreqPortInfo, NmreqRegister,
+};
 use crate::file::{NmFile, RegRequest};
 use crate::{real, table, Errno};
 
@@ -54,6 +58,8 @@ pub fn close(fd: c_int) -> c_int {
     unsafe { real::close(fd) }
 }
 
+/// The port name of a request, as ringswitch names it (see
+/// [`ringswitch_name`]).
 fn name_of(raw: &[u8]) -> Result<String, Errno> {
     let end = raw
         .iter()
@@ -64,7 +70,59 @@ fn name_of(raw: &[u8]) -> Result<String, Errno> {
     if s.is_empty() {
         return Err(Errno::with(libc::EINVAL, "the port name is empty".into()));
     }
-    Ok(s.to_string())
+    Ok(ringswitch_name(s))
+}
+
+/// A name as the kernel receives it, as ringswitch names the same port.
+/// libnetmap (and nm_open) drop `netmap:` before the kernel sees a name,
+/// so an interface arrives bare (`eth0`): here it is `netmap:eth0`. The
+/// pipes of an interface (`eth0{1`) and every other name stay as they are.
+fn ringswitch_name(kernel: &str) -> String {
+    if ringswitch_control::name::base_name(kernel).contains([':', '{', '}']) {
+        kernel.to_string()
+    } else {
+        format!("netmap:{kernel}")
+    }
+}
+
+/// `name` with the sizes a REGISTER asks for in `nr_tx_rings`,
+/// `nr_rx_rings`, `nr_tx_slots` and `nr_rx_slots` (libnetmap moves a
+/// spec's `@conf:` there) as the `@conf:` options ringswitch's open takes.
+/// As in netmap they size a port this open creates, and an existing port
+/// keeps its own (the registration reports those). 0 asks for the
+/// default; other values are brought within ringswitch's limits, as
+/// netmap bounds them to its own, rather than refused.
+fn with_sizes(name: &str, reg: &NmreqRegister) -> String {
+    let rings = |v: u16| u32::from(v).clamp(MIN_RINGS, MAX_RINGS);
+    let slots = |v: u32| v.clamp(MIN_SLOTS, MAX_SLOTS);
+    let asked = [
+        ("tx-rings", reg.nr_tx_rings != 0, rings(reg.nr_tx_rings)),
+        ("rx-rings", reg.nr_rx_rings != 0, rings(reg.nr_rx_rings)),
+        ("tx-slots", reg.nr_tx_slots != 0, slots(reg.nr_tx_slots)),
+        ("rx-slots", reg.nr_rx_slots != 0, slots(reg.nr_rx_slots)),
+    ];
+    let mut out = name.to_string();
+    let mut sep = match name.split_once('@') {
+        None => "@conf:",
+        // After the name's own options, so the request's win, as when
+        // libnetmap parses `@conf:` into the request's fields.
+        Some((_, o)) if o.starts_with("conf:") => {
+            if o.len() > "conf:".len() {
+                ","
+            } else {
+                ""
+            }
+        }
+        // Not options ringswitch knows: the open refuses the name itself.
+        Some(_) => return out,
+    };
+    for (key, given, v) in asked {
+        if given {
+            out.push_str(&format!("{sep}{key}={v}"));
+            sep = ",";
+        }
+    }
+    out
 }
 
 /// ioctl() on an emulated descriptor.
@@ -125,9 +183,11 @@ unsafe fn ctrl(file: &NmFile, h: *mut NmreqHeader) -> Result<(), Errno> {
             "netmap request options (extmem, CSB, ...) are not supported; ringswitch ports always sync through their own CSB".into(),
         ));
     }
-    let name = name_of(&hdr.nr_name)?;
+    // The request type first: a request not supported here fails the same
+    // way whatever its name (vale-ctl's listing has an empty one).
     match hdr.nr_reqtype {
         abi::req::REGISTER => {
+            let name = name_of(&hdr.nr_name)?;
             let body = hdr.nr_body as *mut NmreqRegister;
             if body.is_null() {
                 return Err(efault("the REGISTER body"));
@@ -135,7 +195,7 @@ unsafe fn ctrl(file: &NmFile, h: *mut NmreqHeader) -> Result<(), Errno> {
             // SAFETY: non-null body of the type REGISTER names.
             let mut reg = unsafe { body.read_unaligned() };
             let info = file.register(
-                &name,
+                &with_sizes(&name, &reg),
                 RegRequest {
                     mode: reg.nr_mode,
                     ringid: reg.nr_ringid,
@@ -158,6 +218,7 @@ unsafe fn ctrl(file: &NmFile, h: *mut NmreqHeader) -> Result<(), Errno> {
             Ok(())
         }
         abi::req::PORT_INFO_GET => {
+            let name = name_of(&hdr.nr_name)?;
             let body = hdr.nr_body as *mut NmreqPortInfo;
             if body.is_null() {
                 return Err(efault("the PORT_INFO_GET body"));
@@ -175,6 +236,51 @@ unsafe fn ctrl(file: &NmFile, h: *mut NmreqHeader) -> Result<(), Errno> {
                 pad: [0; 3],
             };
             // SAFETY: non-null body of the type PORT_INFO_GET names.
+            unsafe { body.write_unaligned(out) };
+            Ok(())
+        }
+        abi::req::PORT_HDR_SET => {
+            let body = hdr.nr_body as *mut NmreqPortHdr;
+            if body.is_null() {
+                return Err(efault("the PORT_HDR_SET body"));
+            }
+            // SAFETY: non-null body of the type PORT_HDR_SET names.
+            let req = unsafe { body.read_unaligned() };
+            // The length first, as netmap checks it before the port.
+            if !crate::state::VNET_HDR_LENS.contains(&req.nr_hdr_len) {
+                return Err(Errno::with(
+                    libc::EINVAL,
+                    format!(
+                        "a virtio-net header is 0, 10 or 12 bytes, not {}",
+                        req.nr_hdr_len
+                    ),
+                ));
+            }
+            let name = name_of(&hdr.nr_name)?;
+            crate::file::set_hdr_len(&name, req.nr_hdr_len)
+        }
+        abi::req::PORT_HDR_GET => {
+            let body = hdr.nr_body as *mut NmreqPortHdr;
+            if body.is_null() {
+                return Err(efault("the PORT_HDR_GET body"));
+            }
+            let name = name_of(&hdr.nr_name)?;
+            // A port no descriptor of this process holds has no header
+            // here: headers are added and taken off in the process that
+            // has the port open, and frames on the switch never carry one.
+            let len = match crate::file::hdr_len_of(&name) {
+                Some(l) => l,
+                None => {
+                    name.parse::<ringswitch_control::PortName>()
+                        .map_err(|e| Errno::with(libc::EINVAL, format!("{name}: {e}")))?;
+                    0
+                }
+            };
+            let out = NmreqPortHdr {
+                nr_hdr_len: len,
+                nr_reserved: 0,
+            };
+            // SAFETY: non-null body of the type PORT_HDR_GET names.
             unsafe { body.write_unaligned(out) };
             Ok(())
         }
@@ -366,5 +472,65 @@ pub fn map_port(file: &NmFile, len: size_t) -> *mut c_void {
             libc::MAP_SHARED,
             0,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_interface_names_are_netmap_names() {
+        assert_eq!(ringswitch_name("eth0"), "netmap:eth0");
+        assert_eq!(
+            ringswitch_name("eth0@conf:rings=2"),
+            "netmap:eth0@conf:rings=2"
+        );
+        for same in [
+            "vale0:a",
+            "eth0{1",
+            "x}2",
+            "netmap:eth0",
+            "vale0:a@conf:rings=2",
+        ] {
+            assert_eq!(ringswitch_name(same), same);
+        }
+    }
+
+    #[test]
+    fn register_sizes_become_conf_options() {
+        let reg = |tr, rr, ts, rs| NmreqRegister {
+            nr_tx_rings: tr,
+            nr_rx_rings: rr,
+            nr_tx_slots: ts,
+            nr_rx_slots: rs,
+            ..NmreqRegister::default()
+        };
+        assert_eq!(with_sizes("vale0:a", &reg(0, 0, 0, 0)), "vale0:a");
+        assert_eq!(
+            with_sizes("vale0:a", &reg(2, 2, 0, 512)),
+            "vale0:a@conf:tx-rings=2,rx-rings=2,rx-slots=512"
+        );
+        // Brought within ringswitch's limits, as netmap bounds its own.
+        assert_eq!(
+            with_sizes("p{1", &reg(99, 0, 8, 100_000)),
+            "p{1@conf:tx-rings=16,tx-slots=64,rx-slots=4096"
+        );
+        // The request's fields come after the name's own options.
+        assert_eq!(
+            with_sizes("vale0:a@conf:rings=4", &reg(0, 2, 0, 0)),
+            "vale0:a@conf:rings=4,rx-rings=2"
+        );
+        assert_eq!(
+            with_sizes("vale0:a@conf:", &reg(1, 0, 0, 0)),
+            "vale0:a@conf:tx-rings=1"
+        );
+        assert_eq!(with_sizes("vale0:a@bad", &reg(1, 0, 0, 0)), "vale0:a@bad");
+        for s in [
+            "vale0:a@conf:tx-rings=2,rx-rings=2,rx-slots=512",
+            "p{1@conf:tx-rings=16,tx-slots=64,rx-slots=4096",
+        ] {
+            assert!(s.parse::<ringswitch_control::PortName>().is_ok(), "{s}");
+        }
     }
 }

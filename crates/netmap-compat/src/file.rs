@@ -17,6 +17,8 @@ use ringswitch_ring::poll::{self, Epoll};
 use ringswitch_ring::Dir;
 
 use crate::abi::{flags, mode};
+use crate::frames::{self, Packet};
+use crate::state::PortState;
 use crate::Errno;
 
 /// What a registration asked for.
@@ -66,6 +68,13 @@ struct Bound {
     /// Syncs where the application's head or cur was out of range and the
     /// ring was put back to its last valid state (netmap's ring reinit).
     reinits: u64,
+    /// What the port carries beyond its rings (its virtio-net header
+    /// length), shared with the other descriptors holding pieces of it.
+    state: Arc<PortState>,
+    /// Where each TX ring is in a packet (indexed as the port's rings).
+    tx_at: Vec<Packet>,
+    /// Where each RX ring is in a packet.
+    rx_at: Vec<Packet>,
 }
 
 struct Inner {
@@ -96,16 +105,6 @@ fn errno_of(e: &ClientError) -> i32 {
         ClientError::Call(CallError::Daemon(r)) if r.code == ErrorCode::NotFound => libc::ENXIO,
         e => e.errno(),
     }
-}
-
-/// Region identity for `nr_mem_id`: the memfd's inode, folded into
-/// 1..=65535 (ports with equal ids may swap buffers, so an unknown identity
-/// is an error, not a guess).
-fn mem_id(port: &Port) -> Result<u16, Errno> {
-    port.region()
-        .file_id()
-        .map(|(_, ino)| (ino % 65535) as u16 + 1)
-        .ok_or_else(|| Errno::last("identifying the port's memory"))
 }
 
 impl NmFile {
@@ -194,7 +193,7 @@ impl NmFile {
             ));
         }
         let conn = inner.conn.take();
-        let (port, info, shared, mut tx, mut rx) = if req.mode == mode::ONE_NIC {
+        let (port, info, shared, state, mut tx, mut rx) = if req.mode == mode::ONE_NIC {
             // One ring per descriptor, as threads of one program use a
             // port (pkt-gen -p): the port is opened once per process and
             // split into per-ring pieces that descriptors take in turn.
@@ -203,7 +202,15 @@ impl NmFile {
             let mut info = shared.info;
             info.mode = mode::ONE_NIC;
             let (tx, rx) = (0..g.tx_rings as usize, 0..g.rx_rings as usize);
-            (piece, info, Some((shared, req.ringid as usize)), tx, rx)
+            let state = shared.state.clone();
+            (
+                piece,
+                info,
+                Some((shared, req.ringid as usize)),
+                state,
+                tx,
+                rx,
+            )
         } else {
             let port = open_port(conn, &self.socket, name)?;
             let mut info = RegInfo::of(&port)?;
@@ -214,7 +221,7 @@ impl NmFile {
             } else {
                 (0..g.tx_rings as usize, 0..g.rx_rings as usize)
             };
-            (port, info, None, tx, rx)
+            (port, info, None, PortState::open(name), tx, rx)
         };
         if req.flags & flags::TX_RINGS_ONLY != 0 {
             rx = 0..0;
@@ -222,12 +229,26 @@ impl NmFile {
         if req.flags & flags::RX_RINGS_ONLY != 0 {
             tx = 0..0;
         }
-        if let Err(e) = self.watch(port.poll_fd().as_raw_fd()) {
+        let checked = if state.hdr_len() != 0 && req.flags & flags::ACCEPT_VNET_HDR == 0 {
+            // netmap's answer to a program that would take frames with a
+            // header for frames without one.
+            Err(Errno::with(
+                libc::EIO,
+                format!(
+                    "{name}: the port has a {}-byte virtio-net header and the registration does not accept it (NR_ACCEPT_VNET_HDR)",
+                    state.hdr_len()
+                ),
+            ))
+        } else {
+            self.watch(port.poll_fd().as_raw_fd())
+        };
+        if let Err(e) = checked {
             if let Some((s, i)) = shared {
                 s.put_back(i, port);
             }
             return Err(e);
         }
+        let g = port.geometry();
         let mut b = Bound {
             port,
             shared,
@@ -237,6 +258,9 @@ impl NmFile {
             info,
             name: ringswitch_control::name::base_name(name).to_string(),
             reinits: 0,
+            state,
+            tx_at: vec![Packet::Start; g.tx_rings as usize],
+            rx_at: vec![Packet::Start; g.rx_rings as usize],
         };
         // Put the ring headers in the state a freshly registered netmap
         // ring has, whatever a previous user left there.
@@ -339,6 +363,7 @@ impl Drop for NmFile {
 pub struct Shared {
     key: String,
     info: RegInfo,
+    state: Arc<PortState>,
     pieces: Mutex<Vec<Option<Port>>>,
 }
 
@@ -370,6 +395,7 @@ impl Shared {
                 let s = Arc::new(Shared {
                     key: key.to_string(),
                     info,
+                    state: PortState::open(name),
                     pieces: Mutex::new(pieces.into_iter().map(Some).collect()),
                 });
                 all.push(Arc::downgrade(&s));
@@ -438,7 +464,7 @@ impl RegInfo {
             rx_rings: g.rx_rings as u16,
             tx_slots: g.tx_slots,
             rx_slots: g.rx_slots,
-            mem_id: mem_id(port)?,
+            mem_id: crate::memid::of(port.region())?,
             mode: mode::ALL_NIC,
         })
     }
@@ -456,10 +482,14 @@ impl Bound {
         }
     }
 
-    /// NIOCTXSYNC or NIOCRXSYNC: syncs every bound ring of `dir`.
+    /// NIOCTXSYNC or NIOCRXSYNC: syncs every bound ring of `dir`, doing
+    /// to the frames what the daemon does not (NS_INDIRECT, the
+    /// virtio-net header; see `frames`).
     fn sync(&mut self, dir: Dir) {
+        let hdr = self.state.hdr_len();
         for i in self.rings(dir) {
             let ring = self.port.app_ring(dir, i);
+            let (head, tail) = (ring.head(), ring.tail());
             if !ring.adopt_header_pointers() {
                 // Out of range or backwards: keep the last valid state and
                 // show it to the application again.
@@ -467,8 +497,19 @@ impl Bound {
                 self.reinits += 1;
             }
             match dir {
-                Dir::Tx => self.port.txsync(i),
-                Dir::Rx => self.port.rxsync(i),
+                Dir::Tx => {
+                    let (ring, at) = (&*ring, &mut self.tx_at[i]);
+                    frames::tx(ring, head, ring.head(), hdr, &self.state, at);
+                    self.port.txsync(i);
+                }
+                Dir::Rx => {
+                    self.port.rxsync(i);
+                    if hdr != 0 {
+                        let ring = self.port.app_ring(dir, i);
+                        let to = ring.tail();
+                        frames::rx(ring, tail, to, hdr, &self.state, &mut self.rx_at[i]);
+                    }
+                }
             }
         }
     }
@@ -518,4 +559,21 @@ fn describe_no_daemon(socket: &std::path::Path) -> String {
         "no ringswitch daemon is listening on {}: start one with `ringswitch serve`, or point RINGSWITCH_SOCKET at a running one",
         socket.display()
     )
+}
+
+/// PORT_HDR_GET of a port open in this process: its virtio-net header
+/// length. None when no descriptor of this process holds it.
+pub fn hdr_len_of(name: &str) -> Option<u32> {
+    PortState::find(name).map(|s| s.hdr_len() as u32)
+}
+
+/// PORT_HDR_SET of a port open in this process.
+pub fn set_hdr_len(name: &str, len: u32) -> Result<(), Errno> {
+    match PortState::find(name) {
+        Some(s) => s.set_hdr_len(len),
+        None => Err(Errno::with(
+            libc::ENXIO,
+            format!("{name}: no such port open in this process (a port's virtio-net header length is kept by the process that has it open: register it first)"),
+        )),
+    }
 }

@@ -16,8 +16,11 @@
 //!
 //! - `open("/dev/netmap")` connects to the daemon and returns an epoll set
 //!   (the port's interrupts land in it once registered);
-//! - `ioctl(NIOCCTRL)` with REGISTER or PORT_INFO_GET, legacy `NIOCREGIF` and
-//!   `NIOCGINFO`, `NIOCTXSYNC`, `NIOCRXSYNC`;
+//! - `ioctl(NIOCCTRL)` with REGISTER (with the ring and slot counts it asks
+//!   for), PORT_INFO_GET, PORT_HDR_SET and PORT_HDR_GET, legacy `NIOCREGIF`
+//!   and `NIOCGINFO`, `NIOCTXSYNC`, `NIOCRXSYNC` (which also copy
+//!   NS_INDIRECT slots in and carry a switch port's virtio-net header,
+//!   `frames`);
 //! - `mmap` maps the port's memfd: netmap's layout, byte for byte;
 //! - `poll`/`select`/`epoll_wait` sync the rings as netmap's poll does and
 //!   sleep with the CSB's double check, so no wake-up is lost;
@@ -34,11 +37,14 @@ pub mod abi;
 mod dev;
 mod epoll;
 pub mod file;
+mod frames;
 mod interpose;
 pub mod legacy;
 mod mapped;
+mod memid;
 pub mod nmport;
 mod real;
+mod state;
 mod table;
 
 /// An errno with the sentence that explains it.

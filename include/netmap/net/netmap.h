@@ -164,6 +164,12 @@ struct nmreq_port_info_get {
 	uint16_t pad[3];
 };
 
+/* PORT_HDR_SET / PORT_HDR_GET: a port's virtio-net header length. */
+struct nmreq_port_hdr {
+	uint32_t nr_hdr_len; /* 0, 10 or 12 */
+	uint32_t nr_reserved;
+};
+
 /* ---- the legacy request (NIOCREGIF, NIOCGINFO) ---- */
 
 struct nmreq {
@@ -210,5 +216,6 @@ _Static_assert(offsetof(struct netmap_if, ring_ofs) == 56, "ring_ofs at 56");
 _Static_assert(sizeof(struct nmreq_header) == 88, "nmreq_header is 88 bytes");
 _Static_assert(sizeof(struct nmreq_register) == 56, "nmreq_register is 56 bytes");
 _Static_assert(sizeof(struct nmreq) == 60, "nmreq is 60 bytes");
+_Static_assert(sizeof(struct nmreq_port_hdr) == 8, "nmreq_port_hdr is 8 bytes");
 
 #endif /* RINGSWITCH_NET_NETMAP_H */

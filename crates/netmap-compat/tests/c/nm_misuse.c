@@ -76,9 +76,31 @@ int main(int argc, char **argv)
 	errno = 0;
 	EXPECT("REGISTER with API version 9 fails with EINVAL",
 	       reg(fd, port, &r, 9) == -1 && errno == EINVAL);
+	/* A bare name is an interface, as netmap:nonsense: there is none. */
 	errno = 0;
-	EXPECT("REGISTER of 'nonsense' fails with EINVAL",
-	       reg(fd, "nonsense", &r, NETMAP_API) == -1 && errno == EINVAL);
+	EXPECT("REGISTER of 'nonsense' fails with ENXIO",
+	       reg(fd, "nonsense", &r, NETMAP_API) == -1 && errno == ENXIO);
+	errno = 0;
+	EXPECT("REGISTER of 'non sense' fails with EINVAL",
+	       reg(fd, "non sense", &r, NETMAP_API) == -1 && errno == EINVAL);
+	/* vale-ctl with no arguments: a listing with an empty name. */
+	struct nmreq_register body;
+	memset(&body, 0, sizeof(body));
+	memset(&h, 0, sizeof(h));
+	h.nr_version = NETMAP_API;
+	h.nr_reqtype = NETMAP_REQ_VALE_LIST;
+	h.nr_body = (uintptr_t)&body;
+	errno = 0;
+	EXPECT("VALE_LIST with an empty name fails with EOPNOTSUPP",
+	       ioctl(fd, NIOCCTRL, &h) == -1 && errno == EOPNOTSUPP);
+	h.nr_reqtype = NETMAP_REQ_VALE_ATTACH;
+	errno = 0;
+	EXPECT("VALE_ATTACH with an empty name fails with EOPNOTSUPP",
+	       ioctl(fd, NIOCCTRL, &h) == -1 && errno == EOPNOTSUPP);
+	h.nr_reqtype = 200;
+	errno = 0;
+	EXPECT("an unknown request type fails with EINVAL",
+	       ioctl(fd, NIOCCTRL, &h) == -1 && errno == EINVAL);
 	errno = 0;
 	EXPECT("REGISTER of 'vale0:' fails with EINVAL",
 	       reg(fd, "vale0:", &r, NETMAP_API) == -1 && errno == EINVAL);
