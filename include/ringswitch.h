@@ -202,8 +202,11 @@ int rs_port_prepare_wait(struct rs_port *p, int want_tx, int want_rx);
 int rs_port_after_wait(struct rs_port *p);
 
 /**
- * When `on`, `rs_wait_*` and `rs_port_flush` spin on the shared memory
- * instead of sleeping (lower latency, a whole core). 0, or -1.
+ * How `rs_wait_*` wait: `on` 1 spins on the shared memory instead of
+ * sleeping (lower latency, a whole core); 0, the default, spins for a
+ * window that adapts to what spinning pays (none for an idle port, never
+ * while another thread needs the CPU), then sleeps; 2 sleeps at once,
+ * never spinning. 0, or -1 (a bad port or value).
  *
  * # Safety
  * `p` is NULL or an open port.

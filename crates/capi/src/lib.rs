@@ -401,8 +401,11 @@ pub unsafe extern "C" fn rs_port_after_wait(p: *mut RsPort) -> c_int {
     })
 }
 
-/// When `on`, `rs_wait_*` and `rs_port_flush` spin on the shared memory
-/// instead of sleeping (lower latency, a whole core). 0, or -1.
+/// How `rs_wait_*` wait: `on` 1 spins on the shared memory instead of
+/// sleeping (lower latency, a whole core); 0, the default, spins for a
+/// window that adapts to what spinning pays (none for an idle port, never
+/// while another thread needs the CPU), then sleeps; 2 sleeps at once,
+/// never spinning. 0, or -1 (a bad port or value).
 ///
 /// # Safety
 /// `p` is NULL or an open port.
@@ -413,10 +416,17 @@ pub unsafe extern "C" fn rs_port_set_busy_wait(p: *mut RsPort, on: c_int) -> c_i
         let Some(p) = (unsafe { port_mut(p) }) else {
             return -1;
         };
-        p.port.set_wait_mode(if on != 0 {
-            WaitMode::Busy
-        } else {
-            WaitMode::Blocking
+        p.port.set_wait_mode(match on {
+            0 => WaitMode::Adaptive,
+            1 => WaitMode::Busy,
+            2 => WaitMode::Blocking,
+            _ => {
+                return fail(
+                    libc::EINVAL,
+                    format!("wait mode {on} is none of 0 (adaptive), 1 (busy) and 2 (blocking)"),
+                    -1,
+                )
+            }
         });
         0
     })

@@ -492,6 +492,13 @@ fn busy_wait_and_prepare_wait() {
     unsafe {
         assert_eq!(rs_port_set_busy_wait(b, 1), 0);
         assert_eq!(rs_wait_rx(b, 0, 20), 0, "busy wait times out too");
+        assert_eq!(rs_port_set_busy_wait(b, 2), 0);
+        assert_eq!(rs_wait_rx(b, 0, 20), 0, "a blocking wait times out");
+        failed(
+            rs_port_set_busy_wait(b, 3) == -1,
+            libc::EINVAL,
+            "wait mode 3",
+        );
         assert_eq!(rs_port_set_busy_wait(b, 0), 0);
         assert_eq!(rs_port_prepare_wait(b, 0, 1), 0, "nothing yet: sleep");
         assert_eq!(rs_port_after_wait(b), 0);

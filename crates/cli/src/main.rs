@@ -46,9 +46,11 @@ struct ServeArgs {
     /// Worker threads running the switches.
     #[arg(long, default_value_t = 1)]
     workers: usize,
-    /// Microseconds a worker keeps polling for work before it sleeps (0: sleep at once).
-    #[arg(long, default_value_t = 0)]
-    idle_poll_us: u64,
+    /// Microseconds a worker keeps polling for work before it sleeps (0:
+    /// sleep at once). Default: a window that adapts to what spinning pays,
+    /// never while another thread needs the CPU.
+    #[arg(long)]
+    idle_poll_us: Option<u64>,
     /// Packets a worker takes from one ring at a time (1..2048).
     #[arg(long, default_value_t = ringswitch_switch::DEFAULT_BATCH)]
     batch: u32,
@@ -229,7 +231,9 @@ fn daemon_args(cfg: &ringswitch_daemon::Config) -> Vec<std::ffi::OsString> {
         v.push(val.into());
     };
     opt("--workers", cfg.workers.to_string());
-    opt("--idle-poll-us", cfg.idle_poll_us.to_string());
+    if let Some(us) = cfg.idle_poll_us {
+        opt("--idle-poll-us", us.to_string());
+    }
     opt("--batch", cfg.batch.to_string());
     opt("--mac-age", cfg.mac_age_s.to_string());
     if !cfg.worker_cpus.is_empty() {
@@ -270,7 +274,7 @@ fn bridge(socket: &std::path::Path, a: BridgeArgs) -> Result<(), Box<dyn std::er
     let mode = if a.busy {
         ringswitch_client::WaitMode::Busy
     } else {
-        ringswitch_client::WaitMode::Blocking
+        ringswitch_client::WaitMode::Adaptive
     };
     let stats = ringswitch_client::bridge::run(&mut p0, &mut p1, a.batch, mode, &stop)?;
     println!(

@@ -104,9 +104,13 @@ pub(crate) struct PktGenArgs {
     /// sender thread's numbers apart.
     #[arg(short = 'p', long = "threads", default_value_t = Plan::DEFAULT_THREADS)]
     pub(crate) threads: u32,
-    /// Spin instead of sleeping when the ring is full or empty.
-    #[arg(long)]
+    /// Spin instead of sleeping when the ring is full or empty (the
+    /// default spins for a window that adapts to what pays, then sleeps).
+    #[arg(long, conflicts_with = "blocking")]
     pub(crate) busy: bool,
+    /// Sleep at once when the ring is full or empty: never spin.
+    #[arg(long)]
+    pub(crate) blocking: bool,
     /// Print the report as one JSON object on the last line.
     #[arg(long)]
     pub(crate) json: bool,
@@ -136,6 +140,7 @@ impl PktGenArgs {
             random_dst_port: self.random_dst_port,
             threads: self.threads,
             busy: self.busy,
+            blocking: self.blocking,
             duration_s: self.duration,
         }
     }

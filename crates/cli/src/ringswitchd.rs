@@ -27,7 +27,9 @@ The ringswitch daemon, in the foreground (what `ringswitch serve` runs).
                              $XDG_RUNTIME_DIR/ringswitch.sock)
   --workers N                worker threads running the switches (default 1)
   --idle-poll-us US          microseconds a worker keeps polling for work
-                             before it sleeps (default 0: sleep at once)
+                             before it sleeps (0: sleep at once; default: a
+                             window that adapts to what spinning pays, never
+                             while another thread needs the CPU)
   --batch N                  packets a worker takes from one ring at a time
                              (1..2048, default 512)
   --mac-age S                seconds after which a learned MAC address is
@@ -136,7 +138,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
         match opt.as_str() {
             "--socket" => socket = Some(PathBuf::from(v)),
             "--workers" => cfg.workers = number(&opt, &v, "a number of threads")?,
-            "--idle-poll-us" => cfg.idle_poll_us = number(&opt, &v, "microseconds")?,
+            "--idle-poll-us" => cfg.idle_poll_us = Some(number(&opt, &v, "microseconds")?),
             "--batch" => cfg.batch = number(&opt, &v, "a number of packets")?,
             "--mac-age" => cfg.mac_age_s = number(&opt, &v, "seconds")?,
             "--worker-cpus" => {
@@ -250,7 +252,7 @@ mod tests {
         assert_eq!(c.socket, PathBuf::from("/tmp/x.sock"));
         assert_eq!(
             (c.workers, c.idle_poll_us, c.batch, c.mac_age_s),
-            (2, 50, 64, 10)
+            (2, Some(50), 64, 10)
         );
         assert_eq!(c.worker_cpus, vec![0, 1]);
         assert!(c.check().is_ok());

@@ -86,6 +86,7 @@ pub fn run(
         zero_copy,
         ..Default::default()
     };
+    let mut adapt = ringswitch_ring::AdaptiveWait::new();
     while !stop.load(Ordering::Acquire) {
         let (m0, blk0) = move_batch(a, b, batch, zero_copy);
         let (m1, blk1) = move_batch(b, a, batch, zero_copy);
@@ -96,6 +97,9 @@ pub fn run(
         }
         if mode == WaitMode::Busy {
             std::hint::spin_loop();
+            continue;
+        }
+        if mode == WaitMode::Adaptive && adapt.spin(|| a.ready(blk1, true) || b.ready(blk0, true)) {
             continue;
         }
         // Ask both ports for an interrupt (RX, and TX space where blocked),
@@ -109,7 +113,10 @@ pub fn run(
             ];
             // A bounded timeout so `stop` is seen; woken or not, both
             // ports are looked at again.
-            let _ = poll::poll_fds(&mut fds, Some(Duration::from_millis(200)));
+            let t0 = std::time::Instant::now();
+            let woken =
+                poll::poll_fds(&mut fds, Some(Duration::from_millis(200))).is_ok_and(|n| n > 0);
+            adapt.slept(t0.elapsed(), woken);
         }
         a.after_wait();
         b.after_wait();

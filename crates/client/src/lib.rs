@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use ringswitch_control::{CallError, Connection, OpenReply, PortKind, Request};
 use ringswitch_ring::poll::{self, Epoll};
-use ringswitch_ring::{AppRing, Dir, EventFd, Geometry, Region, RegionError, Slot};
+use ringswitch_ring::{AdaptiveWait, AppRing, Dir, EventFd, Geometry, Region, RegionError, Slot};
 
 use doorbell::Doorbell;
 
@@ -122,8 +122,11 @@ enum Backend {
 /// How a port waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum WaitMode {
-    /// Sleep on the interrupt eventfd (default).
+    /// Spin for a window that adapts to what pays, then sleep on the
+    /// interrupt eventfd (default; see [`ringswitch_ring::AdaptiveWait`]).
     #[default]
+    Adaptive,
+    /// Sleep on the interrupt eventfd at once: never spin.
     Blocking,
     /// Spin on the CSB instead of sleeping.
     Busy,
@@ -136,6 +139,10 @@ pub struct ClientStats {
     pub kicks: u64,
     /// Sleeps on the interrupt eventfd.
     pub sleeps: u64,
+    /// Adaptive waits that found work while spinning, before sleeping.
+    pub spins_won: u64,
+    /// Adaptive spins cut short because another thread needed the CPU.
+    pub spins_gave_way: u64,
     /// Values from the port side that were refused as invalid.
     pub bad_values: u64,
     /// Times the port was opened again on a new daemon (see
@@ -159,6 +166,8 @@ pub struct Port {
     poll_set: Option<Epoll>,
     backend: Backend,
     mode: WaitMode,
+    /// The adaptive spin's state ([`WaitMode::Adaptive`]).
+    adapt: AdaptiveWait,
     stats: ClientStats,
     /// Where the port was opened and by which name, to open it again on a
     /// new daemon (see [`Port::set_reconnect`]); None for a passthrough
@@ -336,7 +345,8 @@ impl Port {
             irqs,
             poll_set,
             backend,
-            mode: WaitMode::Blocking,
+            mode: WaitMode::Adaptive,
+            adapt: AdaptiveWait::new(),
             stats: ClientStats::default(),
             origin: None,
             reconnect: false,
@@ -391,6 +401,7 @@ impl Port {
                 poll_set: None,
                 backend,
                 mode,
+                adapt: AdaptiveWait::new(),
                 stats: ClientStats::default(),
                 origin: None,
                 reconnect: false,
@@ -442,6 +453,9 @@ impl Port {
     /// Client-side counters.
     pub fn stats(&self) -> ClientStats {
         let mut s = self.stats;
+        let a = self.adapt.stats();
+        s.spins_won = a.spins_won;
+        s.spins_gave_way = a.gave_way;
         s.bad_values += self
             .tx
             .iter()
@@ -609,6 +623,16 @@ impl Port {
                 }
                 continue;
             }
+            if self.mode == WaitMode::Adaptive {
+                // Spin before asking for an interrupt: the window is what
+                // spinning has been paying lately (0: straight to sleep).
+                let mut a = std::mem::take(&mut self.adapt);
+                let found = a.spin(|| self.sync_dir(dir, i));
+                self.adapt = a;
+                if found {
+                    return Ok(true);
+                }
+            }
             // Double check: ask for an interrupt, then look once more.
             self.ring(dir, i).set_need_kick(true);
             if self.sync_dir(dir, i) {
@@ -627,7 +651,11 @@ impl Port {
                 None => None,
             };
             self.stats.sleeps += 1;
-            let gone = self.sleep(i, left)?;
+            let t0 = Instant::now();
+            let (gone, woken) = self.sleep(i, left)?;
+            if self.mode == WaitMode::Adaptive {
+                self.adapt.slept(t0.elapsed(), woken);
+            }
             self.irqs[i].drain();
             self.ring(dir, i).set_need_kick(false);
             if gone {
@@ -638,10 +666,10 @@ impl Port {
 
     /// Sleeps until ring pair `i`'s interrupt, `left` passes, or the
     /// daemon's connection hangs up (watched until it once did); returns
-    /// whether it hung up.
+    /// whether it hung up and whether the interrupt came.
     /// An interrupted sleep (a signal) returns as a wake-up with nothing:
     /// the caller looks at the rings and sleeps again for what is left.
-    fn sleep(&self, i: usize, left: Option<Duration>) -> Result<bool, ClientError> {
+    fn sleep(&self, i: usize, left: Option<Duration>) -> Result<(bool, bool), ClientError> {
         let irq = poll::watch(self.irqs[i].as_raw_fd(), libc::POLLIN);
         let conn = self._conn.as_ref().filter(|_| !self.daemon_gone);
         let mut fds = [irq, irq];
@@ -653,9 +681,12 @@ impl Port {
             None => 1,
         };
         match poll::poll_fds(&mut fds[..n], left) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok((false, false)),
             Err(e) => Err(e.into()),
-            Ok(_) => Ok(n == 2 && hangup(&fds[1])),
+            Ok(_) => Ok((
+                n == 2 && hangup(&fds[1]),
+                fds[0].revents & libc::POLLIN != 0,
+            )),
         }
     }
 
@@ -724,6 +755,30 @@ impl Port {
                 Err(_) => std::thread::sleep(RECONNECT_PAUSE),
             }
         }
+    }
+
+    /// Whether something is available now, syncing the rings asked for:
+    /// space in a TX ring (`want_tx`), packets in an RX ring (`want_rx`).
+    /// What a spin in your own loop looks at (see
+    /// [`ringswitch_ring::AdaptiveWait`]) before [`Port::prepare_wait`].
+    pub fn ready(&mut self, want_tx: bool, want_rx: bool) -> bool {
+        let mut ready = false;
+        if want_tx {
+            for i in 0..self.tx.len() {
+                ready |= self.sync_dir(Dir::Tx, i);
+            }
+        }
+        if want_rx {
+            for i in 0..self.rx.len() {
+                ready |= self.sync_dir(Dir::Rx, i);
+            }
+        }
+        ready
+    }
+
+    /// The port's wait mode.
+    pub fn wait_mode(&self) -> WaitMode {
+        self.mode
     }
 
     /// Before sleeping on [`Port::poll_fd`] in your own loop: asks for an

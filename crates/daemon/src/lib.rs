@@ -36,8 +36,10 @@ pub struct Config {
     pub socket: PathBuf,
     /// Worker threads.
     pub workers: usize,
-    /// Microseconds a worker keeps polling before it sleeps.
-    pub idle_poll_us: u64,
+    /// Microseconds a worker keeps polling before it sleeps (0: it sleeps
+    /// at once; None, the default: a window that adapts, see
+    /// `ringswitch_ring::AdaptiveWait`, and none for a real-time worker).
+    pub idle_poll_us: Option<u64>,
     /// Batch size.
     pub batch: u32,
     /// MAC ageing time in seconds.
@@ -70,12 +72,24 @@ pub struct Config {
 }
 
 impl Config {
+    /// The workers' idle poll: a fixed spin when asked (`--idle-poll-us`,
+    /// 0 for none), else the adaptive window (None), except for a
+    /// real-time worker, which never spins unless told to: it would keep
+    /// ordinary threads off its CPU.
+    pub fn worker_idle_poll(&self) -> Option<Duration> {
+        match (self.idle_poll_us, self.worker_rt_priority) {
+            (Some(us), _) => Some(Duration::from_micros(us)),
+            (None, Some(_)) => Some(Duration::ZERO),
+            (None, None) => None,
+        }
+    }
+
     /// Defaults for a socket path.
     pub fn new(socket: PathBuf) -> Config {
         Config {
             socket,
             workers: 1,
-            idle_poll_us: 0,
+            idle_poll_us: None,
             batch: ringswitch_switch::DEFAULT_BATCH,
             mac_age_s: ringswitch_switch::learning::DEFAULT_AGE_S,
             worker_cpus: Vec::new(),
@@ -116,7 +130,7 @@ impl Config {
                     "a real-time priority of {p} is out of range: use 1 to 99"
                 )));
             }
-            if self.idle_poll_us > 0 {
+            if self.idle_poll_us.is_some_and(|us| us > 0) {
                 return Err(DaemonError::Config(
                     "--worker-rt-priority with --idle-poll-us would let a spinning worker \
                      starve its CPU: use one or the other"
@@ -356,7 +370,7 @@ impl Daemon {
                 let cpu = (!cfg.worker_cpus.is_empty())
                     .then(|| cfg.worker_cpus[i % cfg.worker_cpus.len()]);
                 let wcfg = WorkerConfig {
-                    idle_poll: Duration::from_micros(cfg.idle_poll_us),
+                    idle_poll: cfg.worker_idle_poll(),
                     cpu,
                     rt_priority: cfg.worker_rt_priority,
                 };
@@ -1042,4 +1056,28 @@ fn listing(r: &Registry, req: Request) -> Result<serde_json::Value, ErrorReply> 
         }
     };
     v.map_err(|e| ErrorReply::new(ErrorCode::Internal, format!("encoding the listing: {e}")))
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn workers_spin_adaptively_unless_told_or_real_time() {
+        let mut c = Config::new(PathBuf::from("/x"));
+        assert_eq!(c.worker_idle_poll(), None, "the default adapts");
+        c.worker_rt_priority = Some(10);
+        assert_eq!(
+            c.worker_idle_poll(),
+            Some(Duration::ZERO),
+            "a real-time worker never spins unless told to"
+        );
+        c.worker_rt_priority = None;
+        c.idle_poll_us = Some(0);
+        assert_eq!(c.worker_idle_poll(), Some(Duration::ZERO));
+        c.idle_poll_us = Some(50);
+        assert_eq!(c.worker_idle_poll(), Some(Duration::from_micros(50)));
+        c.worker_rt_priority = Some(10);
+        assert!(c.check().is_err(), "a fixed spin with real-time priority");
+    }
 }

@@ -165,9 +165,34 @@ struct Local {
     /// Whether that descriptor is a guest's kick (shared with the guest):
     /// only those are moderated.
     moderated: bool,
+    /// Had nothing in this round and is not asked for kicks yet (the
+    /// worker spins first, see `run`).
+    idle: bool,
 }
 
 impl Local {
+    /// Asks the source for a kick and goes inactive unless work came
+    /// meanwhile; a guest's queue that was busy asks only once `MODERATE_MORE`
+    /// more entries are queued (and is looked at again after
+    /// `MODERATE_WAIT`). Returns whether it went inactive.
+    fn arm(&mut self) -> bool {
+        self.idle = false;
+        // Only guests' kicks are moderated: an interface queue's readiness
+        // is the kernel's.
+        let more = if self.recent >= MODERATE_MIN && self.moderated {
+            MODERATE_MORE
+        } else {
+            0
+        };
+        if self.a.prepare_sleep(more) {
+            self.active = false;
+            self.deferred = (more > 0).then(Instant::now);
+            true
+        } else {
+            false
+        }
+    }
+
     /// Registers the queue's current wake descriptor if it changed (a
     /// guest's frontend set a new kick). Returns true when it changed (the
     /// queue deserves a look).
@@ -254,8 +279,9 @@ pub struct Worker {
 /// Worker tuning.
 #[derive(Clone, Copy, Debug)]
 pub struct WorkerConfig {
-    /// Keep spinning this long after the last work before sleeping.
-    pub idle_poll: Duration,
+    /// Keep spinning this long after the last work before sleeping (zero:
+    /// sleep at once; None: a window that adapts to what spinning pays).
+    pub idle_poll: Option<Duration>,
     /// Pin the thread to this CPU.
     pub cpu: Option<usize>,
     /// SCHED_FIFO priority, if any.
@@ -423,6 +449,9 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
     let mut events = [poll::NO_EVENT; MAX_EVENTS];
     let mut rounds = 0u32;
     let mut last_flush = Instant::now();
+    // The idle spin's window, learnt from this worker's sleeps (unless a
+    // fixed `idle_poll` was asked for).
+    let mut adapt = ringswitch_ring::AdaptiveWait::new();
     loop {
         if s.stop.load(Ordering::Acquire) {
             for l in &mut local {
@@ -460,6 +489,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                     kick,
                     generation,
                     moderated,
+                    idle: false,
                 });
             }
             // Look at every source once after a change: a new one may have
@@ -498,7 +528,11 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                 _ => Some(Duration::ZERO),
             };
             // An interrupted or failed wait is a wait that saw nothing.
+            let t_sleep = Instant::now();
             let n = s.epoll.wait(&mut events, timeout).unwrap_or(0);
+            if n_active == 0 {
+                adapt.slept(t_sleep.elapsed(), n > 0);
+            }
             if counts_wait && n == 0 {
                 scratch.flush_counters();
                 last_flush = Instant::now();
@@ -560,6 +594,11 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         let t0 = Instant::now();
         let mut any = false;
         let (mut nb, mut np) = (0u64, 0u64);
+        // Spin before asking for kicks (the default, with no fixed idle
+        // poll): a source with nothing this round is armed only once the
+        // spin below found nothing anywhere, or at once when others moved
+        // frames (no spin then).
+        let spin_first = cfg.idle_poll.is_none() && !adapt.window().is_zero();
         for l in local.iter_mut() {
             if !l.active {
                 continue;
@@ -570,19 +609,11 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             any |= b > 0;
             if b > 0 {
                 l.recent = p;
-            } else {
-                // Only guests' kicks are moderated: an interface queue's
-                // readiness is the kernel's.
-                let more = if l.recent >= MODERATE_MIN && l.moderated {
-                    MODERATE_MORE
-                } else {
-                    0
-                };
-                if l.a.prepare_sleep(more) {
-                    l.active = false;
-                    l.deferred = (more > 0).then(Instant::now);
-                    n_active -= 1;
-                }
+                l.idle = false;
+            } else if spin_first {
+                l.idle = true;
+            } else if l.arm() {
+                n_active -= 1;
             }
         }
         if any {
@@ -591,10 +622,23 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             s.batches.fetch_add(nb, Ordering::Relaxed);
             s.packets.fetch_add(np, Ordering::Relaxed);
         }
-        if n_active == 0 && !cfg.idle_poll.is_zero() {
+        if spin_first {
+            // Nothing moved anywhere: spin for the window that has been
+            // paying (see ringswitch_ring::AdaptiveWait), then arm.
+            if !any && adapt.spin(|| local.iter().any(|l| l.active && l.a.has_work())) {
+                continue;
+            }
+            for l in local.iter_mut() {
+                if l.idle && l.arm() {
+                    n_active -= 1;
+                }
+            }
+        }
+        let fixed = cfg.idle_poll.unwrap_or_default();
+        if n_active == 0 && !fixed.is_zero() {
             // sv3's idle poll: spin a little before sleeping, cheaper than a
             // kick and a wake-up when traffic resumes quickly.
-            let until = Instant::now() + cfg.idle_poll;
+            let until = Instant::now() + fixed;
             let mut spinner = ringswitch_ring::Spinner::default();
             'spin: while Instant::now() < until {
                 for l in local.iter_mut() {

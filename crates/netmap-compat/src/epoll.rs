@@ -6,12 +6,19 @@
 //! through; after it, the rings are synced and the events recomputed, and a
 //! wake-up that brought nothing for the caller goes back to sleep until the
 //! timeout.
+//!
+//! poll and select over emulated descriptors only spin first, for the
+//! calling thread's adaptive window ([`ringswitch_ring::AdaptiveWait`]),
+//! before they arm and sleep; `RINGSWITCH_WAIT=blocking` turns that off.
+//! epoll_wait does not spin: the set may hold descriptors a spin cannot see.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use libc::{c_int, epoll_event, nfds_t, pollfd};
+
+use ringswitch_ring::AdaptiveWait;
 
 use crate::file::NmFile;
 use crate::{real, table};
@@ -38,6 +45,40 @@ fn left_ms(deadline: Option<Instant>) -> c_int {
 /// (the double check), so what arrives in between is never slept through.
 /// Under load the first look finds something and no system call is made.
 const LOOKS: [fn(&NmFile, i16) -> i16; 2] = [NmFile::poll_events, NmFile::arm];
+
+thread_local! {
+    /// The calling thread's adaptive spin before its poll or epoll_wait
+    /// sleeps (see [`ringswitch_ring::AdaptiveWait`]).
+    static ADAPT: std::cell::RefCell<AdaptiveWait> = std::cell::RefCell::new(AdaptiveWait::new());
+}
+
+/// Whether waits spin adaptively before sleeping: yes unless
+/// `RINGSWITCH_WAIT=blocking` (read once).
+fn adaptive() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("RINGSWITCH_WAIT").map_or(true, |v| v != "blocking"))
+}
+
+/// Spins for the thread's current window while `ready` finds nothing, for
+/// a wait that may sleep (`timeout_ms` not 0); returns whether it found
+/// something. A thread whose window is closed returns at once.
+fn spin_before_sleep(timeout_ms: c_int, ready: impl FnMut() -> bool) -> bool {
+    if timeout_ms == 0 || !adaptive() {
+        return false;
+    }
+    ADAPT.with(|a| a.try_borrow_mut().is_ok_and(|mut a| a.spin(ready)))
+}
+
+/// Teaches the thread's window what a sleep of `slept` found.
+fn after_sleep(slept: Duration, woken: bool) {
+    if adaptive() {
+        ADAPT.with(|a| {
+            if let Ok(mut a) = a.try_borrow_mut() {
+                a.slept(slept, woken);
+            }
+        });
+    }
+}
 
 fn deadline_of(timeout_ms: c_int) -> Option<Instant> {
     (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64))
@@ -74,6 +115,24 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
     loop {
         let mut any = false;
         for (pass, look) in LOOKS.into_iter().enumerate() {
+            // Before arming: spin while that pays, when nothing but our
+            // descriptors is polled (the others would wait meanwhile).
+            if pass == 1
+                && others == 0
+                && spin_before_sleep(timeout_ms, || {
+                    let mut found = false;
+                    for (j, &(i, ev)) in nm.iter().enumerate() {
+                        if let Some(f) = table::get(all[i].fd) {
+                            ready[j] = f.poll_events(ev);
+                            found |= ready[j] != 0;
+                        }
+                    }
+                    found
+                })
+            {
+                any = true;
+                break;
+            }
             for (j, &(i, ev)) in nm.iter().enumerate() {
                 match table::get(all[i].fd) {
                     Some(f) => ready[j] = look(&f, ev),
@@ -114,8 +173,10 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
         for &(i, _) in nm {
             all[i].events = libc::POLLIN;
         }
+        let t_sleep = Instant::now();
         // SAFETY: the caller's array, with our entries' events adjusted.
         let r = unsafe { real::poll(fds, n, left_ms(deadline)) };
+        after_sleep(t_sleep.elapsed(), r > 0);
         let mut count = 0;
         if r >= 0 {
             count = all.iter().filter(|p| p.revents != 0).count() as c_int;
@@ -357,6 +418,9 @@ pub unsafe fn epoll_wait(
         let mine = &mine[..k];
         let mut ready: [(u64, u32); MAX_NM_PER_CALL] = [(0, 0); MAX_NM_PER_CALL];
         let mut nr = 0;
+        // No spin here: the set may hold other descriptors, whose events
+        // a spin could not see without a system call (poll and select
+        // spin, see `poll`).
         for look in LOOKS {
             for w in mine {
                 if let Some(f) = table::get(w.fd) {

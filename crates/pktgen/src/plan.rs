@@ -144,6 +144,9 @@ pub struct Plan {
     pub threads: u32,
     /// Spin instead of sleeping when the ring is full or empty (`--busy`).
     pub busy: bool,
+    /// Sleep at once when the ring is full or empty, never spinning
+    /// (`--blocking`; the default spins for a window that adapts).
+    pub blocking: bool,
     /// Stop after this many seconds (`--duration`).
     pub duration_s: Option<f64>,
 }
@@ -189,6 +192,7 @@ impl Plan {
             random_dst_port: false,
             threads: Plan::DEFAULT_THREADS,
             busy: false,
+            blocking: false,
             duration_s: None,
         }
     }
@@ -314,6 +318,7 @@ impl Plan {
             rate_pps: a.rate_pps,
             interval_ms: a.interval_ms,
             busy: a.busy,
+            blocking: a.blocking,
         })
     }
 }
@@ -339,6 +344,7 @@ pub struct CheckedPlan {
     pub(crate) rate_pps: u64,
     pub(crate) interval_ms: u64,
     pub(crate) busy: bool,
+    pub(crate) blocking: bool,
 }
 
 impl CheckedPlan {
@@ -381,6 +387,7 @@ pub mod examples {
             random_dst_port: true,
             threads: 1,
             busy: true,
+            blocking: false,
             duration_s: Some(1.5),
             ..Plan::new("pipe{1")
         }

@@ -82,7 +82,13 @@ fn describe(p: &Plan, burst: u32, threads: &str) -> String {
     } else {
         format!("{} pps", p.rate_pps)
     };
-    let wait = if p.busy { "busy" } else { "blocking" };
+    let wait = if p.busy {
+        "busy"
+    } else if p.blocking {
+        "blocking"
+    } else {
+        "adaptive"
+    };
     match p.mode {
         Mode::Rx | Mode::Rxseq | Mode::Pong => {
             format!("{} on {interface}: burst {burst}, {wait} wait{threads}", p.mode)
@@ -328,7 +334,7 @@ mod tests {
         );
         assert_eq!(
             start(&Plan::new("pipe}1"), 1, 1),
-            "rx on pipe}1: burst 512, blocking wait"
+            "rx on pipe}1: burst 512, adaptive wait"
         );
     }
 
@@ -345,7 +351,7 @@ mod tests {
             ", 2 threads on TX rings 0-1 (TX rings 2-3 unused)"
         );
         assert!(start(&p, 4, 4)
-            .ends_with("blocking wait, 2 threads on TX rings 0-1 (TX rings 2-3 unused)"));
+            .ends_with("adaptive wait, 2 threads on TX rings 0-1 (TX rings 2-3 unused)"));
         let p = Plan {
             threads: 2,
             ..Plan::new("x")

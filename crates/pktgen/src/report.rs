@@ -131,6 +131,16 @@ pub struct Report {
     /// packets to get a cost per packet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_seconds: Option<f64>,
+    /// One thread: times its waits slept on the port's interrupt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sleeps: Option<u64>,
+    /// One thread: adaptive waits whose spin found work before sleeping.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spins_won: Option<u64>,
+    /// One thread: adaptive spins cut short because another thread needed
+    /// the CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spins_gave_way: Option<u64>,
 }
 
 /// What a mode hands back.
@@ -252,6 +262,9 @@ impl Outcome {
             rtt_ns_p999: rtt.map(|r| r.p999_ns),
             rtt_ns_max: rtt.map(|r| r.max_ns),
             cpu_seconds: None,
+            sleeps: None,
+            spins_won: None,
+            spins_gave_way: None,
         }
     }
 }

@@ -45,7 +45,7 @@ pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Re
         tx_rings: g.tx_rings,
         rx_rings: g.rx_rings,
     };
-    let (mut out, events, thread_packets) = if threads == 1 {
+    let (mut out, events, thread_packets, waits) = if threads == 1 {
         let role = Role {
             index: 0,
             rate_pps: checked.rate_pps,
@@ -63,7 +63,7 @@ pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Re
             role,
         );
         let out = run_mode(&mut s, checked.mode, reporter)?;
-        (out, s.meter.events, None)
+        (out, s.meter.events, None, Some(s.port.stats()))
     } else {
         let pieces = port.split().map_err(|source| PktGenError::Split {
             port: name.clone(),
@@ -73,7 +73,7 @@ pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Re
         reporter.start(&start);
         let (out, events, per) =
             run_threads(groups, &checked, burst, &template, &shared, &name, reporter)?;
-        (out, events, Some(per))
+        (out, events, Some(per), None)
     };
     if checked.mode == Mode::Rx {
         if let Some(d) = switch_drops(socket, kind, &canonical) {
@@ -84,6 +84,11 @@ pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Re
     report.threads = threads;
     report.thread_packets = thread_packets;
     report.cpu_seconds = os::process_cpu_seconds();
+    if let Some(w) = waits {
+        report.sleeps = Some(w.sleeps);
+        report.spins_won = Some(w.spins_won);
+        report.spins_gave_way = Some(w.spins_gave_way);
+    }
     reporter.end(&report);
     Ok(report)
 }
@@ -98,8 +103,10 @@ fn open(plan: &CheckedPlan, name: &str, socket: &Path) -> Result<(Port, u32), Pk
     })?;
     port.set_wait_mode(if plan.busy {
         WaitMode::Busy
-    } else {
+    } else if plan.blocking {
         WaitMode::Blocking
+    } else {
+        WaitMode::Adaptive
     });
     // Through a daemon upgrade or restart: a switch port is opened again on
     // the new daemon, and the run goes on after the pause.

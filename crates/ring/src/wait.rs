@@ -1,0 +1,327 @@
+//! Adaptive waiting: spin for a while before sleeping, as long as spinning
+//! pays, the userspace analogue of the kernel's halt polling.
+//!
+//! A thread that sleeps on an eventfd between batches pays a wake-up for
+//! every hand-off: 43-58 µs for a round trip where the kernel halts idle
+//! vCPUs. Spinning a little first catches the work that arrives soon
+//! after, for the price of the CPU time spent spinning. [`AdaptiveWait`]
+//! decides how long:
+//!
+//! - **The window adapts to what it sees.** After each sleep, it works
+//!   out when the work came (the sleep's length less the wake-up's own
+//!   cost, plus the window already spun). Work that came within the cap
+//!   grows the window toward it; work that came later, or never, halves
+//!   it, down to zero: an idle port or a peer that sends rarely costs no
+//!   spinning.
+//! - **The cap is the thread's own wake-up cost** ([`AdaptiveWait::cost`]),
+//!   the lower envelope of the sleeps that ended with work. Spinning up to
+//!   what a sleep costs and then sleeping never costs more than twice the
+//!   best choice made knowing the future (the ski-rental bound). Where
+//!   wake-ups are cheap, it hardly spins.
+//! - **It never spins while another thread needs the CPU.** The spin
+//!   offers the CPU every [`YIELD_EVERY`] turns; when the thread's
+//!   involuntary context switches moved meanwhile (a yield that ran
+//!   another thread counts as one, as does a preemption), another runnable
+//!   thread was waiting for this CPU (a co-located worker or peer, three
+//!   threads on two CPUs), and spinning stops for a while that doubles
+//!   each time it happens again.
+//!
+//! Nothing here blocks or allocates; the clock is read every
+//! [`CHECK_EVERY`] turns.
+
+use std::time::{Duration, Instant};
+
+/// Lowest wake-up cost assumed (ns).
+const COST_MIN: u32 = 1_000;
+/// Highest wake-up cost assumed, and so the longest window (ns).
+const COST_MAX: u32 = 100_000;
+/// Wake-up cost assumed before any was measured (ns): this machine's
+/// halted-vCPU figure.
+const COST_START: u32 = 50_000;
+/// The first window after none (ns).
+const GROW_START: u32 = 2_000;
+/// Spin turns between two reads of the clock.
+pub const CHECK_EVERY: u32 = 16;
+/// Spin turns between two yields of the CPU.
+pub const YIELD_EVERY: u32 = 64;
+/// Waits without spinning after the CPU was needed, at first; doubled at
+/// each repeat up to `CALM_MAX`.
+const CALM_START: u32 = 8;
+const CALM_MAX: u32 = 4096;
+
+/// What an [`AdaptiveWait`] did, for counters and tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct WaitStats {
+    /// Spins that found work.
+    pub spins_won: u64,
+    /// Spins that ran out their window.
+    pub spins_lost: u64,
+    /// Spins cut short because another thread needed the CPU.
+    pub gave_way: u64,
+}
+
+/// One thread's adaptive spin-then-sleep state (see the module docs). Keep
+/// one per waiting thread (or per port a thread waits on); it is not
+/// shared.
+#[derive(Debug, Clone)]
+pub struct AdaptiveWait {
+    /// Current spin window (ns).
+    window: u32,
+    /// This thread's measured wake-up cost (ns), the window's cap.
+    cost: u32,
+    /// Waits left without spinning.
+    calm: u32,
+    /// The calm given at the last contention (0: none since a clean spin).
+    last_calm: u32,
+    stats: WaitStats,
+}
+
+impl Default for AdaptiveWait {
+    fn default() -> Self {
+        AdaptiveWait {
+            window: 0,
+            cost: COST_START,
+            calm: 0,
+            last_calm: 0,
+            stats: WaitStats::default(),
+        }
+    }
+}
+
+impl AdaptiveWait {
+    /// A fresh state: no window until a sleep shows spinning would pay.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The current spin window.
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(u64::from(self.window))
+    }
+
+    /// The measured wake-up cost (the window's cap).
+    pub fn cost(&self) -> Duration {
+        Duration::from_nanos(u64::from(self.cost))
+    }
+
+    /// What it did so far.
+    pub fn stats(&self) -> WaitStats {
+        self.stats
+    }
+
+    /// Spins until `ready` returns true or the window passes; returns
+    /// whether `ready` did. With no window (or while giving way), returns
+    /// false at once without calling `ready`: the caller sleeps.
+    pub fn spin(&mut self, mut ready: impl FnMut() -> bool) -> bool {
+        if self.calm > 0 {
+            self.calm -= 1;
+            return false;
+        }
+        if self.window == 0 {
+            return false;
+        }
+        let t0 = Instant::now();
+        let limit = Duration::from_nanos(u64::from(self.window));
+        let switched = involuntary_switches();
+        let mut turns = 0u32;
+        loop {
+            if ready() {
+                self.stats.spins_won += 1;
+                self.last_calm = 0;
+                return true;
+            }
+            turns = turns.wrapping_add(1);
+            if turns.is_multiple_of(YIELD_EVERY) {
+                std::thread::yield_now();
+                // A yield that gave the CPU away, or a preemption, counts
+                // as an involuntary switch (the thread stayed runnable):
+                // another thread needs this CPU more than we need to spin.
+                if involuntary_switches() != switched {
+                    self.give_way();
+                    return ready();
+                }
+            } else {
+                std::hint::spin_loop();
+            }
+            if turns.is_multiple_of(CHECK_EVERY) && t0.elapsed() >= limit {
+                self.stats.spins_lost += 1;
+                self.last_calm = 0;
+                return ready();
+            }
+        }
+    }
+
+    /// Stops spinning for a while, longer each time it repeats.
+    fn give_way(&mut self) {
+        self.stats.gave_way += 1;
+        self.window = 0;
+        self.last_calm = if self.last_calm == 0 {
+            CALM_START
+        } else {
+            (self.last_calm * 2).min(CALM_MAX)
+        };
+        self.calm = self.last_calm;
+    }
+
+    /// Learns from a sleep that lasted `slept` and ended with work
+    /// (`woken`) or without (a timeout, a signal).
+    pub fn slept(&mut self, slept: Duration, woken: bool) {
+        let d = u32::try_from(slept.as_nanos()).unwrap_or(u32::MAX);
+        if !woken {
+            self.shrink();
+            return;
+        }
+        // A woken sleep lasts at least the wake-up itself: the lowest ones
+        // measure it. Follow a drop at once, a rise slowly.
+        self.cost = if d < self.cost {
+            d.max(COST_MIN)
+        } else {
+            (self.cost + (d - self.cost) / 64).min(COST_MAX)
+        };
+        // When the work came, counted from the start of the wait: the
+        // window already spun, then the sleep less its wake-up.
+        let came = self.window.saturating_add(d.saturating_sub(self.cost));
+        if came <= self.cost {
+            // A window this long would have caught it.
+            let grown = self.window.saturating_mul(2).max(GROW_START);
+            self.window = grown.max(came).min(self.cost);
+        } else {
+            self.shrink();
+        }
+    }
+
+    fn shrink(&mut self) {
+        self.window /= 2;
+        if self.window < GROW_START / 2 {
+            self.window = 0;
+        }
+    }
+}
+
+/// The calling thread's involuntary context switches so far (a yield that
+/// ran another thread counts as one, the thread having stayed runnable);
+/// 0 if the kernel does not say.
+fn involuntary_switches() -> i64 {
+    // SAFETY: rusage is plain data; all zeroes is a valid value.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into `u`, which lives across the
+    // call.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) } != 0 {
+        return 0;
+    }
+    u.ru_nivcsw
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn no_window_means_no_spin_and_no_look() {
+        let mut w = AdaptiveWait::new();
+        let mut looked = 0;
+        assert!(!w.spin(|| {
+            looked += 1;
+            true
+        }));
+        assert_eq!(looked, 0, "a wait with no window goes straight to sleep");
+    }
+
+    #[test]
+    fn work_soon_after_sleeping_grows_the_window_up_to_the_wake_up_cost() {
+        let mut w = AdaptiveWait::new();
+        // Sleeps ending 50 µs in: the wake-up itself (the cost measured).
+        for _ in 0..20 {
+            w.slept(us(50), true);
+        }
+        assert_eq!(w.cost(), us(50));
+        assert_eq!(w.window(), us(50), "grown to the cap");
+        // Work that comes right away is found by the spin.
+        let mut n = 0;
+        assert!(w.spin(|| {
+            n += 1;
+            n > 3
+        }));
+        assert_eq!(w.stats().spins_won, 1);
+    }
+
+    #[test]
+    fn late_work_and_timeouts_shrink_the_window_to_nothing() {
+        let mut w = AdaptiveWait::new();
+        for _ in 0..20 {
+            w.slept(us(50), true);
+        }
+        assert!(w.window() > Duration::ZERO);
+        // A peer sending once a millisecond: spinning never pays.
+        for _ in 0..10 {
+            w.slept(us(1000), true);
+        }
+        assert_eq!(w.window(), Duration::ZERO);
+        for _ in 0..20 {
+            w.slept(us(50), true);
+        }
+        assert!(w.window() > Duration::ZERO);
+        for _ in 0..10 {
+            w.slept(us(100), false);
+        }
+        assert_eq!(w.window(), Duration::ZERO, "timeouts: nothing came");
+    }
+
+    #[test]
+    fn cheap_wake_ups_mean_short_windows() {
+        let mut w = AdaptiveWait::new();
+        for _ in 0..50 {
+            w.slept(us(3), true);
+        }
+        assert_eq!(w.cost(), us(3));
+        assert!(w.window() <= us(3), "{:?}", w.window());
+    }
+
+    #[test]
+    fn the_cost_follows_a_drop_at_once_and_a_rise_slowly() {
+        let mut w = AdaptiveWait::new();
+        w.slept(us(10), true);
+        assert_eq!(w.cost(), us(10));
+        w.slept(us(10_000), true);
+        assert!(w.cost() < us(200), "{:?}", w.cost());
+        for _ in 0..2000 {
+            w.slept(us(10_000), true);
+        }
+        assert_eq!(w.cost(), Duration::from_nanos(u64::from(COST_MAX)));
+    }
+
+    #[test]
+    fn a_spin_that_finds_nothing_ends_and_says_so() {
+        let mut w = AdaptiveWait::new();
+        for _ in 0..20 {
+            w.slept(us(20), true);
+        }
+        assert!(!w.spin(|| false));
+        let s = w.stats();
+        assert_eq!(s.spins_won, 0);
+        assert_eq!(s.spins_lost + s.gave_way, 1);
+    }
+
+    #[test]
+    fn giving_way_stops_spinning_for_longer_each_time() {
+        let mut w = AdaptiveWait::new();
+        w.window = 10_000;
+        w.give_way();
+        assert_eq!(w.window(), Duration::ZERO);
+        let mut calm = 0;
+        while !w.spin(|| true) && calm < 1000 {
+            calm += 1;
+            // Meanwhile sleeps keep showing spinning would pay.
+            w.slept(us(20), true);
+        }
+        assert_eq!(calm, CALM_START);
+        w.window = 10_000;
+        w.last_calm = CALM_START;
+        w.give_way();
+        assert_eq!(w.calm, CALM_START * 2, "a repeat waits twice as long");
+    }
+}
