@@ -54,7 +54,8 @@ enum Command {
     /// OVS-DPDK's memif ports, vm: DPDK testpmd as VMs beside OVS-DPDK's
     /// vhost-user ports, nic: a veth pair into the switch beside DPDK
     /// testpmd and a Linux bridge, latency, idle: also the daemon's memory,
-    /// load, passthrough) and appends the samples and failures to OUT/data/*.tsv,
+    /// load, passthrough, flows, defaults: the default wait against its
+    /// references) and appends the samples and failures to OUT/data/*.tsv,
     /// progress to OUT/run.log and every process's output to OUT/raw/.
     /// Sizes, counts and durations come from the parameters file.
     Run {

@@ -20,6 +20,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("memory", "Daemon memory"),
     ("batch", "Throughput against batch size"),
     ("load", "CPU use against offered load"),
+    ("defaults", "The default wait against its references"),
 ];
 
 /// Sections drawn as plots against x.

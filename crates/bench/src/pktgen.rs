@@ -17,6 +17,26 @@ pub struct Report {
     pub rtt: Rtt,
     /// Pings without a reply.
     pub lost: Option<u64>,
+    /// One thread's waits that slept on the port's interrupt.
+    pub sleeps: Option<u64>,
+    /// One thread's adaptive waits whose spin found work first.
+    pub spins_won: Option<u64>,
+    /// One thread's adaptive spins cut short for another thread.
+    pub spins_gave_way: Option<u64>,
+}
+
+impl Report {
+    /// `sleeps S, spins won W, gave way G` for the log (`?` where the
+    /// report has no such field).
+    pub fn waits(&self) -> String {
+        let t = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
+        format!(
+            "sleeps {}, spins won {}, gave way {}",
+            t(self.sleeps),
+            t(self.spins_won),
+            t(self.spins_gave_way)
+        )
+    }
 }
 
 /// Round-trip percentiles of a ping, in ns, as the report writes them.
@@ -58,6 +78,29 @@ impl Report {
                 p99: n("rtt_ns_p99"),
             },
             lost: u("lost"),
+            sleeps: u("sleeps"),
+            spins_won: u("spins_won"),
+            spins_gave_way: u("spins_gave_way"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_counters() {
+        let r = Report::from_stdout(
+            "{\"pps\":1.5,\"packets\":3,\"sleeps\":12,\"spins_won\":7,\"spins_gave_way\":0}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (r.sleeps, r.spins_won, r.spins_gave_way),
+            (Some(12), Some(7), Some(0))
+        );
+        assert_eq!(r.waits(), "sleeps 12, spins won 7, gave way 0");
+        let old = Report::from_stdout("{\"pps\":1.5}").unwrap();
+        assert_eq!(old.waits(), "sleeps ?, spins won ?, gave way ?");
     }
 }

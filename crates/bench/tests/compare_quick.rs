@@ -86,6 +86,7 @@ fn compare_quick_measures_every_section_and_writes_the_report() {
         "## Throughput against batch size",
         "## CPU use against offered load",
         "## OpenFlow tables",
+        "## The default wait against its references",
         "## Failures",
     ] {
         assert!(report.contains(title), "REPORT.md has no {title:?}");
@@ -118,6 +119,8 @@ fn compare_quick_measures_every_section_and_writes_the_report() {
         ("flows", "ringswitch switch, 1,000 flows"),
         ("flows", "ringswitch, FLOW_MODs pipelined"),
         ("flows", "ringswitch, the storm"),
+        ("defaults", "ringswitch pipe, default"),
+        ("defaults", "ringswitch switch, default"),
     ] {
         assert!(
             has(section, system),

@@ -175,17 +175,33 @@ pub fn watch(fd: RawFd, events: i16) -> libc::pollfd {
     }
 }
 
-/// poll(2): waits until one of `fds` has an event it watches, or `timeout`
-/// passes (None: no limit; rounded down to milliseconds). Returns how many
-/// have events (their `revents` say which), 0 when the time passed. An
-/// interrupted wait is an error of kind `Interrupted`: whether to wait
-/// again is the caller's choice.
+/// ppoll(2): waits until one of `fds` has an event it watches, or `timeout`
+/// passes (None: no limit; to the nanosecond: a timeout rounded down to
+/// milliseconds turned the last millisecond of every wait into a loop of
+/// zero-timeout calls). Returns how many have events (their `revents` say
+/// which), 0 when the time passed. An interrupted wait is an error of kind
+/// `Interrupted`: whether to wait again is the caller's choice.
 #[inline]
 pub fn poll_fds(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
-    let ms = timeout.map_or(-1, |d| i32::try_from(d.as_millis()).unwrap_or(i32::MAX));
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+        // Below 10^9: fits any c_long.
+        tv_nsec: libc::c_long::try_from(d.subsec_nanos()).unwrap_or(0),
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `fds` is `fds.len()` initialized pollfds, exclusively
-    // borrowed for the call, which writes only their `revents`.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    // borrowed for the call, which writes only their `revents`; `tsp` is
+    // NULL or a timespec that lives across the call; no signal mask.
+    let n = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 

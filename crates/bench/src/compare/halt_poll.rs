@@ -18,6 +18,19 @@ pub fn current(param: &Path) -> String {
     std::fs::read_to_string(param).map_or_else(|_| "none".to_owned(), |v| v.trim().to_owned())
 }
 
+/// The value the kernel was booted with, from the text of /proc/cmdline
+/// (`haltpoll.guest_halt_poll_ns=N`; the last one counts, as in the
+/// kernel), if it names one.
+pub fn booted(cmdline: &str) -> Option<u64> {
+    cmdline
+        .split_whitespace()
+        .take_while(|w| *w != "--")
+        .filter_map(|w| w.strip_prefix("haltpoll.guest_halt_poll_ns="))
+        .last()?
+        .parse()
+        .ok()
+}
+
 /// A changed halt polling; the old value goes back when this is dropped.
 #[derive(Debug)]
 #[must_use = "dropping it puts the old value back at once"]
@@ -63,6 +76,21 @@ impl Drop for HaltPoll {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_boot_value_from_the_command_line() {
+        assert_eq!(
+            booted("quiet cpuidle_haltpoll.force=1 haltpoll.guest_halt_poll_ns=0 x=1 -- init"),
+            Some(0)
+        );
+        assert_eq!(
+            booted("haltpoll.guest_halt_poll_ns=5 haltpoll.guest_halt_poll_ns=200000\n"),
+            Some(200_000)
+        );
+        assert_eq!(booted("quiet -- haltpoll.guest_halt_poll_ns=7"), None);
+        assert_eq!(booted("haltpoll.guest_halt_poll_ns=x"), None);
+        assert_eq!(booted(""), None);
+    }
 
     #[test]
     fn set_then_put_back() {

@@ -113,8 +113,11 @@ impl Profile {
                 Batch,
                 Load,
                 Flows,
+                Defaults,
             ],
-            Profile::Targets => &[Throughput, Switch, Latency, Batch, Idle, Vm, Nic, Flows],
+            Profile::Targets => &[
+                Throughput, Switch, Latency, Batch, Idle, Vm, Nic, Flows, Defaults,
+            ],
         }
     }
 
@@ -233,6 +236,7 @@ pub fn title(s: Section) -> &'static str {
         Section::Batch => "batch: throughput against batch size, pipe, switch, DPDK memif",
         Section::Load => "load: CPU use against offered load",
         Section::Flows => "flows: 1,000 OpenFlow flows vs the learning bridge and OVS-DPDK; flow-mod rate; flows changing; a cache-miss storm",
+        Section::Defaults => "defaults: the default (adaptive) wait vs busy-waiting, blocking, guest halt polling and the old default, threads not pinned",
     }
 }
 
@@ -467,7 +471,7 @@ mod tests {
     #[test]
     fn profiles_and_selection() {
         use Section::*;
-        assert_eq!(selected(Profile::Compare, &[], &[]).unwrap().len(), 10);
+        assert_eq!(selected(Profile::Compare, &[], &[]).unwrap().len(), 11);
         assert_eq!(
             selected(Profile::Compare, &[Load, Switch], &[]).unwrap(),
             [Switch, Load],
@@ -477,21 +481,25 @@ mod tests {
             selected(
                 Profile::Compare,
                 &[],
-                &[Passthrough, Vm, Nic, Load, Batch, Flows]
+                &[Passthrough, Vm, Nic, Load, Batch, Flows, Defaults]
             )
             .unwrap(),
             [Throughput, Switch, Latency, Idle]
         );
         assert_eq!(
             selected(Profile::Targets, &[], &[Vm]).unwrap(),
-            [Throughput, Switch, Latency, Batch, Idle, Nic, Flows]
+            [Throughput, Switch, Latency, Batch, Idle, Nic, Flows, Defaults]
+        );
+        assert_eq!(
+            selected(Profile::Compare, &[Defaults], &[]).unwrap(),
+            [Defaults]
         );
         let e = selected(Profile::Targets, &[Load], &[])
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
-            "the options leave no section to measure (profile targets: throughput switch latency batch idle vm nic flows)"
+            "the options leave no section to measure (profile targets: throughput switch latency batch idle vm nic flows defaults)"
         );
         assert!(selected(Profile::Compare, &[Nic], &[Nic]).is_err());
         assert_eq!("targets".parse::<Profile>().unwrap(), Profile::Targets);

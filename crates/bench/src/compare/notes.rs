@@ -22,7 +22,8 @@ pub struct NoteFacts<'a> {
 }
 
 /// The notes written after `section`, as `(note section, markdown)`; the
-/// nic section writes its own (it names the generator it picked).
+/// nic, flows and defaults sections write their own (nic names the
+/// generator it picked, defaults the guest halt polling it found).
 pub fn notes(section: Section, f: &NoteFacts<'_>) -> Result<Vec<(&'static str, String)>, Error> {
     let p = f.params;
     let (rx, tx, runs) = (f.rx_cpu, f.tx_cpu, f.runs);
@@ -31,11 +32,11 @@ pub fn notes(section: Section, f: &NoteFacts<'_>) -> Result<Vec<(&'static str, S
         Section::Throughput => {
             let (secs, burst, memif_s) = (p.one("secs")?, p.one("burst")?, p.one("memif_secs")?);
             notes.push(("throughput", format!(
-                "ringswitch: `pkt-gen -f tx -l LEN -b {burst}` on CPU {tx} into `bp{{N`, `pkt-gen -f rx -b {burst}` on CPU {rx} on `bp}}N`, blocking, {secs} s per run; the receiver's rate. DPDK memif: `bench/peers/memif.sh --runs {runs} --seconds {memif_s} --size SIZE` (testpmd txonly, memif client, on CPU {tx} → testpmd rxonly, memif server, on CPU {rx}, both busy-polling, copy mode); its 60 B case sends 64-byte frames (testpmd's `--txpkts=64`; netmap's 60 B leaves out the CRC)."
+                "ringswitch: `pkt-gen -f tx -l LEN -b {burst}` on CPU {tx} into `bp{{N`, `pkt-gen -f rx -b {burst}` on CPU {rx} on `bp}}N`, the default wait (adaptive spin, then sleep), {secs} s per run; the receiver's rate. DPDK memif: `bench/peers/memif.sh --runs {runs} --seconds {memif_s} --size SIZE` (testpmd txonly, memif client, on CPU {tx} → testpmd rxonly, memif server, on CPU {rx}, both busy-polling, copy mode); its 60 B case sends 64-byte frames (testpmd's `--txpkts=64`; netmap's 60 B leaves out the CRC)."
             )));
             if f.variants {
                 notes.push(("throughput", format!(
-                    "Also the pipe at 60 B busy-waiting (`--busy` on both pkt-gens, `-b {burst}`) and with 4096 slots and batch 2048 (`bp}}N@conf:slots=4096`, `-b 2048` on both, blocking), {secs} s per run, the same placement."
+                    "Also the pipe at 60 B busy-waiting (`--busy` on both pkt-gens, `-b {burst}`) and with 4096 slots and batch 2048 (`bp}}N@conf:slots=4096`, `-b 2048` on both, the default wait), {secs} s per run, the same placement."
                 )));
             }
             notes.push(("efficiency", "CPU, all processes: user + system time of every process on the path (ringswitch: both pkt-gens, from their `cpu_seconds`; DPDK memif: both testpmd, from /proc/PID/stat over the measured window) divided by the packets received, in CPU seconds per million packets. CPU, switch process: the same for the ringswitch daemon (/proc/PID/stat over the whole run) or ovs-vswitchd (bench/peers/ovs-dpdk.sh: CPU ns per delivered packet).".to_owned()));
@@ -43,7 +44,7 @@ pub fn notes(section: Section, f: &NoteFacts<'_>) -> Result<Vec<(&'static str, S
         Section::Switch => {
             let (secs, ovs_s) = (p.one("secs")?, p.one("ovs_secs")?);
             notes.push(("switch", format!(
-                "ringswitch: two on-demand ring ports of one switch (`valecmpLEN:a` → `:b`), `serve --workers 1 --worker-cpus {tx}`, both pkt-gens (tx and rx, `-b {burst}`, blocking) on CPU {rx}, {secs} s per run; the receiver's rate. OVS-DPDK: `bench/peers/ovs-dpdk.sh --ports memif`: Open vSwitch's userspace datapath, one PMD thread on CPU {tx}, two memif ports, port-to-port flows, testpmd txonly and rxonly (memif clients) both on CPU {rx}, {ovs_s} s per run. The Linux bridge figure is the nic section's: testpmd txonly on a veth, the bridge, a second veth, testpmd rxonly with net_af_packet (64-byte frames). Same placement for both switches, and on two CPUs no fairer one exists for OVS: its PMD and both testpmd busy-poll, so the two testpmd on CPU {rx} take turns in scheduler slices (milliseconds) and memif's rings overflow in between (`ovs-dpdk.sh --ports memif` with the PMD sharing the sender's CPU instead does no better, see bench/peers/README.md); ringswitch's pkt-gens sleep when they wait, so they share a CPU without that cost.",
+                "ringswitch: two on-demand ring ports of one switch (`valecmpLEN:a` → `:b`), `serve --workers 1 --worker-cpus {tx}`, both pkt-gens (tx and rx, `-b {burst}`, the default wait) on CPU {rx}, {secs} s per run; the receiver's rate. OVS-DPDK: `bench/peers/ovs-dpdk.sh --ports memif`: Open vSwitch's userspace datapath, one PMD thread on CPU {tx}, two memif ports, port-to-port flows, testpmd txonly and rxonly (memif clients) both on CPU {rx}, {ovs_s} s per run. The Linux bridge figure is the nic section's: testpmd txonly on a veth, the bridge, a second veth, testpmd rxonly with net_af_packet (64-byte frames). Same placement for both switches, and on two CPUs no fairer one exists for OVS: its PMD and both testpmd busy-poll, so the two testpmd on CPU {rx} take turns in scheduler slices (milliseconds) and memif's rings overflow in between (`ovs-dpdk.sh --ports memif` with the PMD sharing the sender's CPU instead does no better, see bench/peers/README.md); ringswitch's pkt-gens sleep when they wait (after an adaptive spin that gives way to another runnable thread), so they share a CPU without that cost.",
                 burst = p.one("burst")?
             )));
             if f.variants {
@@ -56,7 +57,7 @@ pub fn notes(section: Section, f: &NoteFacts<'_>) -> Result<Vec<(&'static str, S
                 "Two DPDK testpmd processes with a virtio_user port each stand in for fast VMs (testpmd owns each socket, `server=1`; `--no-huge`, one queue pair): txonly (64-byte frames) → the switch → rxonly, {vm_s} s windows. ringswitch: `ctl port add valevm:vmN --vhost-user PATH --client`, `serve --workers 1 --worker-cpus W`; OVS-DPDK: `bench/peers/ovs-dpdk.sh` (dpdkvhostuserclient ports, one PMD on the same CPU W, port-to-port flows), with and without `other_config:pmd-maxsleep=500`. Receiver on CPU {rx}, sender on CPU {tx}."
             )));
             notes.push(("idle", format!(
-                "Idle: ringswitch's daemon with 8 pkt-gen rx (blocking) on `vale0:i1..i8`, no traffic; and with two testpmd virtio_user clients connected but not forwarding, beside ovs-vswitchd with the same two clients (ovs-dpdk.sh's idle windows: default, pmd-maxsleep=50 and =500). CPU from /proc/PID/stat (all threads) over {idle_s} s, as % of one core."
+                "Idle: ringswitch's daemon with 8 pkt-gen rx (the default wait) on `vale0:i1..i8`, no traffic; and with two testpmd virtio_user clients connected but not forwarding, beside ovs-vswitchd with the same two clients (ovs-dpdk.sh's idle windows: default, pmd-maxsleep=50 and =500). CPU from /proc/PID/stat (all threads) over {idle_s} s, as % of one core."
             )));
         }
         Section::Passthrough => {
@@ -65,7 +66,7 @@ pub fn notes(section: Section, f: &NoteFacts<'_>) -> Result<Vec<(&'static str, S
                 "`bench/passthrough.sh --secs {pt_s} --reps {runs}`: one QEMU TCG guest runs `ringswitch pkt-gen -f tx` (60 B) for {pt_s} s over a passthrough port (its rings mapped through ivshmem, guest/ringswitch_pt) and then over its virtio-net NIC (a vhost-user port of the host's switch, reached through a ringswitch inside the guest with eth0 attached by AF_PACKET), alternately, {runs} times; the host counts the frames reaching `pkt-gen -f rx` on vale0:h. TCG emulates the guest's CPU: only the ratio carries over to KVM."
             )));
         }
-        Section::Nic | Section::Flows => {}
+        Section::Nic | Section::Flows | Section::Defaults => {}
         Section::Latency => {
             let n = p.one("ping_n")?;
             notes.push(("latency", format!(
@@ -90,7 +91,7 @@ pub fn notes(section: Section, f: &NoteFacts<'_>) -> Result<Vec<(&'static str, S
             );
             let burst = p.one("burst")?;
             notes.push(("load", format!(
-                "Offered load: `pkt-gen -f tx -R RATE` at {lo}..{hi} % of the path's median received rate from the throughput runs (100 %: no limit), 60 B, {s} s per point, blocking receivers. CPU is user + system time (/proc/PID/stat) over a {s} s window that starts 1 s into the traffic, as % of one core: the daemon's, the daemon's plus the receiver's (switch), the receiver's and both pkt-gens' (pipe: the zero-copy swap runs in the sender's sync). pkt-gen `-R` sends whole bursts ({burst}) at paced times, or a millisecond's worth of packets at slower rates, as netmap's pkt-gen does. Peers, from this run's other sections: ovs-vswitchd idle (the vm section's idle window) and saturated (the switch section's memif runs); DPDK memif's two testpmd saturated (the throughput runs). A busy-polling peer costs the same at every load in between."
+                "Offered load: `pkt-gen -f tx -R RATE` at {lo}..{hi} % of the path's median received rate from the throughput runs (100 %: no limit), 60 B, {s} s per point, receivers in the default wait. CPU is user + system time (/proc/PID/stat) over a {s} s window that starts 1 s into the traffic, as % of one core: the daemon's, the daemon's plus the receiver's (switch), the receiver's and both pkt-gens' (pipe: the zero-copy swap runs in the sender's sync). pkt-gen `-R` sends whole bursts ({burst}) at paced times, or a millisecond's worth of packets at slower rates, as netmap's pkt-gen does. Peers, from this run's other sections: ovs-vswitchd idle (the vm section's idle window) and saturated (the switch section's memif runs); DPDK memif's two testpmd saturated (the throughput runs). A busy-polling peer costs the same at every load in between."
             )));
         }
     }

@@ -101,14 +101,17 @@ fn miss_memory(b: &Bench, from: usize, reason: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn one_run(b: &mut Bench, secs: u64, r: u32) -> Result<(), Error> {
-    if let Err(e) = b.daemon_start(&["--workers", "1"]) {
-        miss_idle(b, &e)?;
-        return miss_memory(b, 0, &e);
-    }
+/// Starts 8 pkt-gen rx on `vale0:i1..i8` (no wait option: the default;
+/// any CPU), named `LABEL-i1..i8`, to run `secs` plus a margin, and waits
+/// until each has opened its port. Returns the names started (stop them
+/// all, whatever happened) and their pids, or why the 8 are not open.
+pub fn open_idle_ports(
+    b: &mut Bench,
+    label: &str,
+    secs: u64,
+) -> (Vec<String>, Result<Vec<u32>, String>) {
     let mut names = Vec::new();
     let mut pids = Vec::new();
-    let mut err = None;
     let (dur, limit) = ((secs + 50).to_string(), secs + 60);
     for i in 1..=8 {
         let port = format!("vale0:i{i}");
@@ -124,46 +127,52 @@ fn one_run(b: &mut Bench, secs: u64, r: u32) -> Result<(), Error> {
             "0",
             "--json",
         ]);
-        match b.procs.start(&format!("idle-rx-i{i}"), None, limit, &cmd) {
+        match b.procs.start(&format!("{label}-i{i}"), None, limit, &cmd) {
             Ok(n) => names.push(n),
-            Err(e) => {
-                err = Some(e);
-                break;
-            }
+            Err(e) => return (names, Err(e)),
         }
     }
     for (i, n) in names.iter().enumerate() {
-        if err.is_some() {
-            break;
-        }
         if let Err(why) = b.procs.ready_or_stop(n, 15) {
-            err = Some(format!(
-                "pkt-gen rx vale0:i{} did not open its port: {why}",
-                i + 1
-            ));
-        } else if let Some(p) = b.procs.command_pid(n) {
-            pids.push(p);
-        } else {
-            err = Some(format!("cannot find the pid of {n}"));
+            let e = format!("pkt-gen rx vale0:i{} did not open its port: {why}", i + 1);
+            return (names, Err(e));
+        }
+        match b.procs.command_pid(n) {
+            Some(p) => pids.push(p),
+            None => return (names.clone(), Err(format!("cannot find the pid of {n}"))),
         }
     }
-    let result = match err {
-        Some(e) => {
-            miss_idle(b, &format!("idle: {e}"))?;
-            miss_memory(b, 0, &format!("rss: the 8 ports were not open (idle: {e})"))
-        }
-        None => measure(b, secs, r, &pids),
-    };
-    for n in &names {
-        b.procs.stop(n);
-    }
-    b.daemon_stop();
-    result
+    (names, Ok(pids))
 }
 
-fn measure(b: &mut Bench, secs: u64, r: u32, pids: &[u32]) -> Result<(), Error> {
-    // Let the start-up settle.
-    std::thread::sleep(Duration::from_secs(1));
+/// The CPU the daemon and some clients spent over a window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuWindow {
+    /// The daemon's clock ticks (user + system, all threads).
+    pub daemon: u64,
+    /// Each client's clock ticks, in the order asked.
+    pub clients: Vec<u64>,
+    /// The window's length in seconds.
+    pub wall: f64,
+    /// Clock ticks per second.
+    pub hz: f64,
+}
+
+impl CpuWindow {
+    /// `ticks` as % of one core over the window (two decimals).
+    pub fn pct(&self, ticks: u64) -> String {
+        pct_of_core(ticks, self.hz, self.wall).unwrap_or_default()
+    }
+
+    /// The clients' ticks together.
+    pub fn clients_sum(&self) -> u64 {
+        self.clients.iter().sum()
+    }
+}
+
+/// The daemon's and `pids`' CPU over `secs` s from now (shorter if the run
+/// is interrupted), from /proc/PID/stat; `None` if one could not be read.
+pub fn cpu_window(b: &Bench, secs: u64, pids: &[u32]) -> Option<CpuWindow> {
     let hz = clock_ticks();
     let daemon = b.daemon.pid;
     let t0 = Instant::now();
@@ -181,20 +190,51 @@ fn measure(b: &mut Bench, secs: u64, r: u32, pids: &[u32]) -> Result<(), Error> 
         .zip(&p1)
         .map(|(a, b)| Some(b.as_ref()?.saturating_sub(*a.as_ref()?)))
         .collect();
-    match (d0, d1, clients) {
-        (Some(d0), Some(d1), Some(c)) if c.len() == 8 => {
-            let own = pct_of_core(d1.saturating_sub(d0), hz, wall).unwrap_or_default();
-            let all = pct_of_core(c.iter().sum(), hz, wall).unwrap_or_default();
-            let max =
-                pct_of_core(c.iter().copied().max().unwrap_or(0), hz, wall).unwrap_or_default();
+    Some(CpuWindow {
+        daemon: d1?.saturating_sub(d0?),
+        clients: clients?,
+        wall,
+        hz,
+    })
+}
+
+fn one_run(b: &mut Bench, secs: u64, r: u32) -> Result<(), Error> {
+    if let Err(e) = b.daemon_start(&["--workers", "1"]) {
+        miss_idle(b, &e)?;
+        return miss_memory(b, 0, &e);
+    }
+    let (names, pids) = open_idle_ports(b, "idle-rx", secs);
+    let result = match pids {
+        Err(e) => {
+            miss_idle(b, &format!("idle: {e}"))?;
+            miss_memory(b, 0, &format!("rss: the 8 ports were not open (idle: {e})"))
+        }
+        Ok(pids) => measure(b, secs, r, &pids),
+    };
+    for n in &names {
+        b.procs.stop(n);
+    }
+    b.daemon_stop();
+    result
+}
+
+fn measure(b: &mut Bench, secs: u64, r: u32, pids: &[u32]) -> Result<(), Error> {
+    // Let the start-up settle.
+    std::thread::sleep(Duration::from_secs(1));
+    match cpu_window(b, secs, pids) {
+        Some(w) if w.clients.len() == 8 => {
+            let own = w.pct(w.daemon);
+            let all = w.pct(w.clients_sum());
+            let max = w.pct(w.clients.iter().copied().max().unwrap_or(0));
             b.data
                 .sample(&pct_key(DAEMON, "CPU, switch process"), r, &own)?;
             b.data.sample(&pct_key(CLIENTS, "CPU, clients"), r, &all)?;
             b.data
                 .sample(&pct_key(CLIENTS, "CPU, one client at most"), r, &max)?;
-            let tick = pct_of_core(1, hz, wall).unwrap_or_default();
+            let tick = w.pct(1);
             b.procs.log.quiet(&format!(
-                "idle: daemon ticks {d0} -> {d1}, pkt-gen ticks {c:?}, CLK_TCK {hz}, {wall:.3} s; one tick is {tick}% of a core"
+                "idle: daemon ticks {}, pkt-gen ticks {:?}, CLK_TCK {}, {:.3} s; one tick is {tick}% of a core",
+                w.daemon, w.clients, w.hz, w.wall
             ));
             b.log(&format!(
                 "  idle: daemon {own}% of a core, 8 pkt-gen {all}% in all"

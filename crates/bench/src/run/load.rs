@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::measure::TputPlan;
+use super::measure::{TputPlan, Wait};
 use super::procs::{clock_ticks, cpu_ticks};
 use super::Bench;
 use crate::error::Error;
@@ -121,9 +121,10 @@ fn probe(b: &mut Bench, path: Path) -> Option<f64> {
         tx_port: &txp,
         len: 60,
         burst: 512,
-        busy: false,
+        wait: Wait::Default,
         secs: 1,
-        tx_cpu,
+        rx_cpu: Some(b.rx_cpu),
+        tx_cpu: Some(tx_cpu),
         stats: false,
     };
     let t = b.tput(&plan).ok()?;

@@ -4,10 +4,42 @@
 
 use std::time::{Duration, Instant};
 
-use super::procs::{clock_ticks, cpu_ticks, Exit};
+use super::procs::{clock_ticks, cpu_ticks, Cpu, Exit};
 use super::Bench;
 use crate::figures::{mpps, tick_seconds};
 use crate::pktgen::{Report, Rtt};
+
+/// How a pkt-gen waits when its ring is full or empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// No option: the adaptive default (spins while spinning pays, then
+    /// sleeps).
+    Default,
+    /// `--busy`: spins.
+    Busy,
+    /// `--blocking`: sleeps at once, never spins.
+    Blocking,
+}
+
+impl Wait {
+    /// The pkt-gen options that ask for it.
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            Wait::Default => &[],
+            Wait::Busy => &["--busy"],
+            Wait::Blocking => &["--blocking"],
+        }
+    }
+
+    /// A word for labels and the log.
+    pub fn word(self) -> &'static str {
+        match self {
+            Wait::Default => "default",
+            Wait::Busy => "busy",
+            Wait::Blocking => "blocking",
+        }
+    }
+}
 
 /// What a throughput run measured.
 #[derive(Clone, Debug, Default)]
@@ -53,12 +85,14 @@ pub struct TputPlan<'a> {
     pub len: u64,
     /// pkt-gen `-b`.
     pub burst: u64,
-    /// `--busy` on both.
-    pub busy: bool,
+    /// How both pkt-gens wait.
+    pub wait: Wait,
     /// Seconds of traffic.
     pub secs: u64,
-    /// The sender's CPU (the receiver's is the run's receivers' CPU).
-    pub tx_cpu: u32,
+    /// The receiver's CPU (`None`: any, the scheduler chooses).
+    pub rx_cpu: Cpu,
+    /// The sender's CPU (`None`: any).
+    pub tx_cpu: Cpu,
     /// Whether to take the switch's counters before the receiver stops.
     pub stats: bool,
 }
@@ -70,7 +104,7 @@ impl Bench {
 
     /// One receiver, then one sender; `Err` is why it failed.
     pub fn tput(&mut self, p: &TputPlan<'_>) -> Result<Tput, String> {
-        let busy: &[&str] = if p.busy { &["--busy"] } else { &[] };
+        let wait = p.wait.args();
         let t0 = Instant::now();
         let dc0 = self.daemon.pid.and_then(cpu_ticks);
         let (burst, len, rx_secs) = (
@@ -79,15 +113,12 @@ impl Bench {
             (p.secs + 30).to_string(),
         );
         let mut rx_args = vec!["pkt-gen", "-i", p.rx_port, "-f", "rx", "-b", &burst];
-        rx_args.extend_from_slice(busy);
+        rx_args.extend_from_slice(wait);
         rx_args.extend_from_slice(&["--duration", &rx_secs, "-T", "0", "--json"]);
         let cmd = self.rs_cmd(&rx_args);
-        let rx = self.procs.start(
-            &format!("{}-rx", p.label),
-            Some(self.rx_cpu),
-            p.secs + 40,
-            &cmd,
-        )?;
+        let rx = self
+            .procs
+            .start(&format!("{}-rx", p.label), p.rx_cpu, p.secs + 40, &cmd)?;
         self.procs
             .ready_or_stop(&rx, 15)
             .map_err(|why| format!("receiver did not open {}: {why}", p.rx_port))?;
@@ -95,15 +126,12 @@ impl Bench {
         let mut tx_args = vec![
             "pkt-gen", "-i", p.tx_port, "-f", "tx", "-l", &len, "-b", &burst,
         ];
-        tx_args.extend_from_slice(busy);
+        tx_args.extend_from_slice(wait);
         tx_args.extend_from_slice(&["--duration", &secs, "-T", "0", "--json"]);
         let cmd = self.rs_cmd(&tx_args);
-        let (tx, exit) = self.procs.run(
-            &format!("{}-tx", p.label),
-            Some(p.tx_cpu),
-            p.secs + 30,
-            &cmd,
-        )?;
+        let (tx, exit) = self
+            .procs
+            .run(&format!("{}-tx", p.label), p.tx_cpu, p.secs + 30, &cmd)?;
         // The last frames in flight reach the receiver.
         std::thread::sleep(Duration::from_millis(300));
         let stats = if p.stats {
@@ -154,47 +182,56 @@ impl Bench {
     /// One ping/pong run through a pipe (`path` "pipe") or the switch
     /// vale0 ("switch"), busy or blocking, `count` round trips.
     pub fn rtt(&mut self, path: &str, busy: bool, count: u64) -> Result<Rtt, String> {
-        let mode = if busy { "busy" } else { "blocking" };
-        self.log(&format!("RTT {path}, {mode}: ping -n {count}"));
         // Blocking through the switch: the worker polls 50 us after each
         // batch, so a reply that comes back within that needs no wake-up.
         // Busy: ping and pong spin on both cores, so the worker must sleep.
-        let mut dargs = vec!["--workers", "1"];
+        let mut daemon = vec!["--workers", "1"];
         if path == "switch" && !busy {
-            dargs.extend_from_slice(&["--idle-poll-us", "50"]);
+            daemon.extend_from_slice(&["--idle-poll-us", "50"]);
         }
-        self.daemon_ensure(&dargs)?;
+        let mode = if busy { "busy" } else { "blocking" };
+        let plan = RttPlan {
+            label: &format!("rtt-{path}-{mode}"),
+            mode,
+            path,
+            wait: if busy { Wait::Busy } else { Wait::Default },
+            daemon: &daemon,
+            count,
+            ping_cpu: Some(self.tx_cpu),
+            pong_cpu: Some(self.rx_cpu),
+        };
+        self.rtt_run(&plan).map(|r| r.rtt)
+    }
+
+    /// One ping/pong run as `p` says; the ping's report, or why it failed.
+    pub fn rtt_run(&mut self, p: &RttPlan<'_>) -> Result<Report, String> {
+        let (path, mode, count) = (p.path, p.mode, p.count);
+        self.log(&format!("RTT {path}, {mode}: ping -n {count}"));
+        self.daemon_ensure(p.daemon)?;
         let (ping_port, pong_port) = if path == "pipe" {
             let n = self.next_pipe();
             (format!("rp{{{n}"), format!("rp}}{n}"))
         } else {
             ("vale0:ping".to_owned(), "vale0:pong".to_owned())
         };
-        let bf: &[&str] = if busy { &["--busy"] } else { &[] };
         let mut pong_args = vec!["pkt-gen", "-i", &pong_port, "-f", "pong"];
-        pong_args.extend_from_slice(bf);
+        pong_args.extend_from_slice(p.wait.args());
         pong_args.extend_from_slice(&["--duration", "180", "-T", "0", "--json"]);
         let cmd = self.rs_cmd(&pong_args);
-        let pong = self.procs.start(
-            &format!("rtt-{path}-{mode}-pong"),
-            Some(self.rx_cpu),
-            190,
-            &cmd,
-        )?;
+        let pong = self
+            .procs
+            .start(&format!("{}-pong", p.label), p.pong_cpu, 190, &cmd)?;
         self.procs
             .ready_or_stop(&pong, 15)
             .map_err(|why| format!("RTT {path} {mode}: pong did not open {pong_port}: {why}"))?;
         let n = count.to_string();
         let mut ping_args = vec!["pkt-gen", "-i", &ping_port, "-f", "ping", "-n", &n];
-        ping_args.extend_from_slice(bf);
+        ping_args.extend_from_slice(p.wait.args());
         ping_args.extend_from_slice(&["-T", "0", "--json"]);
         let cmd = self.rs_cmd(&ping_args);
-        let (ping, exit): (String, Exit) = self.procs.run(
-            &format!("rtt-{path}-{mode}-ping"),
-            Some(self.tx_cpu),
-            120,
-            &cmd,
-        )?;
+        let (ping, exit): (String, Exit) =
+            self.procs
+                .run(&format!("{}-ping", p.label), p.ping_cpu, 120, &cmd)?;
         self.procs.stop(&pong);
         let report = self.read_report(&ping).unwrap_or_default();
         if !exit.ok() || report.rtt.p50.is_none() {
@@ -206,12 +243,33 @@ impl Bench {
         if let Some(lost) = report.lost.filter(|&l| l > 0) {
             self.log(&format!("  warning: {lost} of {count} pings lost"));
         }
-        let r = report.rtt;
+        let r = &report.rtt;
         self.log(&format!(
             "  RTT {path} {mode}: p50 {} ns, p99 {} ns",
             r.p50.as_deref().unwrap_or(""),
             r.p99.as_deref().unwrap_or("")
         ));
-        Ok(r)
+        Ok(report)
     }
+}
+
+/// One round-trip run's set-up.
+#[derive(Clone, Debug)]
+pub struct RttPlan<'a> {
+    /// Stem of the processes' output files.
+    pub label: &'a str,
+    /// The mode's name in the log and in failure reasons.
+    pub mode: &'a str,
+    /// `pipe` (a fresh pipe) or `switch` (vale0:ping ↔ vale0:pong).
+    pub path: &'a str,
+    /// How ping and pong wait.
+    pub wait: Wait,
+    /// The daemon's arguments (a running daemon with others is restarted).
+    pub daemon: &'a [&'a str],
+    /// Round trips.
+    pub count: u64,
+    /// The ping's CPU (`None`: any).
+    pub ping_cpu: Cpu,
+    /// The pong's CPU (`None`: any).
+    pub pong_cpu: Cpu,
 }

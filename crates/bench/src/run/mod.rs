@@ -14,6 +14,8 @@
 //! - [`peers`]: DPDK memif and OVS-DPDK through their scripts;
 //! - [`idle`]: the idle and memory sections; [`load`]: CPU against
 //!   offered load;
+//! - [`defaults`]: the default (adaptive) wait against busy-waiting,
+//!   blocking, guest halt polling and the old default;
 //! - [`vm`]: VM ports, DPDK testpmd ([`testpmd`]: its command line and
 //!   log) as the VMs, beside OVS-DPDK;
 //! - [`flows`]: OpenFlow tables beside the learning bridge and OVS-DPDK
@@ -22,6 +24,7 @@
 //!   bridge (`bench/peers/veth.sh` wires the namespaces).
 
 pub mod daemon;
+pub mod defaults;
 pub mod flows;
 pub mod idle;
 pub mod load;

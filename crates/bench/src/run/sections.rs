@@ -8,7 +8,7 @@
 
 use std::str::FromStr;
 
-use super::measure::TputPlan;
+use super::measure::{TputPlan, Wait};
 use super::Bench;
 use crate::error::Error;
 use crate::figures::{mpps, per_mpkt};
@@ -38,10 +38,13 @@ pub enum Section {
     /// OpenFlow tables: 1,000 flows beside the learning bridge and
     /// OVS-DPDK, flow-mod rate, flows changing, a cache-miss storm.
     Flows,
+    /// The default (adaptive) wait against busy-waiting, blocking, guest
+    /// halt polling and the old default, threads not pinned.
+    Defaults,
 }
 
 /// The names `--sections` takes.
-pub const NAMES: [&str; 10] = [
+pub const NAMES: [&str; 11] = [
     "throughput",
     "switch",
     "latency",
@@ -52,6 +55,7 @@ pub const NAMES: [&str; 10] = [
     "vm",
     "nic",
     "flows",
+    "defaults",
 ];
 
 impl Section {
@@ -68,6 +72,7 @@ impl Section {
             Section::Vm => "vm",
             Section::Nic => "nic",
             Section::Flows => "flows",
+            Section::Defaults => "defaults",
         }
     }
 }
@@ -86,6 +91,7 @@ impl FromStr for Section {
             "vm" => Section::Vm,
             "nic" => Section::Nic,
             "flows" => Section::Flows,
+            "defaults" => Section::Defaults,
             _ => {
                 return Err(format!(
                     "unknown section '{s}' (sections: {})",
@@ -135,6 +141,7 @@ impl Section {
             Section::Vm => super::vm::vm(b),
             Section::Nic => super::nic::nic(b),
             Section::Flows => super::flows::flows(b),
+            Section::Defaults => super::defaults::defaults(b),
         }
     }
 }
@@ -186,9 +193,10 @@ fn pipe_variants(b: &mut Bench) -> Result<(), Error> {
                 tx_port: &txp,
                 len: 60,
                 burst,
-                busy,
+                wait: if busy { Wait::Busy } else { Wait::Default },
                 secs,
-                tx_cpu: b.tx_cpu,
+                rx_cpu: Some(b.rx_cpu),
+                tx_cpu: Some(b.tx_cpu),
                 stats: false,
             };
             match b.tput(&plan) {
@@ -324,9 +332,10 @@ fn sized_runs(b: &mut Bench, switch: bool) -> Result<(), Error> {
                 tx_port: &txp,
                 len,
                 burst,
-                busy: false,
+                wait: Wait::Default,
                 secs,
-                tx_cpu,
+                rx_cpu: Some(b.rx_cpu),
+                tx_cpu: Some(tx_cpu),
                 stats: switch && b.variants,
             };
             let t = match b.tput(&plan) {
@@ -481,9 +490,10 @@ fn batch(b: &mut Bench) -> Result<(), Error> {
                 tx_port: &txp,
                 len: 60,
                 burst: n,
-                busy: false,
+                wait: Wait::Default,
                 secs,
-                tx_cpu,
+                rx_cpu: Some(b.rx_cpu),
+                tx_cpu: Some(tx_cpu),
                 stats: false,
             };
             match b.tput(&plan) {
