@@ -185,8 +185,7 @@ pub fn watch(fd: RawFd, events: i16) -> libc::pollfd {
 pub fn poll_fds(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
     let ts = timeout.map(|d| libc::timespec {
         tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
-        // Below 10^9: fits any c_long.
-        tv_nsec: libc::c_long::try_from(d.subsec_nanos()).unwrap_or(0),
+        tv_nsec: libc::c_long::from(d.subsec_nanos()),
     });
     let tsp = ts
         .as_ref()
