@@ -452,6 +452,8 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
     // The idle spin's window, learnt from this worker's sleeps (unless a
     // fixed `idle_poll` was asked for).
     let mut adapt = ringswitch_ring::AdaptiveWait::new();
+    // The last round's spin ended on work (see `spin_first`).
+    let mut spun_to_work = false;
     loop {
         if s.stop.load(Ordering::Acquire) {
             for l in &mut local {
@@ -598,7 +600,13 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         // poll): a source with nothing this round is armed only once the
         // spin below found nothing anywhere, or at once when others moved
         // frames (no spin then).
-        let spin_first = cfg.idle_poll.is_none() && !adapt.window().is_zero();
+        //
+        // A spin that saw work which the next round then did not move (a
+        // guest's bad available index looks like work and is refused) is
+        // not repeated at once: this round arms as without a spin, so a
+        // hostile ring cannot keep the worker spinning.
+        let spin_first = cfg.idle_poll.is_none() && !adapt.window().is_zero() && !spun_to_work;
+        spun_to_work = false;
         for l in local.iter_mut() {
             if !l.active {
                 continue;
@@ -626,6 +634,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             // Nothing moved anywhere: spin for the window that has been
             // paying (see ringswitch_ring::AdaptiveWait), then arm.
             if !any && adapt.spin(|| local.iter().any(|l| l.active && l.a.has_work())) {
+                spun_to_work = true;
                 continue;
             }
             for l in local.iter_mut() {
