@@ -8,7 +8,7 @@ use ringswitch_control::proto::{
 };
 use ringswitch_control::{
     Connection, MacEntry, PortInfo, PortKind, PortStats, PortVlan, Request, SwitchInfo,
-    VhostUserSpec, VlanError, VlanSet,
+    VhostUserSpec, VlanError, VlanSet, WorkerStats,
 };
 
 #[derive(Args)]
@@ -37,6 +37,10 @@ enum CtlCmd {
         /// Only this switch.
         switch: Option<String>,
     },
+    /// The workers: their share of time busy and asleep, CPU, wake-ups,
+    /// batches, frames, the average batch and cycles per frame, since each
+    /// started.
+    Workers,
     /// A switch's learned MAC addresses.
     Macs {
         /// Switch name.
@@ -381,6 +385,7 @@ fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
         CtlCmd::Stats { switch } => Request::Stats {
             switch: switch.clone(),
         },
+        CtlCmd::Workers => Request::Workers,
         CtlCmd::Macs { switch } => Request::Macs {
             switch: switch.clone(),
         },
@@ -610,6 +615,57 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                             s.drop_link_down.to_string(),
                             s.drop_kernel.to_string(),
                             s.ring_reinits.to_string(),
+                        ]
+                    })
+                    .collect(),
+            );
+        }
+        CtlCmd::Workers => {
+            let v: Vec<WorkerStats> = serde_json::from_value(v)?;
+            let pct = |part: u64, whole: u64| {
+                if whole == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.1}", part as f64 * 100.0 / whole as f64)
+                }
+            };
+            let per = |a: u64, b: u64| {
+                if b == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.1}", a as f64 / b as f64)
+                }
+            };
+            table(
+                &[
+                    "WORKER",
+                    "SOURCES",
+                    "BUSY%",
+                    "ASLEEP%",
+                    "CPU%",
+                    "WAKEUPS",
+                    "BATCHES",
+                    "FRAMES",
+                    "PER_BATCH",
+                    "CYC/FRAME",
+                ],
+                v.into_iter()
+                    .map(|w| {
+                        vec![
+                            w.worker.to_string(),
+                            w.sources.to_string(),
+                            pct(w.busy_ns, w.uptime_ns),
+                            pct(w.sleep_ns, w.uptime_ns),
+                            if w.cpu_ns == 0 {
+                                "-".into()
+                            } else {
+                                pct(w.cpu_ns, w.uptime_ns)
+                            },
+                            w.wakeups.to_string(),
+                            w.batches.to_string(),
+                            w.packets.to_string(),
+                            per(w.packets, w.batches),
+                            per(w.busy_cycles, w.packets),
                         ]
                     })
                     .collect(),

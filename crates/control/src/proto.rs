@@ -116,6 +116,8 @@ pub enum Request {
         #[serde(default)]
         switch: Option<String>,
     },
+    /// The workers' counters: time busy and asleep, wake-ups, batches.
+    Workers,
     /// Dump a switch's MAC table.
     Macs {
         /// Switch name.
@@ -601,6 +603,10 @@ pub struct PortStats {
     /// them).
     #[serde(default)]
     pub rx_segments_added: u64,
+    /// Ring ports: interrupts sent to the client (its doorbell written
+    /// because it asked to be woken).
+    #[serde(default)]
+    pub interrupts: u64,
     /// Interface ports: frames the kernel dropped before the switch saw
     /// them (AF_XDP ring full or no fill buffers, AF_PACKET drops).
     #[serde(default)]
@@ -632,6 +638,45 @@ pub struct PortStats {
     /// the device refused.
     #[serde(default)]
     pub vm_frontend_errors: u64,
+}
+
+/// Buckets of [`WorkerStats::batch_sizes`]: bucket `i` counts the batches
+/// of `2^i` to `2^(i+1) - 1` frames, the last one every batch of 512 or
+/// more.
+pub const BATCH_SIZE_BUCKETS: usize = 10;
+
+/// One worker's counters (`workers`). Times are since the worker started;
+/// the rest of its time it spent spinning for work or between batches.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerStats {
+    /// Its number (`port-list`'s `worker`).
+    pub worker: u32,
+    /// Sources it serves: TX rings of ring ports, queue pairs, interface
+    /// queues.
+    pub sources: u32,
+    /// Nanoseconds since it started.
+    pub uptime_ns: u64,
+    /// Nanoseconds in rounds that moved frames.
+    pub busy_ns: u64,
+    /// Nanoseconds asleep, waiting for a kick.
+    pub sleep_ns: u64,
+    /// Nanoseconds its thread ran on a CPU (busy, spinning and the rest),
+    /// as the kernel counts them; 0 where the kernel does not say.
+    #[serde(default)]
+    pub cpu_ns: u64,
+    /// Times it woke from sleep.
+    pub wakeups: u64,
+    /// Batches forwarded (a batch: what one source offered in one round).
+    pub batches: u64,
+    /// Frames forwarded.
+    pub packets: u64,
+    /// CPU cycles (time-stamp counter) in rounds that moved frames: over
+    /// `packets`, the cycles a frame costs.
+    #[serde(default)]
+    pub busy_cycles: u64,
+    /// How many frames its batches held: see [`BATCH_SIZE_BUCKETS`].
+    #[serde(default)]
+    pub batch_sizes: Vec<u64>,
 }
 
 /// One MAC table entry.

@@ -120,6 +120,7 @@ pub fn allowed(role: Role, req: &Request) -> Result<(), ErrorReply> {
         | Request::SwitchList
         | Request::PortList { .. }
         | Request::Stats { .. }
+        | Request::Workers
         | Request::Macs { .. }
         | Request::Flows { .. }
         | Request::Close { .. } => return Ok(()),

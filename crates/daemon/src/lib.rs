@@ -977,6 +977,7 @@ fn handle(
         Request::PortDel { name } => result(r.port_del(&name)),
         Request::PortList { switch } => result(r.port_list(switch.as_deref())),
         Request::Stats { switch } => result(r.stats(switch.as_deref())),
+        Request::Workers => result(Ok::<_, registry::RegistryError>(r.worker_stats())),
         Request::Macs { switch } => result(r.macs(&switch)),
         Request::Open { name } => match r.open(conn, &name) {
             Ok((o, fds)) => Ok((serde_json::to_value(o).unwrap_or_default(), fds)),

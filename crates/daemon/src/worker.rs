@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use ringswitch_control::{WorkerStats, BATCH_SIZE_BUCKETS};
 use ringswitch_ring::poll::{self, Epoll};
 use ringswitch_ring::EventFd;
 use ringswitch_switch::{Backend, Scratch, Switch, SwitchPort};
@@ -258,16 +259,65 @@ fn drain_fd(fd: RawFd) {
     let _ = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
 }
 
+/// A worker's own counters: written by its thread alone, on cache lines of
+/// their own, read by anyone without a lock or a message.
+#[derive(Default)]
+#[repr(align(128))]
+struct Activity {
+    busy_ns: AtomicU64,
+    busy_cycles: AtomicU64,
+    sleep_ns: AtomicU64,
+    batches: AtomicU64,
+    packets: AtomicU64,
+    wakeups: AtomicU64,
+    batch_sizes: [AtomicU64; BATCH_SIZE_BUCKETS],
+    /// The thread's id, for its CPU time in /proc (0 until it runs).
+    tid: AtomicU64,
+    /// When the sleep going on began, in nanoseconds since the worker
+    /// started plus one (0: awake), so that a reader counts a long sleep
+    /// before it ends.
+    asleep_since: AtomicU64,
+}
+
+impl Activity {
+    /// Adds `v` to `c`, a counter only this worker's thread writes: a plain
+    /// load and store, no locked instruction. Relaxed: statistics, read
+    /// without ordering requirements.
+    #[inline(always)]
+    fn bump(c: &AtomicU64, v: u64) {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+    }
+
+    /// Counts one batch of `frames` frames in the histogram.
+    #[inline(always)]
+    fn batch_size(&self, frames: u64) {
+        let b = (frames.max(1).ilog2() as usize).min(BATCH_SIZE_BUCKETS - 1);
+        Self::bump(&self.batch_sizes[b], 1);
+    }
+}
+
+/// The time-stamp counter, for cycles per frame.
+#[inline(always)]
+fn cycles() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: rdtsc reads a register; x86_64 always has it.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
+}
+
 struct Shared {
     epoll: Epoll,
     ctl: EventFd,
     ports: Mutex<Vec<Assigned>>,
     generation: AtomicU64,
     stop: AtomicBool,
-    busy_ns: AtomicU64,
-    batches: AtomicU64,
-    packets: AtomicU64,
-    wakeups: AtomicU64,
+    started: Instant,
+    activity: Activity,
 }
 
 /// Handle on a worker thread.
@@ -331,10 +381,8 @@ impl Worker {
             ports: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
             stop: AtomicBool::new(false),
-            busy_ns: AtomicU64::new(0),
-            batches: AtomicU64::new(0),
-            packets: AtomicU64::new(0),
-            wakeups: AtomicU64::new(0),
+            started: Instant::now(),
+            activity: Activity::default(),
         });
         shared
             .epoll
@@ -343,7 +391,15 @@ impl Worker {
         let thread = std::thread::Builder::new()
             .name(format!("rs-worker{index}"))
             .stack_size(256 * 1024)
-            .spawn(move || run(s, cfg))?;
+            .spawn(move || {
+                ringswitch_switch::count_as_worker(index);
+                // SAFETY: gettid has no preconditions.
+                let tid = unsafe { libc::gettid() };
+                // Relaxed: read by `stats` for a /proc path; a reader that
+                // sees 0 reports no CPU time.
+                s.activity.tid.store(tid as u64, Ordering::Relaxed);
+                run(s, cfg)
+            })?;
         Ok(Worker {
             shared,
             thread: Some(thread),
@@ -396,17 +452,49 @@ impl Worker {
 
     /// Nanoseconds spent forwarding.
     pub fn busy_ns(&self) -> u64 {
-        self.shared.busy_ns.load(Ordering::Relaxed)
+        self.shared.activity.busy_ns.load(Ordering::Relaxed)
     }
 
     /// (batches, packets, wake-ups from sleep) so far.
     pub fn activity(&self) -> (u64, u64, u64) {
-        let s = &self.shared;
+        let a = &self.shared.activity;
         (
-            s.batches.load(Ordering::Relaxed),
-            s.packets.load(Ordering::Relaxed),
-            s.wakeups.load(Ordering::Relaxed),
+            a.batches.load(Ordering::Relaxed),
+            a.packets.load(Ordering::Relaxed),
+            a.wakeups.load(Ordering::Relaxed),
         )
+    }
+
+    /// The worker's counters, as worker number `index`. Reads only what
+    /// the worker publishes (and the kernel's count of its CPU time): no
+    /// lock the worker takes while forwarding, no message to it.
+    pub fn stats(&self, index: u32) -> WorkerStats {
+        let a = &self.shared.activity;
+        // Relaxed throughout: statistics (see Activity::bump).
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        // The sleeps that ended, then the one going on (if any): read in
+        // this order, a sleep that ends in between is missed for now, never
+        // counted twice, so the total never goes back.
+        let slept = g(&a.sleep_ns);
+        let since = g(&a.asleep_since);
+        let uptime = u64::try_from(self.shared.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let sleeping = match since {
+            0 => 0,
+            s => uptime.saturating_sub(s - 1),
+        };
+        WorkerStats {
+            worker: index,
+            sources: u32::try_from(self.load()).unwrap_or(u32::MAX),
+            uptime_ns: uptime,
+            busy_ns: g(&a.busy_ns),
+            sleep_ns: slept.saturating_add(sleeping),
+            cpu_ns: thread_cpu_ns(g(&a.tid)),
+            wakeups: g(&a.wakeups),
+            batches: g(&a.batches),
+            packets: g(&a.packets),
+            busy_cycles: g(&a.busy_cycles),
+            batch_sizes: a.batch_sizes.iter().map(g).collect(),
+        }
     }
 
     fn poke(&self) {
@@ -425,6 +513,18 @@ impl Drop for Worker {
             let _ = t.join();
         }
     }
+}
+
+/// Nanoseconds thread `tid` of this process ran on a CPU: the first field
+/// of its schedstat (0 when unknown).
+fn thread_cpu_ns(tid: u64) -> u64 {
+    if tid == 0 {
+        return 0;
+    }
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn run(s: Arc<Shared>, cfg: WorkerConfig) {
@@ -505,7 +605,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         if n_active == 0 || rounds.is_multiple_of(ROUNDS_PER_POLL) {
             let any_deferred = local.iter().any(|l| l.deferred.is_some());
             if n_active == 0 {
-                s.wakeups.fetch_add(1, Ordering::Relaxed);
+                Activity::bump(&s.activity.wakeups, 1);
             }
             if rounds.is_multiple_of(FLUSH_ROUNDS)
                 || (n_active == 0 && last_flush.elapsed() >= COUNTS_MAX_AGE)
@@ -531,9 +631,25 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             };
             // An interrupted or failed wait is a wait that saw nothing.
             let t_sleep = Instant::now();
+            if n_active == 0 {
+                let since = t_sleep.saturating_duration_since(s.started).as_nanos();
+                // Relaxed: statistics (see Worker::stats for the order).
+                s.activity.asleep_since.store(
+                    u64::try_from(since).unwrap_or(u64::MAX - 1) + 1,
+                    Ordering::Relaxed,
+                );
+            }
             let n = s.epoll.wait(&mut events, timeout).unwrap_or(0);
             if n_active == 0 {
-                adapt.slept(t_sleep.elapsed(), n > 0);
+                let slept = t_sleep.elapsed();
+                adapt.slept(slept, n > 0);
+                // Awake first, then the sleep counted: a reader in between
+                // sees too little, never the sleep twice (see Worker::stats).
+                s.activity.asleep_since.store(0, Ordering::Relaxed);
+                Activity::bump(
+                    &s.activity.sleep_ns,
+                    u64::try_from(slept.as_nanos()).unwrap_or(u64::MAX),
+                );
             }
             if counts_wait && n == 0 {
                 scratch.flush_counters();
@@ -594,6 +710,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             continue;
         }
         let t0 = Instant::now();
+        let c0 = cycles();
         let mut any = false;
         let (mut nb, mut np) = (0u64, 0u64);
         // Spin before asking for kicks (the default, with no fixed idle
@@ -616,6 +733,7 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             np += p;
             any |= b > 0;
             if b > 0 {
+                s.activity.batch_size(p);
                 l.recent = p;
                 l.idle = false;
             } else if spin_first {
@@ -625,10 +743,11 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
             }
         }
         if any {
-            s.busy_ns
-                .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            s.batches.fetch_add(nb, Ordering::Relaxed);
-            s.packets.fetch_add(np, Ordering::Relaxed);
+            let a = &s.activity;
+            Activity::bump(&a.busy_cycles, cycles().wrapping_sub(c0));
+            Activity::bump(&a.busy_ns, t0.elapsed().as_nanos() as u64);
+            Activity::bump(&a.batches, nb);
+            Activity::bump(&a.packets, np);
         }
         if spin_first {
             // Nothing moved anywhere: spin for the window that has been

@@ -435,3 +435,77 @@ fn split_ports_move_traffic_on_every_ring_from_separate_threads() {
         }
     }
 }
+
+/// Two workers deliver into one port: each adds to its own counter set,
+/// and `stats` sums them exactly; `workers` says what each forwarded.
+#[test]
+fn two_workers_counting_into_one_port_add_up_and_workers_say_what_they_did() {
+    use ringswitch_control::{WorkerStats, BATCH_SIZE_BUCKETS};
+    let d = daemon_with("workers", |c| c.workers = 2);
+    let s = d.socket().to_path_buf();
+    let mut a = Port::open_at(&s, "vale9:a").unwrap();
+    let mut b = Port::open_at(&s, "vale9:b").unwrap();
+    let mut c = Port::open_at(&s, "vale9:c").unwrap();
+    // c's address is learned first, so a's and b's frames go to c alone.
+    send(&mut c, &[frame([0xff; 6], mac(0xc), 60, 0)]);
+    assert_eq!(recv_n(&mut a, 1).len(), 1);
+    assert_eq!(recv_n(&mut b, 1).len(), 1);
+    const N: usize = 3000;
+    let from = |src: u8| -> Vec<Vec<u8>> {
+        (0..N as u32)
+            .map(|i| frame(mac(0xc), mac(src), 60 + (i as usize % 100), i))
+            .collect()
+    };
+    let (fa, fb) = (from(0xa), from(0xb));
+    let got = std::thread::scope(|t| {
+        let ta = t.spawn(|| send(&mut a, &fa));
+        let tb = t.spawn(|| send(&mut b, &fb));
+        // Receive until every frame is either here or counted as dropped
+        // at c's full ring.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut got = 0;
+        loop {
+            got += recv_within(&mut c, 2 * N - got, SHORT).len();
+            let dropped = stat(&stats(&s), "vale9:c").drop_rx_full as usize;
+            if got + dropped >= 2 * N || std::time::Instant::now() > deadline {
+                break;
+            }
+        }
+        assert_eq!(ta.join().unwrap(), N);
+        assert_eq!(tb.join().unwrap(), N);
+        got
+    });
+    let st = stats(&s);
+    let (sa, sb, sc) = (
+        stat(&st, "vale9:a"),
+        stat(&st, "vale9:b"),
+        stat(&st, "vale9:c"),
+    );
+    // Whatever c did not get, its full ring dropped and counted.
+    assert_eq!(got as u64 + sc.drop_rx_full, 2 * N as u64);
+    assert_eq!(sc.rx_packets, got as u64);
+    assert_eq!(sa.tx_packets, N as u64);
+    assert_eq!(sb.tx_packets, N as u64);
+    let bytes: u64 = (0..N).map(|i| 60 + (i % 100) as u64).sum();
+    assert_eq!(sa.tx_bytes, bytes);
+    assert_eq!(sb.tx_bytes, bytes);
+    assert!(sc.interrupts > 0, "c waited, so it was woken: {sc:?}");
+
+    let mut conn = Connection::connect(&s).unwrap();
+    let w: Vec<WorkerStats> = conn.call_as(&Request::Workers).unwrap().0;
+    assert_eq!(w.len(), 2);
+    assert_eq!(w.iter().map(|w| w.worker).collect::<Vec<_>>(), [0, 1]);
+    // Every frame sent (and c's broadcast) went through a worker.
+    let frames: u64 = w.iter().map(|w| w.packets).sum();
+    assert_eq!(frames, 2 * N as u64 + 1);
+    for w in &w {
+        assert_eq!(w.batch_sizes.len(), BATCH_SIZE_BUCKETS);
+        assert!(w.busy_ns <= w.uptime_ns && w.sleep_ns <= w.uptime_ns, "{w:?}");
+        if w.packets > 0 {
+            assert!(w.batches > 0 && w.busy_ns > 0, "{w:?}");
+            assert!(w.batch_sizes.iter().sum::<u64>() > 0, "{w:?}");
+        }
+    }
+    // The sources are spread over both workers.
+    assert_eq!(w.iter().map(|w| w.sources).sum::<u32>(), 3, "{w:?}");
+}

@@ -16,7 +16,7 @@ use crate::batch::{BatchResult, Ft, RingBatch, StageScratch, MAX_BATCH};
 use crate::flows::Flows;
 use crate::lookup::flows::{FlowDelivery, FlowLookup};
 use crate::lookup::{Dests, Forwarding, Lookup, MacEntry, PortIndex, PortTable, MAX_PORTS};
-use crate::port::{Backend, Counters, RingPort, SwitchPort};
+use crate::port::{Backend, CounterSet, RingPort, SwitchPort};
 use crate::sink::{self, EditList, Frames, FromRing, Retag};
 use crate::source;
 
@@ -346,7 +346,7 @@ impl Switch {
         );
         source::look_up_staged(&sc.stage, &mut sc.dests, &mut look, false);
         look.finish(&mut sc.dests);
-        let none = Counters::default();
+        let none = CounterSet::default();
         let (dests, stage, edits) = (&mut sc.dests, &mut sc.stage, &mut sc.edits);
         deliver(&look, &none, 1, frame.len() as u64, dests, stage, edits, 0);
         Ok(())
@@ -363,7 +363,7 @@ impl Switch {
     ) -> BatchResult {
         let table = self.read();
         let mut txr = srp.tx(ring);
-        let c = &src.counters;
+        let c = src.counters.mine();
         let Some(work) = source::ring_work(&mut txr, self.batch(), c) else {
             return BatchResult::default();
         };
@@ -382,7 +382,7 @@ impl Switch {
         };
         deliver(
             &look,
-            &src.counters,
+            src.counters.mine(),
             read.tx_pkts,
             read.tx_bytes,
             &mut sc.dests,
@@ -422,7 +422,7 @@ impl Switch {
             let (dests, stage, edits) = (&mut sc.dests, &mut sc.stage, &mut sc.edits);
             deliver(
                 &look,
-                &src.counters,
+                src.counters.mine(),
                 pkts,
                 bytes,
                 dests,
@@ -431,10 +431,10 @@ impl Switch {
                 src_q,
             );
         }
-        let c = &src.counters;
-        Counters::add(&c.drop_short, short);
-        Counters::add(&c.drop_long, long);
-        Counters::add(&c.drop_malformed, taken.malformed + malformed);
+        let c = src.counters.mine();
+        CounterSet::add(&c.drop_short, short);
+        CounterSet::add(&c.drop_long, long);
+        CounterSet::add(&c.drop_malformed, taken.malformed + malformed);
         BatchResult {
             slots: u32_of(taken.frames),
             packets: u32_of(taken.frames),
@@ -453,7 +453,7 @@ impl Switch {
 #[allow(clippy::too_many_arguments)]
 fn deliver<F: Frames>(
     look: &Lookup<'_>,
-    c: &Counters,
+    c: &CounterSet,
     pkts: u64,
     bytes: u64,
     dests: &mut Dests,
@@ -469,10 +469,10 @@ fn deliver<F: Frames>(
         dests.no_dest + dests.vlan_drops,
         dests.no_dest_bytes + dests.vlan_drop_bytes,
     );
-    Counters::add(&c.tx_packets, pkts - dropped);
-    Counters::add(&c.tx_bytes, bytes - dropped_bytes);
-    Counters::add(&c.drop_no_dest, dests.no_dest);
-    Counters::add(&c.drop_vlan, dests.vlan_drops);
+    CounterSet::add(&c.tx_packets, pkts - dropped);
+    CounterSet::add(&c.tx_bytes, bytes - dropped_bytes);
+    CounterSet::add(&c.drop_no_dest, dests.no_dest);
+    CounterSet::add(&c.drop_vlan, dests.vlan_drops);
     let vlans = table.has_vlans();
     for &d in &list {
         let Some(dport) = table.get(d) else { continue };
@@ -514,7 +514,7 @@ fn deliver<F: Frames>(
         } else {
             None
         };
-        let (order, c) = (&dests.order[..], &*dport.counters);
+        let (order, c) = (&dests.order[..], dport.counters.mine());
         // A queue's lock lives only within its arm: released before the
         // wake-up is sent.
         let wake = match &dport.backend {

@@ -24,4 +24,7 @@ pub use engine::{AttachError, PacketOutError, Scratch, Switch};
 pub use flows::{FailMode, Flows, PacketIn};
 pub use learning::{Hub, LearningBridge};
 pub use lookup::{Decision, Forwarding, MacEntry, PortIndex, MAX_PORTS};
-pub use port::{Backend, Counters, Link, QueuePort, RingPort, SwitchPort};
+pub use port::{
+    count_as_worker, Backend, CounterSet, Counters, Link, QueuePort, RingPort, SwitchPort,
+    COUNTER_SETS,
+};

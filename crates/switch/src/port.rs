@@ -13,9 +13,12 @@ use ringswitch_ring::{arith, Dir, EventFd, PortRing, Region, RingRef};
 /// most workers a daemon runs).
 pub const MAX_LEASES: usize = 16;
 
-/// Lock-free per-port counters, added to once per batch.
+/// One thread's share of a port's counters, added to once per batch.
+/// Each worker adds to a set of its own (see [`Counters`]), so two workers
+/// delivering to one port never bounce a cache line between them.
 #[derive(Default, Debug)]
-pub struct Counters {
+#[repr(align(128))]
+pub struct CounterSet {
     /// Packets taken from the port's TX rings and forwarded to at least
     /// one port (not those counted in `drop_no_dest`).
     pub tx_packets: AtomicU64,
@@ -48,35 +51,97 @@ pub struct Counters {
     /// segments adds n - 1, so the destination's outcomes minus this are
     /// the frames the sources sent it.
     pub rx_segments_added: AtomicU64,
+    /// Interrupts sent to a ring port's client: its doorbell written
+    /// because it asked to be woken (frames arrived, or TX slots freed).
+    pub interrupts: AtomicU64,
 }
 
-impl Counters {
+impl CounterSet {
     #[inline(always)]
     pub(crate) fn add(c: &AtomicU64, v: u64) {
         if v != 0 {
-            // Relaxed: a statistic, read without ordering requirements.
+            // Relaxed: a statistic, read without ordering requirements. A
+            // set has one writing thread, so the add never contends.
             c.fetch_add(v, Ordering::Relaxed);
         }
     }
+}
 
-    /// A snapshot for `stats`.
+/// Sets of counters a port has: one for the threads that are not workers
+/// (the control thread, embedders, tests), one per worker.
+pub const COUNTER_SETS: usize = MAX_LEASES + 1;
+
+thread_local! {
+    /// Which of each port's counter sets this thread adds to.
+    static COUNTER_SET: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Makes this thread add to counter set `worker + 1` of every port: called
+/// once by each worker thread as it starts (worker numbers beyond the sets
+/// share the last one, still correct, as the adds are atomic).
+pub fn count_as_worker(worker: usize) {
+    COUNTER_SET.with(|c| c.set((worker + 1).min(COUNTER_SETS - 1)));
+}
+
+/// A port's counters: a [`CounterSet`] per thread that forwards, each on
+/// its own cache lines, summed by whoever reads them. Nothing on the data
+/// path locks, waits or shares a written line with another worker.
+#[derive(Debug, Default)]
+pub struct Counters {
+    sets: Box<[CounterSet; COUNTER_SETS]>,
+}
+
+impl Counters {
+    /// The set this thread adds to.
+    #[inline(always)]
+    pub fn mine(&self) -> &CounterSet {
+        // The index is at most COUNTER_SETS - 1 (see `count_as_worker`).
+        &self.sets[COUNTER_SET.with(|c| c.get())]
+    }
+
+    /// A snapshot for `stats`: every set summed.
     pub fn snapshot(&self, name: &str) -> PortStats {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut t = [0u64; 14];
+        for s in self.sets.iter() {
+            let all = [
+                &s.tx_packets,
+                &s.tx_bytes,
+                &s.rx_packets,
+                &s.rx_bytes,
+                &s.drop_rx_full,
+                &s.drop_malformed,
+                &s.drop_short,
+                &s.drop_long,
+                &s.ring_reinits,
+                &s.drop_link_down,
+                &s.drop_no_dest,
+                &s.drop_vlan,
+                &s.rx_segments_added,
+                &s.interrupts,
+            ];
+            for (t, c) in t.iter_mut().zip(all) {
+                // Relaxed: statistics (see CounterSet::add).
+                *t = t.wrapping_add(c.load(Ordering::Relaxed));
+            }
+        }
+        let [tx_packets, tx_bytes, rx_packets, rx_bytes, drop_rx_full, drop_malformed, drop_short, drop_long, ring_reinits, drop_link_down, drop_no_dest, drop_vlan, rx_segments_added, interrupts] =
+            t;
         PortStats {
             name: name.to_string(),
-            tx_packets: g(&self.tx_packets),
-            tx_bytes: g(&self.tx_bytes),
-            rx_packets: g(&self.rx_packets),
-            rx_bytes: g(&self.rx_bytes),
-            drop_rx_full: g(&self.drop_rx_full),
-            drop_malformed: g(&self.drop_malformed),
-            drop_short: g(&self.drop_short),
-            drop_long: g(&self.drop_long),
-            ring_reinits: g(&self.ring_reinits),
-            drop_link_down: g(&self.drop_link_down),
-            drop_no_dest: g(&self.drop_no_dest),
-            drop_vlan: g(&self.drop_vlan),
-            rx_segments_added: g(&self.rx_segments_added),
+            tx_packets,
+            tx_bytes,
+            rx_packets,
+            rx_bytes,
+            drop_rx_full,
+            drop_malformed,
+            drop_short,
+            drop_long,
+            ring_reinits,
+            drop_link_down,
+            drop_no_dest,
+            drop_vlan,
+            rx_segments_added,
+            interrupts,
             drop_kernel: 0,
             kernel_tx_invalid: 0,
             vm_rx_bad_chains: 0,
@@ -137,7 +202,7 @@ impl RxState {
     /// Reserves up to `want` slots. Reads the application's head first (the
     /// slots it released); a head it could not have written resets the ring
     /// and is counted in `reinits`.
-    pub fn reserve(&mut self, want: u32, counters: &Counters) -> Reservation {
+    pub fn reserve(&mut self, want: u32, counters: &CounterSet) -> Reservation {
         match self.ring.app_head() {
             Ok(h) => self.ring.hwcur = h,
             Err(_) => {
@@ -145,7 +210,7 @@ impl RxState {
                 // reset republishes hwtail.
                 if self.count == 0 {
                     self.ring.reinit();
-                    Counters::add(&counters.ring_reinits, 1);
+                    CounterSet::add(&counters.ring_reinits, 1);
                 }
             }
         }
@@ -535,8 +600,15 @@ impl RingPort {
     /// up to (not including) slot `d`: gives back the unused slots (or, if
     /// a later lease exists, sends them as empty frames: only with several
     /// workers), completes the lease, and interrupts the application if it
-    /// asked.
-    pub fn finish_lease(&self, q: usize, res: Reservation, mut d: u32, dring: &RingRef<'_>) {
+    /// asked (counted in `c`).
+    pub fn finish_lease(
+        &self,
+        q: usize,
+        res: Reservation,
+        mut d: u32,
+        dring: &RingRef<'_>,
+        c: &CounterSet,
+    ) {
         let dn = dring.num_slots();
         let woke = {
             let mut st = self.rx(q);
@@ -551,6 +623,7 @@ impl RingPort {
         };
         if woke {
             self.irq(q).signal();
+            CounterSet::add(&c.interrupts, 1);
         }
     }
 }

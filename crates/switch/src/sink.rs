@@ -11,7 +11,7 @@ use ringswitch_flow::apply_edits;
 use ringswitch_frame::{FrameQueue, OffloadHdr, Wake, FRAME_MAX, FRAME_MIN};
 
 use crate::batch::{RingBatch, StageScratch, MAX_BATCH};
-use crate::port::{Backend, Counters, RingPort, SwitchPort};
+use crate::port::{Backend, CounterSet, RingPort, SwitchPort};
 use crate::vlan::{egress, Edit, FrameVlan};
 use queue::{Gathered, StagedFrames};
 
@@ -50,7 +50,7 @@ pub(crate) trait Frames {
         order: &[u32],
         drp: &RingPort,
         q: usize,
-        c: &Counters,
+        c: &CounterSet,
         retag: Option<Retag<'_>>,
     );
 
@@ -61,7 +61,7 @@ pub(crate) trait Frames {
         &mut self,
         order: &[u32],
         q: &mut Q,
-        c: &Counters,
+        c: &CounterSet,
         retag: Option<Retag<'_>>,
     ) -> Wake;
 
@@ -116,14 +116,14 @@ pub(crate) fn edited<F: Frames>(
     dport: &SwitchPort,
     src_q: usize,
 ) {
-    let c = &*dport.counters;
+    let c = dport.counters.mine();
     es.start();
     for (i, &k) in order.iter().enumerate() {
         let (list, n) = edits_of(i);
         let (hdr, bytes) = match frames.contiguous(k) {
             Ok(f) => f,
             Err(_) => {
-                Counters::add(&c.drop_long, 1);
+                CounterSet::add(&c.drop_long, 1);
                 continue;
             }
         };
@@ -136,7 +136,7 @@ pub(crate) fn edited<F: Frames>(
                 intake.put(&edited[..len], shift_offload(hdr, delta));
             }
             _ => {
-                Counters::add(&c.drop_long, 1);
+                CounterSet::add(&c.drop_long, 1);
                 continue;
             }
         }
@@ -154,7 +154,7 @@ fn deliver_stage(es: &mut StageScratch, dport: &SwitchPort, src_q: usize) {
     if n == 0 {
         return;
     }
-    let (order, c) = (&IOTA[..n], &*dport.counters);
+    let (order, c) = (&IOTA[..n], dport.counters.mine());
     let wake = match &dport.backend {
         Backend::Ring(drp) => {
             to_ring(es, order, drp, src_q, c, None);
@@ -174,13 +174,13 @@ pub(crate) fn to_ring<F: Frames>(
     order: &[u32],
     drp: &RingPort,
     src_q: usize,
-    c: &Counters,
+    c: &CounterSet,
     retag: Option<Retag<'_>>,
 ) {
     if drp.link.is_up() {
         frames.to_ring(order, drp, src_q % drp.rx_rings(), c, retag);
     } else {
-        Counters::add(&c.drop_link_down, order.len() as u64);
+        CounterSet::add(&c.drop_link_down, order.len() as u64);
     }
 }
 
@@ -198,7 +198,7 @@ impl Frames for FromRing<'_> {
         order: &[u32],
         drp: &RingPort,
         q: usize,
-        c: &Counters,
+        c: &CounterSet,
         retag: Option<Retag<'_>>,
     ) {
         let edit = retag.map(|r| move |k| r.edit(k));
@@ -209,7 +209,7 @@ impl Frames for FromRing<'_> {
         &mut self,
         order: &[u32],
         q: &mut Q,
-        c: &Counters,
+        c: &CounterSet,
         retag: Option<Retag<'_>>,
     ) -> Wake {
         self.stage.ensure();
@@ -242,7 +242,7 @@ impl Frames for StageScratch {
         order: &[u32],
         drp: &RingPort,
         q: usize,
-        c: &Counters,
+        c: &CounterSet,
         retag: Option<Retag<'_>>,
     ) {
         ring::put_staged(self, order, drp, q, c, retag);
@@ -252,7 +252,7 @@ impl Frames for StageScratch {
         &mut self,
         order: &[u32],
         q: &mut Q,
-        c: &Counters,
+        c: &CounterSet,
         retag: Option<Retag<'_>>,
     ) -> Wake {
         let StageScratch {

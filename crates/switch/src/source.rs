@@ -10,7 +10,7 @@ use ringswitch_ring::{arith, NetmapSlot, PortRing, Region};
 use crate::batch::conv::split_word0;
 use crate::batch::{BatchResult, Ft, StageScratch, MIN_FRAME};
 use crate::lookup::{Dests, Lookup, FIRST_LINE};
-use crate::port::{Counters, RingPort};
+use crate::port::{CounterSet, RingPort};
 
 /// Work published on a TX ring: slots from `hwcur` to `head`.
 pub(crate) struct RingWork {
@@ -23,12 +23,12 @@ pub(crate) struct RingWork {
 /// the application could not have written resets the ring (counted in
 /// `ring_reinits` on `c`).
 #[inline]
-pub(crate) fn ring_work(txr: &mut PortRing, batch: u32, c: &Counters) -> Option<RingWork> {
+pub(crate) fn ring_work(txr: &mut PortRing, batch: u32, c: &CounterSet) -> Option<RingWork> {
     let head = match txr.app_head() {
         Ok(h) => h,
         Err(_) => {
             txr.reinit();
-            Counters::add(&c.ring_reinits, 1);
+            CounterSet::add(&c.ring_reinits, 1);
             return None;
         }
     };
@@ -260,7 +260,7 @@ pub(crate) fn release_ring(
     srp: &RingPort,
     ring: usize,
     read: RingRead,
-    c: &Counters,
+    c: &CounterSet,
 ) -> BatchResult {
     let RingRead {
         head,
@@ -285,10 +285,11 @@ pub(crate) fn release_ring(
     txr.publish();
     if txr.app_wants_kick() {
         srp.irq(ring).signal();
+        CounterSet::add(&c.interrupts, 1);
     }
-    Counters::add(&c.drop_malformed, malformed);
-    Counters::add(&c.drop_short, short);
-    Counters::add(&c.drop_long, long);
+    CounterSet::add(&c.drop_malformed, malformed);
+    CounterSet::add(&c.drop_short, short);
+    CounterSet::add(&c.drop_long, long);
     BatchResult {
         slots: consumed,
         // At most `consumed` packets.

@@ -1,4 +1,5 @@
-//! What the registry tells: `switch-list`, `port-list`, `stats`, `macs`.
+//! What the registry tells: `switch-list`, `port-list`, `stats`,
+//! `workers`, `macs`.
 
 use ringswitch_control::proto::*;
 
@@ -123,6 +124,15 @@ impl Registry {
             .filter(|(n, _)| switch.is_none_or(|w| w == n.as_str()))
             .flat_map(|(_, s)| s.ports.values().map(PortEntry::stats))
             .collect())
+    }
+
+    /// `workers`.
+    pub fn worker_stats(&self) -> Vec<WorkerStats> {
+        self.workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| w.stats(u32::try_from(i).unwrap_or(u32::MAX)))
+            .collect()
     }
 
     /// `macs`.

@@ -9,7 +9,7 @@ use ringswitch_offload::{self as offload, Action, Segmenter};
 
 use crate::batch::conv::u32_of;
 use crate::batch::RingBatch;
-use crate::port::Counters;
+use crate::port::CounterSet;
 use crate::sink::Retag;
 use crate::vlan::Edit;
 
@@ -80,13 +80,13 @@ impl Tally {
         }
     }
 
-    fn count(&self, c: &Counters) {
-        Counters::add(&c.rx_packets, self.pkts);
-        Counters::add(&c.rx_bytes, self.bytes);
-        Counters::add(&c.drop_rx_full, self.full);
-        Counters::add(&c.drop_link_down, self.down);
-        Counters::add(&c.drop_long, self.long);
-        Counters::add(&c.rx_segments_added, self.added);
+    fn count(&self, c: &CounterSet) {
+        CounterSet::add(&c.rx_packets, self.pkts);
+        CounterSet::add(&c.rx_bytes, self.bytes);
+        CounterSet::add(&c.drop_rx_full, self.full);
+        CounterSet::add(&c.drop_link_down, self.down);
+        CounterSet::add(&c.drop_long, self.long);
+        CounterSet::add(&c.rx_segments_added, self.added);
     }
 }
 
@@ -209,12 +209,12 @@ pub(crate) fn push<F: QueueFrames, Q: FrameQueue + ?Sized>(
     order: &[u32],
     segmenter: &mut Segmenter,
     q: &mut Q,
-    c: &Counters,
+    c: &CounterSet,
     retag: Option<Retag<'_>>,
     edited: &mut [u8],
 ) -> Wake {
     if !q.is_up() {
-        Counters::add(&c.drop_link_down, order.len() as u64);
+        CounterSet::add(&c.drop_link_down, order.len() as u64);
         return Wake::NONE;
     }
     let caps = q.caps();

@@ -12,7 +12,7 @@ use ringswitch_offload::{self as offload, Action};
 
 use crate::batch::conv::{frag_flags, slot_len, u32_of};
 use crate::batch::{RingBatch, SlotFrag, SlotFrags, StageScratch, SEGS_MAX};
-use crate::port::{Counters, RingPort};
+use crate::port::{CounterSet, RingPort};
 use crate::sink::queue::checked_hdr;
 use crate::sink::Retag;
 use crate::vlan::Edit;
@@ -298,7 +298,7 @@ pub(crate) fn put_edited<F: RingFrames>(
     ids: impl ExactSizeIterator<Item = u32> + Clone,
     drp: &RingPort,
     q: usize,
-    c: &Counters,
+    c: &CounterSet,
     already_full: bool,
     edit: Option<impl Fn(u32) -> Edit>,
 ) -> bool {
@@ -355,11 +355,11 @@ pub(crate) fn put<F: RingFrames>(
     ids: impl ExactSizeIterator<Item = u32> + Clone,
     drp: &RingPort,
     q: usize,
-    c: &Counters,
+    c: &CounterSet,
     already_full: bool,
 ) -> bool {
     if already_full {
-        Counters::add(&c.drop_rx_full, ids.len() as u64);
+        CounterSet::add(&c.drop_rx_full, ids.len() as u64);
         return true;
     }
     let dregion: &Region = drp.region();
@@ -451,11 +451,11 @@ pub(crate) fn put<F: RingFrames>(
     }
     // Counted before hwtail moves over the slots: what the client sees has
     // been counted.
-    Counters::add(&c.rx_packets, pkts);
-    Counters::add(&c.rx_bytes, bytes);
-    Counters::add(&c.drop_rx_full, dropped);
-    Counters::add(&c.drop_long, long);
-    drp.finish_lease(q, res, d, &dring);
+    CounterSet::add(&c.rx_packets, pkts);
+    CounterSet::add(&c.rx_bytes, bytes);
+    CounterSet::add(&c.drop_rx_full, dropped);
+    CounterSet::add(&c.drop_long, long);
+    drp.finish_lease(q, res, d, &dring, c);
     filled
 }
 
@@ -469,7 +469,7 @@ pub(crate) fn put_staged(
     order: &[u32],
     drp: &RingPort,
     q: usize,
-    c: &Counters,
+    c: &CounterSet,
     retag: Option<Retag<'_>>,
 ) {
     let none = Caps::default();
@@ -547,7 +547,7 @@ pub(crate) fn put_staged(
                     Ok(_) => {
                         // Each segment is counted by the sink; the frame
                         // they came from was one.
-                        Counters::add(&c.rx_segments_added, segs.len().saturating_sub(1) as u64);
+                        CounterSet::add(&c.rx_segments_added, segs.len().saturating_sub(1) as u64);
                         let (bounce, segs): (&[u8], &[(u32, u32)]) = (bounce, segs);
                         let frames = Contiguous(|k: u32| {
                             let (o, l) = segs[k as usize];
@@ -560,7 +560,7 @@ pub(crate) fn put_staged(
                     // Segments overflowing the bounce buffer (a frame
                     // checked when staged fails for nothing else): too long
                     // to deliver here.
-                    Err(_) => Counters::add(&c.drop_long, 1),
+                    Err(_) => CounterSet::add(&c.drop_long, 1),
                 }
             }
             run_start = i + 1;
