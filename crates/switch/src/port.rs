@@ -342,6 +342,10 @@ pub struct QueuePort {
     /// serving it registers its wake descriptor again. The daemon's own
     /// eventfds, never shared with the other side.
     pub changed: Box<[EventFd]>,
+    /// Each queue's counters as a reader last took them: used while a
+    /// worker holds the queue, so reading counters never waits for the
+    /// data path. Readers' alone; no worker touches it.
+    last_stats: Mutex<Box<[QueueStats]>>,
 }
 
 impl QueuePort {
@@ -357,10 +361,12 @@ impl QueuePort {
         let changed = (0..queues.len())
             .map(|_| EventFd::new())
             .collect::<std::io::Result<_>>()?;
+        let last_stats = Mutex::new(vec![QueueStats::default(); queues.len()].into_boxed_slice());
         Ok(QueuePort {
             driver,
             queues: queues.into_boxed_slice(),
             changed,
+            last_stats,
         })
     }
 
@@ -376,15 +382,37 @@ impl QueuePort {
         lock(&self.queues[i])
     }
 
-    /// The queues' own counters, summed.
+    /// The queues' own counters, summed. A queue a worker holds right now
+    /// counts with what it said last time (at most one read behind): the
+    /// reader never waits for a batch to end, and a worker waits at most
+    /// for one queue's `stats` (a few loads, or one getsockopt on the
+    /// daemon's own socket for an interface queue).
     pub fn stats(&self) -> QueueStats {
+        let mut last = lock(&self.last_stats);
         let mut t = QueueStats::default();
-        for q in self.queues.iter() {
-            add_queue_stats(&mut t, &lock(q).stats());
+        for (q, last) in self.queues.iter().zip(last.iter_mut()) {
+            // A batch holds a queue for microseconds: a few tries between
+            // them usually find it free, and the last reading stands in
+            // only under sustained load.
+            for _ in 0..STATS_TRIES {
+                match q.try_lock() {
+                    Ok(g) => *last = g.stats(),
+                    Err(std::sync::TryLockError::Poisoned(p)) => *last = p.into_inner().stats(),
+                    Err(std::sync::TryLockError::WouldBlock) => {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                }
+                break;
+            }
+            add_queue_stats(&mut t, last);
         }
         t
     }
 }
+
+/// How many times a reader tries a busy queue for its counters.
+const STATS_TRIES: usize = 64;
 
 /// What kind of port, with what it needs.
 pub enum Backend {
