@@ -202,6 +202,24 @@ int rs_port_prepare_wait(struct rs_port *p, int want_tx, int want_rx);
 int rs_port_after_wait(struct rs_port *p);
 
 /**
+ * `on` 1: when the daemon serving the port goes away (an upgrade, a
+ * restart), the port opens itself again on the new daemon by its name
+ * (trying for 30 s) and goes on with empty rings; 0 (the default): its
+ * waits go on without a daemon. The port comes back where it was: the
+ * `struct netmap_if` of `rs_port_nifp`, its rings and buffers at the same
+ * addresses, and `rs_port_poll_fd` the same descriptor, which also wakes
+ * a `poll` when the daemon goes, so that `rs_port_after_wait` reconnects.
+ * Pointers to slots must not be kept across a wait. A wait that could
+ * not reconnect (no daemon in time, or the port came back with another
+ * geometry) fails with ECONNRESET. Only for switch ports opened by name;
+ * call it before `rs_port_poll_fd`. 0, or -1 and errno.
+ *
+ * # Safety
+ * `p` is NULL or an open port.
+ */
+int rs_port_set_reconnect(struct rs_port *p, int on);
+
+/**
  * How `rs_wait_*` wait: `on` 1 spins on the shared memory instead of
  * sleeping (lower latency, a whole core); 0, the default, spins for a
  * window that adapts to what spinning pays (none for an idle port, never

@@ -396,8 +396,38 @@ pub unsafe extern "C" fn rs_port_after_wait(p: *mut RsPort) -> c_int {
         let Some(p) = (unsafe { port_mut(p) }) else {
             return -1;
         };
-        p.port.after_wait();
-        0
+        match p.port.after_wait() {
+            Ok(()) => 0,
+            Err(e) => fail(e.errno(), e.to_string(), -1),
+        }
+    })
+}
+
+/// `on` 1: when the daemon serving the port goes away (an upgrade, a
+/// restart), the port opens itself again on the new daemon by its name
+/// (trying for 30 s) and goes on with empty rings; 0 (the default): its
+/// waits go on without a daemon. The port comes back where it was: the
+/// `struct netmap_if` of `rs_port_nifp`, its rings and buffers at the same
+/// addresses, and `rs_port_poll_fd` the same descriptor, which also wakes
+/// a `poll` when the daemon goes, so that `rs_port_after_wait` reconnects.
+/// Pointers to slots must not be kept across a wait. A wait that could
+/// not reconnect (no daemon in time, or the port came back with another
+/// geometry) fails with ECONNRESET. Only for switch ports opened by name;
+/// call it before `rs_port_poll_fd`. 0, or -1 and errno.
+///
+/// # Safety
+/// `p` is NULL or an open port.
+#[no_mangle]
+pub unsafe extern "C" fn rs_port_set_reconnect(p: *mut RsPort, on: c_int) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { port_mut(p) }) else {
+            return -1;
+        };
+        match p.port.set_reconnect(on != 0) {
+            Ok(()) => 0,
+            Err(e) => fail(e.errno(), e.to_string(), -1),
+        }
     })
 }
 

@@ -521,3 +521,61 @@ fn busy_wait_and_prepare_wait() {
         rs_port_close(b);
     }
 }
+
+/// A port set to reconnect survives its daemon: a program sleeping in its
+/// own poll on the port's descriptor wakes when the daemon goes, and after
+/// `rs_port_after_wait` the port is open on the new daemon at the same
+/// addresses (netmap_if) with the same descriptor, and moves frames.
+#[test]
+fn a_reconnecting_port_comes_back_where_it_was() {
+    let path: PathBuf =
+        std::env::temp_dir().join(format!("rs-capi-{}-reconnect.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let socket = CString::new(path.to_str().unwrap()).unwrap();
+    let first = Daemon::start(Config::new(path.clone())).expect("daemon starts");
+    let name = CString::new("vale5:a").unwrap();
+    // SAFETY: C calls with C strings and an open port; the pollfd and the
+    // frame outlive the calls that use them.
+    unsafe {
+        let a = rs_port_open_at(socket.as_ptr(), name.as_ptr());
+        assert!(!a.is_null(), "{}", last_error());
+        assert_eq!(rs_port_set_reconnect(a, 1), 0, "{}", last_error());
+        let nifp = rs_port_nifp(a);
+        let fd = rs_port_poll_fd(a);
+        assert!(!nifp.is_null() && fd >= 0);
+        assert_eq!(rs_port_prepare_wait(a, 0, 1), 0, "nothing to receive yet");
+        // The daemon goes; a new one takes its socket.
+        drop(first);
+        let second = Daemon::start(Config::new(path.clone())).expect("daemon starts again");
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        assert_eq!(
+            libc::poll(&mut pfd, 1, 60_000),
+            1,
+            "the daemon's going wakes the poll"
+        );
+        assert_eq!(rs_port_after_wait(a), 0, "reconnects: {}", last_error());
+        assert_eq!(rs_port_nifp(a), nifp, "the same addresses");
+        assert_eq!(rs_port_poll_fd(a), fd, "the same descriptor");
+        let b = rs_port_open_at(socket.as_ptr(), c"vale5:b".as_ptr());
+        assert!(!b.is_null(), "{}", last_error());
+        let f = frame(7, 60);
+        assert_eq!(rs_send(a, 0, f.as_ptr().cast(), f.len()), 1);
+        assert_eq!(rs_txsync(a, 0), 0);
+        assert_eq!(recv_one(b), f);
+        // And it sleeps on the same descriptor for the new daemon's frames.
+        assert_eq!(rs_port_prepare_wait(a, 0, 1), 0);
+        assert_eq!(rs_send(b, 0, f.as_ptr().cast(), f.len()), 1);
+        assert_eq!(rs_txsync(b, 0), 0);
+        pfd.revents = 0;
+        assert_eq!(libc::poll(&mut pfd, 1, 60_000), 1);
+        assert_eq!(rs_port_after_wait(a), 0);
+        assert_eq!(recv_one(a), f);
+        rs_port_close(a);
+        rs_port_close(b);
+        drop(second);
+    }
+}

@@ -118,8 +118,8 @@ pub fn run(
                 poll::poll_fds(&mut fds, Some(Duration::from_millis(200))).is_ok_and(|n| n > 0);
             adapt.slept(t0.elapsed(), woken);
         }
-        a.after_wait();
-        b.after_wait();
+        a.after_wait()?;
+        b.after_wait()?;
     }
     Ok(st)
 }

@@ -180,6 +180,9 @@ pub struct Port {
     daemon_gone: bool,
 }
 
+/// epoll data of the daemon's connection in a reconnecting port's poll set.
+const DAEMON_KEY: u64 = u64::MAX;
+
 /// How long a port that reconnects waits for a new daemon.
 pub const RECONNECT_WAIT: Duration = Duration::from_secs(30);
 /// Pause between two attempts to reach the new daemon.
@@ -267,7 +270,18 @@ impl Port {
     }
 
     /// Opens `name` over an existing connection (which the port then owns).
-    pub fn open_on(mut conn: Connection, name: &str) -> Result<Port, ClientError> {
+    pub fn open_on(conn: Connection, name: &str) -> Result<Port, ClientError> {
+        Self::open_in(conn, name, None)
+    }
+
+    /// Opens `name` over `conn`; with `place`, the region of a port this
+    /// one replaces, its memory goes at the same addresses when the layout
+    /// is the same (see [`Region::move_onto`]).
+    fn open_in(
+        mut conn: Connection,
+        name: &str,
+        place: Option<Arc<Region>>,
+    ) -> Result<Port, ClientError> {
         let (info, fds): (OpenReply, _) = conn.call_as(&Request::Open {
             name: name.to_string(),
         })?;
@@ -288,7 +302,12 @@ impl Port {
             ));
         }
         let mut fds = fds.into_iter();
-        let region = Arc::new(Region::open(next_fd(&mut fds)?)?);
+        let mut region = Region::open(next_fd(&mut fds)?)?;
+        if let Some(old) = place {
+            // Checked against the reply below, as any region.
+            region = region.move_onto(old)?;
+        }
+        let region = Arc::new(region);
         let end = info.end as usize;
         let l = *region.layout();
         let expect_ends = if info.kind == PortKind::Pipe { 2 } else { 1 };
@@ -716,8 +735,41 @@ impl Port {
     /// opened by name on a socket ([`Port::open_at`], [`Port::open`]): a
     /// pipe's ends go on without a daemon, and the rest have nothing to
     /// open again.
-    pub fn set_reconnect(&mut self, on: bool) {
+    ///
+    /// The port comes back where it was: its memory at the same addresses
+    /// (a program's pointers to `struct netmap_if`, rings and buffers stay
+    /// valid), and [`Port::poll_fd`] the same descriptor, which also becomes
+    /// readable when the daemon goes, so a program sleeping in its own
+    /// `poll` wakes and reconnects in [`Port::after_wait`]. Call this
+    /// before taking `poll_fd`. A port that came back with another layout
+    /// (its daemon now configured otherwise) fails the wait with
+    /// [`ClientError::DaemonGone`].
+    pub fn set_reconnect(&mut self, on: bool) -> Result<(), ClientError> {
         self.reconnect = on;
+        if on && self.origin.is_some() {
+            self.watch_daemon_in_poll_set()?;
+        }
+        Ok(())
+    }
+
+    /// Makes the poll descriptor an epoll set of the interrupts and the
+    /// daemon's connection (hang-ups only).
+    fn watch_daemon_in_poll_set(&mut self) -> Result<(), ClientError> {
+        if self.poll_set.is_none() {
+            let set = Epoll::new()?;
+            for (i, f) in self.irqs.iter().enumerate() {
+                set.add(f.as_raw_fd(), i as u64, poll::READABLE)?;
+            }
+            self.poll_set = Some(set);
+        }
+        if let (Some(set), Some(c)) = (&self.poll_set, &self._conn) {
+            set.add(
+                c.socket().as_fd().as_raw_fd(),
+                DAEMON_KEY,
+                (libc::EPOLLRDHUP | libc::EPOLLHUP) as u32,
+            )?;
+        }
+        Ok(())
     }
 
     /// The daemon's connection hung up: a switch port set to reconnect is
@@ -735,7 +787,7 @@ impl Port {
         loop {
             let attempt = Connection::connect(&socket)
                 .map_err(ClientError::from)
-                .and_then(|c| Port::open_on(c, &name));
+                .and_then(|c| Port::open_in(c, &name, Some(self.region.clone())));
             match attempt {
                 Ok(mut p) => {
                     p.origin = self.origin.take();
@@ -743,8 +795,27 @@ impl Port {
                     p.mode = self.mode;
                     p.stats = self.stats;
                     p.stats.reconnects += 1;
+                    // The same poll descriptor, now over the new port's
+                    // interrupts and connection (the old ones leave the set
+                    // as they close).
+                    if let Some(set) = self.poll_set.take() {
+                        p.poll_set = Some(set);
+                        if let Some(set) = &p.poll_set {
+                            for (i, f) in p.irqs.iter().enumerate() {
+                                set.add(f.as_raw_fd(), i as u64, poll::READABLE)?;
+                            }
+                        }
+                        p.watch_daemon_in_poll_set()?;
+                    }
                     *self = p;
                     return Ok(());
+                }
+                Err(e @ ClientError::Region(_)) => {
+                    // Another layout: the program's pointers cannot follow.
+                    return Err(ClientError::DaemonGone {
+                        waited: RECONNECT_WAIT.saturating_sub(deadline - Instant::now()),
+                        last: Box::new(e),
+                    });
                 }
                 Err(e) if Instant::now() >= deadline => {
                     return Err(ClientError::DaemonGone {
@@ -799,20 +870,31 @@ impl Port {
             }
         }
         if ready {
-            self.after_wait();
+            self.clear_wait();
         }
         ready
     }
 
-    /// Clears the interrupt requests made by [`Port::prepare_wait`] and
-    /// drains the interrupt eventfd.
-    pub fn after_wait(&mut self) {
+    /// Withdraws the interrupt requests and drains the interrupts.
+    fn clear_wait(&mut self) {
         for irq in &self.irqs {
             irq.drain();
         }
         for r in self.tx.iter().chain(&self.rx) {
             r.set_need_kick(false);
         }
+    }
+
+    /// Clears the interrupt requests made by [`Port::prepare_wait`] and
+    /// drains the interrupt eventfd. A port set to reconnect whose daemon
+    /// went away opens itself again here (see [`Port::set_reconnect`]):
+    /// the error says it could not.
+    pub fn after_wait(&mut self) -> Result<(), ClientError> {
+        self.clear_wait();
+        if self.reconnect && self.hung_up(Some(Duration::ZERO))? {
+            self.after_hangup()?;
+        }
+        Ok(())
     }
 
     /// The raw application rings (for the netmap compatibility layer and the

@@ -500,7 +500,10 @@ fn two_workers_counting_into_one_port_add_up_and_workers_say_what_they_did() {
     assert_eq!(frames, 2 * N as u64 + 1);
     for w in &w {
         assert_eq!(w.batch_sizes.len(), BATCH_SIZE_BUCKETS);
-        assert!(w.busy_ns <= w.uptime_ns && w.sleep_ns <= w.uptime_ns, "{w:?}");
+        assert!(
+            w.busy_ns <= w.uptime_ns && w.sleep_ns <= w.uptime_ns,
+            "{w:?}"
+        );
         if w.packets > 0 {
             assert!(w.batches > 0 && w.busy_ns > 0, "{w:?}");
             assert!(w.batch_sizes.iter().sum::<u64>() > 0, "{w:?}");

@@ -329,7 +329,8 @@ impl NmFile {
     /// After a sleep: drains the interrupts and withdraws the requests.
     pub fn after_wait(&self) {
         if let Some(b) = self.lock().bound.as_mut() {
-            b.port.after_wait();
+            // Never set to reconnect: nothing can fail here.
+            let _ = b.port.after_wait();
         }
     }
 

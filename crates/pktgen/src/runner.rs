@@ -110,7 +110,11 @@ fn open(plan: &CheckedPlan, name: &str, socket: &Path) -> Result<(Port, u32), Pk
     });
     // Through a daemon upgrade or restart: a switch port is opened again on
     // the new daemon, and the run goes on after the pause.
-    port.set_reconnect(true);
+    port.set_reconnect(true)
+        .map_err(|source| PktGenError::Open {
+            port: name.to_string(),
+            source,
+        })?;
     let g = port.geometry();
     if plan.len > g.buf_size as usize {
         return Err(PktGenError::FrameTooLong {

@@ -423,7 +423,7 @@ impl<'a> Session<'a> {
             ready |= p.prepare_wait(false, true);
         }
         if ready {
-            self.after_wait();
+            self.after_wait()?;
             return Ok(true);
         }
         let fd = self.port.poll_fd().as_raw_fd();
@@ -432,15 +432,22 @@ impl<'a> Session<'a> {
                 port: self.name.clone(),
                 source: ClientError::Io(e),
             })?;
-        self.after_wait();
+        self.after_wait()?;
         Ok(fired)
     }
 
-    fn after_wait(&mut self) {
-        self.port.after_wait();
+    /// Withdraws the interrupt requests; a port whose daemon went away
+    /// reconnects here.
+    fn after_wait(&mut self) -> Result<(), PktGenError> {
+        let wait = |source| PktGenError::Wait {
+            port: self.name.clone(),
+            source,
+        };
+        self.port.after_wait().map_err(wait)?;
         for p in &mut self.extra {
-            p.after_wait();
+            p.after_wait().map_err(wait)?;
         }
+        Ok(())
     }
 }
 

@@ -10,6 +10,7 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use crate::copy::copy_exact;
 use crate::layout::*;
@@ -47,6 +48,10 @@ pub struct Region {
     len: usize,
     fd: OwnedFd,
     layout: RegionLayout,
+    /// The region whose addresses this one's mapping was moved onto (see
+    /// [`Region::move_onto`]): it unmaps them when the last of the two
+    /// goes, so this one does not.
+    lives_in: Option<Arc<Region>>,
 }
 
 // SAFETY: the mapping is plain shared memory, valid until drop, that any
@@ -64,8 +69,15 @@ unsafe impl Sync for Region {}
 
 impl Drop for Region {
     fn drop(&mut self) {
-        // SAFETY: ptr/len describe exactly the mapping made in `map_fd`, and
-        // no reference into it can outlive `self` (all borrow `&self`).
+        if self.lives_in.is_some() {
+            // The addresses are the other region's, which this one keeps
+            // alive until now: it unmaps them when it goes.
+            return;
+        }
+        // SAFETY: ptr/len describe exactly the mapping made in `map_fd` (or
+        // one moved onto it by `move_onto`, whose region kept this one
+        // alive), and no reference into it can outlive `self` (all borrow
+        // `&self`).
         unsafe {
             libc::munmap(self.ptr.as_ptr().cast(), self.len);
         }
@@ -224,7 +236,46 @@ impl Region {
             len: layout.size,
             fd,
             layout,
+            lives_in: None,
         })
+    }
+
+    /// Moves this region's mapping onto the addresses of `old`, a region of
+    /// the same layout (a port opened again on a new daemon), so that
+    /// pointers a program keeps into `old` (netmap's `nifp`, its rings and
+    /// buffers) go on working, and now see this region. `old`'s own pages
+    /// are unmapped by the move; `old` stays alive as long as this region
+    /// does and unmaps the addresses when the last of the two goes. Fails
+    /// (and unmaps this region) for another layout, or when the kernel
+    /// refuses.
+    pub fn move_onto(mut self, old: Arc<Region>) -> Result<Region, RegionError> {
+        if old.layout != self.layout || old.len != self.len {
+            return Err(RegionError::Invalid(
+                "the port came back with another layout",
+            ));
+        }
+        // SAFETY: moves our own mapping of `len` bytes onto `old`'s range
+        // of the same length, which the kernel unmaps first (MREMAP_FIXED).
+        // Every reference into either mapping borrows one of the two
+        // regions, and from here `old` lives as long as `self` (kept in
+        // `lives_in`), so no access outlives the range; accesses through
+        // `old` now read this region's pages, which are shared memory of
+        // the same layout, read with the same validation as any other.
+        let p = unsafe {
+            libc::mremap(
+                self.ptr.as_ptr().cast(),
+                self.len,
+                self.len,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                old.ptr.as_ptr().cast::<libc::c_void>(),
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("mremap"));
+        }
+        self.ptr = old.ptr;
+        self.lives_in = Some(old);
+        Ok(self)
     }
 
     /// The memfd.
@@ -855,6 +906,56 @@ impl<'a> CsbRef<'a> {
 #[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_region_moved_onto_another_takes_its_addresses() {
+        let l = RegionLayout::new(Geometry::default(), 1).unwrap();
+        for old_first in [true, false] {
+            let old = Arc::new(Region::create(l, ["a", "b"]).unwrap());
+            let new = Region::create(l, ["a", "b"]).unwrap();
+            assert!(old.write_buf(5, 0, b"old"));
+            assert!(new.write_buf(5, 0, b"new"));
+            let base = old.base();
+            let moved = new.move_onto(old.clone()).unwrap();
+            assert_eq!(moved.base(), base);
+            let mut out = [0u8; 3];
+            assert!(old.read_buf(5, 0, &mut out));
+            assert_eq!(&out, b"new", "the old addresses show the new region");
+            assert!(moved.write_buf(6, 0, b"xyz"));
+            assert!(old.read_buf(6, 0, &mut out));
+            assert_eq!(&out, b"xyz");
+            // Either may go first: the addresses stay mapped until both go.
+            if old_first {
+                drop(old);
+                assert!(moved.read_buf(5, 0, &mut out));
+                assert_eq!(&out, b"new");
+                drop(moved);
+            } else {
+                drop(moved);
+                assert!(old.read_buf(5, 0, &mut out));
+                assert_eq!(&out, b"new");
+                drop(old);
+            }
+        }
+        // Another layout is refused.
+        let old = Arc::new(Region::create(l, ["a", "b"]).unwrap());
+        let other = RegionLayout::new(
+            Geometry {
+                tx_slots: 100,
+                ..Geometry::default()
+            },
+            1,
+        )
+        .unwrap();
+        let new = Region::create(other, ["a", "b"]).unwrap();
+        let e = new.move_onto(old.clone()).unwrap_err();
+        assert!(e.to_string().contains("another layout"), "{e}");
+        assert_eq!(
+            old.ring(0, Dir::Tx, 0).num_slots(),
+            1024,
+            "old is untouched"
+        );
+    }
 
     #[test]
     fn create_init_and_reopen() {
