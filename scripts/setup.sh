@@ -28,6 +28,11 @@ dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 command -v cpio >/dev/null 2>&1 || need_apt+=(cpio)
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 command -v pgrep >/dev/null 2>&1 || need_apt+=(procps)
+# The libvirt VM tests (tests/vm/libvirt.sh, docs/libvirt.md): libvirtd and
+# virtlogd (libvirt-daemon, with its QEMU driver, and the system setup:
+# /etc/libvirt, the libvirt-qemu user QEMU runs as), virsh to drive them.
+dpkg -s libvirt-daemon-system >/dev/null 2>&1 || need_apt+=(libvirt-daemon-system)
+command -v virsh >/dev/null 2>&1 || need_apt+=(libvirt-clients)
 # The testpmd tests (crates/cli/tests/testpmd.rs): DPDK's testpmd with a
 # virtio_user port as a VM's driver; Debian 12 ships dpdk-testpmd in dpdk-dev.
 command -v dpdk-testpmd >/dev/null 2>&1 || need_apt+=(dpdk-dev)

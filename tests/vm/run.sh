@@ -49,6 +49,16 @@
 #                           crates/cli/tests/osken/simple_switch.py: A and B
 #                           ping and move 512 KiB (sha256) through the flows
 #                           it installs; `ctl flows` shows them counting
+#   libvirt                 a TCG domain started by libvirtd (virsh) on an
+#                           <interface type='vhostuser'> mode='client'
+#                           (ringswitch listens): the guest pings a process
+#                           (pkt-gen -f pong) through the switch; virsh
+#                           destroy and start; the daemon restarted (SIGTERM,
+#                           same --config) and upgraded (ctl upgrade): the
+#                           guest reconnects; tests/vm/libvirt.sh, with the
+#                           XML of docs/libvirt.md
+#   libvirt-server          the same with mode='server' (QEMU listens,
+#                           ringswitch connects)
 #
 # Stand-ins that prove the harness and the guests without ringswitch (the
 # scenarios that need what they lack say SKIP):
@@ -65,6 +75,8 @@ set -euo pipefail
 
 # shellcheck source=tests/vm/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=tests/vm/libvirt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/libvirt.sh"
 
 TCP_BYTES=$((4 * 1024 * 1024))
 
@@ -913,7 +925,7 @@ osken-manager's log: $(tail -n 20 "$log")"
 
 scenario=${1:-}
 case "$scenario" in
-    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | daemon-upgrade-server | daemon-upgrade-client | guest-restart | guest-reboot | multiqueue | outside | migrate | migrate-noannounce | osken) ;;
+    ping | tcp | tcp-nooffload | tcp-mixed | pktgen | client-mode | daemon-restart-server | daemon-restart-client | daemon-upgrade-server | daemon-upgrade-client | guest-restart | guest-reboot | multiqueue | outside | migrate | migrate-noannounce | osken | libvirt | libvirt-server) ;;
     *)
         sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
         exit 2

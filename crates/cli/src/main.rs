@@ -80,6 +80,12 @@ struct ServeArgs {
     /// attach interfaces, and create vhost-user and passthrough sockets.
     #[arg(long, value_name = "GROUP")]
     admin_group: Option<String>,
+    /// VM-facing sockets (vhost-user, passthrough) belong to this group,
+    /// mode 0660: a hypervisor running as another user (libvirt's QEMU)
+    /// connects to them without administering the daemon (default: the
+    /// admin group, else the daemon's user alone).
+    #[arg(long, value_name = "GROUP")]
+    vm_socket_group: Option<String>,
     /// Connections one user may hold at once.
     #[arg(long, value_name = "N", default_value_t = ringswitch_daemon::DEFAULT_CONNS_PER_UID)]
     max_conns_per_uid: usize,
@@ -186,6 +192,7 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     cfg.config = a.config.map(|p| std::path::absolute(&p).unwrap_or(p));
     cfg.allow_group = a.allow_group;
     cfg.admin_group = a.admin_group;
+    cfg.vm_socket_group = a.vm_socket_group;
     cfg.max_conns_per_uid = a.max_conns_per_uid;
     let l = &mut cfg.limits;
     for (v, field) in [
@@ -248,6 +255,9 @@ fn daemon_args(cfg: &ringswitch_daemon::Config) -> Vec<std::ffi::OsString> {
     }
     if let Some(g) = &cfg.admin_group {
         opt("--admin-group", g.clone());
+    }
+    if let Some(g) = &cfg.vm_socket_group {
+        opt("--vm-socket-group", g.clone());
     }
     opt("--max-conns-per-uid", cfg.max_conns_per_uid.to_string());
     let l = cfg.limits;

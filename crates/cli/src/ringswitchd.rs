@@ -16,6 +16,7 @@ const USAGE: &str = "\
 usage: ringswitchd [--socket PATH] [--workers N] [--idle-poll-us US] [--batch N]
                    [--mac-age S] [--worker-cpus CPUS] [--worker-rt-priority PRIO]
                    [--config FILE] [--allow-group G] [--admin-group G]
+                   [--vm-socket-group G]
                    [--max-conns-per-uid N] [--max-shm-per-conn SIZE]
                    [--max-shm-per-uid SIZE] [--max-shm SIZE] [--max-fds-per-conn N]
                    [--max-fds-per-uid N] [--max-fds N]
@@ -43,6 +44,9 @@ The ringswitch daemon, in the foreground (what `ringswitch serve` runs).
   --admin-group G            members of group G may also add and delete switches
                              and ports, attach interfaces, and create vhost-user
                              and passthrough sockets
+  --vm-socket-group G        vhost-user and passthrough sockets belong to group G
+                             (mode 0660), so a hypervisor running as another user
+                             connects without administering the daemon
   --max-conns-per-uid N      connections one user may hold (default 256)
   --max-shm-per-conn SIZE    shared memory of ports and pipes one connection may
                              make (default 1G; K, M, G suffixes)
@@ -120,6 +124,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
             "--config",
             "--allow-group",
             "--admin-group",
+            "--vm-socket-group",
             "--max-conns-per-uid",
             "--max-shm-per-conn",
             "--max-shm-per-uid",
@@ -152,6 +157,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
             }
             "--allow-group" => cfg.allow_group = Some(v),
             "--admin-group" => cfg.admin_group = Some(v),
+            "--vm-socket-group" => cfg.vm_socket_group = Some(v),
             "--max-conns-per-uid" => {
                 cfg.max_conns_per_uid = number(&opt, &v, "a number of connections")?;
             }
@@ -260,6 +266,7 @@ mod tests {
             "--allow-group=root",
             "--admin-group",
             "0",
+            "--vm-socket-group=64055",
             "--max-conns-per-uid",
             "8",
             "--max-shm-per-conn",
@@ -277,6 +284,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.allow_group.as_deref(), Some("root"));
         assert_eq!(c.admin_group.as_deref(), Some("0"));
+        assert_eq!(c.vm_socket_group.as_deref(), Some("64055"));
         assert_eq!(c.max_conns_per_uid, 8);
         let l = c.limits;
         assert_eq!(

@@ -640,6 +640,40 @@ fn peers_get_what_the_policy_gives_them() {
     let d = Daemon::start("policy1", &["--allow-group", &users.to_string()], |_| {});
     let m = std::fs::metadata(&d.socket).unwrap();
     assert_eq!((m.mode() & 0o777, m.gid()), (0o660, users));
+    drop(d);
+    // A group for hypervisors: VM sockets are theirs, the control socket
+    // is not, and they administer nothing.
+    let d = Daemon::start(
+        "policy2",
+        &["--vm-socket-group", &admins.to_string()],
+        |_| {},
+    );
+    let vm = std::env::temp_dir().join(format!("rs-access-vm-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&vm);
+    d.ctl_ok(&[
+        "port",
+        "add",
+        "vale0:vm",
+        "--vhost-user",
+        vm.to_str().unwrap(),
+    ]);
+    let m = std::fs::metadata(&vm).unwrap();
+    assert_eq!((m.mode() & 0o777, m.gid()), (0o660, admins));
+    let m = std::fs::metadata(&d.socket).unwrap();
+    assert_eq!(
+        m.mode() & 0o777,
+        0o600,
+        "the control socket stays the owner's"
+    );
+    let o = run_as(
+        NOBODY,
+        NOBODY,
+        &[admins],
+        &d.socket,
+        &["ctl", "port", "list"],
+    );
+    assert!(!o.status.success(), "a hypervisor's group may not connect");
+    d.ctl_ok(&["port", "del", "vale0:vm"]);
 }
 
 /// Opens pipes `prefix{N@conf` on one connection until the daemon says

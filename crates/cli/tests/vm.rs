@@ -2,7 +2,8 @@
 //! Debian cloud kernel's virtio-net driver) on vhost-user ports of a real
 //! `ringswitch serve`. Each test runs one scenario of `tests/vm/run.sh`
 //! (common/vm.rs says how). They need qemu-system-x86,
-//! linux-image-cloud-amd64, busybox-static, cpio, jq and procps
+//! linux-image-cloud-amd64, busybox-static, cpio, jq and procps, and
+//! libvirt-daemon-system and libvirt-clients for the libvirt ones
 //! (`scripts/setup.sh` installs them). `RINGSWITCH_SKIP_VM=1` skips them
 //! (saying so), for machines without QEMU.
 
@@ -126,4 +127,21 @@ fn vm_migrate() {
 #[test]
 fn vm_migrate_without_guest_announce() {
     scenario("migrate-noannounce");
+}
+
+/// libvirt (docs/libvirt.md): a TCG domain started by libvirtd and `virsh`
+/// on an `<interface type='vhostuser'>` with mode='client' (ringswitch
+/// listens, QEMU reconnects) pings `pkt-gen -f pong` on a switch port;
+/// again after `virsh destroy` and `virsh start`, after a restart of the
+/// daemon on the same --config and after `ctl upgrade` (the guest
+/// reconnects, never restarted). libvirtd is started if it is not running.
+#[test]
+fn vm_libvirt() {
+    scenario("libvirt");
+}
+
+/// The same with mode='server': QEMU listens, ringswitch connects.
+#[test]
+fn vm_libvirt_server() {
+    scenario("libvirt-server");
 }

@@ -41,6 +41,8 @@ pub struct Policy {
     pub allow_gid: Option<u32>,
     /// `--admin-group`.
     pub admin_gid: Option<u32>,
+    /// `--vm-socket-group`.
+    pub vm_gid: Option<u32>,
 }
 
 impl Policy {
@@ -95,10 +97,11 @@ impl Policy {
     }
 
     /// The mode of VM-facing sockets (vhost-user, passthrough): they hand a
-    /// port to whoever connects, so only administrators: the owner, and
-    /// the admin group if there is one.
+    /// port to whoever connects, so only the owner and the group given for
+    /// them (`--vm-socket-group`: hypervisors, who get no say over the
+    /// daemon), else the admin group if there is one.
     pub fn vm_socket_access(&self) -> SocketAccess {
-        match self.admin_gid {
+        match self.vm_gid.or(self.admin_gid) {
             None => SocketAccess::OWNER,
             Some(g) => SocketAccess {
                 mode: 0o660,
@@ -181,6 +184,7 @@ mod tests {
             daemon_uid: 1000,
             allow_gid: Some(50),
             admin_gid: Some(60),
+            vm_gid: None,
         };
         assert_eq!(p.role(0, 0, &[]), Some(Role::Admin));
         assert_eq!(p.role(1000, 1000, &[]), Some(Role::Admin));
@@ -193,11 +197,26 @@ mod tests {
             daemon_uid: 1000,
             allow_gid: None,
             admin_gid: None,
+            vm_gid: None,
         };
         assert_eq!(alone.role(1001, 1001, &[]), None);
         assert_eq!(alone.control_socket_access(), SocketAccess::OWNER);
         assert_eq!(p.control_socket_access().mode, 0o666);
         assert_eq!(p.vm_socket_access().gid, Some(60));
+        // A group for hypervisors: VM sockets only, no role at all.
+        let vm = Policy {
+            vm_gid: Some(70),
+            ..p
+        };
+        assert_eq!(
+            vm.vm_socket_access(),
+            SocketAccess {
+                mode: 0o660,
+                gid: Some(70)
+            }
+        );
+        assert_eq!(vm.role(1001, 70, &[]), None);
+        assert_eq!(vm.control_socket_access(), p.control_socket_access());
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub struct Config {
     /// configuration: switches, persistent ports, VM and passthrough
     /// sockets, interfaces (`serve --admin-group`).
     pub admin_group: Option<String>,
+    /// VM-facing sockets (vhost-user, passthrough) belong to this group,
+    /// mode 0660, so that a hypervisor running as another user (libvirt's
+    /// QEMU) may connect to them without administering the daemon
+    /// (`serve --vm-socket-group`); without it they follow the admin group.
+    pub vm_socket_group: Option<String>,
     /// Most connections one peer uid may hold at once.
     pub max_conns_per_uid: usize,
     /// Shared memory and descriptor budgets.
@@ -97,6 +102,7 @@ impl Config {
             config: None,
             allow_group: None,
             admin_group: None,
+            vm_socket_group: None,
             max_conns_per_uid: DEFAULT_CONNS_PER_UID,
             limits: Limits::default(),
             program: None,
@@ -180,6 +186,7 @@ impl Config {
             daemon_uid: ringswitch_control::socket::euid(),
             allow_gid: group(&self.allow_group, "--allow-group")?,
             admin_gid: group(&self.admin_group, "--admin-group")?,
+            vm_gid: group(&self.vm_socket_group, "--vm-socket-group")?,
         })
     }
 }

@@ -127,7 +127,6 @@ pub(crate) fn ping(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, P
 }
 
 pub(crate) fn pong(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, PktGenError> {
-    let region = s.port.region().clone();
     let mut bad = 0u64;
     let mut active = Activity::default();
     let end = loop {
@@ -144,6 +143,8 @@ pub(crate) fn pong(s: &mut Session, out: &mut dyn Reporter) -> Result<Outcome, P
             r.map_err(|e| s.wait_err(e))?;
             continue;
         }
+        // Taken each round: a port that reconnected has new memory.
+        let region = s.port.region().clone();
         let mut tx = s.port.tx(0);
         let mut free = tx.space();
         if free == 0 {
