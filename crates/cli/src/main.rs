@@ -5,6 +5,7 @@ mod demo;
 mod flow_text;
 mod logging;
 mod pktgen;
+mod top;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ enum Cmd {
     Bridge(BridgeArgs),
     /// Start an embedded daemon and show a switch and a pipe at work.
     Demo(demo::DemoArgs),
+    /// A live view of the daemon, like top: ports by rate, drops, workers.
+    Top(top::TopArgs),
 }
 
 #[derive(clap::Args)]
@@ -159,6 +162,7 @@ fn main() -> ExitCode {
         Cmd::PktGen(a) => pktgen::run(&socket, &a).map_err(Into::into),
         Cmd::Bridge(a) => bridge(&socket, a),
         Cmd::Demo(a) => demo::run(cli.socket, a),
+        Cmd::Top(a) => top::run(&socket, a).map_err(Into::into),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
