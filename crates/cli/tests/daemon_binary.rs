@@ -351,3 +351,43 @@ fn pkt_gen_on_switch_ports_goes_on_through_an_upgrade() {
         "the receiver counted frames from both daemons: {got}"
     );
 }
+
+#[test]
+fn pkt_gen_told_to_stop_while_its_daemon_is_gone_stops_cleanly() {
+    // The daemon dies and no new one comes: pkt-gen tries to reconnect (for
+    // 30 s before it fails), and SIGTERM meanwhile ends the run as any
+    // stop does, with its report and status 0, not the reconnection's
+    // failure.
+    let d = Daemon::start("gone-stop");
+    let tx = d.pktgen(&["-i", "vale4:a", "-f", "tx", "-R", "20000"]);
+    // Alone on its switch, its frames have nowhere to go: counted there.
+    common::wait_until("pkt-gen sending into vale4", || {
+        d.port_stats("vale4:a")
+            .and_then(|p| p["drop_no_dest"].as_u64())
+            .is_some_and(|n| n >= 100)
+    });
+    // SAFETY: kill has no memory preconditions; the pid is the daemon's.
+    unsafe { libc::kill(d.pid() as libc::pid_t, libc::SIGKILL) };
+    // A stand-in at the socket sees pkt-gen trying to reconnect, and hangs
+    // up on it, so it is certainly in its reconnection loop when told to
+    // stop.
+    common::wait_until("the killed daemon gone", || {
+        std::fs::read_to_string(format!("/proc/{}/stat", d.pid()))
+            .map_or(true, |s| s.contains(") Z "))
+    });
+    let _ = std::fs::remove_file(&d.socket);
+    let stand_in =
+        ringswitch_control::Listener::bind(&d.socket, ringswitch_control::SocketAccess::OWNER)
+            .unwrap();
+    common::wait_until("pkt-gen trying to reconnect", || stand_in.accept().is_ok());
+    drop(stand_in);
+    let _ = std::fs::remove_file(&d.socket);
+    common::signal(&tx, libc::SIGTERM);
+    let o = tx.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(
+        !common::text(&o).contains("could not be opened again"),
+        "{}",
+        common::text(&o)
+    );
+}

@@ -178,10 +178,15 @@ pub struct Port {
     reconnect: bool,
     /// The daemon's connection hung up (seen once).
     daemon_gone: bool,
+    /// Asked between reconnection attempts whether to stop trying.
+    give_up: Option<fn() -> bool>,
 }
 
 /// epoll data of the daemon's connection in a reconnecting port's poll set.
 const DAEMON_KEY: u64 = u64::MAX;
+
+/// How long a reconnecting port waits for a daemon's answer to its open.
+const RECONNECT_REPLY_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a port that reconnects waits for a new daemon.
 pub const RECONNECT_WAIT: Duration = Duration::from_secs(30);
@@ -370,6 +375,7 @@ impl Port {
             origin: None,
             reconnect: false,
             daemon_gone: false,
+            give_up: None,
         })
     }
 
@@ -425,6 +431,7 @@ impl Port {
                 origin: None,
                 reconnect: false,
                 daemon_gone: false,
+                give_up: None,
             });
         }
         Ok(out)
@@ -752,6 +759,14 @@ impl Port {
         Ok(())
     }
 
+    /// While reconnecting (see [`Port::set_reconnect`]), `give_up` is asked
+    /// between attempts: when it says true (a program told to stop), the
+    /// port stops trying and stays without a daemon, and the wait returns
+    /// as if its time had run out, so the program's loop sees its own stop.
+    pub fn set_reconnect_give_up(&mut self, give_up: fn() -> bool) {
+        self.give_up = Some(give_up);
+    }
+
     /// Makes the poll descriptor an epoll set of the interrupts and the
     /// daemon's connection (hang-ups only).
     fn watch_daemon_in_poll_set(&mut self) -> Result<(), ClientError> {
@@ -785,9 +800,17 @@ impl Port {
         };
         let deadline = Instant::now() + RECONNECT_WAIT;
         loop {
+            if self.give_up.is_some_and(|f| f()) {
+                return Ok(());
+            }
+            // A daemon that accepts but does not answer (wedged, or not
+            // ours) costs an attempt, not the program.
             let attempt = Connection::connect(&socket)
                 .map_err(ClientError::from)
-                .and_then(|c| Port::open_in(c, &name, Some(self.region.clone())));
+                .and_then(|c| {
+                    c.socket().set_read_timeout(Some(RECONNECT_REPLY_WAIT))?;
+                    Port::open_in(c, &name, Some(self.region.clone()))
+                });
             match attempt {
                 Ok(mut p) => {
                     p.origin = self.origin.take();
@@ -795,6 +818,7 @@ impl Port {
                     p.mode = self.mode;
                     p.stats = self.stats;
                     p.stats.reconnects += 1;
+                    p.give_up = self.give_up;
                     // The same poll descriptor, now over the new port's
                     // interrupts and connection (the old ones leave the set
                     // as they close).

@@ -202,6 +202,22 @@ unsafe fn ctrl(file: &NmFile, h: *mut NmreqHeader) -> Result<(), Errno> {
                     flags: reg.nr_flags,
                 },
             )?;
+            let asked = reg.nr_mem_id;
+            if asked != 0 && asked != info.mem_id && crate::memid::in_use(asked) {
+                // netmap puts a port the open creates into the memory
+                // asked for (lb's output pipes, sharing buffers with its
+                // input port). Here every port and pipe has a memory of
+                // its own, so the request cannot be met: refused, rather
+                // than answered with another id that the program would
+                // have to notice (lb then blames other programs).
+                file.unregister();
+                return Err(Errno::with(
+                    libc::EOPNOTSUPP,
+                    format!(
+                        "{name}: the registration asks for memory {asked}, which another port of this process has; ringswitch gives every port and pipe a memory of its own and cannot share one between them (zero-copy between ports, as lb's output pipes need, is not supported)"
+                    ),
+                ));
+            }
             reg.nr_offset = info.nifp_offset;
             reg.nr_memsize = info.memsize;
             reg.nr_tx_slots = info.tx_slots;
@@ -297,12 +313,16 @@ unsafe fn ctrl(file: &NmFile, h: *mut NmreqHeader) -> Result<(), Errno> {
     }
 }
 
-/// PORT_INFO_GET: the registration's figures when `name` is the port this
-/// descriptor holds, otherwise those of a short-lived registration on a
-/// second descriptor (which, as in netmap, creates a VALE port on demand
-/// and lets it go again).
+/// PORT_INFO_GET: the registration's figures when `name` is a port this
+/// descriptor, or another descriptor of this process, holds (with the
+/// memory id libnetmap's `@PORT` suffix asks for), otherwise those of a
+/// short-lived registration on a second descriptor (which, as in netmap,
+/// creates a VALE port on demand and lets it go again).
 fn port_info(file: &NmFile, name: &str) -> Result<crate::file::RegInfo, Errno> {
-    if let Some(i) = file.info_of(name) {
+    if let Some(i) = file
+        .info_of(name)
+        .or_else(|| crate::state::PortState::find(name).and_then(|s| s.info()))
+    {
         return Ok(i);
     }
     let probe = NmFile::open(true)?;

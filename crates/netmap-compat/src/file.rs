@@ -269,8 +269,18 @@ impl NmFile {
                 b.port.app_ring(dir, i).mirror_to_header();
             }
         }
+        b.state.set_info(info);
         inner.bound = Some(b);
         Ok(info)
+    }
+
+    /// Undoes a registration this descriptor made: the port (or its
+    /// piece) goes back as on close, and the descriptor can register
+    /// again.
+    pub fn unregister(&self) {
+        if let Some(b) = self.lock().bound.take() {
+            b.release();
+        }
     }
 
     /// The registration, if this descriptor holds port `name`.
@@ -346,15 +356,23 @@ impl Drop for NmFile {
         // the application's descriptor is closed by the caller of `remove`.
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
         if let Some(b) = inner.bound.take() {
-            if b.reinits > 0 {
-                tracing::warn!(
-                    reinits = b.reinits,
-                    "the application wrote invalid ring pointers"
-                );
-            }
-            if let Some((s, i)) = b.shared {
-                s.put_back(i, b.port);
-            }
+            b.release();
+        }
+    }
+}
+
+impl Bound {
+    /// Gives the port back: a piece to the others of its port, a whole
+    /// port closed.
+    fn release(self) {
+        if self.reinits > 0 {
+            tracing::warn!(
+                reinits = self.reinits,
+                "the application wrote invalid ring pointers"
+            );
+        }
+        if let Some((s, i)) = self.shared {
+            s.put_back(i, self.port);
         }
     }
 }

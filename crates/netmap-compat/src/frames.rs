@@ -58,9 +58,14 @@ pub fn tx(app: &AppRing, from: u32, to: u32, hdr: usize, st: &PortState, at: &mu
     let region = app.region();
     let n = app.num_slots();
     let bsize = app.buf_size() as usize;
+    if hdr == 0 && *at != Packet::Dropping && plain(app, from, to, at) {
+        return;
+    }
     let mut i = from;
+    // Indirect payloads are copied a batch ahead of this walk.
+    let mut ahead: Option<Ahead> = None;
     // At most one lap: `from` and `to` are ring indexes below n.
-    for _ in 0..n {
+    for k in 0..n {
         if i == to {
             break;
         }
@@ -69,7 +74,10 @@ pub fn tx(app: &AppRing, from: u32, to: u32, hdr: usize, st: &PortState, at: &mu
         let mut dropping = *at == Packet::Dropping;
         if s.flags & NS_INDIRECT != 0 {
             s.flags &= !NS_INDIRECT;
-            match indirect(region, &s, bsize) {
+            let copied = ahead
+                .get_or_insert_with(Ahead::new)
+                .take(app, k, i, to, bsize);
+            match copied {
                 Some(len) => s.len = len,
                 None => {
                     // Counted once, here, whatever else the packet had.
@@ -107,28 +115,189 @@ pub fn tx(app: &AppRing, from: u32, to: u32, hdr: usize, st: &PortState, at: &mu
     }
 }
 
-/// An NS_INDIRECT slot's payload, copied from the program's pointer into
-/// the slot's buffer: its length, or None when the length is larger than
-/// a buffer, the buffer index is not the region's, or the pointer cannot
-/// be read.
-fn indirect(region: &Region, s: &NetmapSlot, bsize: usize) -> Option<u16> {
-    let len = usize::from(s.len);
-    if len > bsize {
-        return None;
+/// The common case of [`tx`], without a header and outside a packet being
+/// dropped: true when no slot of `from..to` is NS_INDIRECT, so there is
+/// nothing to do but note where the ring is in a packet. One 8-byte load
+/// per slot (its flags); false, with `at` as it was, when the full walk is
+/// needed.
+fn plain(app: &AppRing, from: u32, to: u32, at: &mut Packet) -> bool {
+    let ring = app.ring();
+    let n = app.num_slots();
+    let mut last = None;
+    let mut i = from;
+    for _ in 0..n {
+        if i == to {
+            break;
+        }
+        // buf_idx | len << 32 | flags << 48
+        let flags = (ring.slot_word0(i) >> 48) as u16;
+        if flags & NS_INDIRECT != 0 {
+            return false;
+        }
+        last = Some(flags);
+        i = next(i, n);
     }
-    if len == 0 {
-        return Some(0);
+    if let Some(f) = last {
+        *at = if f & NS_MOREFRAG != 0 {
+            Packet::Middle
+        } else {
+            Packet::Start
+        };
     }
-    // SAFETY: the slot was handed over by the program in this sync and is
-    // not yet published, so neither the program (by netmap's rules) nor the
-    // port side touches its buffer; this is the only view of it.
-    let buf = unsafe { region.buf_mut(s.buf_idx) }?;
-    read_own(s.ptr, &mut buf[..len]).then_some(s.len)
+    true
+}
+
+/// Slots per system call when copying indirect payloads in (below
+/// IOV_MAX, 1024).
+const BATCH: usize = 256;
+
+/// NS_INDIRECT payloads copied into their slots' buffers ahead of `tx`'s
+/// walk, a batch of slots per system call: one `process_vm_readv` per
+/// slot cost more than the rest of a sync (pkt-gen -I ran at a thirtieth
+/// of its plain rate).
+struct Ahead {
+    /// The batch: each slot's position in the walk (from its `from`) and
+    /// its length, or None when it is to be sent empty.
+    done: [(u32, Option<u16>); BATCH],
+    /// Entries in `done`.
+    len: usize,
+    /// The next entry to hand out.
+    next: usize,
+}
+
+impl Ahead {
+    fn new() -> Ahead {
+        Ahead {
+            done: [(0, None); BATCH],
+            len: 0,
+            next: 0,
+        }
+    }
+
+    /// The result for slot `i`, at position `k` of the walk that ends at
+    /// `to`: copied with a batch of the indirect slots after it when it is
+    /// not in the current batch (the program may have changed its flags
+    /// since; whatever it did, each slot is copied at most once per walk
+    /// position and every access is checked).
+    fn take(&mut self, app: &AppRing, k: u32, i: u32, to: u32, bsize: usize) -> Option<u16> {
+        while self.next < self.len && self.done[self.next].0 < k {
+            self.next += 1;
+        }
+        if self.next == self.len || self.done[self.next].0 != k {
+            self.fill(app, k, i, to, bsize);
+        }
+        let r = self.done[self.next].1;
+        self.next += 1;
+        r
+    }
+
+    /// Copies slot `i` (position `k`) and the NS_INDIRECT slots after it,
+    /// up to `to` and at most [`BATCH`], with as few system calls as the
+    /// pointers allow: one, unless one of them cannot be read.
+    fn fill(&mut self, app: &AppRing, k: u32, i: u32, to: u32, bsize: usize) {
+        let ring = app.ring();
+        let region = app.region();
+        let n = app.num_slots();
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut local = [empty; BATCH];
+        let mut remote = [empty; BATCH];
+        // For each iovec pair, its entry in `done`.
+        let mut entry = [0u16; BATCH];
+        let mut copies = 0;
+        // Slots pointing where the last slot read in the batch points,
+        // with its length (pkt-gen -I sends one frame from every slot):
+        // their entry, that slot's iovec pair, and their buffer, copied
+        // from that slot's buffer once it is read.
+        let mut dups = [(0u16, 0u16, std::ptr::null_mut::<u8>()); BATCH];
+        let mut ndups = 0;
+        self.len = 0;
+        self.next = 0;
+        let (mut pos, mut at) = (k, i);
+        while self.len < BATCH {
+            let s = ring.slot(at);
+            // The first slot is the one the walk found indirect.
+            if pos == k || s.flags & NS_INDIRECT != 0 {
+                let len = usize::from(s.len);
+                // SAFETY: the slot was handed over by the program in this
+                // sync and is not yet published, so neither the program (by
+                // netmap's rules) nor the port side touches its buffer. Only
+                // its address is kept: the kernel writes into it below, and
+                // no reference to it outlives this statement (two slots
+                // naming one buffer only make the kernel write it twice).
+                let buf = unsafe { region.buf_mut(s.buf_idx) }.map(|b| b.as_mut_ptr());
+                let r = match buf {
+                    Some(_) if len == 0 => Some(0),
+                    Some(b)
+                        if len <= bsize
+                            && copies > 0
+                            && remote[copies - 1].iov_base as usize as u64 == s.ptr
+                            && remote[copies - 1].iov_len == len =>
+                    {
+                        dups[ndups] = (self.len as u16, (copies - 1) as u16, b);
+                        ndups += 1;
+                        Some(s.len)
+                    }
+                    Some(b) if len <= bsize => {
+                        local[copies] = libc::iovec {
+                            iov_base: b.cast(),
+                            iov_len: len,
+                        };
+                        remote[copies] = libc::iovec {
+                            iov_base: s.ptr as usize as *mut libc::c_void,
+                            iov_len: len,
+                        };
+                        entry[copies] = self.len as u16;
+                        copies += 1;
+                        Some(s.len)
+                    }
+                    _ => None,
+                };
+                self.done[self.len] = (pos, r);
+                self.len += 1;
+            }
+            at = next(at, n);
+            pos += 1;
+            if at == to || pos >= n {
+                break;
+            }
+        }
+        let mut start = 0;
+        while start < copies {
+            start += read_own_many(&local[start..copies], &remote[start..copies]);
+            if start < copies {
+                // The one that stopped the call: alone, to tell a pointer
+                // that cannot be read from anything else that went wrong.
+                let (l, r) = (local[start], remote[start]);
+                if read_own_many(&[l], &[r]) != 1 {
+                    self.done[usize::from(entry[start])].1 = None;
+                }
+                start += 1;
+            }
+        }
+        for &(e, from, to) in &dups[..ndups] {
+            let src = usize::from(from);
+            if self.done[usize::from(entry[src])].1.is_none() {
+                self.done[usize::from(e)].1 = None;
+            } else {
+                // SAFETY: two whole buffers of the region (checked when
+                // their slots were taken), of slots handed over in this
+                // sync and not yet published (see above); `copy` allows
+                // them to be one buffer.
+                unsafe {
+                    std::ptr::copy(local[src].iov_base.cast::<u8>(), to, local[src].iov_len);
+                }
+            }
+        }
+    }
 }
 
 /// Copies `dst.len()` bytes from address `src` of this process into
 /// `dst`, as a system call does with a user pointer: an address that is
 /// not mapped readable fails (false), it does not fault.
+#[cfg(test)]
 fn read_own(src: u64, dst: &mut [u8]) -> bool {
     let local = libc::iovec {
         iov_base: dst.as_mut_ptr().cast(),
@@ -138,14 +307,43 @@ fn read_own(src: u64, dst: &mut [u8]) -> bool {
         iov_base: src as usize as *mut libc::c_void,
         iov_len: dst.len(),
     };
-    // SAFETY: the kernel writes at most `dst.len()` bytes into `dst`, which
-    // we hold exclusively, and reads `remote` from our own address space
+    read_own_many(&[local], &[remote]) == 1
+}
+
+/// Copies each `remote[j]` of this process into `local[j]` (of the same
+/// length) in one system call, as a system call reads user pointers: an
+/// address that is not mapped readable stops the copy there, it does not
+/// fault. Returns how many pairs, from the first, were copied whole.
+fn read_own_many(local: &[libc::iovec], remote: &[libc::iovec]) -> usize {
+    debug_assert_eq!(local.len(), remote.len());
+    let n = local.len().min(remote.len());
+    // SAFETY: the kernel writes only into the `local` ranges, which the
+    // caller holds for this, and reads `remote` from our own address space
     // through the page tables, failing with EFAULT (not a fault) where it
-    // is not readable. Our own process is always allowed.
-    let n = unsafe {
-        libc::process_vm_readv(std::process::id() as libc::pid_t, &local, 1, &remote, 1, 0)
+    // is not readable. Our own process is always allowed. At most BATCH
+    // (below IOV_MAX) pairs.
+    let got = unsafe {
+        libc::process_vm_readv(
+            std::process::id() as libc::pid_t,
+            local.as_ptr(),
+            n as libc::c_ulong,
+            remote.as_ptr(),
+            n as libc::c_ulong,
+            0,
+        )
     };
-    n == dst.len() as isize
+    let Ok(mut left) = usize::try_from(got) else {
+        return 0;
+    };
+    let mut whole = 0;
+    for r in &remote[..n] {
+        if left < r.iov_len {
+            break;
+        }
+        left -= r.iov_len;
+        whole += 1;
+    }
+    whole
 }
 
 /// Takes the `hdr`-byte virtio-net header off the first slot `s` of a
@@ -394,5 +592,31 @@ mod tests {
         assert_eq!(dst, src);
         assert!(!read_own(8, &mut dst));
         assert!(!read_own(u64::MAX - 4, &mut dst));
+    }
+
+    /// A batch stops at the first pointer that cannot be read and says
+    /// how many pairs before it were copied whole.
+    #[test]
+    fn a_batch_stops_at_the_first_bad_pointer() {
+        let src: Vec<[u8; 16]> = (0..4u8).map(|k| [k + 1; 16]).collect();
+        let mut dst = [[0u8; 16]; 4];
+        let iov = |p: *mut u8| libc::iovec {
+            iov_base: p.cast(),
+            iov_len: 16,
+        };
+        let mut remote: Vec<libc::iovec> = src.iter().map(|b| iov(b.as_ptr().cast_mut())).collect();
+        let local: Vec<libc::iovec> = dst.iter_mut().map(|b| iov(b.as_mut_ptr())).collect();
+        assert_eq!(read_own_many(&local, &remote), 4);
+        assert_eq!(dst.to_vec(), src);
+        dst = [[0u8; 16]; 4];
+        let local: Vec<libc::iovec> = dst.iter_mut().map(|b| iov(b.as_mut_ptr())).collect();
+        remote[2] = iov(8 as *mut u8);
+        assert_eq!(read_own_many(&local, &remote), 2);
+        assert_eq!(&dst[..2], &src[..2]);
+        assert_eq!(read_own_many(&local[3..], &remote[3..]), 1);
+        assert_eq!(dst[3], src[3]);
+        remote[0] = iov(8 as *mut u8);
+        assert_eq!(read_own_many(&local, &remote), 0);
+        assert_eq!(read_own_many(&[], &[]), 0);
     }
 }

@@ -78,6 +78,13 @@ pub fn of(region: &Arc<Region>) -> Result<u16, Errno> {
     ))
 }
 
+/// Whether `id` is the id of a memory a port of this process has open.
+pub fn in_use(id: u16) -> bool {
+    let mut t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+    t.entries.retain_mut(Entry::live);
+    t.entries.iter().any(|e| e.id == id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,8 +110,10 @@ mod tests {
         let ic = of(&c).unwrap();
         assert!(ic != ia && ic != ib && ic != 0);
         assert_eq!(of(&a2).unwrap(), ia);
+        assert!(in_use(ia) && in_use(ib) && in_use(ic));
         // ... and is not handed out again at once after the last one goes.
         drop(a2);
+        assert!(!in_use(ia));
         let d = region();
         let id = of(&d).unwrap();
         assert!(id != ia && id != ib && id != ic && id != 0);

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use ringswitch_control::{name, PortName, Target};
 
+use crate::file::RegInfo;
 use crate::Errno;
 
 /// The virtio-net header lengths netmap accepts: none, the base header
@@ -36,6 +37,9 @@ pub struct PortState {
     /// Frames received with no room for the header in their last slot:
     /// handed over empty.
     pub(crate) vnet_rx_no_room: AtomicU64,
+    /// The port's figures, from its registrations in this process
+    /// (PORT_INFO_GET from any descriptor answers with them).
+    info: Mutex<Option<RegInfo>>,
 }
 
 /// Every port state of this process, by name; entries die with the last
@@ -67,6 +71,7 @@ impl PortState {
             indirect_bad: AtomicU64::new(0),
             vnet_tx_bad: AtomicU64::new(0),
             vnet_rx_no_room: AtomicU64::new(0),
+            info: Mutex::new(None),
         });
         all.push(Arc::downgrade(&s));
         s
@@ -79,6 +84,16 @@ impl PortState {
         all.iter()
             .filter_map(Weak::upgrade)
             .find(|s| s.name == base)
+    }
+
+    /// Records the port's figures, once registered.
+    pub fn set_info(&self, info: RegInfo) {
+        *self.info.lock().unwrap_or_else(|p| p.into_inner()) = Some(info);
+    }
+
+    /// The port's figures, if a descriptor of this process registered it.
+    pub fn info(&self) -> Option<RegInfo> {
+        *self.info.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The virtio-net header length in bytes.

@@ -110,6 +110,7 @@ fn open(plan: &CheckedPlan, name: &str, socket: &Path) -> Result<(Port, u32), Pk
     });
     // Through a daemon upgrade or restart: a switch port is opened again on
     // the new daemon, and the run goes on after the pause.
+    port.set_reconnect_give_up(crate::os::stop_requested);
     port.set_reconnect(true)
         .map_err(|source| PktGenError::Open {
             port: name.to_string(),

@@ -15,12 +15,19 @@
  *       a 12-byte header set; COUNT frames received, each behind a zeroed
  *       header
  *   nm_compat indirect PORT COUNT BAD
- *       COUNT NS_INDIRECT frames (and with BAD=1 first two slots with a
- *       bad length and a bad pointer)
+ *       COUNT NS_INDIRECT frames (and with BAD=1 first, in one sync, slots
+ *       with a bad length or a bad pointer among good ones and ones
+ *       pointing where the slot before points: 4 bad, 3 good frames)
  *   nm_compat pipes PREFIX_A PREFIX_B
  *       pipes of ports PREFIX_A and PREFIX_B with the same id are
  *       different pipes; two ports have different nr_mem_id, never 0, and
  *       the two ends of a pipe the same
+ *   nm_compat memid PORT
+ *       REGISTER's nr_mem_id: a pipe asking for PORT's memory is refused
+ *       with EOPNOTSUPP (no memory shared between ports); the other end of
+ *       a pipe asking for its memory, and an id no port of the process
+ *       has, register; PORT_INFO_GET of PORT from another descriptor
+ *       answers its memory id (libnetmap's @PORT suffix)
  *   nm_compat ifname IFNAME
  *       a bare interface name (as libnetmap passes netmap:IFNAME) reaches
  *       the interface: ENXIO for one that does not exist
@@ -87,10 +94,11 @@ static void header(struct nmreq_header *h, const char *name, uint16_t type, void
 	h->nr_body = (uintptr_t)body;
 }
 
-/* REGISTER `name` on a new descriptor with `mode`, `ringid`, `flags` and
- * the sizes asked for (0: the default), and maps it. 0 or -1/errno. */
-static int open_port(struct port *p, const char *name, uint32_t mode, uint16_t ringid,
-		     uint64_t flags, uint16_t rings, uint32_t slots)
+/* REGISTER `name` on a new descriptor with `mode`, `ringid`, `flags`,
+ * the sizes asked for (0: the default) and memory `mem_id` (0: any), and
+ * maps it. 0 or -1/errno. */
+static int open_port_mem(struct port *p, const char *name, uint32_t mode, uint16_t ringid,
+			 uint64_t flags, uint16_t rings, uint32_t slots, uint16_t mem_id)
 {
 	struct nmreq_header h;
 	memset(p, 0, sizeof(*p));
@@ -98,6 +106,7 @@ static int open_port(struct port *p, const char *name, uint32_t mode, uint16_t r
 	if (p->fd < 0)
 		return -1;
 	header(&h, name, NETMAP_REQ_REGISTER, &p->r);
+	p->r.nr_mem_id = mem_id;
 	p->r.nr_mode = mode;
 	p->r.nr_ringid = ringid;
 	p->r.nr_flags = flags;
@@ -118,6 +127,12 @@ static int open_port(struct port *p, const char *name, uint32_t mode, uint16_t r
 	}
 	p->nifp = NETMAP_IF(p->mem, p->r.nr_offset);
 	return 0;
+}
+
+static int open_port(struct port *p, const char *name, uint32_t mode, uint16_t ringid,
+		     uint64_t flags, uint16_t rings, uint32_t slots)
+{
+	return open_port_mem(p, name, mode, ringid, flags, rings, slots, 0);
 }
 
 static void close_port(struct port *p)
@@ -334,17 +349,33 @@ static int cmd_indirect(const char *port, long count, int bad)
 	double t0 = now();
 	long done = 0;
 	if (bad) {
-		REQUIRE("room for the bad slots",
-			wait_room(p.fd, ring, t0) == 0 && nm_ring_space(ring) >= 2);
+		/* In one sync: a length larger than a buffer, then good frames
+		 * and bad pointers mixed, some pointing where the slot before
+		 * points (a bad one as well as a good one). */
+		static char good[64];
+		const struct {
+			uintptr_t ptr;
+			uint16_t len;
+		} mix[] = {
+			{ (uintptr_t)big, 0 }, /* len: a buffer and one byte */
+			{ (uintptr_t)good, 60 },
+			{ 8, 60 }, /* never mapped */
+			{ (uintptr_t)good, 60 },
+			{ (uintptr_t)good, 60 },
+			{ 8, 60 },
+			{ 8, 60 },
+		};
+		const unsigned nmix = sizeof(mix) / sizeof(mix[0]);
+		frame(good, 60, -1);
+		REQUIRE("room for the mixed slots",
+			wait_room(p.fd, ring, t0) == 0 && nm_ring_space(ring) >= nmix);
 		uint32_t i = ring->cur;
-		ring->slot[i].flags = NS_INDIRECT;
-		ring->slot[i].ptr = (uintptr_t)big;
-		ring->slot[i].len = (uint16_t)(ring->nr_buf_size + 1);
-		i = nm_ring_next(ring, i);
-		ring->slot[i].flags = NS_INDIRECT;
-		ring->slot[i].ptr = 8; /* never mapped */
-		ring->slot[i].len = 60;
-		i = nm_ring_next(ring, i);
+		for (unsigned k = 0; k < nmix; k++) {
+			ring->slot[i].flags = NS_INDIRECT;
+			ring->slot[i].ptr = mix[k].ptr;
+			ring->slot[i].len = mix[k].len ? mix[k].len : (uint16_t)(ring->nr_buf_size + 1);
+			i = nm_ring_next(ring, i);
+		}
 		ring->head = ring->cur = i;
 		ioctl(p.fd, NIOCTXSYNC, NULL);
 	}
@@ -405,6 +436,40 @@ static int cmd_pipes(const char *a, const char *b)
 	return 0;
 }
 
+static int cmd_memid(const char *port)
+{
+	struct port v, a, b, c, x;
+	REQUIRE("PORT registers", open_port(&v, port, NR_REG_ALL_NIC, 0, 0, 0, 0) == 0);
+	errno = 0;
+	EXPECT("a pipe asking for PORT's memory is refused with EOPNOTSUPP",
+	       open_port_mem(&x, "mi{1", NR_REG_ALL_NIC, 0, 0, 0, 0, v.r.nr_mem_id) == -1 &&
+		       errno == EOPNOTSUPP);
+	REQUIRE("the pipe registers asking for any memory",
+		open_port(&a, "mi{1", NR_REG_ALL_NIC, 0, 0, 0, 0) == 0);
+	EXPECT("... and has a memory of its own", a.r.nr_mem_id && a.r.nr_mem_id != v.r.nr_mem_id);
+	REQUIRE("its other end registers asking for the pipe's memory",
+		open_port_mem(&b, "mi}1", NR_REG_ALL_NIC, 0, 0, 0, 0, a.r.nr_mem_id) == 0);
+	EXPECT("... and has it", b.r.nr_mem_id == a.r.nr_mem_id);
+	REQUIRE("a port asking for an id no port here has registers",
+		open_port_mem(&c, "vale5:anymem", NR_REG_ALL_NIC, 0, 0, 0, 0, 65000) == 0);
+	EXPECT("... with a memory of its own",
+	       c.r.nr_mem_id && c.r.nr_mem_id != v.r.nr_mem_id && c.r.nr_mem_id != a.r.nr_mem_id);
+	struct nmreq_header h;
+	struct nmreq_port_info_get info;
+	memset(&info, 0, sizeof(info));
+	int fd = open("/dev/netmap", O_RDWR);
+	header(&h, port, NETMAP_REQ_PORT_INFO_GET, &info);
+	EXPECT("PORT_INFO_GET of PORT from another descriptor answers its memory",
+	       ioctl(fd, NIOCCTRL, &h) == 0 && info.nr_mem_id == v.r.nr_mem_id &&
+		       info.nr_memsize == v.r.nr_memsize && info.nr_rx_rings == v.r.nr_rx_rings);
+	close(fd);
+	close_port(&c);
+	close_port(&b);
+	close_port(&a);
+	close_port(&v);
+	return 0;
+}
+
 static int cmd_ifname(const char *ifname)
 {
 	struct port p;
@@ -438,6 +503,8 @@ int main(int argc, char **argv)
 		cmd_indirect(argv[2], atol(argv[3]), atoi(argv[4]));
 	else if (!strcmp(cmd, "pipes") && argc == 4)
 		cmd_pipes(argv[2], argv[3]);
+	else if (!strcmp(cmd, "memid") && argc == 3)
+		cmd_memid(argv[2]);
 	else if (!strcmp(cmd, "ifname") && argc == 3)
 		cmd_ifname(argv[2]);
 	else {
