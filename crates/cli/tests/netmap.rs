@@ -505,3 +505,64 @@ fn a_bare_name_is_an_interface() {
     let d = Daemon::start("ifname");
     d.compat(&["ifname", "rsnoif0"]);
 }
+
+/// A netmap program on a switch port goes on through a daemon restart: its
+/// poll wakes when the daemon goes, the port opens itself again on the new
+/// daemon, and the new memory appears at the program's own mapping, so
+/// frames sent after the restart arrive on the same descriptor and rings.
+#[test]
+fn a_netmap_program_on_a_switch_port_survives_a_daemon_restart() {
+    let d = Daemon::start("nm-reconnect");
+    let mut prog = d
+        .c(
+            "nm_compat",
+            true,
+            &["reconnect", "vale6:r", &(2 * FEW).to_string()],
+        )
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(prog.stdout.take().unwrap());
+    let mut seen = String::new();
+    let mut wait_for = |what: &str, seen: &mut String| {
+        while !seen.contains(what) {
+            let mut line = String::new();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "nm_compat reconnect ended before {what:?}: {seen}"
+            );
+            seen.push_str(&line);
+        }
+    };
+    wait_for("ready", &mut seen);
+    let send = |d: &Daemon| {
+        let tx = d.pktgen(&[
+            "-f",
+            "tx",
+            "-i",
+            "vale6:s",
+            "-n",
+            &FEW.to_string(),
+            "-R",
+            "100000",
+        ]);
+        assert_eq!(pktgen_packets(tx), FEW);
+    };
+    send(&d);
+    wait_for("half", &mut seen);
+    // The same socket, a new daemon: the program's port comes back by
+    // itself.
+    drop(d);
+    let d = Daemon::start("nm-reconnect");
+    d.wait_open(&["vale6:r"]);
+    send(&d);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    seen.push_str(&rest);
+    let o = prog.wait_with_output().unwrap();
+    assert!(
+        o.status.success() && seen.contains("0 failures"),
+        "{seen}\n{}",
+        text(&o)
+    );
+    assert_eq!(count(&seen, "received"), 2 * FEW);
+}

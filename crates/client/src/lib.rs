@@ -211,11 +211,7 @@ impl Port {
     /// device holds a region of that name), opens it on the device.
     pub fn open_at(socket: &Path, name: &str) -> Result<Port, ClientError> {
         match Connection::connect(socket) {
-            Ok(conn) => {
-                let mut p = Self::open_on(conn, name)?;
-                p.origin = Some((socket.to_path_buf(), name.to_string()));
-                Ok(p)
-            }
+            Ok(conn) => Self::open_on_socket(conn, socket, name),
             Err(e @ CallError::NoDaemon { .. }) => match passthrough::find(name) {
                 Some((dev, region, end)) => Self::open_passthrough(dev, region, end, name),
                 None => Err(e.into()),
@@ -277,6 +273,18 @@ impl Port {
     /// Opens `name` over an existing connection (which the port then owns).
     pub fn open_on(conn: Connection, name: &str) -> Result<Port, ClientError> {
         Self::open_in(conn, name, None)
+    }
+
+    /// Opens `name` over `conn`, a connection to the daemon at `socket`,
+    /// where the port can open itself again (see [`Port::set_reconnect`]).
+    pub fn open_on_socket(
+        conn: Connection,
+        socket: &Path,
+        name: &str,
+    ) -> Result<Port, ClientError> {
+        let mut p = Self::open_in(conn, name, None)?;
+        p.origin = Some((socket.to_path_buf(), name.to_string()));
+        Ok(p)
     }
 
     /// Opens `name` over `conn`; with `place`, the region of a port this
@@ -792,6 +800,11 @@ impl Port {
     /// connection and waits on as before (a pipe's ends need no daemon).
     fn after_hangup(&mut self) -> Result<(), ClientError> {
         self.daemon_gone = true;
+        // The hung-up connection would keep the poll descriptor readable
+        // for ever; a new port's comes in its place.
+        if let (Some(set), Some(c)) = (&self.poll_set, &self._conn) {
+            let _ = set.delete(c.socket().as_fd().as_raw_fd());
+        }
         if !self.reconnect || self.info.kind != PortKind::Vale {
             return Ok(());
         }

@@ -465,7 +465,12 @@ pub unsafe fn mmap(
         }
         // SAFETY: mapping the port's memfd, which holds `size` bytes, with
         // the application's address hint and protection.
-        Ok(unsafe { real::mmap(addr, len, prot, flags, memfd, 0) })
+        let p = unsafe { real::mmap(addr, len, prot, flags, memfd, 0) };
+        if p != libc::MAP_FAILED {
+            // Followed when the port reconnects to a new daemon.
+            crate::remap::record(file.fd(), p, len, prot);
+        }
+        Ok(p)
     });
     match r {
         None => fail(Errno::with(

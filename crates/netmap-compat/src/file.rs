@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use ringswitch_client::{ClientError, Port};
-use ringswitch_control::{error_chain, CallError, Connection, ErrorCode};
+use ringswitch_control::{error_chain, CallError, Connection, ErrorCode, PortKind};
 use ringswitch_ring::poll::{self, Epoll};
 use ringswitch_ring::Dir;
 
@@ -212,7 +212,15 @@ impl NmFile {
                 rx,
             )
         } else {
-            let port = open_port(conn, &self.socket, name)?;
+            let mut port = open_port(conn, &self.socket, name)?;
+            // A switch port follows its daemon through an upgrade or a
+            // restart: the program's mappings go with it (`remap`). Before
+            // its poll descriptor is watched, which then also wakes when
+            // the daemon goes. Pipes need no daemon to go on.
+            if port.info().kind == PortKind::Vale {
+                port.set_reconnect(true)
+                    .map_err(|e| Errno::with(errno_of(&e), format!("{name}: {e}")))?;
+            }
             let mut info = RegInfo::of(&port)?;
             let g = port.geometry();
             let (tx, rx) = if req.mode == mode::NULL {
@@ -338,9 +346,19 @@ impl NmFile {
 
     /// After a sleep: drains the interrupts and withdraws the requests.
     pub fn after_wait(&self) {
-        if let Some(b) = self.lock().bound.as_mut() {
-            // Never set to reconnect: nothing can fail here.
-            let _ = b.port.after_wait();
+        let mut inner = self.lock();
+        let Some(b) = inner.bound.as_mut() else {
+            return;
+        };
+        let before = b.port.stats().reconnects;
+        if let Err(e) = b.port.after_wait() {
+            // No daemon came back in time: the port stays as it is, its
+            // rings still, as after any daemon's end.
+            log_once(&format!("{}: {e}", b.name));
+            return;
+        }
+        if b.port.stats().reconnects != before {
+            b.reconnected(self.fd);
         }
     }
 
@@ -352,6 +370,7 @@ impl NmFile {
 
 impl Drop for NmFile {
     fn drop(&mut self) {
+        crate::remap::forget_fd(self.fd);
         // The port (and with it the daemon connection) closes with `inner`;
         // the application's descriptor is closed by the caller of `remove`.
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
@@ -361,7 +380,34 @@ impl Drop for NmFile {
     }
 }
 
+/// Says `msg` on stderr, once per process (a program's own output is not
+/// ours to flood).
+fn log_once(msg: &str) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    // Relaxed: a flag with nothing attached.
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("ringswitch-netmap: {msg}");
+    }
+}
+
 impl Bound {
+    /// The port came back on a new daemon (see `Port::set_reconnect`): its
+    /// ring headers as a freshly registered port's, no packet half taken,
+    /// and the program's mappings over the new memory.
+    fn reconnected(&mut self, fd: RawFd) {
+        for dir in [Dir::Tx, Dir::Rx] {
+            for i in self.rings(dir) {
+                self.port.app_ring(dir, i).mirror_to_header();
+            }
+        }
+        self.tx_at.fill(Packet::Start);
+        self.rx_at.fill(Packet::Start);
+        let r = self.port.region();
+        if let Err(e) = crate::remap::remap(fd, r.fd().as_raw_fd(), r.len()) {
+            log_once(&format!("{}: after reconnecting: {e}", self.name));
+        }
+    }
+
     /// Gives the port back: a piece to the others of its port, a whole
     /// port closed.
     fn release(self) {
@@ -461,7 +507,7 @@ fn open_port(
     name: &str,
 ) -> Result<Port, Errno> {
     let port = match conn {
-        Some(c) => Port::open_on(c, name),
+        Some(c) => Port::open_on_socket(c, socket, name),
         // A new connection, or in a VM the passthrough device of `name`.
         None => Port::open_at(socket, name),
     };

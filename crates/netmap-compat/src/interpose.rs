@@ -168,6 +168,18 @@ interpose_mmap!(
     mmap64
 );
 
+/// munmap(2): forgets any mapping of an emulated port it touches (see
+/// `remap`), then unmaps as the C library does.
+///
+/// # Safety
+/// As for munmap(2).
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    guard((), || crate::remap::forget_range(addr, len));
+    // SAFETY: forwarded as given.
+    unsafe { real::munmap(addr, len) }
+}
+
 /// close(2).
 ///
 /// # Safety

@@ -21,7 +21,9 @@
 //!   and `NIOCGINFO`, `NIOCTXSYNC`, `NIOCRXSYNC` (which also copy
 //!   NS_INDIRECT slots in and carry a switch port's virtio-net header,
 //!   `frames`);
-//! - `mmap` maps the port's memfd: netmap's layout, byte for byte;
+//! - `mmap` maps the port's memfd: netmap's layout, byte for byte (and
+//!   `munmap` forgets the mapping, which otherwise follows a switch port
+//!   that reconnects to a new daemon: the same addresses, the new memory);
 //! - `poll`/`select`/`epoll_wait` sync the rings as netmap's poll does and
 //!   sleep with the CSB's double check, so no wake-up is lost;
 //! - `close` closes the port.
@@ -44,6 +46,7 @@ mod mapped;
 mod memid;
 pub mod nmport;
 mod real;
+mod remap;
 mod state;
 mod table;
 

@@ -73,6 +73,7 @@ forward!(openat64, (dirfd: c_int, path: *const c_char, flags: c_int, mode: libc:
 forward!(ioctl, (fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int, missing());
 forward!(mmap, (addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void, { missing(); libc::MAP_FAILED });
 forward!(mmap64, (addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void, { missing(); libc::MAP_FAILED });
+forward!(munmap, (addr: *mut c_void, len: size_t) -> c_int, missing());
 forward!(close, (fd: c_int) -> c_int, missing());
 forward!(poll, (fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int, missing());
 forward!(select, (n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int, missing());

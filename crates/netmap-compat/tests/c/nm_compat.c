@@ -22,6 +22,10 @@
  *       pipes of ports PREFIX_A and PREFIX_B with the same id are
  *       different pipes; two ports have different nr_mem_id, never 0, and
  *       the two ends of a pipe the same
+ *   nm_compat reconnect PORT COUNT
+ *       COUNT frames received in poll, through the program's own mapping;
+ *       prints "half" after COUNT/2, when the test restarts the daemon:
+ *       the rest arrive on the same descriptor and mapping
  *   nm_compat memid PORT
  *       REGISTER's nr_mem_id: a pipe asking for PORT's memory is refused
  *       with EOPNOTSUPP (no memory shared between ports); the other end of
@@ -337,6 +341,35 @@ static int cmd_hdrrx(const char *port, long count)
 	return 0;
 }
 
+static int cmd_reconnect(const char *port, long count)
+{
+	struct port p;
+	REQUIRE("REGISTER", open_port(&p, port, NR_REG_ALL_NIC, 0, 0, 0, 0) == 0);
+	printf("ready\n");
+	fflush(stdout);
+	struct netmap_ring *ring = NETMAP_RXRING(p.nifp, 0);
+	long got = 0;
+	int halfway = 0;
+	double t0 = now();
+	while (got < count && now() - t0 < DEADLINE_S) {
+		struct pollfd pf = { .fd = p.fd, .events = POLLIN };
+		poll(&pf, 1, 1000);
+		uint32_t i = ring->cur;
+		for (uint32_t n = nm_ring_space(ring); n > 0; n--, got++)
+			i = nm_ring_next(ring, i);
+		ring->head = ring->cur = i;
+		if (!halfway && got >= count / 2) {
+			halfway = 1;
+			printf("half\n");
+			fflush(stdout);
+		}
+	}
+	printf("received %ld\n", got);
+	EXPECT("every frame arrived, from both daemons", got == count);
+	close_port(&p);
+	return 0;
+}
+
 static int cmd_indirect(const char *port, long count, int bad)
 {
 	struct port p;
@@ -503,6 +536,8 @@ int main(int argc, char **argv)
 		cmd_indirect(argv[2], atol(argv[3]), atoi(argv[4]));
 	else if (!strcmp(cmd, "pipes") && argc == 4)
 		cmd_pipes(argv[2], argv[3]);
+	else if (!strcmp(cmd, "reconnect") && argc == 4)
+		cmd_reconnect(argv[2], atol(argv[3]));
 	else if (!strcmp(cmd, "memid") && argc == 3)
 		cmd_memid(argv[2]);
 	else if (!strcmp(cmd, "ifname") && argc == 3)
