@@ -745,17 +745,6 @@ fn stamp(t: SystemTime) -> String {
     )
 }
 
-/// The error and its causes, as one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        let _ = write!(s, ": {c}");
-        src = c.source();
-    }
-    s
-}
-
 /// Where the refreshes go.
 enum Out {
     Screen(term::Screen),
@@ -839,7 +828,7 @@ pub fn run(socket: &Path, a: TopArgs) -> Result<(), TopError> {
                 prev = None;
                 let shown = Shown {
                     stamp,
-                    status: Some(Status::Unreachable(chain(&e))),
+                    status: Some(Status::Unreachable(ringswitch_control::error_chain(&e))),
                     ports: Vec::new(),
                     workers: Vec::new(),
                 };
@@ -849,7 +838,7 @@ pub fn run(socket: &Path, a: TopArgs) -> Result<(), TopError> {
             Polled::Refused(e) => {
                 let shown = Shown {
                     stamp,
-                    status: Some(Status::Refused(chain(&e))),
+                    status: Some(Status::Refused(ringswitch_control::error_chain(&e))),
                     ports: Vec::new(),
                     workers: Vec::new(),
                 };
