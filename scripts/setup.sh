@@ -19,6 +19,8 @@ if [ "$setup_tests" = 1 ]; then
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
+# The systemd unit's test (crates/cli/tests/systemd.rs): systemd-analyze verify.
+command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 # The VM tests (crates/cli/tests/vm.rs, tests/vm/): QEMU under TCG, a guest
 # kernel with its virtio modules, busybox for the guest's userland, cpio to
 # pack the initramfs, jq to read `ctl --json`, pgrep to find the daemon.
@@ -44,6 +46,11 @@ command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # programs the switch; os-ken (an OpenFlow controller library) drives it.
 command -v ovs-ofctl >/dev/null 2>&1 || need_apt+=(openvswitch-common)
 dpkg -s python3-os-ken >/dev/null 2>&1 || need_apt+=(python3-os-ken)
+# The metrics tests (crates/cli/tests/metrics.rs) and bench/webview.sh:
+# Prometheus's server scrapes `serve --metrics`, promtool checks its text,
+# headless Chromium loads the web view.
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2

@@ -114,6 +114,12 @@ struct ServeArgs {
     /// quarters of its RLIMIT_NOFILE).
     #[arg(long, value_name = "N")]
     max_fds: Option<u64>,
+    /// Serve Prometheus metrics (/metrics) and a live web view (/) on this
+    /// address, e.g. 127.0.0.1:9720 (port 0: any free port, logged at
+    /// start). Off by default; there is no authentication, so keep it on
+    /// loopback unless the network is trusted.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -198,6 +204,7 @@ fn serve(socket: PathBuf, a: ServeArgs) -> Result<(), Box<dyn std::error::Error>
     cfg.admin_group = a.admin_group;
     cfg.vm_socket_group = a.vm_socket_group;
     cfg.max_conns_per_uid = a.max_conns_per_uid;
+    cfg.metrics = a.metrics;
     let l = &mut cfg.limits;
     for (v, field) in [
         (a.max_shm_per_conn, &mut l.shm_per_conn),
@@ -274,6 +281,10 @@ fn daemon_args(cfg: &ringswitch_daemon::Config) -> Vec<std::ffi::OsString> {
     if let Some(c) = &cfg.config {
         v.push("--config".into());
         v.push(c.clone().into());
+    }
+    if let Some(a) = cfg.metrics {
+        v.push("--metrics".into());
+        v.push(a.to_string().into());
     }
     v
 }

@@ -19,7 +19,7 @@ usage: ringswitchd [--socket PATH] [--workers N] [--idle-poll-us US] [--batch N]
                    [--vm-socket-group G]
                    [--max-conns-per-uid N] [--max-shm-per-conn SIZE]
                    [--max-shm-per-uid SIZE] [--max-shm SIZE] [--max-fds-per-conn N]
-                   [--max-fds-per-uid N] [--max-fds N]
+                   [--max-fds-per-uid N] [--max-fds N] [--metrics ADDR]
 
 The ringswitch daemon, in the foreground (what `ringswitch serve` runs).
 
@@ -57,6 +57,10 @@ The ringswitch daemon, in the foreground (what `ringswitch serve` runs).
   --max-fds-per-uid N        the same for one user (default: half of --max-fds)
   --max-fds N                the same for the whole daemon (default: three
                              quarters of the daemon's RLIMIT_NOFILE)
+  --metrics ADDR             serve Prometheus metrics (/metrics) and a live web
+                             view (/) on ADDR, e.g. 127.0.0.1:9720 (port 0: any
+                             free port, logged at start; default: off; no
+                             authentication: keep it on loopback)
   -h, --help                 this text
   -V, --version              the version
 
@@ -132,6 +136,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
             "--max-fds-per-conn",
             "--max-fds-per-uid",
             "--max-fds",
+            "--metrics",
         ];
         if !known.contains(&opt.as_str()) {
             return Err(ArgError::Unknown(arg));
@@ -171,6 +176,13 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
                 cfg.limits.fds_per_uid = number(&opt, &v, "a number of descriptors")?;
             }
             "--max-fds" => cfg.limits.fds_total = number(&opt, &v, "a number of descriptors")?,
+            "--metrics" => {
+                cfg.metrics = Some(number(
+                    &opt,
+                    &v,
+                    "an address and port such as 127.0.0.1:9720",
+                )?);
+            }
             _ => {
                 let p = PathBuf::from(v);
                 cfg.config = Some(std::path::absolute(&p).unwrap_or(p));
@@ -300,6 +312,17 @@ mod tests {
         assert!(c.check().unwrap_err().to_string().contains("no such group"));
         let e = run(&["--max-shm", "lots"]).unwrap_err().to_string();
         assert!(e.contains("a size in bytes"), "{e}");
+        assert_eq!(
+            run(&[]).unwrap().metrics,
+            None,
+            "metrics are off by default"
+        );
+        let c = run(&["--metrics", "127.0.0.1:9720"]).unwrap();
+        assert_eq!(c.metrics, Some("127.0.0.1:9720".parse().unwrap()));
+        let c = run(&["--metrics=[::1]:0"]).unwrap();
+        assert_eq!(c.metrics, Some("[::1]:0".parse().unwrap()));
+        let e = run(&["--metrics", "9720"]).unwrap_err().to_string();
+        assert!(e.contains("an address and port"), "{e}");
     }
 
     #[test]

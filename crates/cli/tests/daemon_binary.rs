@@ -138,6 +138,8 @@ fn serve_options_reach_the_daemon() {
             "9",
             "--max-shm-per-conn",
             "64M",
+            "--metrics",
+            "127.0.0.1:0",
         ],
     );
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap();
@@ -151,6 +153,7 @@ fn serve_options_reach_the_daemon() {
         "--allow-group 0",
         "--max-conns-per-uid 9",
         "--max-shm-per-conn 67108864",
+        "--metrics 127.0.0.1:0",
     ] {
         assert!(joined.contains(want), "{want} missing from {joined}");
     }

@@ -4,10 +4,12 @@
 
 pub mod access;
 pub mod listen;
+pub mod metrics;
 pub mod openflow;
 mod page;
 pub mod passthrough;
 pub mod registry;
+pub mod service;
 pub mod signals;
 pub mod upgrade;
 pub mod vhost_user;
@@ -74,6 +76,14 @@ pub struct Config {
     /// The program to run again on `ctl upgrade` (see [`upgrade`]); none:
     /// upgrades are refused (a daemon embedded in another program).
     pub program: Option<upgrade::Program>,
+    /// The service manager to notify (systemd's `NOTIFY_SOCKET`, see
+    /// [`service`]): [`serve_until_signalled`] takes it from the
+    /// environment, and the control thread feeds its watchdog.
+    pub service: Option<service::Manager>,
+    /// Serve Prometheus's `/metrics` and the web view on this address
+    /// (`serve --metrics`; off when none; port 0: one the kernel picks,
+    /// logged at start and told by [`Daemon::metrics_addr`]).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Config {
@@ -106,6 +116,8 @@ impl Config {
             max_conns_per_uid: DEFAULT_CONNS_PER_UID,
             limits: Limits::default(),
             program: None,
+            service: None,
+            metrics: None,
         }
     }
 }
@@ -216,11 +228,14 @@ enum Stopped {
 /// (what `ringswitch serve` and `ringswitchd` do). On an accepted `ctl
 /// upgrade` it stops the same way and runs the new binary in this process
 /// with the same arguments ([`upgrade`]), returning only if that fails.
-pub fn serve_until_signalled(cfg: Config) -> Result<(), DaemonError> {
+pub fn serve_until_signalled(mut cfg: Config) -> Result<(), DaemonError> {
     cfg.check()?;
+    cfg.service = service::Manager::from_env();
+    let mut notifier = service::Notifier::new(&cfg);
     let program = cfg.program.clone();
     let stop = signals::install().map_err(DaemonError::Signals)?;
     let d = Daemon::start(cfg)?;
+    notifier.ready();
     // Acquire: pairs with the signal handler's store.
     let why = loop {
         if stop.load(Ordering::Acquire) {
@@ -232,8 +247,14 @@ pub fn serve_until_signalled(cfg: Config) -> Result<(), DaemonError> {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     match &why {
-        Stopped::Signalled => info!("stopping"),
-        Stopped::Upgrade(b) => info!(binary = %b.display(), "stopping to upgrade"),
+        Stopped::Signalled => {
+            info!("stopping");
+            notifier.stopping("stopping");
+        }
+        Stopped::Upgrade(b) => {
+            info!(binary = %b.display(), "stopping to upgrade");
+            notifier.reloading(&format!("upgrading: running {}", b.display()));
+        }
     }
     // Stopping joins every thread; each one notices its stop at once, but
     // the process must go within a second whatever a peer does, so the
@@ -313,6 +334,9 @@ pub enum DaemonError {
     /// Bad settings.
     #[error("{0}")]
     Config(String),
+    /// The metrics listener could not start (`--metrics`).
+    #[error(transparent)]
+    Metrics(#[from] metrics::MetricsError),
     /// The socket path cannot be used.
     #[error("cannot listen on {}", path.display())]
     Socket {
@@ -333,6 +357,8 @@ pub struct Daemon {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Set by an accepted `upgrade` request (see [`Daemon::upgrade_requested`]).
     upgrade_asked: Arc<Mutex<Option<PathBuf>>>,
+    /// The metrics listener (`--metrics`), if asked for.
+    metrics: Option<metrics::Metrics>,
 }
 
 fn lock(r: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
@@ -345,6 +371,9 @@ impl Daemon {
         cfg.check()?;
         instance();
         let policy = cfg.policy()?;
+        // Bound first: an address in use stops the start before anything
+        // else is made.
+        let metrics_listener = cfg.metrics.map(metrics::bind).transpose()?;
         let bind_err = |source| DaemonError::Bind {
             path: cfg.socket.clone(),
             source,
@@ -420,12 +449,16 @@ impl Daemon {
             max_conns_per_uid: cfg.max_conns_per_uid,
             program: cfg.program.clone(),
             upgrade_asked: upgrade_asked.clone(),
+            service: cfg.service.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("rs-control".into())
             .stack_size(256 * 1024)
             .spawn(move || control_loop(listener, plane, r, s))
             .map_err(DaemonError::Worker)?;
+        let metrics = metrics_listener
+            .map(|l| metrics::Metrics::start(l, registry.clone()))
+            .transpose()?;
         info!(socket = %cfg.socket.display(), workers = cfg.workers, "ringswitch daemon listening");
         Ok(Daemon {
             registry,
@@ -433,6 +466,7 @@ impl Daemon {
             stop,
             thread: Some(thread),
             upgrade_asked,
+            metrics,
         })
     }
 
@@ -448,6 +482,11 @@ impl Daemon {
     /// The socket path.
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// The address of the metrics listener (`--metrics`), if it runs.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(metrics::Metrics::addr)
     }
 
     /// The registry (for embedding and tests).
@@ -467,6 +506,8 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        // The metrics listener first: it reads the registry.
+        drop(self.metrics.take());
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -492,6 +533,8 @@ struct ControlPlane {
     program: Option<upgrade::Program>,
     /// Where an accepted `upgrade` leaves its binary.
     upgrade_asked: Arc<Mutex<Option<PathBuf>>>,
+    /// The service manager whose watchdog this thread feeds.
+    service: Option<service::Manager>,
 }
 
 /// A client connection and who is behind it.
@@ -586,8 +629,13 @@ fn control_loop(
     let mut accept_log = RateLimited::new(Duration::from_secs(10));
     let mut refuse_log = RateLimited::new(Duration::from_secs(10));
     let mut lingering: Vec<(SeqPacket, Instant)> = Vec::new();
+    // Fed each time round: a control thread that stops going round (a
+    // lock never released, a request that blocks) gets the daemon
+    // restarted by its service manager.
+    let mut watchdog = service::Watchdog::new(plane.service.as_ref());
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
+        watchdog.feed(now);
         lingering.retain(|(_, until)| *until > now);
         let paused = accept_at.filter(|&t| t > now);
         pfds.clear();
@@ -607,6 +655,7 @@ fn control_loop(
         // The timeout bounds the wait so `stop` is noticed.
         let (min, max) = (Duration::from_millis(1), Duration::from_millis(200));
         let timeout = paused.map_or(max, |t| t.duration_since(now).clamp(min, max));
+        let timeout = watchdog.wait_at_most(now, timeout);
         let Ok(n) = poll::poll_fds(&mut pfds, Some(timeout)) else {
             continue;
         };
