@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::{interrupt, text, wait_listening, wait_until, BIN, DEADLINE};
+use common::{
+    ctl_at, ctl_ok_at, interrupt, pktgen_at, text, wait_listening, wait_until, BIN, DEADLINE,
+};
 
 /// A tool these tests need, or a failure that says how to get it.
 fn need(tool: &str, package: &str) {
@@ -115,42 +117,18 @@ impl Daemon {
 
     /// `ringswitch pkt-gen ARGS --json -T 0` on this daemon.
     fn pktgen(&self, args: &[&str]) -> Killed {
-        Killed(
-            Command::new(BIN)
-                .arg("--socket")
-                .arg(&self.socket)
-                .arg("pkt-gen")
-                .args(args)
-                .args(["--json", "-T", "0"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        )
+        Killed(pktgen_at(&self.socket, args))
     }
 
     /// `ringswitch ctl ARGS`, which must succeed.
     fn ctl(&self, args: &[&str]) {
-        let out = Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("ctl")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "ctl {args:?}: {}", text(&out));
+        ctl_ok_at(&self.socket, args);
     }
 
     /// A port's counters from `ctl stats` (over the control socket: a
     /// measurement that must not wait for a slot of an abused listener).
     fn ctl_stats(&self, port: &str) -> serde_json::Value {
-        let out = Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(["ctl", "stats", "--json"])
-            .output()
-            .unwrap();
+        let out = ctl_at(&self.socket, &["stats", "--json"]);
         assert!(out.status.success(), "ctl stats: {}", text(&out));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v.as_array()
@@ -453,6 +431,10 @@ fn prometheus_scrapes_the_rate_pkt_gen_reports() {
 
 /// `/metrics` after traffic: every kind of metric has samples.
 fn metrics_after_traffic(d: &Daemon) {
+    // Persistent ports: they (and their counters) stay after pkt-gen
+    // closes them, for the scrape that follows.
+    d.ctl(&["port", "add", "vale0:a"]);
+    d.ctl(&["port", "add", "vale0:b"]);
     let rx = d.pktgen(&["-i", "vale0:b", "-f", "rx"]);
     d.wait_open(&["vale0:b"]);
     let tx = d.pktgen(&["-i", "vale0:a", "-f", "tx", "-n", "100000"]);

@@ -338,14 +338,7 @@ fn ordinary_programs_run_unchanged_under_the_preload() {
 impl Daemon {
     /// `ringswitch ctl ARGS` on this daemon, which must succeed.
     fn ctl(&self, args: &[&str]) {
-        let o = Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("ctl")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "ctl {args:?}: {}", text(&o));
+        ctl_ok_at(&self.socket, args);
     }
 
     /// nm_compat (a plain netmap binary) under the preload library; its

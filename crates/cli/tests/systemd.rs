@@ -708,13 +708,7 @@ impl Bounded {
 
     /// `ctl ARGS`: whether it succeeded, and what it printed.
     fn ctl(&self, args: &[&str]) -> (bool, String) {
-        let o = Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("ctl")
-            .args(args)
-            .output()
-            .unwrap();
+        let o = common::ctl_at(&self.socket, args);
         (o.status.success(), text(&o))
     }
 

@@ -363,14 +363,7 @@ fn top(socket: &Path, args: &[&str]) -> Output {
 }
 
 fn ctl(d: &Daemon, args: &[&str]) {
-    let out = Command::new(BIN)
-        .arg("--socket")
-        .arg(&d.socket)
-        .arg("ctl")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "ctl {args:?}: {}", text(&out));
+    common::ctl_ok_at(&d.socket, args);
 }
 
 #[test]

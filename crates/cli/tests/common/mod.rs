@@ -11,6 +11,39 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
 
+/// `ringswitch --socket SOCKET ctl ARGS`, run to its end.
+pub fn ctl_at(socket: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("--socket")
+        .arg(socket)
+        .arg("ctl")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The same, which must succeed.
+pub fn ctl_ok_at(socket: &Path, args: &[&str]) {
+    let o = ctl_at(socket, args);
+    assert!(o.status.success(), "ctl {args:?}: {}", text(&o));
+}
+
+/// `ringswitch --socket SOCKET pkt-gen ARGS --json -T 0`, started, its
+/// output piped.
+pub fn pktgen_at(socket: &Path, args: &[&str]) -> Child {
+    Command::new(BIN)
+        .arg("--socket")
+        .arg(socket)
+        .arg("pkt-gen")
+        .args(args)
+        .args(["--json", "-T", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -69,27 +102,12 @@ impl Daemon {
 
     /// `ringswitch pkt-gen ARGS --json -T 0` on this daemon.
     pub fn pktgen(&self, args: &[&str]) -> Child {
-        Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("pkt-gen")
-            .args(args)
-            .args(["--json", "-T", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        pktgen_at(&self.socket, args)
     }
 
     /// `ctl stats --json`.
     pub fn stats(&self) -> serde_json::Value {
-        let out = Command::new(BIN)
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(["ctl", "stats", "--json"])
-            .output()
-            .unwrap();
+        let out = ctl_at(&self.socket, &["stats", "--json"]);
         assert!(out.status.success(), "{}", text(&out));
         serde_json::from_slice(&out.stdout).unwrap()
     }
