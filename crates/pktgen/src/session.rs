@@ -163,6 +163,9 @@ pub(crate) struct Session<'a> {
     publish: Option<&'a Published>,
     max_wait: Duration,
     own_rx: usize,
+    /// The adaptive spin of a wait on several rings (the default mode;
+    /// none when blocking or busy). One ring waits in the port itself.
+    adapt: Option<ringswitch_ring::AdaptiveWait>,
 }
 
 impl<'a> Session<'a> {
@@ -209,6 +212,7 @@ impl<'a> Session<'a> {
                 WAIT_SLICE
             },
             own_rx,
+            adapt: (!plan.busy && !plan.blocking).then(ringswitch_ring::AdaptiveWait::new),
         }
     }
 
@@ -416,6 +420,21 @@ impl<'a> Session<'a> {
                 std::hint::spin_loop();
             }
         }
+        // The default: spin for the window spinning has been paying before
+        // asking for interrupts, as a wait on one ring does.
+        if let Some(mut a) = self.adapt.take() {
+            let found = a.spin(|| {
+                (0..rings).any(|r| {
+                    // A sync that fails is reported by the next one.
+                    let _ = self.rx(r).sync();
+                    self.rx(r).space() > 0
+                })
+            });
+            self.adapt = Some(a);
+            if found {
+                return Ok(true);
+            }
+        }
         // Every piece's rings ask for an interrupt; they all share the
         // port's eventfd, so sleeping on one descriptor covers them all.
         let mut ready = self.port.prepare_wait(false, true);
@@ -427,11 +446,15 @@ impl<'a> Session<'a> {
             return Ok(true);
         }
         let fd = self.port.poll_fd().as_raw_fd();
+        let t_sleep = std::time::Instant::now();
         let fired =
             ringswitch_ring::poll::poll_in(fd, Some(timeout)).map_err(|e| PktGenError::Wait {
                 port: self.name.clone(),
                 source: ClientError::Io(e),
             })?;
+        if let Some(a) = &mut self.adapt {
+            a.slept(t_sleep.elapsed(), fired);
+        }
         self.after_wait()?;
         Ok(fired)
     }
