@@ -10,7 +10,8 @@
 //! poll and select over emulated descriptors only spin first, for the
 //! calling thread's adaptive window ([`ringswitch_ring::AdaptiveWait`]),
 //! before they arm and sleep; `RINGSWITCH_WAIT=blocking` turns that off.
-//! epoll_wait does not spin: the set may hold descriptors a spin cannot see.
+//! epoll_wait spins too, looking every few turns whether the set has events
+//! of its own (a zero-timeout poll of the epoll set, which takes none).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -82,6 +83,29 @@ fn after_sleep(slept: Duration, woken: bool) {
 
 fn deadline_of(timeout_ms: c_int) -> Option<Instant> {
     (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64))
+}
+
+/// How often a spin in epoll_wait asks whether the set has events of its
+/// own (a system call; the emulated descriptors are looked at every turn).
+const KERNEL_LOOK_EVERY: u32 = 16;
+
+/// What ended an epoll_wait's spin.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Spun {
+    No,
+    Ours,
+    Kernel,
+}
+
+/// Whether epoll set `epfd` has events ready, without taking any.
+fn set_has_events(epfd: c_int) -> bool {
+    let mut p = [libc::pollfd {
+        fd: epfd,
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: one pollfd we own, no wait.
+    unsafe { real::poll(p.as_mut_ptr(), 1, 0) > 0 }
 }
 
 /// poll() where at least one descriptor may be emulated.
@@ -418,10 +442,33 @@ pub unsafe fn epoll_wait(
         let mine = &mine[..k];
         let mut ready: [(u64, u32); MAX_NM_PER_CALL] = [(0, 0); MAX_NM_PER_CALL];
         let mut nr = 0;
-        // No spin here: the set may hold other descriptors, whose events
-        // a spin could not see without a system call (poll and select
-        // spin, see `poll`).
-        for look in LOOKS {
+        // What ended the spin, if one did.
+        let mut spun = Spun::No;
+        for (pass, look) in LOOKS.into_iter().enumerate() {
+            // Before arming: spin while that pays, looking at our
+            // descriptors in memory and, every few turns, whether the set
+            // has events of its own (a zero-timeout poll of the epoll set,
+            // which takes none: an edge-triggered event is not lost).
+            if pass == 1 {
+                let mut turns = 0u32;
+                let found = spin_before_sleep(timeout_ms, || {
+                    turns = turns.wrapping_add(1);
+                    if turns.is_multiple_of(KERNEL_LOOK_EVERY) && set_has_events(epfd) {
+                        spun = Spun::Kernel;
+                        return true;
+                    }
+                    let ours = mine.iter().any(|w| {
+                        table::get(w.fd).is_some_and(|f| f.poll_events(w.events as i16) != 0)
+                    });
+                    if ours {
+                        spun = Spun::Ours;
+                    }
+                    ours
+                });
+                if found {
+                    break;
+                }
+            }
             for w in mine {
                 if let Some(f) = table::get(w.fd) {
                     let r = look(&f, w.events as i16);
@@ -473,8 +520,16 @@ pub unsafe fn epoll_wait(
             }
             return out as c_int;
         }
+        if spun == Spun::Ours {
+            // Ours became ready during the spin: the next first look takes
+            // it. (The set's own events are taken below, without a sleep:
+            // the kernel has them ready.)
+            continue;
+        }
+        let t_sleep = Instant::now();
         // SAFETY: the caller's buffer of `max` events.
         let r = unsafe { real::epoll_pwait(epfd, evs, max, left_ms(deadline), mask) };
+        after_sleep(t_sleep.elapsed(), r > 0);
         if r <= 0 {
             return r;
         }
