@@ -51,6 +51,8 @@ dpkg -s python3-os-ken >/dev/null 2>&1 || need_apt+=(python3-os-ken)
 # headless Chromium loads the web view.
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# `ringswitch top`'s test (crates/cli/tests/top.rs) runs it in a tmux pane.
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2
