@@ -44,7 +44,7 @@
 //!   either costs the thread a bounded share of a CPU, not the data path
 //!   its CPUs; a response is rendered at most once per snapshot and format.
 
-mod http;
+pub mod http;
 mod prom;
 mod snapshot;
 mod web;
@@ -481,14 +481,8 @@ impl Server {
             }
         }
         if c.writing() {
-            if !c.flush() {
-                return false;
-            }
-            if c.writing() {
-                return true;
-            }
-            if !self.written(c, now) {
-                return false;
+            if let Some(keep) = self.send(c, now) {
+                return keep;
             }
         }
         let mut eof = false;
@@ -531,19 +525,30 @@ impl Server {
                 }
             }
             c.deadline = now + WRITE_TIMEOUT;
-            if !c.flush() {
-                return false;
-            }
-            if c.writing() {
-                return true;
-            }
-            if !self.written(c, now) {
-                return false;
+            if let Some(keep) = self.send(c, now) {
+                return keep;
             }
         }
         // More requests may wait in `input`: the next round serves them.
         c.again = !c.input.is_empty();
         true
+    }
+
+    /// Writes what the socket takes of a response: `Some(keep)` when the
+    /// caller stops here (the connection is kept, waiting to write more;
+    /// or it is gone), `None` when the response went whole and the
+    /// connection waits for its next request.
+    fn send(&self, c: &mut Conn, now: Instant) -> Option<bool> {
+        if !c.flush() {
+            return Some(false);
+        }
+        if c.writing() {
+            return Some(true);
+        }
+        if !self.written(c, now) {
+            return Some(false);
+        }
+        None
     }
 
     /// A response was written whole: false if the connection closes now,

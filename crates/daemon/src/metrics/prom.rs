@@ -134,14 +134,38 @@ fn counters(
     help: &str,
     rows: &[(Labels, Num)],
 ) -> fmt::Result {
+    family(enc, name, help, MetricType::Counter, rows)
+}
+
+/// One family of gauges (nothing when it has no samples).
+fn gauges(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: &[(Labels, Num)],
+) -> fmt::Result {
+    family(enc, name, help, MetricType::Gauge, rows)
+}
+
+/// One family of counters or gauges, its samples with their labels.
+fn family(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    ty: MetricType,
+    rows: &[(Labels, Num)],
+) -> fmt::Result {
     if rows.is_empty() {
         return Ok(());
     }
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    let counter = matches!(ty, MetricType::Counter);
+    let mut m = enc.encode_descriptor(name, help, None, ty)?;
     for (labels, v) in rows {
-        sample(&mut m, labels, |s| match v {
-            Num::Int(n) => s.encode_counter::<(), _, u64>(n, None),
-            Num::Real(x) => s.encode_counter::<(), _, f64>(x, None),
+        sample(&mut m, labels, |s| match (counter, v) {
+            (true, Num::Int(n)) => s.encode_counter::<(), _, u64>(n, None),
+            (true, Num::Real(x)) => s.encode_counter::<(), _, f64>(x, None),
+            (false, Num::Int(n)) => s.encode_gauge(&i64::try_from(*n).unwrap_or(i64::MAX)),
+            (false, Num::Real(x)) => s.encode_gauge(x),
         })?;
     }
     Ok(())
@@ -159,26 +183,6 @@ fn sample(
     } else {
         put(&mut m.encode_family(labels)?)
     }
-}
-
-/// One family of gauges (nothing when it has no samples).
-fn gauges(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    rows: &[(Labels, Num)],
-) -> fmt::Result {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    for (labels, v) in rows {
-        sample(&mut m, labels, |s| match v {
-            Num::Int(n) => s.encode_gauge(&i64::try_from(*n).unwrap_or(i64::MAX)),
-            Num::Real(x) => s.encode_gauge(x),
-        })?;
-    }
-    Ok(())
 }
 
 /// `kind`'s label value (as `ctl port list --json` spells it).
