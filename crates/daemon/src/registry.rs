@@ -153,10 +153,10 @@ pub struct Registry {
     budget: Budget,
     /// Who the request being served comes from (charged for what it makes).
     client: Who,
-    /// The index each persistent port had, by full name: a port made again
-    /// (a restart replaying `--config`, a ring port given fresh memory)
-    /// comes back at it, keeping its OpenFlow port number (index + 1).
-    indexes: BTreeMap<String, ringswitch_switch::PortIndex>,
+    /// The OpenFlow port number each persistent port had, by full name: a
+    /// port made again (a restart replaying `--config`, a ring port given
+    /// fresh memory) comes back at it.
+    numbers: BTreeMap<String, u32>,
 }
 
 fn internal(what: &'static str, e: impl Into<error::Cause>) -> RegistryError {
@@ -179,18 +179,23 @@ impl Registry {
             me: std::sync::Weak::new(),
             budget: Budget::default(),
             client: Who::DAEMON,
-            indexes: BTreeMap::new(),
+            numbers: BTreeMap::new(),
         }
     }
 
-    /// The index a port named `full` had, to come back at.
-    fn wanted_index(&self, full: &str) -> Option<ringswitch_switch::PortIndex> {
-        self.indexes.get(full).copied()
+    /// The OpenFlow port number a port named `full` had, to come back at.
+    fn wanted_number(&self, full: &str) -> Option<u32> {
+        self.numbers.get(full).copied()
     }
 
-    /// Remembers where a persistent port is.
-    fn keep_index(&mut self, full: &str, index: ringswitch_switch::PortIndex) {
-        self.indexes.insert(full.to_string(), index);
+    /// Remembers the number of persistent port `p` (named `full`, on its
+    /// switch by that name).
+    fn keep_number(&mut self, full: &str, p: &SwitchPort) {
+        let sw = full.split_once(':').map_or(full, |(s, _)| s);
+        if let Some(e) = self.switches.get(sw) {
+            let n = e.switch.number_of(p.index);
+            self.numbers.insert(full.to_string(), n);
+        }
     }
 
     /// Sets the budgets' limits.

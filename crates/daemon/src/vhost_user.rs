@@ -59,11 +59,14 @@ pub struct VhostUserThread {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Called when the port's guest stops running on it: every queue pair
-/// stopped (GET_VRING_BASE, as a migration's source does) or the frontend
-/// gone. The registry makes the switch forget the addresses learned there,
-/// so frames for a guest that moved flood until it is learned where it is.
-pub type OnStopped = Box<dyn Fn() + Send>;
+/// Called with `true` when the port's guest starts running on it (a queue
+/// pair started) and with `false` when it stops: every queue pair stopped
+/// (GET_VRING_BASE, as a migration's source does) or the frontend gone.
+/// The registry tells the switch, which marks the port's link, makes the
+/// switch forget the addresses learned there when it stops (so frames for
+/// a guest that moved flood until it is learned where it is), and moves
+/// an OpenFlow number two ports asked for to the one that runs.
+pub type OnRunning = Box<dyn Fn(bool) + Send>;
 
 /// What one connection's protocol thread shares with the rest.
 struct Shared<'a> {
@@ -71,7 +74,7 @@ struct Shared<'a> {
     connected: &'a AtomicBool,
     current: &'a Current,
     frontend_errors: &'a AtomicU64,
-    on_stopped: &'a OnStopped,
+    on_running: &'a OnRunning,
 }
 
 enum Mode {
@@ -88,7 +91,7 @@ impl VhostUserThread {
         dev: SharedNet,
         path: &Path,
         client: bool,
-        on_stopped: OnStopped,
+        on_running: OnRunning,
     ) -> Result<VhostUserThread, VhostUserError> {
         let mode = if client {
             Mode::Client(path.to_path_buf())
@@ -110,7 +113,7 @@ impl VhostUserThread {
                     connected: &co,
                     current: &cu,
                     frontend_errors: &fe,
-                    on_stopped: &on_stopped,
+                    on_running: &on_running,
                 };
                 run(port, dev, mode, &sh)
             })?;
@@ -285,7 +288,7 @@ fn serve(port: &SwitchPort, dev: &SharedNet, stream: UnixStream, sh: &Shared<'_>
         connected,
         current,
         frontend_errors,
-        on_stopped,
+        on_running,
     } = *sh;
     let name = &port.name;
     let Some(v) = port.queues() else {
@@ -339,7 +342,10 @@ fn serve(port: &SwitchPort, dev: &SharedNet, stream: UnixStream, sh: &Shared<'_>
             let running = (0..v.queues()).any(|k| v.queue(k).is_up());
             if ran && !running {
                 debug!(port = %name, "vhost-user: every queue pair stopped; the switch forgets the addresses learned here");
-                on_stopped();
+                on_running(false);
+            } else if running && !ran {
+                debug!(port = %name, "vhost-user: the guest runs here");
+                on_running(true);
             }
             ran = running;
         }
@@ -369,7 +375,7 @@ fn serve(port: &SwitchPort, dev: &SharedNet, stream: UnixStream, sh: &Shared<'_>
         c.signal();
     }
     if ran {
-        on_stopped();
+        on_running(false);
     }
 }
 

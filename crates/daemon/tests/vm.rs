@@ -141,13 +141,23 @@ fn daemon_err(r: Result<(serde_json::Value, Vec<std::os::fd::OwnedFd>), CallErro
 
 impl Env {
     fn add_vm(&mut self, name: &str, spec: VhostUserSpec) -> Result<(), ErrorReply> {
+        self.add_vm_at(name, spec, None)
+    }
+
+    /// Adds a VM port asking for OpenFlow number `ofport`.
+    fn add_vm_at(
+        &mut self,
+        name: &str,
+        spec: VhostUserSpec,
+        ofport: Option<u32>,
+    ) -> Result<(), ErrorReply> {
         match self.c.call(&Request::PortAdd {
             name: name.into(),
             vhost_user: Some(spec),
             passthrough: None,
             vnet_hdr: false,
             vlan: None,
-            ofport: None,
+            ofport,
         }) {
             Ok(_) => Ok(()),
             Err(CallError::Daemon(e)) => Err(e),
@@ -1850,6 +1860,119 @@ fn port_del_with_a_frontend_that_never_reads_replies() {
         }
     }
     drop(s);
+    e.still_works();
+}
+
+/// Issue 19: a guest migrating between two VM ports of one switch (its
+/// destination port asked for its source port's OpenFlow number) takes the
+/// number along: flows that name the number reach the guest wherever it
+/// runs, and ovs-ofctl (Open vSwitch's own client) sees the number on the
+/// port the guest runs on. Both ways a number moves: the holder's guest
+/// stopping while the other's runs, and a guest starting where the
+/// holder's is stopped.
+#[test]
+fn an_openflow_number_follows_the_guest_between_two_ports_of_one_switch() {
+    use std::process::Command;
+    let mut e = env("ofmove");
+    let (src, dst) = (vm_sock(&e.tag, "src"), vm_sock(&e.tag, "dst"));
+    e.add_vm_at("vale0:src", spec(&src), Some(5)).unwrap();
+    e.add_vm_at("vale0:dst", spec(&dst), Some(5))
+        .expect("a second VM port may ask for a VM port's number");
+    let of = std::env::temp_dir().join(format!("rs-vm-{}-ofmove.of", std::process::id()));
+    let _ = std::fs::remove_file(&of);
+    e.c.call(&Request::SwitchSet {
+        name: "vale0".into(),
+        openflow: ringswitch_control::proto::OpenFlowSpec {
+            listen: Some(format!("unix:{}", of.display())),
+            ..Default::default()
+        },
+    })
+    .unwrap();
+    let _rm = RmOnDrop(of.clone());
+    let ofctl = |args: &[&str]| -> String {
+        let o = Command::new("ovs-ofctl")
+            .args(["-O", "OpenFlow13", "--timeout=60"])
+            .arg(args[0])
+            .arg(format!("unix:{}", of.display()))
+            .args(&args[1..])
+            .output()
+            .expect("ovs-ofctl runs (scripts/setup.sh installs openvswitch-common)");
+        assert!(o.status.success(), "ovs-ofctl {args:?}: {o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // The number of a port as ovs-ofctl shows it.
+    let number_of = |name: &str| -> u32 {
+        let show = ofctl(&["show"]);
+        let at = show
+            .find(&format!("({name}): "))
+            .unwrap_or_else(|| panic!("{name} in {show}"));
+        let line = &show[..at];
+        line[line.rfind(' ').unwrap() + 1..].parse().unwrap()
+    };
+    let mut p = e.open("vale0:p");
+    assert_eq!(number_of("vale0:src"), 5);
+    let dst_was = number_of("vale0:dst");
+    assert_ne!(dst_was, 5);
+    let pn = number_of("vale0:p");
+    ofctl(&["add-flow", &format!("in_port={pn},actions=output:5")]);
+    // Frames from p until `g` gets one with a tag of this round (the
+    // number moves as the guests' protocol threads see them start and
+    // stop).
+    let mut tag = 0;
+    let mut reaches = |p: &mut Port, g: &mut Guest, what: &str| {
+        let deadline = Instant::now() + T;
+        let first = tag + 1;
+        loop {
+            tag += 1;
+            send(p, &[pat(GA, RP, 60, tag)]);
+            let got = g.wait_rx(1, Duration::from_millis(20));
+            if got.iter().any(|f| tag_of(&f.data) >= first) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}: no frame arrived");
+        }
+    };
+    let mut a = guest(&src, GuestConfig::default());
+    let mut b = guest(&dst, GuestConfig::default());
+    reaches(&mut p, &mut a, "output:5 to the guest on src");
+    assert!(b.recv().is_empty(), "dst does not hold 5: it gets nothing");
+    // The guest stops on src (a migration's source) while dst runs.
+    a.disconnect();
+    reaches(
+        &mut p,
+        &mut b,
+        "output:5 to the guest on dst, once src stopped",
+    );
+    assert_eq!(number_of("vale0:dst"), 5);
+    assert_eq!(number_of("vale0:src"), dst_was, "src has dst's old number");
+    // And back: dst's guest stops, then a guest starts on src.
+    b.disconnect();
+    assert!(e.wait_connected("vale0:dst", false));
+    assert_eq!(number_of("vale0:dst"), 5, "no one runs: the number stays");
+    let mut a = guest(&src, GuestConfig::default());
+    reaches(&mut p, &mut a, "output:5 to the guest back on src");
+    assert_eq!(number_of("vale0:src"), 5);
+    // The flow counted every frame that matched it, wherever it went (its
+    // counters catch up once the worker idles).
+    let deadline = Instant::now() + T;
+    loop {
+        let flows = ofctl(&["dump-flows"]);
+        if flows.contains(&format!("n_packets={tag},")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{tag} frames sent: {flows}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A ring port may not take a VM port's number.
+    let r = e.c.call(&Request::PortAdd {
+        name: "vale0:ring".into(),
+        vhost_user: None,
+        passthrough: None,
+        vnet_hdr: false,
+        vlan: None,
+        ofport: Some(5),
+    });
+    assert!(daemon_err(r).to_string().contains("is vale0:src's"));
     e.still_works();
 }
 

@@ -31,13 +31,13 @@ pub enum AttachError {
         /// The limit.
         max: usize,
     },
-    /// The index asked for is taken.
-    #[error("switch {switch} already has port {by} at index {index} (OpenFlow port {})", u32::from(*.index) + 1)]
+    /// The OpenFlow port number asked for is another port's.
+    #[error("switch {switch} already has port {by} at OpenFlow port {number}")]
     Taken {
         /// Switch name.
         switch: String,
-        /// The index.
-        index: PortIndex,
+        /// The number.
+        number: u32,
         /// The port there.
         by: String,
     },
@@ -60,6 +60,19 @@ pub enum PacketOutError {
     /// The switch has no flow tables.
     #[error("switch {0} has no flow tables")]
     NoFlows(String),
+}
+
+/// An OpenFlow port number that moved from one port to another (see
+/// [`Switch::set_running`]); the port that gave it up has the other's old
+/// number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NumberMoved {
+    /// The number.
+    pub number: u32,
+    /// The port index that had it.
+    pub from: PortIndex,
+    /// The port index that has it now.
+    pub to: PortIndex,
 }
 
 /// Per-worker scratch space, allocated once: the batch's frame table, the
@@ -138,6 +151,7 @@ impl Switch {
                 active: Vec::new(),
                 vlan_ports: 0,
                 flows: None,
+                numbers: crate::numbers::PortNumbers::new(),
             }),
             fwd,
             batch: AtomicU32::new(batch.clamp(1, MAX_BATCH)),
@@ -192,58 +206,138 @@ impl Switch {
         self.attach_where(None, make)
     }
 
-    /// Attaches a port at index `i` (its OpenFlow port number is `i + 1`:
-    /// a port keeps its number across restarts by coming back at its
-    /// index). Fails if `i` is taken or out of range.
+    /// Attaches a port at OpenFlow port number `n` (a port keeps its
+    /// number across restarts by coming back at it). Fails if a port has
+    /// `n` or `n` cannot be a port's.
     pub fn attach_at(
         &self,
-        i: PortIndex,
+        n: u32,
         make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
     ) -> Result<Arc<SwitchPort>, AttachError> {
-        self.attach_where(Some(i), make)
+        self.attach_where(Some(n), make)
     }
 
     fn attach_where(
         &self,
-        at: Option<PortIndex>,
+        at: Option<u32>,
         make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
     ) -> Result<Arc<SwitchPort>, AttachError> {
         let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        let full = || AttachError::Full {
+            switch: self.name.clone(),
+            max: MAX_PORTS,
+        };
         let i = match at {
             None => {
                 let free = t.ports.iter().position(Option::is_none);
-                let Some(i) = free.and_then(|i| PortIndex::try_from(i).ok()) else {
-                    return Err(AttachError::Full {
-                        switch: self.name.clone(),
-                        max: MAX_PORTS,
-                    });
-                };
-                i
+                free.and_then(|i| PortIndex::try_from(i).ok())
+                    .ok_or_else(full)?
             }
-            Some(i) => match t.ports.get(usize::from(i)) {
-                Some(None) => i,
-                Some(Some(p)) => {
+            Some(n) => {
+                let i = t.numbers.index(n).ok_or_else(full)?;
+                if let Some(p) = t.get(i) {
                     return Err(AttachError::Taken {
                         switch: self.name.clone(),
-                        index: i,
+                        number: n,
                         by: p.name.clone(),
-                    })
+                    });
                 }
-                None => {
-                    return Err(AttachError::Full {
-                        switch: self.name.clone(),
-                        max: MAX_PORTS,
-                    })
-                }
-            },
+                i
+            }
         };
         let p = Arc::new(make(i)?);
         t.ports[usize::from(i)] = Some(p.clone());
         t.active.push(i);
+        t.numbers.set_wanted(i, None);
         if !p.vlan.is_default() {
             t.vlan_ports += 1;
         }
         Ok(p)
+    }
+
+    /// The OpenFlow port number of port `i`.
+    pub fn number_of(&self, i: PortIndex) -> u32 {
+        self.read().numbers.number(i)
+    }
+
+    /// The port index of OpenFlow port number `n`, if `n` can be a port's.
+    pub fn index_of(&self, n: u32) -> Option<PortIndex> {
+        self.read().numbers.index(n)
+    }
+
+    /// Attached ports with their OpenFlow numbers, by number.
+    pub fn numbered_ports(&self) -> Vec<(u32, Arc<SwitchPort>)> {
+        let t = self.read();
+        let mut v: Vec<_> = t
+            .active
+            .iter()
+            .filter_map(|&i| Some((t.numbers.number(i), t.get(i)?.clone())))
+            .collect();
+        v.sort_by_key(|e| e.0);
+        v
+    }
+
+    /// Says that port `i` asked for OpenFlow number `n` while another port
+    /// holds it: the number moves to `i` when `i` runs and the holder does
+    /// not (see [`Switch::set_running`]).
+    pub fn want_number(&self, i: PortIndex, n: u32) {
+        let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        if t.get(i).is_some() {
+            t.numbers.set_wanted(i, Some(n));
+        }
+    }
+
+    /// The number port `i` asked for, if it asked for one (see
+    /// [`Switch::want_number`]).
+    pub fn wanted_number(&self, i: PortIndex) -> Option<u32> {
+        self.read().numbers.wanted(i)
+    }
+
+    /// The number port `i` waits for, if it waits for one it does not have.
+    pub fn waits_for(&self, i: PortIndex) -> Option<u32> {
+        let t = self.read();
+        t.numbers.wanted(i).filter(|&n| n != t.numbers.number(i))
+    }
+
+    /// Says whether port `i`'s guest runs on it (a VM port: its queues
+    /// started, or every one stopped). The port's link follows; and an
+    /// OpenFlow number two ports asked for moves to the one that runs: to
+    /// `i` when it starts and the holder is not running, from `i` when it
+    /// stops and another port that asked for its number runs.
+    pub fn set_running(&self, i: PortIndex, running: bool) -> Option<NumberMoved> {
+        let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        let p = t.get(i)?.clone();
+        p.set_up(running);
+        let moved = if running {
+            let n = t.numbers.wanted(i)?;
+            let holder = t.numbers.index(n)?;
+            if holder == i || t.get(holder).is_some_and(|h| h.is_up()) {
+                return None;
+            }
+            NumberMoved {
+                number: n,
+                from: holder,
+                to: i,
+            }
+        } else {
+            Self::heir(&t, i)?
+        };
+        t.numbers.swap(moved.from, moved.to);
+        Some(moved)
+    }
+
+    /// Who takes the number of port `i` as it stops or goes: a running
+    /// port that asked for it.
+    fn heir(t: &PortTable, i: PortIndex) -> Option<NumberMoved> {
+        let n = t.numbers.number(i);
+        let to = t.active.iter().copied().find(|&k| {
+            k != i && t.numbers.wanted(k) == Some(n) && t.get(k).is_some_and(|p| p.is_up())
+        })?;
+        Some(NumberMoved {
+            number: n,
+            from: i,
+            to,
+        })
     }
 
     /// Detaches port `i`. Workers finish the batch they are in; the port's
@@ -253,6 +347,10 @@ impl Switch {
             let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
             let p = t.ports.get_mut(i as usize)?.take();
             t.active.retain(|&a| a != i);
+            if let Some(m) = Self::heir(&t, i) {
+                t.numbers.swap(m.from, m.to);
+            }
+            t.numbers.set_wanted(i, None);
             if p.as_ref().is_some_and(|p| !p.vlan.is_default()) {
                 t.vlan_ports -= 1;
             }
@@ -330,7 +428,7 @@ impl Switch {
         };
         // A frame from the controller comes from no port: an index no port
         // has.
-        let src = crate::flows::port_index(in_port)
+        let src = (table.numbers.index(in_port))
             .filter(|&i| table.get(i).is_some())
             .unwrap_or(NO_PORT);
         sc.stage.start();

@@ -4,10 +4,8 @@
 //! tables' version readable without it, the fail mode, and the bounded
 //! queue of frames for the controller (PACKET_IN) with a doorbell.
 //!
-//! OpenFlow port numbers are switch port indexes plus one, so a port keeps
-//! its number as long as it keeps its index: the daemon re-attaches a
-//! persistent port at the index it had (`Switch::attach_at`) after a
-//! restart.
+//! The ports' OpenFlow numbers are the switch's port table's
+//! (`crate::numbers`).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -15,8 +13,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 
 use ringswitch_flow::{Config, FlowTables};
 use ringswitch_ring::EventFd;
-
-use crate::lookup::PortIndex;
 
 /// Frames waiting for the controller, at most.
 pub const PACKET_IN_QUEUE: usize = 256;
@@ -27,18 +23,6 @@ const VERSION_BITS: u32 = 40;
 
 /// Numbers the `Flows` of this process, so that their versions differ.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// The OpenFlow port number of switch port `i`.
-pub fn of_port(i: PortIndex) -> u32 {
-    u32::from(i) + 1
-}
-
-/// The switch port of OpenFlow port number `n`, if it can be one.
-pub fn port_index(n: u32) -> Option<PortIndex> {
-    n.checked_sub(1)
-        .and_then(|i| PortIndex::try_from(i).ok())
-        .filter(|&i| usize::from(i) < crate::lookup::MAX_PORTS)
-}
 
 /// What the switch does while no controller is connected (as OVS's
 /// `fail_mode`).
@@ -281,15 +265,6 @@ impl Flows {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn port_numbers_are_indexes_plus_one() {
-        assert_eq!(of_port(0), 1);
-        assert_eq!(port_index(1), Some(0));
-        assert_eq!(port_index(0), None);
-        assert_eq!(port_index(255), None, "past MAX_PORTS");
-        assert_eq!(port_index(0xffff_fffd), None, "a reserved port");
-    }
 
     #[test]
     fn the_packet_in_queue_is_bounded_and_counts_what_it_drops() {

@@ -14,13 +14,14 @@ pub mod engine;
 pub mod flows;
 pub mod learning;
 pub mod lookup;
+pub mod numbers;
 pub mod port;
 mod sink;
 mod source;
 mod vlan;
 
 pub use batch::{BatchResult, DEFAULT_BATCH, MAX_BATCH};
-pub use engine::{AttachError, PacketOutError, Scratch, Switch};
+pub use engine::{AttachError, NumberMoved, PacketOutError, Scratch, Switch};
 pub use flows::{FailMode, Flows, PacketIn};
 pub use learning::{Hub, LearningBridge};
 pub use lookup::{Decision, Forwarding, MacEntry, PortIndex, MAX_PORTS};

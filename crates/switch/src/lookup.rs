@@ -92,6 +92,8 @@ pub struct PortTable {
     pub(crate) vlan_ports: usize,
     /// The switch's flow tables, if it has them.
     pub(crate) flows: Option<Arc<Flows>>,
+    /// The ports' OpenFlow numbers.
+    pub(crate) numbers: crate::numbers::PortNumbers,
 }
 
 impl PortTable {
@@ -103,6 +105,12 @@ impl PortTable {
     /// Attached port indexes.
     pub fn active(&self) -> &[PortIndex] {
         &self.active
+    }
+
+    /// The ports' OpenFlow numbers.
+    #[inline(always)]
+    pub fn numbers(&self) -> &crate::numbers::PortNumbers {
+        &self.numbers
     }
 
     /// Whether any port has VLANs set.
@@ -496,7 +504,8 @@ impl<'a> Lookup<'a> {
     ) -> Lookup<'a> {
         if let Some(flows) = self.table.deciding_flows() {
             let cache = cache.get_or_insert_with(ringswitch_flow::FlowCache::default);
-            self.flow = Some(FlowLookup::new(flows, cache, self.src));
+            let in_port = self.table.numbers.number(self.src);
+            self.flow = Some(FlowLookup::new(flows, cache, in_port));
             dests.start_flows();
         }
         self
@@ -511,7 +520,7 @@ impl<'a> Lookup<'a> {
         in_port: u32,
         dests: &mut Dests,
     ) -> Lookup<'a> {
-        self.flow = Some(FlowLookup::given(flows, verdict, self.src, in_port));
+        self.flow = Some(FlowLookup::given(flows, verdict, in_port));
         dests.start_flows();
         self
     }

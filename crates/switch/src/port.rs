@@ -335,6 +335,11 @@ pub struct QueuePort {
     /// How its queues are driven (`vhost-user`, `xdp-native`, `af-packet`,
     /// `tap`, ...).
     pub driver: &'static str,
+    /// Up while something is behind the port: an interface always, a VM
+    /// port while its guest runs on it (set by its protocol thread through
+    /// `Switch::set_running`). What OpenFlow reports; frames are delivered
+    /// either way (a queue that is not started takes none).
+    pub link: Link,
     queues: Box<[SharedQueue]>,
     /// One per queue: whoever reconfigures queue `i` outside the data path
     /// (a VM's vhost-user protocol thread, after a new kick eventfd or a
@@ -364,6 +369,7 @@ impl QueuePort {
         let last_stats = Mutex::new(vec![QueueStats::default(); queues.len()].into_boxed_slice());
         Ok(QueuePort {
             driver,
+            link: Link::up(),
             queues: queues.into_boxed_slice(),
             changed,
             last_stats,
@@ -501,6 +507,24 @@ impl SwitchPort {
         match &self.backend {
             Backend::Ring(r) => Some(r),
             _ => None,
+        }
+    }
+
+    /// Whether the port is up: a ring port while someone has it open; a
+    /// port of queues while something is behind it (see
+    /// [`QueuePort::link`]).
+    pub fn is_up(&self) -> bool {
+        match &self.backend {
+            Backend::Ring(r) => r.link.is_up(),
+            Backend::Queue(q) => q.link.is_up(),
+        }
+    }
+
+    /// Marks the port up or down (see [`SwitchPort::is_up`]).
+    pub fn set_up(&self, up: bool) {
+        match &self.backend {
+            Backend::Ring(r) => r.link.set_up(up),
+            Backend::Queue(q) => q.link.set_up(up),
         }
     }
 

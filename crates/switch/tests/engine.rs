@@ -98,7 +98,7 @@ fn interleaved_flows_in_one_batch_each_reach_their_port() {
 }
 
 #[test]
-fn a_port_comes_back_at_the_index_it_asks_for() {
+fn a_port_comes_back_at_the_number_it_asks_for() {
     use ringswitch_switch::AttachError;
     let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
     let r = Arc::new(
@@ -113,19 +113,84 @@ fn a_port_comes_back_at_the_index_it_asks_for() {
         let name = name.to_string();
         move |i| SwitchPort::new(name, i, r)
     };
-    let p = sw.attach_at(5, mk("five")).unwrap();
-    assert_eq!(p.index, 5);
+    let p = sw.attach_at(6, mk("six")).unwrap();
+    assert_eq!((p.index, sw.number_of(p.index)), (5, 6));
     assert_eq!(
         sw.attach(mk("first")).unwrap().index,
         0,
         "attach takes the first free"
     );
-    match sw.attach_at(5, mk("again")) {
-        Err(AttachError::Taken { index: 5, by, .. }) => assert_eq!(by, "five"),
+    match sw.attach_at(6, mk("again")) {
+        Err(AttachError::Taken { number: 6, by, .. }) => assert_eq!(by, "six"),
         other => panic!("expected Taken, got {:?}", other.map(|p| p.index)),
     }
     assert!(matches!(
         sw.attach_at(300, mk("far")),
         Err(AttachError::Full { .. })
     ));
+}
+
+/// Issue 19: two ports asked for one OpenFlow number (a guest's source
+/// and destination ports on one switch); it goes to whichever runs the
+/// guest while the other does not, and back.
+#[test]
+fn an_openflow_number_two_ports_ask_for_follows_the_running_one() {
+    use ringswitch_switch::NumberMoved;
+    let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
+    let r = Arc::new(
+        Region::create(
+            RegionLayout::new(Geometry::default(), 1).unwrap(),
+            ["p", ""],
+        )
+        .unwrap(),
+    );
+    let mk = |name: &str| {
+        let r = r.clone();
+        let name = name.to_string();
+        move |i| SwitchPort::new(name, i, r)
+    };
+    let src = sw.attach_at(5, mk("src")).unwrap().index;
+    sw.want_number(src, 5);
+    let dst = sw.attach(mk("dst")).unwrap().index;
+    sw.want_number(dst, 5);
+    let dst_was = sw.number_of(dst);
+    assert_eq!(sw.waits_for(dst), Some(5));
+    assert_eq!(sw.set_running(src, true), None, "the holder runs");
+    assert_eq!(sw.set_running(dst, true), None, "the holder still runs");
+    assert_eq!(sw.number_of(src), 5);
+    assert_eq!(
+        sw.set_running(src, false),
+        Some(NumberMoved {
+            number: 5,
+            from: src,
+            to: dst
+        }),
+        "the holder stops while the other runs"
+    );
+    assert_eq!((sw.number_of(dst), sw.number_of(src)), (5, dst_was));
+    assert_eq!(sw.index_of(5), Some(dst));
+    assert_eq!(sw.waits_for(src), Some(5));
+    let nums: Vec<_> = sw
+        .numbered_ports()
+        .iter()
+        .map(|(n, p)| (*n, p.name.clone()))
+        .collect();
+    assert!(nums.contains(&(5, "dst".to_string())), "{nums:?}");
+    // And back, the other way round: the guest moves back and starts on
+    // src after stopping on dst.
+    assert_eq!(sw.set_running(dst, false), None, "no one else runs");
+    assert_eq!(sw.number_of(dst), 5);
+    assert_eq!(
+        sw.set_running(src, true),
+        Some(NumberMoved {
+            number: 5,
+            from: dst,
+            to: src
+        })
+    );
+    // The holder going takes nothing with it: a running port that asked
+    // for its number takes it.
+    assert_eq!(sw.set_running(dst, true), None);
+    sw.detach(src);
+    assert_eq!(sw.number_of(dst), 5, "the number passes to dst as src goes");
 }

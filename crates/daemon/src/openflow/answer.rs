@@ -12,7 +12,7 @@ use ringswitch_openflow::oxm::Field;
 use ringswitch_openflow::{
     Body, ErrorCode, Match, Message, MultipartReply, MultipartRequest, Oxm, Received,
 };
-use ringswitch_switch::flows::{port_index, Flows};
+use ringswitch_switch::flows::Flows;
 use ringswitch_switch::{Scratch, Switch};
 
 use super::conn::Conn;
@@ -69,6 +69,11 @@ impl Ctx {
             verdict: Verdict::new(),
             scratch: None,
         }
+    }
+
+    /// Whether a port of the switch has OpenFlow number `no`.
+    fn has_port(&self, no: u32) -> bool {
+        Seen::ports(&self.switch).iter().any(|(n, _)| *n == no)
     }
 
     fn now(&self) -> Duration {
@@ -176,8 +181,7 @@ impl Ctx {
                 None
             }
             Body::PortMod(pm) => {
-                let known = port_index(pm.port_no)
-                    .is_some_and(|i| self.switch.ports().iter().any(|p| p.index == i));
+                let known = self.has_port(pm.port_no);
                 c.session.refuse(
                     &r,
                     if known {
@@ -195,8 +199,7 @@ impl Ctx {
                     Some(ErrorCode::BAD_REQUEST_BUFFER_UNKNOWN)
                 } else if po.in_port != OFPP_CONTROLLER
                     && po.in_port != OFPP_ANY
-                    && !port_index(po.in_port)
-                        .is_some_and(|i| self.switch.ports().iter().any(|p| p.index == i))
+                    && !self.has_port(po.in_port)
                 {
                     Some(ErrorCode::BAD_REQUEST_BAD_PORT)
                 } else {
@@ -307,14 +310,10 @@ impl Ctx {
                 return Err(ErrorCode::BAD_REQUEST_EPERM);
             }
             MultipartRequest::PortStats { port_no } => {
-                let ports = Seen::ports(&self.switch);
-                let want = |p: &&Arc<ringswitch_switch::SwitchPort>| {
-                    *port_no == OFPP_ANY || port_index(*port_no) == Some(p.index)
-                };
-                let list: Vec<_> = ports
+                let list: Vec<_> = Seen::ports(&self.switch)
                     .iter()
-                    .filter(want)
-                    .map(|p| ports::stats(p, self.seen.since(p.index)))
+                    .filter(|(no, _)| *port_no == OFPP_ANY || port_no == no)
+                    .map(|(no, p)| ports::stats(*no, p, self.seen.since(*no)))
                     .collect();
                 if list.is_empty() && *port_no != OFPP_ANY {
                     return Err(ErrorCode::BAD_REQUEST_BAD_PORT);
@@ -324,7 +323,7 @@ impl Ctx {
             MultipartRequest::PortDesc => MultipartReply::PortDesc(
                 Seen::ports(&self.switch)
                     .iter()
-                    .map(|p| ports::desc(p))
+                    .map(|(no, p)| ports::desc(*no, p))
                     .collect(),
             ),
             MultipartRequest::Group { group_id } => {

@@ -22,19 +22,19 @@ pub(super) struct Attached<'a> {
 }
 
 impl<'a> Attached<'a> {
-    /// Attaches the port `make` builds to `switch`, at index `at` if it is
-    /// free (the port's index before: its OpenFlow port number), else at
-    /// the first free one; `workers` serve it once [`Attached::assign`]
+    /// Attaches the port `make` builds to `switch`, at OpenFlow port
+    /// number `at` if no port has it (the port's number before), else at
+    /// the first free index; `workers` serve it once [`Attached::assign`]
     /// hands it to them.
     pub(super) fn new(
         workers: &'a [Worker],
         switch: Arc<Switch>,
-        at: Option<PortIndex>,
+        at: Option<u32>,
         make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
     ) -> Result<Attached<'a>, RegistryError> {
-        let free = at.filter(|&i| switch.ports().iter().all(|p| p.index != i));
+        let free = at.filter(|&n| switch.numbered_ports().iter().all(|(no, _)| *no != n));
         let port = match free {
-            Some(i) => switch.attach_at(i, make)?,
+            Some(n) => switch.attach_at(n, make)?,
             None => switch.attach(make)?,
         };
         Ok(Attached {

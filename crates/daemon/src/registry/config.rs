@@ -13,16 +13,14 @@ use ringswitch_ring::Geometry;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
-use ringswitch_switch::flows::{of_port, port_index};
-
 use super::{Kind, Registry, DIRECT_APP};
 
 /// Format version of the file.
 const VERSION: u32 = 1;
 
 /// The file: the requests, in an order that replays (switches first), and
-/// the OpenFlow port number of each port they make (its index + 1), for the
-/// port to come back at it.
+/// the OpenFlow port number of each port they make, for the port to come
+/// back at it.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Saved {
@@ -113,13 +111,16 @@ impl Registry {
                 }
                 let vlan = (!p.port.vlan.is_default()).then(|| p.port.vlan.clone());
                 match &p.kind {
+                    // The number it asked for, if any: it comes back at the
+                    // one it has (`port_numbers`) and still takes the one
+                    // it asked for when its guest runs there.
                     Kind::Vm(vm) => out.push(Request::PortAdd {
                         name: format!("{sname}:{pname}"),
                         vhost_user: Some(vm.spec.clone()),
                         passthrough: None,
                         vnet_hdr: false,
                         vlan,
-                        ofport: None,
+                        ofport: s.switch.wanted_number(p.port.index),
                     }),
                     Kind::Iface(i) => {
                         let (nic, host) = match &i.request {
@@ -188,7 +189,7 @@ impl Registry {
                     Kind::Ring(r) => r.persistent && pname != DIRECT_APP,
                 };
                 if saved {
-                    out.insert(p.port.name.clone(), of_port(p.port.index));
+                    out.insert(p.port.name.clone(), s.switch.number_of(p.port.index));
                 }
             }
         }
@@ -200,8 +201,8 @@ impl Registry {
     /// replayed); numbers that cannot be a port's are left out.
     pub fn set_port_numbers(&mut self, numbers: BTreeMap<String, u32>) {
         for (name, n) in numbers {
-            if let Some(i) = port_index(n) {
-                self.indexes.insert(name, i);
+            if (1..=ringswitch_switch::MAX_PORTS).contains(&usize::try_from(n).unwrap_or(0)) {
+                self.numbers.insert(name, n);
             }
         }
     }

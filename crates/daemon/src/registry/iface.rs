@@ -249,14 +249,14 @@ impl Registry {
         let dev =
             QueuePort::new(queues).map_err(|e| internal("setting up the interface's queues", e))?;
         let switch = self.ensure_switch(sw, false)?.switch.clone();
-        let at = self.wanted_index(&info.port);
+        let at = self.wanted_number(&info.port);
         let mut attached = Attached::new(&self.workers, switch, at, |idx| {
             Ok(SwitchPort::new_queues(info.port.clone(), idx, dev).with_vlan(vlan))
         })?;
         let sources: Vec<Source> = (0..nq).map(Source::Queue).collect();
         attached.assign(&sources, &self.next_id)?;
         let (sp, assigned) = attached.commit();
-        self.keep_index(&info.port, sp.index);
+        self.keep_number(&info.port, &sp);
         let port = info
             .port
             .split_once(':')

@@ -8,12 +8,20 @@ use ringswitch_ring::Geometry;
 use super::open_by::OpenBy;
 use super::{make_persistent, Kind, NewPort, Registry, RegistryError};
 use ringswitch_switch::MAX_PORTS;
+use tracing::info;
 
 impl Registry {
     /// `port-add`, with the port at OpenFlow number `ofport` when given
     /// (see [`Registry::port_add_here`] for the rest): a switch port's
     /// number, 1 to [`MAX_PORTS`], free on its switch or already the
     /// port's. The number is kept for the port as any persistent port's is.
+    ///
+    /// A VM port may ask for the number of another VM port (a guest's
+    /// migration between two ports of this switch: its destination port
+    /// asks for its source port's number): it is made with a free number
+    /// and the asked one moves to it when its guest runs there and the
+    /// holder's does not (`Switch::set_running`). A port restored from
+    /// the configuration comes back at the number it had.
     #[allow(clippy::too_many_arguments)]
     pub fn port_add(
         &mut self,
@@ -33,43 +41,60 @@ impl Registry {
                 port: pn.to_string(),
             });
         };
-        let index = match u16::try_from(n) {
-            Ok(i) if (1..=MAX_PORTS).contains(&usize::from(i)) => i - 1,
-            _ => {
-                return Err(RegistryError::OfPortRange {
-                    port: pn.to_string(),
-                    ofport: n,
-                    max: MAX_PORTS,
-                })
-            }
-        };
+        if !(1..=MAX_PORTS).contains(&usize::try_from(n).unwrap_or(usize::MAX)) {
+            return Err(RegistryError::OfPortRange {
+                port: pn.to_string(),
+                ofport: n,
+                max: MAX_PORTS,
+            });
+        }
+        let full = format!("{switch}:{port}");
+        // Where the port is made (see `Registry::wanted_number`): the
+        // number it had, when restored, else the one asked for.
+        let at = self.wanted_number(&full).unwrap_or(n);
+        let mut standby = false;
         if let Some(s) = self.switches.get(switch) {
+            let number = |e: &super::PortEntry| s.switch.number_of(e.port.index);
             if let Some(e) = s.ports.get(port) {
-                if e.port.index != index {
+                let has = number(e);
+                if has != n && s.switch.waits_for(e.port.index) != Some(n) {
                     return Err(RegistryError::OfPortOfExisting {
                         port: pn.to_string(),
                         ofport: n,
-                        has: u32::from(e.port.index) + 1,
+                        has,
                     });
                 }
-            } else if let Some((holder, _)) = s.ports.iter().find(|(_, e)| e.port.index == index) {
-                return Err(RegistryError::OfPortTaken {
-                    port: pn.to_string(),
-                    ofport: n,
-                    holder: format!("{switch}:{holder}"),
-                });
+            } else if let Some((holder, e)) = s.ports.iter().find(|(_, e)| number(e) == at) {
+                standby = at == n && vm.is_some() && matches!(e.kind, Kind::Vm(_));
+                if !standby {
+                    return Err(RegistryError::OfPortTaken {
+                        port: pn.to_string(),
+                        ofport: n,
+                        holder: format!("{switch}:{holder}"),
+                    });
+                }
             }
         }
-        // Where the port is made (see `Registry::wanted_index`); put back
-        // as it was if it cannot be.
-        let full = format!("{switch}:{port}");
-        let before = self.indexes.insert(full.clone(), index);
+        let before = if standby {
+            self.numbers.remove(&full)
+        } else {
+            self.numbers.insert(full.clone(), at)
+        };
         let r = self.port_add_here(name, vm, pt, vnet_hdr, vlan);
         if r.is_err() {
             match before {
-                Some(b) => self.indexes.insert(full, b),
-                None => self.indexes.remove(&full),
+                Some(b) => self.numbers.insert(full, b),
+                None => self.numbers.remove(&full),
             };
+            return r;
+        }
+        if let Some(s) = self.switches.get(switch) {
+            if let Some(e) = s.ports.get(port) {
+                s.switch.want_number(e.port.index, n);
+                if standby {
+                    info!(port = %full, ofport = n, has = s.switch.number_of(e.port.index), "OpenFlow port {n} is another VM port's: this one takes it when its guest runs here and the other's does not");
+                }
+            }
         }
         r
     }

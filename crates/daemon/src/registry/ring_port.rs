@@ -96,7 +96,7 @@ impl Registry {
                 .map_err(|e| internal("creating the port's memory", e))?,
         );
         let switch = entry.switch.clone();
-        let at = self.wanted_index(&full);
+        let at = self.wanted_number(&full);
         if vnet {
             return self
                 .attach_vnet_port(full, region, switch, at, persistent, counters, vlan, charge);
@@ -116,7 +116,7 @@ impl Registry {
         attached.assign(&[Source::Rings], &self.next_id)?;
         let (sp, assigned) = attached.commit();
         if persistent {
-            self.keep_index(&full, sp.index);
+            self.keep_number(&full, &sp);
         }
         info!(port = %full, index = sp.index, worker = assigned.first().map(|a| a.1), "port created");
         Ok(PortEntry {
@@ -140,7 +140,7 @@ impl Registry {
         full: String,
         region: Arc<Region>,
         switch: Arc<ringswitch_switch::Switch>,
-        at: Option<ringswitch_switch::PortIndex>,
+        at: Option<u32>,
         persistent: bool,
         counters: Option<Arc<Counters>>,
         vlan: PortVlan,
@@ -179,7 +179,7 @@ impl Registry {
         attached.assign(&sources, &self.next_id)?;
         let (sp, assigned) = attached.commit();
         if persistent {
-            self.keep_index(&full, sp.index);
+            self.keep_number(&full, &sp);
         }
         info!(port = %full, index = sp.index, "port created, its frames with virtio-net headers");
         Ok(PortEntry {

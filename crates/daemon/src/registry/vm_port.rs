@@ -53,18 +53,33 @@ impl Registry {
         let switch = entry.switch.clone();
         let weak_switch = Arc::downgrade(&switch);
         let pairs = crate::vhost_user::queues_of(&dev);
-        let at = self.wanted_index(&full);
+        let at = self.wanted_number(&full);
         let mut attached = Attached::new(&self.workers, switch, at, |idx| {
-            Ok(SwitchPort::new_queues(full.clone(), idx, QueuePort::new(pairs)?).with_vlan(vlan))
+            let queues = QueuePort::new(pairs)?;
+            // Down until its guest runs on it.
+            queues.link.set_up(false);
+            Ok(SwitchPort::new_queues(full.clone(), idx, queues).with_vlan(vlan))
         })?;
         let sources: Vec<Source> = (0..attached.port().sources()).map(Source::Queue).collect();
         attached.assign(&sources, &self.next_id)?;
-        let forget = {
+        let on_running = {
             let sw = weak_switch;
             let idx = attached.port().index;
-            Box::new(move || {
-                if let Some(sw) = sw.upgrade() {
+            Box::new(move |running: bool| {
+                let Some(sw) = sw.upgrade() else {
+                    return;
+                };
+                if !running {
                     sw.forget_addresses(idx);
+                }
+                if let Some(m) = sw.set_running(idx, running) {
+                    let name = |i| {
+                        sw.ports()
+                            .into_iter()
+                            .find(|p| p.index == i)
+                            .map(|p| p.name.clone())
+                    };
+                    info!(ofport = m.number, from = ?name(m.from), to = ?name(m.to), "OpenFlow port {} moves to the port its guest runs on", m.number);
                 }
             })
         };
@@ -73,10 +88,10 @@ impl Registry {
             dev,
             std::path::Path::new(&spec.path),
             spec.client,
-            forget,
+            on_running,
         )?;
         let (sp, assigned) = attached.commit();
-        self.keep_index(&full, sp.index);
+        self.keep_number(&full, &sp);
         info!(port = %full, index = sp.index, path = %spec.path, client = spec.client, queues = spec.queues, "VM port created");
         Ok(PortEntry {
             port: sp,

@@ -14,7 +14,7 @@ use ringswitch_flow::verdict::MAX_OUTPUTS;
 use ringswitch_flow::{Edit, FlowCache, FlowTables, Probe, Target, Verdict, NO_CLASS};
 
 use super::{PortIndex, PortTable, CHUNK};
-use crate::flows::{of_port, port_index, Flows, PacketIn};
+use crate::flows::{Flows, PacketIn};
 
 /// Most header edits one output carries here; an output with more is left
 /// out and its frames counted as truncated.
@@ -317,18 +317,18 @@ pub(crate) struct FlowLookup<'a> {
 }
 
 impl<'a> FlowLookup<'a> {
-    /// The flow lookup of a batch from switch port `src`.
-    pub(crate) fn new(flows: &'a Flows, cache: &'a mut FlowCache, src: PortIndex) -> Self {
-        FlowLookup::new_with(flows, Verdicts::Cache(cache), src)
+    /// The flow lookup of a batch from OpenFlow port `in_port`.
+    pub(crate) fn new(flows: &'a Flows, cache: &'a mut FlowCache, in_port: u32) -> Self {
+        FlowLookup::new_with(flows, Verdicts::Cache(cache), in_port)
     }
 
-    fn new_with(flows: &'a Flows, cache: Verdicts<'a>, src: PortIndex) -> Self {
+    fn new_with(flows: &'a Flows, cache: Verdicts<'a>, in_port: u32) -> Self {
         FlowLookup {
             flows,
             cache,
             version: flows.version(),
             tables: None,
-            in_port: of_port(src),
+            in_port,
             buf: [0; KEY_BYTES],
             prev_valid: false,
             prepared: [Prepared::default(); CHUNK],
@@ -344,16 +344,9 @@ impl<'a> FlowLookup<'a> {
     }
 
     /// The lookup of frames that all get `verdict` (a packet-out's, from
-    /// OpenFlow port `in_port`: switch port `src`, or none).
-    pub(crate) fn given(
-        flows: &'a Flows,
-        verdict: &'a Verdict,
-        src: PortIndex,
-        in_port: u32,
-    ) -> Self {
-        let mut l = FlowLookup::new_with(flows, Verdicts::Given(verdict, 0, 0), src);
-        l.in_port = in_port;
-        l
+    /// OpenFlow port `in_port`).
+    pub(crate) fn given(flows: &'a Flows, verdict: &'a Verdict, in_port: u32) -> Self {
+        FlowLookup::new_with(flows, Verdicts::Given(verdict, 0, 0), in_port)
     }
 
     /// The tables these frames are looked up in.
@@ -479,7 +472,7 @@ impl<'a> FlowLookup<'a> {
             self.class = class;
             for out in verdict.outputs() {
                 let (to, controller) = match out.target {
-                    Target::Port(n) => match port_index(n) {
+                    Target::Port(n) => match table.numbers().index(n) {
                         // An output to the input port by number is dropped
                         // (OpenFlow 1.3, 7.2.5): IN_PORT sends back.
                         Some(p) if p != src && table.get(p).is_some() => (To::Port(p), None),
