@@ -97,9 +97,12 @@ fn interleaved_flows_in_one_batch_each_reach_their_port() {
     );
 }
 
-#[test]
-fn a_port_comes_back_at_the_number_it_asks_for() {
-    use ringswitch_switch::AttachError;
+/// What makes a port from its index, for `Switch::attach`.
+type MakePort = Box<dyn FnOnce(u16) -> std::io::Result<SwitchPort>>;
+
+/// A learning switch, and a maker of ring ports named as asked (all on
+/// one region: these tests attach and number ports, they send nothing).
+fn switch_and_ports() -> (Switch, impl Fn(&str) -> MakePort) {
     let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
     let r = Arc::new(
         Region::create(
@@ -108,11 +111,18 @@ fn a_port_comes_back_at_the_number_it_asks_for() {
         )
         .unwrap(),
     );
-    let mk = |name: &str| {
+    let mk = move |name: &str| -> MakePort {
         let r = r.clone();
         let name = name.to_string();
-        move |i| SwitchPort::new(name, i, r)
+        Box::new(move |i| SwitchPort::new(name, i, r))
     };
+    (sw, mk)
+}
+
+#[test]
+fn a_port_comes_back_at_the_number_it_asks_for() {
+    use ringswitch_switch::AttachError;
+    let (sw, mk) = switch_and_ports();
     let p = sw.attach_at(6, mk("six")).unwrap();
     assert_eq!((p.index, sw.number_of(p.index)), (5, 6));
     assert_eq!(
@@ -136,19 +146,7 @@ fn a_port_comes_back_at_the_number_it_asks_for() {
 #[test]
 fn an_openflow_number_two_ports_ask_for_follows_the_running_one() {
     use ringswitch_switch::NumberMoved;
-    let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
-    let r = Arc::new(
-        Region::create(
-            RegionLayout::new(Geometry::default(), 1).unwrap(),
-            ["p", ""],
-        )
-        .unwrap(),
-    );
-    let mk = |name: &str| {
-        let r = r.clone();
-        let name = name.to_string();
-        move |i| SwitchPort::new(name, i, r)
-    };
+    let (sw, mk) = switch_and_ports();
     let src = sw.attach_at(5, mk("src")).unwrap().index;
     sw.want_number(src, 5);
     let dst = sw.attach(mk("dst")).unwrap().index;
