@@ -774,8 +774,24 @@ fn features(dir: &Path, ns: &Netns, caps: &[String]) -> BTreeMap<&'static str, b
     f.insert("AF_PACKET (CAP_NET_RAW)", ok && out.contains("af-packet"));
     let (ok, out) = d.ctl(&["attach", "vale1", "xa", "--mode", "generic"]);
     f.insert("AF_XDP (CAP_SYS_ADMIN)", ok && out.contains("xdp-generic"));
+    if !ok && !caps.iter().any(|c| c == "CAP_SYS_ADMIN") {
+        // libxdp attaches its program before the step that fails without
+        // the capability: the daemon says which capability, and takes the
+        // program off again.
+        assert!(out.contains("CAP_SYS_ADMIN"), "{out}");
+        let link = Command::new("ip")
+            .args(["-n", &ns.0, "link", "show", "xa"])
+            .output()
+            .unwrap();
+        let link = String::from_utf8_lossy(&link.stdout);
+        assert!(
+            !link.contains("prog/xdp"),
+            "a failed AF_XDP attach left its program on xa: {link}{out}"
+        );
+    }
     drop(d);
-    // A failed attach may leave libxdp's program behind: the next run
+    // A daemon killed while attached leaves libxdp's program (the next
+    // daemon with the same state file would remove it): the next run
     // starts clean.
     sh(&format!("ip -n {} link set xa xdpgeneric off", ns.0));
     f

@@ -52,8 +52,10 @@ pub enum XdpMode {
     Generic,
 }
 
-/// Capabilities XDP needs, for [`DevError::Permission`].
-const NEEDS: &str = "CAP_NET_ADMIN and CAP_BPF (or CAP_SYS_ADMIN)";
+/// Capabilities XDP needs, for [`DevError::Permission`]: libxdp reads back
+/// the program and maps it attached (`BPF_PROG_GET_FD_BY_ID`), which
+/// `CAP_BPF` alone does not allow (docs/systemd.md).
+const NEEDS: &str = "CAP_NET_ADMIN and CAP_SYS_ADMIN";
 
 /// An Ethernet header and one VLAN tag: a frame is this much longer than
 /// the MTU.
@@ -173,10 +175,23 @@ fn open_queues(
     geo: Geometry,
     out: &mut Vec<SharedQueue>,
 ) -> Result<Driver, DevError> {
-    prog::check_before_attach(ifname, ifindex, mode)?;
+    let before = prog::check_before_attach(ifname, ifindex, mode)?;
     let mut driver = None;
     for q in 0..n {
-        let x = open_queue(ifname, q, mode, geo)?;
+        let x = match open_queue(ifname, q, mode, geo) {
+            Ok(x) => x,
+            Err(e) => {
+                // A socket that failed after libxdp attached its program
+                // (it attaches, then looks the program up) leaves it
+                // there, and no queue of ours would remove it on drop.
+                if out.is_empty() {
+                    if let Err(d) = prog::remove_failed_attach(ifname, ifindex, mode, before) {
+                        tracing::warn!(ifname, error = %d, "cannot remove the AF_XDP program a failed attach left");
+                    }
+                }
+                return Err(e);
+            }
+        };
         let d = x.driver;
         if *driver.get_or_insert(d) != d {
             tracing::warn!(

@@ -158,6 +158,11 @@ extern "C" {
         mode: c_int,
         flags: u32,
     ) -> c_int;
+
+    // libbpf's netlink calls: CAP_NET_ADMIN alone, unlike libxdp's reads
+    // of programs by id.
+    pub fn bpf_xdp_query_id(ifindex: c_int, flags: c_int, prog_id: *mut u32) -> c_int;
+    pub fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const c_void) -> c_int;
 }
 
 /// libxdp's pointer-returning calls give a valid pointer, NULL, or an

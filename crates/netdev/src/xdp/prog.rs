@@ -140,14 +140,26 @@ fn mode_name(mode: c_int) -> &'static str {
     }
 }
 
+/// What an interface had attached before this process attached to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Before {
+    /// No XDP program.
+    Nothing,
+    /// libxdp's AF_XDP program (another process's: shared).
+    Xsk,
+    /// libxdp's dispatcher with other programs.
+    Dispatcher,
+}
+
 /// Refuses to attach where it cannot work: a foreign program (Busy), or
 /// libxdp's programs in the other mode (Unsupported: [`crate::open_nic`]
-/// then tries the other mode). Call with the libxdp lock held.
+/// then tries the other mode). Returns what is attached already. Call
+/// with the libxdp lock held.
 pub(super) fn check_before_attach(
     ifname: &str,
     ifindex: u32,
     mode: XdpMode,
-) -> Result<(), DevError> {
+) -> Result<Before, DevError> {
     let want = match mode {
         XdpMode::Native => ffi::XDP_MODE_NATIVE,
         XdpMode::Generic => ffi::XDP_MODE_SKB,
@@ -157,7 +169,7 @@ pub(super) fn check_before_attach(
         XdpMode::Generic => "generic XDP",
     };
     match attached(ifname, ifindex)? {
-        Attached::Nothing => Ok(()),
+        Attached::Nothing => Ok(Before::Nothing),
         Attached::Foreign { name, id } => Err(DevError::Busy {
             name: ifname.to_string(),
             why: format!("the XDP program {name:?} (id {id}) is attached to it, and it is not libxdp's AF_XDP program"),
@@ -172,9 +184,9 @@ pub(super) fn check_before_attach(
                 ifname,
                 "libxdp's AF_XDP program is already attached (another process's, or left by one that died: detach_stale removes those); sharing it"
             );
-            Ok(())
+            Ok(Before::Xsk)
         }
-        Attached::Dispatcher { .. } => Ok(()),
+        Attached::Dispatcher { .. } => Ok(Before::Dispatcher),
     }
 }
 
@@ -198,6 +210,67 @@ pub fn detach_stale(ifname: &str) -> Result<bool, DevError> {
     };
     super::log::install();
     let _g = libxdp_lock();
+    remove_xsk_prog(ifname, ifindex, "removed a stale AF_XDP program")
+}
+
+/// Removes the XDP program a failed attach in `mode` left on `ifname`
+/// (libxdp attaches its program, then reads it back, which fails without
+/// CAP_SYS_ADMIN and leaves it), given what was there `before`. With the
+/// capability libxdp's own program is picked out by name; without, and
+/// only where nothing was attached before, the program in that mode goes
+/// by netlink, which needs CAP_NET_ADMIN only (the libxdp lock is held, so
+/// it is the failed attach's). Returns whether one was removed. Call with
+/// the libxdp lock held.
+pub(super) fn remove_failed_attach(
+    ifname: &str,
+    ifindex: u32,
+    mode: XdpMode,
+    before: Before,
+) -> Result<bool, DevError> {
+    const DONE: &str = "removed the AF_XDP program a failed attach left";
+    if before == Before::Xsk {
+        // Another process's, shared: it stays.
+        return Ok(false);
+    }
+    match remove_xsk_prog(ifname, ifindex, DONE) {
+        Err(DevError::Permission { .. }) if before == Before::Nothing => {}
+        r => return r,
+    }
+    let flags = match mode {
+        XdpMode::Native => ffi::XDP_FLAGS_DRV_MODE,
+        XdpMode::Generic => ffi::XDP_FLAGS_SKB_MODE,
+    };
+    let mut prog_id = 0u32;
+    // SAFETY: plain values and an out pointer to a u32 alive across the
+    // call.
+    let r = unsafe { ffi::bpf_xdp_query_id(ifindex as c_int, flags as c_int, &mut prog_id) };
+    if r != 0 || prog_id == 0 {
+        return Ok(false);
+    }
+    // SAFETY: plain values; no options.
+    let r = unsafe { ffi::bpf_xdp_detach(ifindex as c_int, flags, std::ptr::null()) };
+    if r != 0 {
+        return Err(DevError::io(
+            format!("removing the XDP program (id {prog_id}) a failed attach left on {ifname}"),
+            NEEDS,
+            std::io::Error::from_raw_os_error(-r),
+        ));
+    }
+    tracing::info!(
+        ifname,
+        prog_id,
+        mode = mode_name(match mode {
+            XdpMode::Native => ffi::XDP_MODE_NATIVE,
+            XdpMode::Generic => ffi::XDP_MODE_SKB,
+        }),
+        "{DONE}"
+    );
+    Ok(true)
+}
+
+/// Removes libxdp's AF_XDP program from `ifname` (see [`detach_stale`]),
+/// logging `done` for each one removed. Call with the libxdp lock held.
+fn remove_xsk_prog(ifname: &str, ifindex: u32, done: &'static str) -> Result<bool, DevError> {
     let mut removed = false;
     // One program per round; a second round finds none (bounded anyway).
     for _ in 0..MAX_PROGS {
@@ -234,12 +307,7 @@ pub fn detach_stale(ifname: &str) -> Result<bool, DevError> {
                 std::io::Error::from_raw_os_error(-r),
             ));
         }
-        tracing::info!(
-            ifname,
-            prog_id = pid,
-            mode = mode_name(mode),
-            "removed a stale AF_XDP program"
-        );
+        tracing::info!(ifname, prog_id = pid, mode = mode_name(mode), "{done}");
         removed = true;
     }
     Ok(removed)

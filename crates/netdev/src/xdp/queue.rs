@@ -782,6 +782,12 @@ fn create_error(ifname: &str, queue: u32, mode: XdpMode, errno: i32) -> DevError
             what: "generic XDP",
             why: why(),
         },
+        // libxdp could not read back the program it attached: without
+        // CAP_SYS_ADMIN the kernel refuses it, and libxdp says ENOENT.
+        libc::ENOENT if !has_sys_admin() => DevError::Permission {
+            what: format!("attaching the AF_XDP program to {ifname} queue {queue}"),
+            needs: NEEDS,
+        },
         _ => DevError::io(
             format!("binding an AF_XDP socket to {ifname} queue {queue} and attaching its XDP program"),
             NEEDS,
@@ -791,6 +797,21 @@ fn create_error(ifname: &str, queue: u32, mode: XdpMode, errno: i32) -> DevError
             },
         ),
     }
+}
+
+/// Whether the calling thread's effective capabilities hold CAP_SYS_ADMIN
+/// (from /proc/thread-self/status: capabilities are per thread; true when
+/// that cannot be read, so nothing is blamed on it wrongly).
+fn has_sys_admin() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    let Ok(status) = std::fs::read_to_string("/proc/thread-self/status") else {
+        return true;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_none_or(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
 }
 
 fn getsockopt<T>(fd: RawFd, opt: libc::c_int, v: &mut T) -> io::Result<()> {
