@@ -304,26 +304,39 @@ impl Switch {
     /// OpenFlow number two ports asked for moves to the one that runs: to
     /// `i` when it starts and the holder is not running, from `i` when it
     /// stops and another port that asked for its number runs.
+    ///
+    /// A guest can start and stop its rings as often as it likes: the
+    /// table's write lock (which workers wait for between batches) is
+    /// taken only when a number moves.
     pub fn set_running(&self, i: PortIndex, running: bool) -> Option<NumberMoved> {
+        {
+            let t = self.read();
+            t.get(i)?.set_up(running);
+            Self::move_for(&t, i, running)?;
+        }
         let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
-        let p = t.get(i)?.clone();
-        p.set_up(running);
-        let moved = if running {
-            let n = t.numbers.wanted(i)?;
-            let holder = t.numbers.index(n)?;
-            if holder == i || t.get(holder).is_some_and(|h| h.is_up()) {
-                return None;
-            }
-            NumberMoved {
-                number: n,
-                from: holder,
-                to: i,
-            }
-        } else {
-            Self::heir(&t, i)?
-        };
+        // Looked at again: the table may have changed in between.
+        let moved = Self::move_for(&t, i, running)?;
         t.numbers.swap(moved.from, moved.to);
         Some(moved)
+    }
+
+    /// The number that moves as port `i` starts or stops running, if one
+    /// does (see [`Switch::set_running`]).
+    fn move_for(t: &PortTable, i: PortIndex, running: bool) -> Option<NumberMoved> {
+        if !running {
+            return Self::heir(t, i);
+        }
+        let n = t.numbers.wanted(i)?;
+        let holder = t.numbers.index(n)?;
+        if holder == i || t.get(holder).is_some_and(|h| h.is_up()) {
+            return None;
+        }
+        Some(NumberMoved {
+            number: n,
+            from: holder,
+            to: i,
+        })
     }
 
     /// Who takes the number of port `i` as it stops or goes: a running
