@@ -329,7 +329,10 @@ impl Switch {
         }
         let n = t.numbers.wanted(i)?;
         let holder = t.numbers.index(n)?;
-        if holder == i || t.get(holder).is_some_and(|h| h.is_up()) {
+        // A number passes only between ports that asked for it (or from
+        // none), and never from one that runs.
+        let keeps = |h: &Arc<SwitchPort>| h.is_up() || t.numbers.wanted(holder) != Some(n);
+        if holder == i || t.get(holder).is_some_and(keeps) {
             return None;
         }
         Some(NumberMoved {

@@ -191,4 +191,11 @@ fn an_openflow_number_two_ports_ask_for_follows_the_running_one() {
     assert_eq!(sw.set_running(dst, true), None);
     sw.detach(src);
     assert_eq!(sw.number_of(dst), 5, "the number passes to dst as src goes");
+    // A port that did not ask for a number keeps it, running or not.
+    sw.detach(dst);
+    let other = sw.attach_at(5, mk("other")).unwrap().index;
+    let late = sw.attach(mk("late")).unwrap().index;
+    sw.want_number(late, 5);
+    assert_eq!(sw.set_running(late, true), None);
+    assert_eq!(sw.number_of(other), 5);
 }

@@ -88,7 +88,8 @@ impl Registry {
             };
             return r;
         }
-        if let Some(s) = self.switches.get(switch) {
+        // Only VM ports' numbers move (between two ports of one guest).
+        if let Some(s) = self.switches.get(switch).filter(|_| vm.is_some()) {
             if let Some(e) = s.ports.get(port) {
                 s.switch.want_number(e.port.index, n);
                 if standby {
