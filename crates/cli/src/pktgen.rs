@@ -21,8 +21,9 @@ pub(crate) struct PktGenArgs {
         default_value_t = Plan::DEFAULT_MODE
     )]
     pub(crate) mode: Mode,
-    /// Packets to send or receive, over all threads; 0 runs until
-    /// --duration or a signal.
+    /// Packets to send or receive, over all threads (senders split it
+    /// evenly, each sending its share); 0 runs until --duration or a
+    /// signal.
     #[arg(short = 'n', long = "count", default_value_t = 0)]
     pub(crate) count: u64,
     /// Frame length in bytes, without the Ethernet CRC (14 up to the port's

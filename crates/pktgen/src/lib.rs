@@ -26,8 +26,9 @@
 //! With N threads (`-p N`) the port is split ([`Port::split`]) and the
 //! mode runs in N threads (`std::thread::scope`), thread i on ring pair i.
 //! Senders use TX rings 0..N; receivers spread all RX rings over the
-//! threads (thread i reads rings i, i+N, ...). The count is a budget the
-//! threads claim from batch by batch, the rate is split evenly. The calling
+//! threads (thread i reads rings i, i+N, ...). Senders split the count
+//! evenly (as netmap's pkt-gen does: each sends its share); receivers
+//! claim from one budget batch by batch; the rate is split evenly. The calling
 //! thread reports the intervals from the totals each worker publishes
 //! after every batch, and the report adds the threads' results up. Each
 //! txseq thread numbers its own frames and writes its index next to the

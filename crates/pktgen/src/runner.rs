@@ -38,7 +38,14 @@ pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Re
     // An on-demand port's counters go with it: keep it open until the
     // switch's drops for it have been read.
     let _hold = port.hold();
-    let shared = Shared::new(checked.count, threads as usize);
+    // Senders split `-n` between them, as netmap's pkt-gen does (each
+    // sends its share); receivers take frames from one budget, whatever
+    // ring they come on.
+    let shared = if matches!(checked.mode, Mode::Tx | Mode::Txseq) {
+        Shared::split(checked.count, threads as usize)
+    } else {
+        Shared::new(checked.count, threads as usize)
+    };
     let start = Start {
         plan,
         burst,

@@ -54,8 +54,12 @@ impl Default for Published {
 /// that stops every thread when one fails, and the published counters.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    /// Packets not yet claimed; unused when `bounded` is false.
-    left: AtomicU64,
+    /// Packets not yet claimed; unused when `bounded` is false. One
+    /// budget for all threads, or (senders, as netmap's pkt-gen splits
+    /// `-n`) one per thread, each `count / threads` with the remainder
+    /// spread over the first: every sender sends its share, however the
+    /// threads are scheduled.
+    left: Vec<AtomicU64>,
     bounded: bool,
     abort: AtomicBool,
     slots: Vec<Published>,
@@ -63,44 +67,60 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// For `threads` threads handling `count` packets in all (`u64::MAX`:
-    /// no limit).
+    /// no limit), claimed from one budget.
     pub(crate) fn new(count: u64, threads: usize) -> Shared {
         Shared {
-            left: AtomicU64::new(count),
+            left: vec![AtomicU64::new(count)],
             bounded: count != u64::MAX,
             abort: AtomicBool::new(false),
             slots: (0..threads).map(|_| Published::default()).collect(),
         }
     }
 
-    /// Claims up to `want` packets of the budget; returns how many.
+    /// As [`Shared::new`], each thread with its own share of `count`.
+    pub(crate) fn split(count: u64, threads: usize) -> Shared {
+        let mut s = Shared::new(count, threads);
+        let n = u64::try_from(threads.max(1)).unwrap_or(1);
+        if s.bounded {
+            s.left = (0..n)
+                .map(|i| AtomicU64::new(count / n + u64::from(i < count % n)))
+                .collect();
+        }
+        s
+    }
+
+    /// The budget thread `thread` claims from.
     #[inline]
-    pub(crate) fn claim(&self, want: u32) -> u32 {
+    fn budget(&self, thread: usize) -> &AtomicU64 {
+        // `left` is never empty.
+        self.left.get(thread).unwrap_or(&self.left[0])
+    }
+
+    /// Claims up to `want` packets of thread `thread`'s budget; returns
+    /// how many.
+    #[inline]
+    pub(crate) fn claim(&self, thread: usize, want: u32) -> u32 {
         if !self.bounded {
             return want;
         }
-        let mut cur = self.left.load(Ordering::Relaxed);
+        let left = self.budget(thread);
+        let mut cur = left.load(Ordering::Relaxed);
         loop {
             if cur == 0 || want == 0 {
                 return 0;
             }
             let n = cur.min(u64::from(want));
-            match self.left.compare_exchange_weak(
-                cur,
-                cur - n,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            match left.compare_exchange_weak(cur, cur - n, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return n as u32,
                 Err(now) => cur = now,
             }
         }
     }
 
-    /// Whether the budget is spent.
+    /// Whether thread `thread`'s budget is spent.
     #[inline]
-    pub(crate) fn exhausted(&self) -> bool {
-        self.bounded && self.left.load(Ordering::Relaxed) == 0
+    pub(crate) fn exhausted(&self, thread: usize) -> bool {
+        self.bounded && self.budget(thread).load(Ordering::Relaxed) == 0
     }
 
     /// Stops every thread (one failed).
@@ -259,13 +279,13 @@ impl<'a> Session<'a> {
     /// threads); returns how many.
     #[inline]
     pub(crate) fn claim(&self, want: u32) -> u32 {
-        self.shared.claim(want)
+        self.shared.claim(usize::from(self.stream), want)
     }
 
     /// Whether the `-n` budget is spent.
     #[inline]
     pub(crate) fn exhausted(&self) -> bool {
-        self.shared.exhausted()
+        self.shared.exhausted(usize::from(self.stream))
     }
 
     /// Why the run must end now, apart from the count.
@@ -488,10 +508,10 @@ mod tests {
                     let sh = &sh;
                     sc.spawn(move || {
                         let mut mine = 0u64;
-                        while !sh.exhausted() {
-                            mine += u64::from(sh.claim(1 + 97 * i));
+                        while !sh.exhausted(i as usize) {
+                            mine += u64::from(sh.claim(i as usize, 1 + 97 * i));
                         }
-                        assert_eq!(sh.claim(5), 0);
+                        assert_eq!(sh.claim(i as usize, 5), 0);
                         mine
                     })
                 })
@@ -500,9 +520,19 @@ mod tests {
         });
         assert_eq!(claimed.iter().sum::<u64>(), total);
         let unbounded = Shared::new(u64::MAX, 1);
-        assert_eq!(unbounded.claim(512), 512);
-        assert!(!unbounded.exhausted());
-        assert_eq!(Shared::new(3, 1).claim(512), 3);
+        assert_eq!(unbounded.claim(0, 512), 512);
+        assert!(!unbounded.exhausted(0));
+        assert_eq!(Shared::new(3, 1).claim(0, 512), 3);
+    }
+
+    #[test]
+    fn split_budgets_give_every_thread_its_share() {
+        let sh = Shared::split(10, 4);
+        let got: Vec<u32> = (0..4).map(|t| sh.claim(t, 512)).collect();
+        assert_eq!(got, [3, 3, 2, 2], "10 over 4 threads, all of it");
+        assert!((0..4).all(|t| sh.exhausted(t)));
+        let unbounded = Shared::split(u64::MAX, 3);
+        assert_eq!(unbounded.claim(2, 64), 64);
     }
 
     #[test]
