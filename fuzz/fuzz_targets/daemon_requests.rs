@@ -74,6 +74,7 @@ impl Req {
                 vhost_user: None,
                 passthrough: None,
                 vnet_hdr: false,
+                migratable: false,
                 vlan: None,
                 ofport: ofport.map(u32::from),
             },

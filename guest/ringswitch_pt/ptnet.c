@@ -538,6 +538,7 @@ static irqreturn_t ptnet_irq(int irq, void *data)
 {
 	struct ptnet_queue *q = data;
 
+	rspt_resume_answer(q->pn->d);
 	q->rxs.irqs++;
 	/* No more interrupts while NAPI runs: it turns them on when drained. */
 	WRITE_ONCE(q->rx.atok->appl_need_kick, 0);
@@ -885,13 +886,14 @@ int ptnet_attach(struct rspt_dev *d)
 {
 	const struct rspt_region_header *h = &d->hdr;
 	u32 ends = le32_to_cpu(h->ends);
-	u32 end = d->ivposition - 1;
+	/* Peer 0 is end 0 of a migratable switch port (rspt.h). */
+	u32 end = d->ivposition ? d->ivposition - 1 : 0;
 	unsigned int nq, i;
 	struct net_device *ndev;
 	struct ptnet *pn;
 	int err;
 
-	if (ends < 1 || ends > 2 || end >= ends) {
+	if (ends < 1 || ends > 2 || end >= ends || (ends == 2 && !d->ivposition)) {
 		dev_err(&d->pdev->dev, "peer id %u is no end of a region with %u end(s)\n",
 			d->ivposition, ends);
 		return -ENODEV;
@@ -913,7 +915,8 @@ int ptnet_attach(struct rspt_dev *d)
 	pn->buf_size = le32_to_cpu(h->buf_size);
 	pn->nbufs = le32_to_cpu(h->nbufs);
 	/* A switch port's doorbell goes to the daemon; a pipe end's to the other end. */
-	pn->kick_peer = ends == 2 ? 1 + (1 - end) : RSPT_PEER_HOST;
+	pn->kick_peer = ends == 2 ? 1 + (1 - end) :
+		d->ivposition ? RSPT_PEER_HOST : RSPT_PEER_HOST_MIGRATABLE;
 	if (pn->buf_size < ETH_ZLEN || pn->buf_size > 65536) {
 		dev_err(&d->pdev->dev, "buffers of %u bytes cannot carry frames\n", pn->buf_size);
 		err = -ENODEV;

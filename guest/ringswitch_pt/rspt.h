@@ -30,6 +30,11 @@
 
 /* Doorbell peer id of the host daemon (the switch worker or the pipe). */
 #define RSPT_PEER_HOST 0
+/*
+ * On a migratable switch port (ctl port add ... --migratable) the guest is
+ * peer 0, as QEMU's master=on wants, and the daemon is peer 1.
+ */
+#define RSPT_PEER_HOST_MIGRATABLE 1
 /* Vectors the read mask can carry; the host uses at most 16. */
 #define RSPT_MAX_VECTORS 64
 
@@ -38,7 +43,7 @@
 
 struct rspt_info {
 	__u64 mem_size;   /* bytes of BAR2, the length mmap accepts */
-	__u32 ivposition; /* this guest's peer id (1 + end index) */
+	__u32 ivposition; /* this guest's peer id (1 + end index; 0 on a migratable port, end 0) */
 	__u32 vectors;    /* MSI-X vectors = ring pairs of the port */
 };
 
@@ -75,5 +80,16 @@ struct rspt_region_header {
 	__u32 vnet_hdr_len;
 	__u32 reserved;
 };
+
+/*
+ * Two words in the header page of a migratable port (RegionHeader's page,
+ * crates/ring/src/layout.rs HEADER_RESUME_ASK/ACK): the daemon writes a
+ * nonzero epoch into the ask word while it waits for the guest to run on
+ * this memory (after a migration, the destination's daemon asks with its
+ * own), and the driver answers by copying it into the ack word and ringing
+ * the daemon's doorbell (vector 0).
+ */
+#define RSPT_RESUME_ASK 256
+#define RSPT_RESUME_ACK 320
 
 #endif /* RSPT_H */

@@ -85,4 +85,7 @@ struct rspt_dev {
 int ptnet_attach(struct rspt_dev *d);
 void ptnet_detach(struct rspt_dev *d);
 
+/* Answers the daemon's resume ask (rspt.h); true when it answered. Any context. */
+bool rspt_resume_answer(struct rspt_dev *d);
+
 #endif /* RSPT_DEV_H */

@@ -85,6 +85,40 @@ static inline void rspt_vma_set_flags(struct vm_area_struct *vma, unsigned long 
 
 /* ---- interrupts --------------------------------------------------------- */
 
+/*
+ * A migratable port's daemon asks whether the guest runs on this memory by
+ * writing a nonzero epoch into the header's ask word and raising our
+ * vectors; the answer is the ask copied into the ack word. Only a running
+ * guest answers, so after a migration the destination's daemon adopts the
+ * memory once QEMU has written the last of it, then raises every vector so
+ * that whoever drives the rings looks at them again. Two words read, one
+ * written, and the daemon's doorbell rung; nothing else of the header is
+ * read again.
+ */
+bool rspt_resume_answer(struct rspt_dev *d)
+{
+	u32 *ask, *ack;
+	u32 a;
+
+	if (d->mem_len < RSPT_RESUME_ACK + sizeof(u32))
+		return false;
+	ask = d->mem + RSPT_RESUME_ASK;
+	ack = d->mem + RSPT_RESUME_ACK;
+	a = READ_ONCE(*ask);
+	if (!a || READ_ONCE(*ack) == a)
+		return false;
+	WRITE_ONCE(*ack, a);
+	/*
+	 * And the daemon's doorbell, which it watches while it waits: the
+	 * answer is taken at once. Its IRQs are freed before regs is unmapped,
+	 * and probe calls this after mapping it.
+	 */
+	iowrite32(RSPT_KICK(d->ivposition ? RSPT_PEER_HOST : RSPT_PEER_HOST_MIGRATABLE, 0),
+		  d->regs + RSPT_REG_DOORBELL);
+	dev_info_ratelimited(&d->pdev->dev, "the host asked whether we run on this memory (epoch %08x): answered\n", a);
+	return true;
+}
+
 /* Hard IRQ context: no allocation, no sleeping; bounded by the open files. */
 static irqreturn_t rspt_irq(int irq, void *data)
 {
@@ -93,6 +127,7 @@ static irqreturn_t rspt_irq(int irq, void *data)
 	struct rspt_file *f;
 	const u64 bit = BIT_ULL(v->index);
 
+	rspt_resume_answer(d);
 	spin_lock(&d->lock);
 	list_for_each_entry(f, &d->files, node)
 		f->mask |= bit;
@@ -432,6 +467,8 @@ static int rspt_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (err)
 		goto err_memunmap;
 	d->ivposition = ioread32(d->regs + RSPT_REG_IVPOSITION);
+	/* A guest booted on a migratable port answers at once (see rspt_resume_answer). */
+	rspt_resume_answer(d);
 
 	/* MSI-X messages are memory writes by the device: QEMU drops them without bus mastering. */
 	pci_set_master(pdev);

@@ -262,6 +262,13 @@ enum PortOp {
         /// checksum and TSO offloads (guest/ringswitch_pt with ptnet=1).
         #[arg(long, requires = "passthrough")]
         vnet_hdr: bool,
+        /// With --passthrough on a switch port (without --vnet-hdr): its
+        /// guest may be live-migrated. The guest is the ivshmem peer 0, so
+        /// start QEMU's device with master=on (or auto): QEMU then copies
+        /// the region to the destination, whose port (also --migratable)
+        /// checks and adopts it once the guest runs there.
+        #[arg(long, requires = "passthrough", conflicts_with = "vnet_hdr")]
+        migratable: bool,
         /// Make it a VM port on this vhost-user socket. By default ringswitch
         /// listens there and the frontend connects (QEMU: -chardev
         /// socket,path=PATH,reconnect=1).
@@ -354,6 +361,7 @@ fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
                     name,
                     passthrough,
                     vnet_hdr,
+                    migratable,
                     vhost_user,
                     client,
                     queues,
@@ -371,6 +379,7 @@ fn request(cmd: &CtlCmd) -> Result<Request, Box<dyn std::error::Error>> {
             }),
             passthrough: passthrough.as_deref().map(absolute),
             vnet_hdr: *vnet_hdr,
+            migratable: *migratable,
             vlan: vlan.get(),
             ofport: *ofport,
         },
@@ -525,8 +534,9 @@ pub fn run(socket: &Path, a: CtlArgs) -> Result<(), Box<dyn std::error::Error>> 
                                     format!("{}/{}", g.tx_rings, g.rx_rings),
                                     format!("{}/{}", g.tx_slots, g.rx_slots),
                                     format!(
-                                        "passthrough{} {}",
+                                        "passthrough{}{} {}",
                                         if t.vnet_hdr { " vnet-hdr" } else { "" },
+                                        if t.migratable { " migratable" } else { "" },
                                         t.path
                                     ),
                                 )

@@ -62,6 +62,7 @@ fn vm_port(c: &mut Connection, name: &str, path: &Path, client: bool) {
         }),
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     })
@@ -173,6 +174,7 @@ fn ctl_stats_and_port_list_work_with_5000_ports() {
             vhost_user: None,
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport: None,
         })

@@ -8,8 +8,12 @@
 //! loads the driver as the network interface ptnet0 in two guests on one
 //! switch and checks their kernels' own TCP/IP through it (ping, 16 MiB over
 //! HTTP with its MD5), and again on ports whose frames carry a virtio-net
-//! header (`--vnet-hdr`: checksum and TSO offloads). Output is shown when a
-//! test fails; logs stay in target/pt/. `RINGSWITCH_SKIP_VM=1` skips them.
+//! header (`--vnet-hdr`: checksum and TSO offloads); `tests/pt/migrate.sh`
+//! migrates a guest running pkt-gen rxseq on a migratable passthrough port
+//! to a second QEMU on another port while the host sends, and again with
+//! the guest's ptnet interface as the receiver (issue 19). Output
+//! is shown when a test fails; logs stay in target/pt/.
+//! `RINGSWITCH_SKIP_VM=1` skips them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,4 +77,14 @@ fn guest_tcp_over_ptnet_interfaces_on_a_switch() {
 #[test]
 fn guest_tcp_over_ptnet_with_offloads() {
     script_with("ptnet.sh", &["--vnet-hdr"]);
+}
+
+#[test]
+fn guest_rxseq_on_a_passthrough_port_across_a_migration() {
+    script("migrate.sh");
+}
+
+#[test]
+fn guest_ptnet_on_a_passthrough_port_across_a_migration() {
+    script_with("migrate.sh", &["--ptnet"]);
 }

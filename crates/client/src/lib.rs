@@ -241,9 +241,10 @@ impl Port {
             .map(|_| dev.interrupts())
             .collect::<Result<Vec<_>, _>>()?;
         let backend = if l.ends == 1 {
-            // The daemon is peer 0; vector 0 of it is the port's kick.
+            // The daemon is peer 0 (peer 1 on a migratable port); vector 0
+            // of it is the port's kick.
             Backend::Switch {
-                kick: Doorbell::Device(dev.clone(), 0),
+                kick: Doorbell::Device(dev.clone(), dev.host_peer() << 16),
             }
         } else {
             // The other end is peer 1 + its end; its vector i raises its

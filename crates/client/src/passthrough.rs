@@ -12,7 +12,10 @@
 //! `RSPT_IOC_KICK` writes a `u32` (`peer << 16 | vector`) to the doorbell;
 //! `read` of 8 bytes returns (and clears) the vectors that fired since this
 //! open file last read, `poll` reports POLLIN while that set is not empty.
-//! The host is peer 0; the guest is peer `1 + end` of its port's region.
+//! The host is peer 0; the guest is peer `1 + end` of its port's region,
+//! except on a switch port the daemon made migratable (`port add
+//! --migratable`): there QEMU's `master=on` wants the guest to be peer 0,
+//! so the guest is peer 0 (end 0) and the daemon peer 1.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -88,6 +91,18 @@ impl Device {
         self.info
     }
 
+    /// The end of the region that is this guest's: peer `1 + end`, or end
+    /// 0 for peer 0 (a migratable switch port).
+    pub fn end(&self) -> usize {
+        self.info.ivposition.saturating_sub(1) as usize
+    }
+
+    /// The peer id of the daemon on a switch port: 0, or 1 when the guest
+    /// is peer 0 (a migratable port).
+    pub fn host_peer(&self) -> u32 {
+        u32::from(self.info.ivposition == 0)
+    }
+
     /// Rings the doorbell: `value` is `peer << 16 | vector`.
     #[inline]
     pub fn kick(&self, value: u32) {
@@ -140,7 +155,7 @@ pub fn find(name: &str) -> Option<(Arc<Device>, Region, usize)> {
             continue;
         };
         let Ok(region) = dev.region() else { continue };
-        let end = dev.info.ivposition.wrapping_sub(1) as usize;
+        let end = dev.end();
         if end >= region.layout().ends as usize {
             continue;
         }

@@ -86,6 +86,13 @@ pub enum Request {
         /// pipe ends.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         vnet_hdr: bool,
+        /// With `passthrough`, on a switch port without `vnet_hdr`: the
+        /// guest may be migrated. The guest is ivshmem peer 0 (QEMU's
+        /// `master=on`, so QEMU migrates the region's contents), and the
+        /// port adopts a migrated region after checking it
+        /// (docs/passthrough.md). Refused elsewhere.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        migratable: bool,
         /// The port's VLANs (`access:10`, `trunk:10,20`, `trunk:all`);
         /// none: a trunk of every VLAN (frames pass as they are). Ring and
         /// VM ports only: refused for pipes and passthrough ports.
@@ -422,6 +429,9 @@ pub struct PassthroughInfo {
     /// Frames carry a virtio-net header (`port-add --vnet-hdr`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub vnet_hdr: bool,
+    /// The guest may be migrated (`port-add --migratable`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub migratable: bool,
 }
 
 /// One switch in `switch-list`.
@@ -726,6 +736,7 @@ mod tests {
                 vhost_user: None,
                 passthrough: None,
                 vnet_hdr: false,
+                migratable: false,
                 vlan: None,
                 ofport: None,
             }
@@ -748,6 +759,7 @@ mod tests {
                     vhost_user: None,
                     passthrough: None,
                     vnet_hdr: false,
+                    migratable: false,
                     vlan: Some(PortVlan::Access(10)),
                     ofport: None,
                 },

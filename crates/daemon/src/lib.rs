@@ -1020,6 +1020,7 @@ fn handle(
             vhost_user,
             passthrough,
             vnet_hdr,
+            migratable,
             vlan,
             ofport,
         } => result(r.port_add(
@@ -1027,6 +1028,7 @@ fn handle(
             vhost_user.as_ref(),
             passthrough.as_deref(),
             vnet_hdr,
+            migratable,
             vlan.as_ref(),
             ofport,
         )),

@@ -32,6 +32,40 @@
 //! client closes the other end) and neither of its ends is in use, so what
 //! the last guest sent stays readable by the other end until then. Until the registry hands the server new memory
 //! ([`PassthroughServer::set_peers`]), a QEMU that connects is refused.
+//!
+//! # Migration (`port add ... --passthrough PATH --migratable`)
+//!
+//! QEMU migrates an ivshmem region's contents only for a `master=on`
+//! device, and a master must be peer 0: on a migratable switch port the
+//! guest is peer 0 and the daemon peer 1 (QEMU's `master=auto` then makes
+//! it master; the other ports keep the guest at peer 1, and QEMU blocks
+//! their migration, or refuses `master=on` at start). A QEMU started with
+//! `-incoming` gets the port's memory like any other, and the migration
+//! then writes the source's region over it, rings, CSB, buffers and
+//! header alike. Nothing tells the daemon when that is over (QEMU says
+//! nothing on this socket), so the port waits for the guest to say it runs
+//! on this memory:
+//! - from the handshake on, the port stays down (frames for it are
+//!   dropped and counted), and this thread writes a fresh random "resume
+//!   epoch" into the region header's ask word ([`HEADER_RESUME_ASK`]) and
+//!   raises the guest's vectors, once at once and then every
+//!   [`RESUME_TICK`] (a migration may write the header over; interrupts
+//!   raised before the guest runs are lost);
+//! - the guest driver answers from its interrupt handler (and at probe) by
+//!   copying the ask word into the ack word ([`HEADER_RESUME_ACK`]), and
+//!   rings its doorbell, which only this thread watches until then (the
+//!   switch's worker would take TX slots a migration is still writing):
+//!   only a guest that runs answers, so after the migration's last write;
+//! - when the ack is this port's epoch, the registry adopts the region
+//!   ([`Adopt`]): it checks it as untrusted input and resets, counting,
+//!   what is inconsistent (`Region::adopt_migrated`), attaches the port to
+//!   the switch again on it (its side starts from the CSB's indexes) with
+//!   the same doorbells, and brings it up; then every vector is raised so
+//!   the guest looks at its rings. A guest booted on the port takes the
+//!   same path, with nothing to reset.
+//!
+//! [`HEADER_RESUME_ASK`]: ringswitch_ring::layout::HEADER_RESUME_ASK
+//! [`HEADER_RESUME_ACK`]: ringswitch_ring::layout::HEADER_RESUME_ACK
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -41,7 +75,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ringswitch_control::socket;
-use ringswitch_ring::{poll, EventFd};
+use ringswitch_ring::{poll, EventFd, Region};
 use ringswitch_switch::Link;
 use tracing::{info, warn};
 
@@ -64,6 +98,16 @@ pub enum PassthroughError {
 /// with [`PassthroughServer::set_peers`] (at once, or later).
 pub type Renew = Box<dyn Fn(bool) + Send>;
 
+/// Asks the registry to adopt the memory a migratable port's guest runs on
+/// (see the module's "Migration"); true once the port is up on it.
+pub type Adopt = Box<dyn Fn() -> bool + Send>;
+
+/// How often a migratable port whose guest has not said it runs on the
+/// port's memory writes the ask word again and raises the guest's
+/// vectors. Only latency depends on it: the guest answers at its next
+/// interrupt after it runs.
+pub const RESUME_TICK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// What a guest gets.
 pub struct Peers {
     /// The region's memfd.
@@ -79,6 +123,9 @@ pub struct Peers {
     /// A switch port's link: up once a QEMU has the memory (a pipe end has
     /// none; a pipe never drops).
     pub link: Option<Link>,
+    /// A migratable port's region (its resume words): the link stays down
+    /// until the guest answers and the registry adopts the memory.
+    pub migratable: Option<Arc<Region>>,
 }
 
 impl Peers {
@@ -92,6 +139,7 @@ impl Peers {
             host_id: self.host_id,
             host_kicks: dup(&self.host_kicks)?,
             link: self.link.clone(),
+            migratable: self.migratable.clone(),
         })
     }
 }
@@ -113,6 +161,7 @@ pub struct PassthroughServer {
     connected: Arc<AtomicBool>,
     slot: Arc<Mutex<Slot>>,
     path: PathBuf,
+    migratable: bool,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -124,14 +173,17 @@ fn lock(slot: &Mutex<Slot>) -> std::sync::MutexGuard<'_, Slot> {
 impl PassthroughServer {
     /// Listens on `path` for the QEMU of `port`'s guest, handing it
     /// `peers`; after each QEMU, `renew` asks for fresh memory. `tag`
-    /// tells this server from a later one of the same name.
+    /// tells this server from a later one of the same name. With `adopt`,
+    /// the port is migratable (`peers.migratable` is its region).
     pub fn start(
         tag: u64,
         port: &str,
         path: &Path,
         peers: Peers,
         renew: Renew,
+        adopt: Option<Adopt>,
     ) -> Result<PassthroughServer, PassthroughError> {
+        let migratable = adopt.is_some();
         let listener = crate::listen::bind(path)?;
         let vectors = peers.guest_irqs.len();
         let stop = Arc::new(EventFd::new()?);
@@ -148,7 +200,7 @@ impl PassthroughServer {
                 port.chars().take(8).collect::<String>()
             ))
             .stack_size(128 * 1024)
-            .spawn(move || run(&name, listener, &sl, &renew, &st, &co))?;
+            .spawn(move || run(&name, listener, &sl, &renew, adopt.as_ref(), &st, &co))?;
         info!(port, path = %path.display(), vectors, "passthrough port listening for QEMU's ivshmem-doorbell (start it with vectors={vectors})");
         Ok(PassthroughServer {
             tag,
@@ -156,8 +208,14 @@ impl PassthroughServer {
             connected,
             slot,
             path: path.to_path_buf(),
+            migratable,
             thread: Some(thread),
         })
+    }
+
+    /// Whether its guest may be migrated (`port add --migratable`).
+    pub fn migratable(&self) -> bool {
+        self.migratable
     }
 
     /// The `tag` it was started with.
@@ -200,6 +258,15 @@ impl Slot {
     pub fn set_peers(&mut self, peers: Peers) {
         self.peers = Some(peers);
     }
+
+    /// The eventfd the guest's doorbell writes (its vector 0), duplicated:
+    /// none while the port waits for fresh memory.
+    pub fn doorbell(&self) -> Option<io::Result<EventFd>> {
+        self.peers
+            .as_ref()
+            .and_then(|p| p.host_kicks.first())
+            .map(EventFd::try_clone)
+    }
 }
 
 impl PassthroughServer {
@@ -224,17 +291,18 @@ impl Drop for PassthroughServer {
     }
 }
 
-/// Polls `fds` for input; returns their revents, or None when `stop` fired.
-fn wait(fds: &[RawFd], stop: &EventFd) -> Option<[i16; 2]> {
-    let mut p = [poll::watch(stop.as_raw_fd(), libc::POLLIN); 3];
-    for (i, &fd) in fds.iter().take(2).enumerate() {
+/// Polls `fds` for input (for at most `timeout`); returns their revents,
+/// or None when `stop` fired.
+fn wait(fds: &[RawFd], stop: &EventFd, timeout: Option<std::time::Duration>) -> Option<[i16; 3]> {
+    let mut p = [poll::watch(stop.as_raw_fd(), libc::POLLIN); 4];
+    for (i, &fd) in fds.iter().take(3).enumerate() {
         p[i + 1].fd = fd;
     }
-    let n = 1 + fds.len().min(2);
-    match poll::poll_fds(&mut p[..n], None) {
-        Err(e) => (e.kind() == io::ErrorKind::Interrupted).then_some([0, 0]),
+    let n = 1 + fds.len().min(3);
+    match poll::poll_fds(&mut p[..n], timeout) {
+        Err(e) => (e.kind() == io::ErrorKind::Interrupted).then_some([0; 3]),
         Ok(_) if p[0].revents != 0 => None,
-        Ok(_) => Some([p[1].revents, p[2].revents]),
+        Ok(_) => Some([p[1].revents, p[2].revents, p[3].revents]),
     }
 }
 
@@ -267,12 +335,13 @@ fn run(
     listener: UnixListener,
     slot: &Mutex<Slot>,
     renew: &Renew,
+    adopt: Option<&Adopt>,
     stop: &EventFd,
     connected: &AtomicBool,
 ) {
     let lfd = listener.as_raw_fd();
     let mut refused: u64 = 0;
-    while let Some(ev) = wait(&[lfd], stop) {
+    while let Some(ev) = wait(&[lfd], stop, None) {
         if ev[0] == 0 {
             continue;
         }
@@ -308,7 +377,17 @@ fn run(
             }
         };
         refused = 0;
-        if let Some(l) = &peers.link {
+        // A migratable port waits for its guest to answer (below).
+        let mut resume = match (&peers.migratable, adopt) {
+            (Some(region), Some(adopt)) => Resume::new(
+                region.clone(),
+                &peers.guest_irqs,
+                peers.host_kicks.first(),
+                adopt,
+            ),
+            _ => None,
+        };
+        if let (Some(l), None) = (&peers.link, &peers.migratable) {
             // The memory is this QEMU's from now on (if the handshake
             // fails, the port is replaced): frames for the port have a
             // reader, and a guest that talks as soon as it has the memory
@@ -331,7 +410,17 @@ fn run(
         // meanwhile (the guest side of the port is taken).
         let cfd = conn.as_raw_fd();
         loop {
-            let Some(ev) = wait(&[cfd, lfd], stop) else {
+            if let Some(r) = &resume {
+                if r.tick(port) {
+                    resume = None;
+                }
+            }
+            let tick = resume.as_ref().map(|_| RESUME_TICK);
+            // While it waits, the guest's doorbell is this thread's: a guest
+            // that answers rings it, and the adoption is at once.
+            let bell = resume.as_ref().and_then(|r| r.doorbell.as_ref());
+            let fds = [cfd, lfd, bell.map_or(-1, AsRawFd::as_raw_fd)];
+            let Some(ev) = wait(&fds[..2 + usize::from(bell.is_some())], stop, tick) else {
                 connected.store(false, Ordering::Relaxed);
                 // Stopping: the port goes, and its memory with it.
                 return;
@@ -344,6 +433,11 @@ fn run(
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => break,
+                }
+            }
+            if ev[2] != 0 {
+                if let Some(b) = bell {
+                    b.drain();
                 }
             }
             if ev[1] != 0 {
@@ -361,6 +455,97 @@ fn run(
         );
         release(slot, renew);
     }
+}
+
+/// A migratable port waiting for its guest to say it runs on the port's
+/// memory (see the module's "Migration").
+struct Resume<'a> {
+    region: Arc<Region>,
+    irqs: Vec<EventFd>,
+    /// The guest's doorbell, which no worker watches until the adoption
+    /// (`registry/passthrough.rs`, `switch_port_peers`).
+    doorbell: Option<EventFd>,
+    epoch: u32,
+    adopt: &'a Adopt,
+}
+
+impl<'a> Resume<'a> {
+    /// None when the guest's vectors cannot be duplicated (the port then
+    /// stays down for this QEMU: logged).
+    fn new(
+        region: Arc<Region>,
+        irqs: &[EventFd],
+        doorbell: Option<&EventFd>,
+        adopt: &'a Adopt,
+    ) -> Option<Resume<'a>> {
+        let doorbell = doorbell.and_then(|d| d.try_clone().ok());
+        let irqs = match irqs.iter().map(EventFd::try_clone).collect() {
+            Ok(v) => v,
+            Err(e) => {
+                warn!(error = %e, "cannot duplicate a migratable port's interrupts; its guest is never adopted");
+                return None;
+            }
+        };
+        Some(Resume {
+            region,
+            irqs,
+            doorbell,
+            epoch: fresh_epoch(),
+            adopt,
+        })
+    }
+
+    /// One look: adopts the memory once the guest answered this epoch
+    /// (true: done), else asks again and raises the guest's vectors.
+    fn tick(&self, port: &str) -> bool {
+        // Acquire: the guest wrote the ack after it saw the ask; nothing
+        // else is read through it (the adoption checks every value).
+        if self.region.resume_ack().load(Ordering::Acquire) == self.epoch {
+            if !(self.adopt)() {
+                warn!(
+                    port,
+                    "the guest answered, but its memory could not be adopted"
+                );
+                return true;
+            }
+            info!(
+                port,
+                "the guest runs on the port's memory: adopted, the port is up"
+            );
+            self.raise();
+            return true;
+        }
+        // Release: nothing the guest reads depends on it (it copies the
+        // word back), but it is ordered after the region's setup.
+        self.region
+            .resume_ask()
+            .store(self.epoch, Ordering::Release);
+        self.raise();
+        false
+    }
+
+    fn raise(&self) {
+        for irq in &self.irqs {
+            irq.signal();
+        }
+    }
+}
+
+/// A nonzero epoch no other daemon's port is likely to have used (the
+/// source of a migration must not have written this one: a guest's answer
+/// to it would be taken for an answer here).
+fn fresh_epoch() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    let v = h.finish();
+    let e = (v as u32) ^ ((v >> 32) as u32);
+    e.max(1)
 }
 
 /// The handshake: everything QEMU needs, then the connection stays open.

@@ -166,6 +166,7 @@ fn busy_unknown_and_persistence() {
         vhost_user: None,
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     })
@@ -178,6 +179,7 @@ fn busy_unknown_and_persistence() {
                 vhost_user: None,
                 passthrough: None,
                 vnet_hdr: false,
+                migratable: false,
                 vlan: None,
                 ofport: None,
             }
@@ -215,6 +217,7 @@ fn too_many_ports() {
             vhost_user: None,
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport: None,
         })
@@ -227,6 +230,7 @@ fn too_many_ports() {
             vhost_user: None,
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport: None,
         },
@@ -240,6 +244,7 @@ fn too_many_ports() {
             vhost_user: None,
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport: None,
         })
@@ -347,6 +352,7 @@ fn a_persistent_port_gets_fresh_memory_for_each_client() {
         vhost_user: None,
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     })
@@ -404,6 +410,7 @@ fn configuration_survives_a_restart() {
                 vhost_user: None,
                 passthrough: None,
                 vnet_hdr: false,
+                migratable: false,
                 vlan: None,
                 ofport: None,
             })
@@ -419,6 +426,7 @@ fn configuration_survives_a_restart() {
             }),
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport: None,
         })

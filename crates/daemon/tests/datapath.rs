@@ -443,6 +443,7 @@ fn counters_add_up_for_a_vm_destination_under_a_hostile_sender() {
         }),
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     })
@@ -484,6 +485,7 @@ fn counters_add_up_for_a_vm_source_with_bad_chains_and_offloads() {
         }),
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     })
@@ -589,6 +591,7 @@ fn a_port_without_a_client_gets_nothing_and_counts_it() {
         vhost_user: None,
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     })

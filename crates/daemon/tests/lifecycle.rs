@@ -125,6 +125,7 @@ fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_dae
         }),
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     })
@@ -163,6 +164,7 @@ fn client_mode_vhost_user_to_a_frontend_that_never_accepts_does_not_hang_the_dae
         }),
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     })
@@ -185,6 +187,7 @@ fn many_ports(c: &mut Connection, n: usize) -> Vec<String> {
             vhost_user: None,
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport: None,
         })

@@ -106,6 +106,7 @@ fn add_pt(c: &mut Connection, name: &str, path: &Path) -> Result<(), CallError> 
         vhost_user: None,
         passthrough: Some(path.display().to_string()),
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     })
@@ -579,6 +580,7 @@ fn a_vnet_hdr_port_carries_a_header_before_every_frame() {
             vhost_user: None,
             passthrough: pt.map(|p| p.display().to_string()),
             vnet_hdr: true,
+            migratable: false,
             vlan: None,
             ofport: None,
         })
@@ -657,6 +659,7 @@ fn a_ptnet_guests_garbage_headers_cost_only_its_frames() {
         vhost_user: None,
         passthrough: Some(path.display().to_string()),
         vnet_hdr: true,
+        migratable: false,
         vlan: None,
         ofport: None,
     })
@@ -694,4 +697,179 @@ fn a_ptnet_guests_garbage_headers_cost_only_its_frames() {
     assert_eq!(g["drop_malformed"], 4, "{g}");
     // The daemon still answers.
     c.call(&Request::PortList { switch: None }).unwrap();
+}
+
+/// Issue 19: a migratable port's guest moves to the QEMU of another
+/// migratable port, as QEMU's migration with `master=on` moves it: the
+/// source's region, bytes and all, is written over the memory the
+/// destination port gave its QEMU. The destination port waits until the
+/// guest answers its resume ask from there, then checks what it got (a
+/// slot written over with a buffer index outside the region is reset and
+/// counted), attaches on it and comes up: the frames queued at the source
+/// stay readable, and the next ones follow them, with an interrupt.
+#[test]
+fn a_migratable_ports_memory_is_adopted_where_the_guest_moved() {
+    let d = daemon("pt-migrate");
+    let mut c = Connection::connect(d.socket()).unwrap();
+    let add = |c: &mut Connection, name: &str, path: &Path| {
+        c.call(&Request::PortAdd {
+            name: name.into(),
+            vhost_user: None,
+            passthrough: Some(path.display().to_string()),
+            vnet_hdr: false,
+            migratable: true,
+            vlan: None,
+            ofport: None,
+        })
+        .map(|_| ())
+    };
+    let (ps, pd) = (pt_path("mig-src"), pt_path("mig-dst"));
+    add(&mut c, "vale0:src", &ps).unwrap();
+    add(&mut c, "vale0:dst", &pd).unwrap();
+    // Pipe ends share their memory with the other end: not migratable.
+    let e = add(&mut c, "mp{1", &pt_path("mig-pipe")).unwrap_err();
+    assert!(e.to_string().contains("--migratable"), "{e}");
+    let list: Vec<PortInfo> = c
+        .call_as(&Request::PortList {
+            switch: Some("vale0".into()),
+        })
+        .unwrap()
+        .0;
+    assert!(list
+        .iter()
+        .filter(|p| p.name.starts_with("vale0:"))
+        .all(|p| p.passthrough.as_ref().is_some_and(|t| t.migratable)));
+
+    // What the guest driver does at probe and in its interrupt handler.
+    let answer = |r: &Region| {
+        let ask = r.resume_ask().load(Ordering::Acquire);
+        if ask != 0 && r.resume_ack().load(Ordering::Acquire) != ask {
+            r.resume_ack().store(ask, Ordering::Release);
+            return true;
+        }
+        false
+    };
+    let hs = attach(&ps);
+    assert_eq!(hs.own_id, 0, "QEMU's master=on wants the guest at peer 0");
+    assert_eq!(hs.peers[&1].len(), 1, "the daemon is peer 1");
+    wait_until("the source port to ask", || answer(&hs.region));
+
+    // The host sends to the guest once its port is up (it drops until then).
+    let mut host = Port::open_at(d.socket(), "vale0:h").unwrap();
+    let mut rx = AppRing::new(hs.region.clone(), 0, Dir::Rx, 0);
+    let mut seq = 0u32;
+    wait_until("the source port to come up", || {
+        send(&mut host, &[frame([0xff; 6], mac(9), 60, seq)]);
+        seq += 1;
+        std::thread::sleep(Duration::from_millis(10));
+        rx.refresh_tail();
+        rx.space() > 0
+    });
+    let n = rx.space();
+    rx.advance(n);
+    rx.publish();
+    // Ten more; the guest takes four and leaves six queued.
+    let first = seq;
+    let ten: Vec<Vec<u8>> = (first..first + 10)
+        .map(|i| frame([0xff; 6], mac(9), 60, i))
+        .collect();
+    assert_eq!(send(&mut host, &ten), 10);
+    wait_until("ten frames at the source", || {
+        rx.refresh_tail();
+        rx.space() >= 10
+    });
+    rx.advance(4);
+    rx.publish();
+
+    // The move: the source stops (no more frames for it), and its memory
+    // is written over the destination's, which asked already.
+    let hd = attach(&pd);
+    assert_eq!(hd.own_id, 0);
+    wait_until("the destination port to ask", || {
+        hd.region.resume_ask().load(Ordering::Acquire) != 0
+    });
+    c.call(&Request::PortDel {
+        name: "vale0:src".into(),
+    })
+    .unwrap();
+    assert_eq!(hs.region.len(), hd.region.len());
+    // SAFETY: two distinct mappings of `len` bytes each, both alive.
+    unsafe { std::ptr::copy_nonoverlapping(hs.region.base(), hd.region.base(), hd.region.len()) };
+    // A slot the guest does not own, written over with nonsense.
+    let ring = hd.region.ring(0, Dir::Rx, 0);
+    let far = ring.num_slots() - 1;
+    let mut bad = ring.slot(far);
+    bad.buf_idx = u32::MAX;
+    ring.set_slot(far, bad);
+
+    // The guest runs on the destination: it answers the destination's ask
+    // (which the daemon writes again over the source's).
+    wait_until("the destination port to ask again", || answer(&hd.region));
+    // The driver rings the daemon's doorbell with its answer.
+    hd.peers[&1][0].signal();
+    let irq = hd.peers[&0][0].try_clone().unwrap();
+    assert!(
+        irq.wait(Some(DEADLINE)).unwrap(),
+        "the adopted port raises the guest's vector"
+    );
+    // The guest's receiver goes on where it was: its head, in the CSB
+    // (a new ring attaches at the port side's hwcur, which may lag it).
+    let csb = hd.region.csb(0, Dir::Rx, 0);
+    let (head, hwcur) = (
+        csb.head().load(Ordering::Acquire),
+        csb.hwcur().load(Ordering::Acquire),
+    );
+    let mut rx = AppRing::new(hd.region.clone(), 0, Dir::Rx, 0);
+    rx.advance(ringswitch_ring::arith::dist(hwcur, head, rx.num_slots()));
+    rx.publish();
+    rx.refresh_tail();
+    assert_eq!(
+        rx.space(),
+        6,
+        "the six frames queued at the source are there"
+    );
+    let mut got: Vec<u32> = (0..6)
+        .map(|k| {
+            let p = rx.slot_mut(k).unwrap().payload().to_vec();
+            u32::from_be_bytes(p[14..18].try_into().unwrap())
+        })
+        .collect();
+    rx.advance(6);
+    rx.publish();
+    let taken = AtomicUsize::new(0);
+    let five: Vec<Vec<u8>> = (first + 10..first + 15)
+        .map(|i| frame([0xff; 6], mac(9), 60, i))
+        .collect();
+    wait_until("the destination port to come up", || {
+        let stats: Vec<ringswitch_control::proto::PortStats> = c
+            .call_as(&Request::Stats {
+                switch: Some("vale0".into()),
+            })
+            .unwrap()
+            .0;
+        stats
+            .iter()
+            .any(|s| s.name == "vale0:dst" && s.ring_reinits == 1)
+    });
+    assert_eq!(send(&mut host, &five), 5);
+    got.extend(
+        guest_recv(&mut rx, &irq, 5, &taken, None)
+            .iter()
+            .map(|p| u32::from_be_bytes(p[14..18].try_into().unwrap())),
+    );
+    assert_eq!(
+        got,
+        (first + 4..first + 15).collect::<Vec<_>>(),
+        "in order, none lost"
+    );
+    let reset = hd.region.ring(0, Dir::Rx, 0).slot(far).buf_idx;
+    assert!(
+        hd.region.buf_ofs(reset).is_some(),
+        "the bad slot got a buffer of the region"
+    );
+    assert_eq!(
+        hd.region.ni_name(0),
+        b"vale0:dst",
+        "the daemon's own parts are its own again"
+    );
 }

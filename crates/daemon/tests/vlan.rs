@@ -24,6 +24,7 @@ fn add(name: &str, vlan: Option<&str>) -> Request {
         vhost_user: None,
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: vlan.map(|v| v.parse().unwrap()),
         ofport: None,
     }
@@ -40,6 +41,7 @@ fn vm_add(name: &str, path: &std::path::Path, vlan: &str) -> Request {
         }),
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: Some(vlan.parse().unwrap()),
         ofport: None,
     }
@@ -135,6 +137,7 @@ fn vlans_are_refused_where_they_cannot_apply() {
             vhost_user: None,
             passthrough: Some(pt.to_string_lossy().into_owned()),
             vnet_hdr: false,
+            migratable: false,
             vlan: Some(PortVlan::Access(10)),
             ofport: None,
         },

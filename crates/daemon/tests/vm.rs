@@ -156,6 +156,7 @@ impl Env {
             vhost_user: Some(spec),
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport,
         }) {
@@ -1527,6 +1528,7 @@ fn control_errors_for_vm_ports() {
         vhost_user: None,
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: None,
     }));
@@ -1969,6 +1971,7 @@ fn an_openflow_number_follows_the_guest_between_two_ports_of_one_switch() {
         vhost_user: None,
         passthrough: None,
         vnet_hdr: false,
+        migratable: false,
         vlan: None,
         ofport: Some(5),
     });

@@ -75,6 +75,7 @@ impl Env {
             vhost_user: Some(spec),
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport: None,
         }) {

@@ -305,6 +305,15 @@ pub struct RegionHeader {
 /// Offset of [`RegionHeader::vnet_hdr_len`].
 pub const HEADER_VNET_HDR_LEN: usize = 88;
 
+/// Offset, in the header page, of the word a migratable passthrough port's
+/// daemon writes while it waits for the guest to say it runs on this
+/// memory (a nonzero "resume epoch"; docs of `ringswitch-daemon`'s
+/// passthrough module). Its own cache line, after the header.
+pub const HEADER_RESUME_ASK: usize = 256;
+/// Offset, in the header page, of the word the guest driver writes: the
+/// last resume epoch it saw. Its own cache line.
+pub const HEADER_RESUME_ACK: usize = 320;
+
 /// Sizes of a port: rings, slots, buffer size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Geometry {

@@ -26,7 +26,7 @@ pub mod wait;
 
 pub use eventfd::EventFd;
 pub use layout::{Dir, Geometry, GeometryError, NetmapSlot, RegionLayout};
-pub use region::{CsbRef, Region, RegionError, RingPlace, RingRef};
+pub use region::{AdoptReport, CsbRef, Region, RegionError, RingPlace, RingRef};
 pub use sync::{AppRing, BadHead, PortRing, Slot, Spinner};
 pub use vnet_queue::{VnetRingQueue, VNET_HDR_LEN};
 pub use wait::{AdaptiveWait, WaitStats};

@@ -12,6 +12,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use crate::arith;
 use crate::copy::copy_exact;
 use crate::layout::*;
 
@@ -375,6 +376,139 @@ impl Region {
         n[..len].to_vec()
     }
 
+    /// The resume word of a migratable passthrough port (see
+    /// [`HEADER_RESUME_ASK`]): what the daemon asks.
+    pub fn resume_ask(&self) -> &AtomicU32 {
+        self.u32_at(HEADER_RESUME_ASK)
+    }
+
+    /// What the guest answered (see [`HEADER_RESUME_ACK`]). Untrusted.
+    pub fn resume_ack(&self) -> &AtomicU32 {
+        self.u32_at(HEADER_RESUME_ACK)
+    }
+
+    /// Takes over what another machine's port left in this region (a
+    /// passthrough port's memory, overwritten by QEMU's migration of the
+    /// guest) as untrusted input, for a port side that attaches afresh
+    /// ([`crate::PortRing::new`] starts from the CSB's `hwcur`/`hwtail`).
+    /// End 0 only (a switch port's region; `names` as for `create`).
+    ///
+    /// What only the daemon writes (the header, the `netmap_if`, each
+    /// ring's constant fields) is written again from our own layout. What
+    /// the two sides wrote is checked and reset where it is inconsistent,
+    /// each reset counted:
+    /// - the port side's `hwcur`/`hwtail` must be slot indexes, else the
+    ///   ring starts over from its initial state;
+    /// - the application's CSB `head` must lie in `[hwcur, hwtail]` and its
+    ///   `cur` in `[head, hwtail]`, else both become `hwcur`;
+    /// - every slot must name a buffer of the region (not a reserved one)
+    ///   and a length within it: a bad index becomes the slot's initial
+    ///   buffer, a bad length 0.
+    ///
+    /// Nothing here trusts a value after reading it once; the worker that
+    /// attaches validates every later one as for any client.
+    pub fn adopt_migrated(&self, names: [&str; 2]) -> AdoptReport {
+        let l = self.layout;
+        let mut rep = AdoptReport::default();
+        let hdr_before: RegionHeader = self.read_pod(0);
+        // A migratable port carries no virtio-net header: our header, as
+        // `create` wrote it, is the only one expected.
+        rep.header_rewritten = hdr_before != l.header();
+        self.write_pod(0, l.header());
+        let g = l.end_geometry(0);
+        let nifp = l.nifp_ofs[0];
+        let mut name = [0u8; 16];
+        let src = names[0].as_bytes();
+        let n = src.len().min(15);
+        name[..n].copy_from_slice(&src[..n]);
+        self.write_pod(
+            nifp,
+            NetmapIfHeader {
+                ni_name: name,
+                ni_version: NETMAP_API,
+                ni_flags: NI_PRIV_MEM,
+                ni_tx_rings: g.tx_rings,
+                ni_rx_rings: g.rx_rings,
+                ni_bufs_head: 0,
+                ni_host_tx_rings: 0,
+                ni_host_rx_rings: 0,
+                spare: [0; 3],
+            },
+        );
+        let buf_size = g.buf_size;
+        let mut k = 0;
+        for (dir, rings, slots) in [
+            (Dir::Tx, g.tx_rings, g.tx_slots),
+            (Dir::Rx, g.rx_rings, g.rx_slots),
+        ] {
+            for r in 0..rings {
+                let ofs = l.ring_ofs(0, dir, r);
+                self.write_pod(nifp + nifp_ring_ofs(k), (ofs - nifp) as i64);
+                k += 1;
+                rep.rings += 1;
+                self.write_pod(ofs + ring_field::BUF_OFS, l.buf_base as i64 - ofs as i64);
+                self.write_pod(ofs + ring_field::NUM_SLOTS, slots);
+                self.write_pod(ofs + ring_field::NR_BUF_SIZE, buf_size);
+                self.write_pod(
+                    ofs + ring_field::RINGID,
+                    u16::try_from(r).unwrap_or(u16::MAX),
+                );
+                self.write_pod(
+                    ofs + ring_field::DIR,
+                    if dir == Dir::Tx { 0u16 } else { 1u16 },
+                );
+                let first = l.first_buf(0, dir, r);
+                for s in 0..slots {
+                    let so = ofs + slot_offset(s);
+                    let mut slot: NetmapSlot = self.read_pod(so);
+                    let mut bad = false;
+                    if self.buf_ofs(slot.buf_idx).is_none() {
+                        slot.buf_idx = first + s;
+                        bad = true;
+                    }
+                    if u32::from(slot.len) > buf_size {
+                        slot.len = 0;
+                        bad = true;
+                    }
+                    if bad {
+                        rep.slots_reset += 1;
+                        self.write_pod(so, slot);
+                    }
+                }
+                let c = CsbRef::new(self, 0, dir, r);
+                let initial_tail = if dir == Dir::Tx { slots - 1 } else { 0 };
+                let hwcur = c.hwcur().load(Ordering::Acquire);
+                let hwtail = c.hwtail().load(Ordering::Acquire);
+                let (hwcur, hwtail) = if hwcur < slots && hwtail < slots {
+                    (hwcur, hwtail)
+                } else {
+                    rep.rings_reset += 1;
+                    c.hwcur().store(0, Ordering::Relaxed);
+                    c.hwtail().store(initial_tail, Ordering::Release);
+                    (0, initial_tail)
+                };
+                // The application owns [hwcur, hwtail): its head and cur
+                // may be anywhere from hwcur to hwtail (as `PortRing::app_head`
+                // checks).
+                let owned = arith::dist(hwcur, hwtail, slots);
+                let head = c.head().load(Ordering::Acquire);
+                let cur = c.cur().load(Ordering::Acquire);
+                let end = arith::add(hwcur, owned, slots);
+                let head_ok = arith::within(hwcur, owned, head, slots);
+                let cur_ok =
+                    head_ok && arith::within(head, arith::dist(head, end, slots), cur, slots);
+                if !head_ok || !cur_ok {
+                    rep.heads_reset += 1;
+                    c.cur().store(hwcur, Ordering::Relaxed);
+                    c.head().store(hwcur, Ordering::Release);
+                    self.ring_at(self.ring_place(0, dir, r))
+                        .set_pointers(hwcur, hwcur, hwtail);
+                }
+            }
+        }
+        rep
+    }
+
     fn init(&self, names: [&str; 2]) {
         let l = self.layout;
         self.write_pod(0, l.header());
@@ -665,6 +799,34 @@ impl Region {
     }
 }
 
+/// What [`Region::adopt_migrated`] found and reset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AdoptReport {
+    /// Rings looked at.
+    pub rings: u32,
+    /// The header was not the one our layout writes (another geometry,
+    /// another version, or written over).
+    pub header_rewritten: bool,
+    /// Rings whose `hwcur`/`hwtail` were no slot indexes: started over.
+    pub rings_reset: u32,
+    /// Rings whose application `head`/`cur` lay outside what it owns: set
+    /// to `hwcur`.
+    pub heads_reset: u32,
+    /// Slots with a buffer index outside the region's buffers or a length
+    /// past the buffer size.
+    pub slots_reset: u32,
+}
+
+impl AdoptReport {
+    /// Everything that was reset, counted once each.
+    pub fn resets(&self) -> u64 {
+        u64::from(self.header_rewritten)
+            + u64::from(self.rings_reset)
+            + u64::from(self.heads_reset)
+            + u64::from(self.slots_reset)
+    }
+}
+
 /// The offsets of one ring and its CSB entry, computed once from the layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingPlace {
@@ -906,6 +1068,94 @@ impl<'a> CsbRef<'a> {
 #[allow(clippy::cast_possible_truncation)]
 mod tests {
     use super::*;
+
+    /// A migrated region: the source's consistent state is kept as it is
+    /// (frames queued for the guest stay readable); everything out of range
+    /// is reset and counted; the daemon's own parts are written again.
+    #[test]
+    fn a_migrated_region_keeps_what_is_consistent_and_resets_the_rest() {
+        let l = RegionLayout::new(Geometry::default(), 1).unwrap();
+        let src = Region::create(l, ["vale0:src", ""]).unwrap();
+        let n = l.geometry.rx_slots;
+        // The source's switch delivered 10 frames, the guest consumed 4.
+        let rx = src.csb(0, Dir::Rx, 0);
+        rx.hwcur().store(4, Ordering::Relaxed);
+        rx.hwtail().store(10, Ordering::Relaxed);
+        rx.head().store(4, Ordering::Relaxed);
+        rx.cur().store(6, Ordering::Relaxed);
+        let ring = src.ring(0, Dir::Rx, 0);
+        let mut s5 = ring.slot(5);
+        s5.len = 60;
+        ring.set_slot(5, s5);
+        assert!(src.write_buf(s5.buf_idx, 0, b"frame5"));
+        // The destination's region is overwritten with the source's bytes.
+        let dst = Region::create(l, ["vale0:dst", ""]).unwrap();
+        // SAFETY: both mappings are `len` bytes long and distinct.
+        unsafe { std::ptr::copy_nonoverlapping(src.base(), dst.base(), dst.len()) };
+        let rep = dst.adopt_migrated(["vale0:dst", ""]);
+        assert_eq!(rep.resets(), 0, "{rep:?}");
+        assert_eq!(dst.ni_name(0), b"vale0:dst");
+        let c = dst.csb(0, Dir::Rx, 0);
+        assert_eq!(
+            (
+                c.hwcur().load(Ordering::Relaxed),
+                c.hwtail().load(Ordering::Relaxed)
+            ),
+            (4, 10)
+        );
+        assert_eq!(c.cur().load(Ordering::Relaxed), 6);
+        let mut out = [0u8; 6];
+        assert!(dst.read_buf(dst.ring(0, Dir::Rx, 0).slot(5).buf_idx, 0, &mut out));
+        assert_eq!(&out, b"frame5");
+
+        // Now everything a hostile or torn copy could leave.
+        dst.write_pod(0, *b"XXXXXXXX");
+        let c = dst.csb(0, Dir::Tx, 0);
+        c.hwcur().store(n + 7, Ordering::Relaxed);
+        let rx = dst.csb(0, Dir::Rx, 0);
+        rx.head().store(11, Ordering::Relaxed); // past hwtail 10
+        let ring = dst.ring(0, Dir::Rx, 0);
+        let mut bad = ring.slot(3);
+        bad.buf_idx = u32::MAX;
+        bad.len = u16::MAX;
+        ring.set_slot(3, bad);
+        let mut reserved = ring.slot(7);
+        reserved.buf_idx = 1;
+        ring.set_slot(7, reserved);
+        let rep = dst.adopt_migrated(["vale0:dst", ""]);
+        assert!(rep.header_rewritten);
+        assert_eq!(
+            (rep.rings_reset, rep.heads_reset, rep.slots_reset),
+            (1, 1, 2),
+            "{rep:?}"
+        );
+        assert_eq!(rep.resets(), 5);
+        assert_eq!(dst.header(), l.header());
+        let c = dst.csb(0, Dir::Tx, 0);
+        assert_eq!(
+            (
+                c.hwcur().load(Ordering::Relaxed),
+                c.hwtail().load(Ordering::Relaxed)
+            ),
+            (0, n - 1)
+        );
+        assert_eq!(
+            (
+                rx.head().load(Ordering::Relaxed),
+                rx.cur().load(Ordering::Relaxed)
+            ),
+            (4, 4)
+        );
+        let ring = dst.ring(0, Dir::Rx, 0);
+        let first = l.first_buf(0, Dir::Rx, 0);
+        assert_eq!((ring.slot(3).buf_idx, ring.slot(3).len), (first + 3, 0));
+        assert_eq!(ring.slot(7).buf_idx, first + 7);
+        assert_eq!(
+            dst.adopt_migrated(["vale0:dst", ""]).resets(),
+            0,
+            "a second look finds nothing"
+        );
+    }
 
     #[test]
     fn a_region_moved_onto_another_takes_its_addresses() {

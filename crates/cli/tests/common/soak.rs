@@ -760,6 +760,7 @@ fn setup(ctx: &Ctx) -> Result<(), String> {
             vhost_user: None,
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport: None,
         })?;
@@ -775,6 +776,7 @@ fn setup(ctx: &Ctx) -> Result<(), String> {
             }),
             passthrough: None,
             vnet_hdr: false,
+            migratable: false,
             vlan: None,
             ofport: None,
         })?;
@@ -939,6 +941,7 @@ fn ctl_churn(ctx: &Ctx, rng: &mut Rng) -> Result<(), String> {
                 vhost_user,
                 passthrough: None,
                 vnet_hdr: false,
+                migratable: false,
                 vlan: None,
                 ofport: None,
             })

@@ -119,6 +119,7 @@ impl Registry {
                         vhost_user: Some(vm.spec.clone()),
                         passthrough: None,
                         vnet_hdr: false,
+                        migratable: false,
                         vlan,
                         ofport: s.switch.wanted_number(p.port.index),
                     }),
@@ -139,6 +140,7 @@ impl Registry {
                         vhost_user: None,
                         passthrough: r.open_by.guest().map(|t| t.path().display().to_string()),
                         vnet_hdr: r.vnet.is_some(),
+                        migratable: r.open_by.guest().is_some_and(|t| t.migratable()),
                         vlan,
                         ofport: None,
                     }),
@@ -158,6 +160,7 @@ impl Registry {
                     vhost_user: None,
                     passthrough: None,
                     vnet_hdr: false,
+                    migratable: false,
                     vlan: None,
                     ofport: None,
                 });
@@ -169,6 +172,7 @@ impl Registry {
                             vhost_user: None,
                             passthrough: Some(t.path().display().to_string()),
                             vnet_hdr: false,
+                            migratable: false,
                             vlan: None,
                             ofport: None,
                         });

@@ -412,6 +412,13 @@ pub enum RegistryError {
         /// The port.
         port: String,
     },
+    /// `port-add --migratable` of something other than a passthrough
+    /// switch port without `--vnet-hdr`.
+    #[error("{port}: --migratable is for passthrough switch ports without --vnet-hdr (a pipe end's memory is shared with its other end, and a --vnet-hdr port's queues are not adopted yet); QEMU keeps blocking the migration of the others")]
+    MigratableNotPassthrough {
+        /// The port.
+        port: String,
+    },
     /// `port-add` of a passthrough port with VLANs.
     #[error("{port}: VLANs are set on ring, VM and interface ports, not on passthrough ports")]
     VlanOnPassthrough {
@@ -508,7 +515,8 @@ impl RegistryError {
             | E::VlanOnPassthrough { .. }
             | E::OfPortRange { .. }
             | E::OfPortNotSwitchPort { .. }
-            | E::VnetHdrNotPassthrough { .. } => ErrorCode::BadRequest,
+            | E::VnetHdrNotPassthrough { .. }
+            | E::MigratableNotPassthrough { .. } => ErrorCode::BadRequest,
             E::Internal { .. } => ErrorCode::Internal,
             E::OpenFlow { source, .. } => match source {
                 crate::openflow::StartError::Target(_) => ErrorCode::BadRequest,

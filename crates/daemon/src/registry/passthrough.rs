@@ -21,12 +21,14 @@ pub(super) fn pt_info(t: &PassthroughServer, vnet_hdr: bool) -> PassthroughInfo 
         path: t.path().display().to_string(),
         connected: t.connected(),
         vnet_hdr,
+        migratable: t.migratable(),
     }
 }
 
 /// A guest's view of switch port `p`: its region, its interrupts, and the
-/// kick of the worker for the doorbell.
-pub(super) fn vale_peers(p: &PortEntry) -> Result<Peers, RegistryError> {
+/// kick of the worker for the doorbell; `migratable` (never with a
+/// virtio-net header): the guest is peer 0, as QEMU's `master=on` wants.
+pub(super) fn vale_peers(p: &PortEntry, migratable: bool) -> Result<Peers, RegistryError> {
     let vnet = match &p.kind {
         Kind::Ring(r) => r.vnet.as_ref(),
         _ => None,
@@ -34,29 +36,43 @@ pub(super) fn vale_peers(p: &PortEntry) -> Result<Peers, RegistryError> {
     if let Some(v) = vnet {
         // The switch sees this port as queues: its memory and doorbells
         // are in the registry's entry.
-        return switch_port_peers(&v.region, &v.irqs, &v.kick, &v.link);
+        return switch_port_peers(&v.region, &v.irqs, &v.kick, &v.link, false);
     }
     let rp = p
         .port
         .ring()
         .ok_or_else(|| internal("creating a passthrough port", "not a ring port"))?;
-    switch_port_peers(rp.region(), &rp.irqs, &rp.kick, &rp.link)
+    switch_port_peers(rp.region(), &rp.irqs, &rp.kick, &rp.link, migratable)
 }
 
 /// A guest's view of a switch port's `region`: the guest (peer 1) gets the
 /// interrupts `irqs`, its doorbell rings the daemon (peer 0) through `kick`
-/// on every vector, and `link` follows the guest.
+/// on every vector, and `link` follows the guest. With `migratable`, the
+/// guest is peer 0 and the daemon peer 1, and the link waits for the
+/// guest to answer (crate::passthrough, "Migration").
 fn switch_port_peers(
-    region: &Region,
+    region: &Arc<Region>,
     irqs: &[EventFd],
     kick: &EventFd,
     link: &ringswitch_switch::Link,
+    migratable: bool,
 ) -> Result<Peers, RegistryError> {
     let dup = |e: &EventFd| {
         e.try_clone()
             .map_err(|e| internal("duplicating an eventfd", e))
     };
     let guest_irqs = irqs.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
+    // A migratable port's doorbell wakes no worker until the guest
+    // answered and its memory is adopted (the worker would otherwise take
+    // TX slots a migration is still writing): the guest gets an eventfd of
+    // its own, which becomes the port's kick then.
+    let gate;
+    let kick = if migratable {
+        gate = EventFd::new().map_err(|e| internal("creating an eventfd", e))?;
+        &gate
+    } else {
+        kick
+    };
     let host_kicks = (0..guest_irqs.len())
         .map(|_| dup(kick))
         .collect::<Result<Vec<_>, _>>()?;
@@ -64,12 +80,19 @@ fn switch_port_peers(
         memfd: region
             .dup_fd()
             .map_err(|e| internal("duplicating the region", e))?,
-        guest_id: 1,
+        guest_id: u16::from(!migratable),
         guest_irqs,
-        host_id: 0,
+        host_id: u16::from(migratable),
         host_kicks,
         link: Some(link.clone()),
+        migratable: migratable.then(|| region.clone()),
     })
+}
+
+fn lock_slot(t: &PassthroughServer) -> std::sync::MutexGuard<'_, crate::passthrough::Slot> {
+    t.slot()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A guest's view of end `e` of pipe `p`.
@@ -96,6 +119,7 @@ pub(super) fn pipe_peers_of(
         host_id: 2 - e as u16,
         host_kicks: irq[1 - e].iter().map(dup).collect::<Result<Vec<_>, _>>()?,
         link: None,
+        migratable: None,
     })
 }
 
@@ -119,6 +143,106 @@ impl Registry {
                     .passthrough_left(&target, tag, wanted);
             }
         })
+    }
+
+    /// What the migratable passthrough server tagged `tag` of `target`
+    /// calls when its guest answered: [`Registry::passthrough_adopt`], under
+    /// the lock.
+    pub(super) fn adopter(&self, target: Target, tag: u64) -> crate::passthrough::Adopt {
+        let me = self.me.clone();
+        Box::new(move || {
+            me.upgrade().is_some_and(|r| {
+                r.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .passthrough_adopt(&target, tag)
+            })
+        })
+    }
+
+    /// The guest of migratable passthrough server `tag` of switch port
+    /// `target` runs on the port's memory, which a migration may have
+    /// written over: the memory is checked as untrusted input, what is
+    /// inconsistent reset and counted (`ring_reinits`), and the port is
+    /// attached to the switch again on it, with the doorbells QEMU holds,
+    /// and up. False (logged) when the port is gone or cannot be attached
+    /// again (it is then removed, as when it cannot get fresh memory).
+    pub(super) fn passthrough_adopt(&mut self, target: &Target, tag: u64) -> bool {
+        let Target::Vale { switch, port } = target else {
+            return false;
+        };
+        let Some(p) = self
+            .switches
+            .get_mut(switch)
+            .and_then(|s| s.ports.get_mut(port))
+        else {
+            return false;
+        };
+        let Kind::Ring(r) = &mut p.kind else {
+            return false;
+        };
+        if r.vnet.is_some() || r.open_by.guest().is_none_or(|t| t.tag() != tag) {
+            return false; // deleted, or another port of that name now
+        }
+        let Some(rp) = p.port.ring() else {
+            return false;
+        };
+        let region = rp.region().clone();
+        // The kick is the one QEMU has (see `switch_port_peers`).
+        let Some(t) = r.open_by.guest() else {
+            return false;
+        };
+        let qemu_kick = lock_slot(t).doorbell();
+        let doorbells = qemu_kick
+            .unwrap_or_else(|| rp.kick.try_clone())
+            .and_then(|k| {
+                let irqs = rp
+                    .irqs
+                    .iter()
+                    .map(EventFd::try_clone)
+                    .collect::<std::io::Result<Box<[EventFd]>>>()?;
+                Ok((k, irqs))
+            });
+        let (kick, irqs) = match doorbells {
+            Ok(d) => d,
+            Err(e) => {
+                warn!(port = %p.port.name, error = %e, "cannot duplicate a passthrough port's doorbells to adopt its memory");
+                return false;
+            }
+        };
+        let full = p.port.name.clone();
+        let counters = p.port.counters.clone();
+        let vlan = p.port.vlan.clone();
+        let pt = r.open_by.take_guest();
+        self.remove_vale_port(switch, port);
+        let rep = region.adopt_migrated([&full, ""]);
+        counters
+            .mine()
+            .ring_reinits
+            .fetch_add(rep.resets(), std::sync::atomic::Ordering::Relaxed);
+        if rep.resets() > 0 {
+            warn!(port = %full, rings = rep.rings, header_rewritten = rep.header_rewritten, rings_reset = rep.rings_reset, heads_reset = rep.heads_reset, slots_reset = rep.slots_reset, "the memory the guest brought had inconsistent values: reset (counted in ring_reinits)");
+        } else {
+            info!(port = %full, rings = rep.rings, "the memory the guest runs on checked: nothing to reset");
+        }
+        match self.attach_adopted_port(switch, port, region, kick, irqs, counters, vlan) {
+            Ok(entry) => {
+                let s = self.switches.get_mut(switch).expect("attached just now");
+                s.ports.insert(port.clone(), entry);
+                let p = s.ports.get_mut(port).expect("just filed");
+                if let Some(l) = p.port.ring().map(|r| r.link.clone()) {
+                    l.set_up(true);
+                }
+                if let Some(t) = pt {
+                    p.ring_mut().expect("a ring port").open_by = OpenBy::Guest(t);
+                }
+                true
+            }
+            Err(e) => {
+                warn!(port = %full, error = %e, "cannot attach a passthrough port again on the memory its guest brought; the port is removed");
+                self.retire_pt(pt);
+                false
+            }
+        }
     }
 
     /// A QEMU left passthrough server `tag` of `target` (`wanted` false),
@@ -145,6 +269,7 @@ impl Registry {
                     return; // deleted, or another port of that name now
                 }
                 let pt = r.open_by.take_guest();
+                let migratable = pt.as_ref().is_some_and(|t| t.migratable());
                 let vnet = r.vnet.is_some();
                 let (g, old) = (r.geometry, p.port.clone());
                 self.remove_vale_port(switch, port);
@@ -167,7 +292,7 @@ impl Registry {
                             .get_mut(switch)
                             .and_then(|s| s.ports.get_mut(port))
                             .expect("just created");
-                        vale_peers(p)
+                        vale_peers(p, migratable)
                     });
                 match res {
                     Ok(peers) => {
@@ -274,17 +399,21 @@ impl Registry {
 
     /// `port-add NAME --passthrough PATH`: a persistent switch port or pipe
     /// end whose region a guest gets through QEMU's ivshmem-doorbell; with
-    /// `vnet` (switch ports), its frames carry a virtio-net header.
+    /// `vnet` (switch ports), its frames carry a virtio-net header; with
+    /// `migratable` (switch ports without `vnet`, checked by the caller),
+    /// its guest may be migrated.
     pub(super) fn passthrough_add(
         &mut self,
         pn: &PortName,
         path: &std::path::Path,
         vnet: bool,
+        migratable: bool,
     ) -> Result<(), RegistryError> {
         let tag = self.id();
         let renew = self.renewer(pn.target.clone(), tag);
+        let adopt = migratable.then(|| self.adopter(pn.target.clone(), tag));
         let start = |what: &str, peers: Peers| {
-            PassthroughServer::start(tag, what, path, peers, renew).map_err(|source| {
+            PassthroughServer::start(tag, what, path, peers, renew, adopt).map_err(|source| {
                 RegistryError::Passthrough {
                     port: what.to_string(),
                     source,
@@ -319,7 +448,7 @@ impl Registry {
                     .get_mut(switch)
                     .and_then(|s| s.ports.get_mut(port))
                     .expect("just created");
-                match vale_peers(p).and_then(|peers| start(&pn.to_string(), peers)) {
+                match vale_peers(p, migratable).and_then(|peers| start(&pn.to_string(), peers)) {
                     Ok(server) => {
                         let r = p.ring_mut().expect("a ring port, just created");
                         r.open_by = OpenBy::Guest(Box::new(server));

@@ -29,11 +29,12 @@ impl Registry {
         vm: Option<&VhostUserSpec>,
         pt: Option<&str>,
         vnet_hdr: bool,
+        migratable: bool,
         vlan: Option<&PortVlan>,
         ofport: Option<u32>,
     ) -> Result<(), RegistryError> {
         let Some(n) = ofport else {
-            return self.port_add_here(name, vm, pt, vnet_hdr, vlan);
+            return self.port_add_here(name, vm, pt, vnet_hdr, migratable, vlan);
         };
         let pn = Self::parse(name)?;
         let Target::Vale { switch, port } = &pn.target else {
@@ -80,7 +81,7 @@ impl Registry {
         } else {
             self.numbers.insert(full.clone(), at)
         };
-        let r = self.port_add_here(name, vm, pt, vnet_hdr, vlan);
+        let r = self.port_add_here(name, vm, pt, vnet_hdr, migratable, vlan);
         if r.is_err() {
             match before {
                 Some(b) => self.numbers.insert(full, b),
@@ -102,18 +103,25 @@ impl Registry {
 
     /// `port-add`: a persistent port, with `vm` a VM port, with `pt` a
     /// passthrough port (with `vnet_hdr`, its frames carry a virtio-net
-    /// header); a switch port in `vlan` (none: a trunk of every VLAN).
+    /// header; with `migratable`, its guest may be migrated); a switch
+    /// port in `vlan` (none: a trunk of every VLAN).
     fn port_add_here(
         &mut self,
         name: &str,
         vm: Option<&VhostUserSpec>,
         pt: Option<&str>,
         vnet_hdr: bool,
+        migratable: bool,
         vlan: Option<&PortVlan>,
     ) -> Result<(), RegistryError> {
         let pn = Self::parse(name)?;
         if vnet_hdr && (pt.is_none() || !matches!(pn.target, Target::Vale { .. })) {
             return Err(RegistryError::VnetHdrNotPassthrough {
+                port: pn.to_string(),
+            });
+        }
+        if migratable && (pt.is_none() || vnet_hdr || !matches!(pn.target, Target::Vale { .. })) {
+            return Err(RegistryError::MigratableNotPassthrough {
                 port: pn.to_string(),
             });
         }
@@ -137,7 +145,7 @@ impl Registry {
                     port: pn.to_string(),
                 });
             }
-            return self.passthrough_add(&pn, std::path::Path::new(path), vnet_hdr);
+            return self.passthrough_add(&pn, std::path::Path::new(path), vnet_hdr, migratable);
         }
         if let Some(spec) = vm {
             let Target::Vale { switch, port } = &pn.target else {

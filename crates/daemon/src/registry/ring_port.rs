@@ -132,6 +132,64 @@ impl Registry {
         })
     }
 
+    /// Ring port `port` made again on memory it already has: a migratable
+    /// passthrough port adopting the region QEMU migrated into it
+    /// (`registry/passthrough.rs`), its contents checked first
+    /// ([`Region::adopt_migrated`]). The switch side attaches afresh and
+    /// starts from the region's CSB; `kick` and `irqs` are the doorbells
+    /// QEMU holds. Up at once: a guest runs on it. The caller files the
+    /// entry, as [`Registry::add_port`] does.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attach_adopted_port(
+        &mut self,
+        sw: &str,
+        port: &str,
+        region: Arc<Region>,
+        kick: EventFd,
+        irqs: Box<[EventFd]>,
+        counters: Arc<Counters>,
+        vlan: PortVlan,
+    ) -> Result<PortEntry, RegistryError> {
+        let full = format!("{sw}:{port}");
+        let layout = *region.layout();
+        let g = layout.geometry;
+        let fds = 2 + u64::from(g.tx_rings.max(g.rx_rings));
+        let charge = self.budget.charge(
+            self.payer(true),
+            &format!("port {full}"),
+            layout.size as u64,
+            fds,
+        )?;
+        let entry = self.ensure_switch(sw, false)?;
+        let switch = entry.switch.clone();
+        let at = self.wanted_number(&full);
+        let mut attached = Attached::new(&self.workers, switch, at, |idx| {
+            let mut p = SwitchPort::new(full.clone(), idx, region)?
+                .with_vlan(vlan)
+                .with_counters(counters);
+            if let ringswitch_switch::Backend::Ring(r) = &mut p.backend {
+                r.kick = kick;
+                r.irqs = irqs;
+            }
+            Ok(p)
+        })?;
+        attached.assign(&[Source::Rings], &self.next_id)?;
+        let (sp, assigned) = attached.commit();
+        self.keep_number(&full, &sp);
+        info!(port = %full, index = sp.index, worker = assigned.first().map(|a| a.1), "port attached again on the memory its guest brought");
+        Ok(PortEntry {
+            port: sp,
+            assigned,
+            kind: Kind::Ring(RingEntry {
+                geometry: g,
+                persistent: true,
+                open_by: OpenBy::Closed,
+                _charge: charge,
+                vnet: None,
+            }),
+        })
+    }
+
     /// The rest of [`Registry::attach_ring_port`] for a port whose frames
     /// carry a virtio-net header: one [`VnetRingQueue`] per ring pair.
     #[allow(clippy::too_many_arguments)]
