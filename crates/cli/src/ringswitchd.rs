@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage: ringswitchd [--socket PATH] [--workers N] [--idle-poll-us US] [--batch N]
+                   [--rx-coalesce-us US]
                    [--mac-age S] [--worker-cpus CPUS] [--worker-rt-priority PRIO]
                    [--config FILE] [--allow-group G] [--admin-group G]
                    [--vm-socket-group G]
@@ -31,6 +32,10 @@ The ringswitch daemon, in the foreground (what `ringswitch serve` runs).
                              before it sleeps (0: sleep at once; default: a
                              window that adapts to what spinning pays, never
                              while another thread needs the CPU)
+  --rx-coalesce-us US        longest time frames received on an interface port
+                             may wait to be taken together (0: off; default
+                             50; only while the port's rate makes each look
+                             find frames)
   --batch N                  packets a worker takes from one ring at a time
                              (1..2048, default 512)
   --mac-age S                seconds after which a learned MAC address is
@@ -121,6 +126,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
             "--socket",
             "--workers",
             "--idle-poll-us",
+            "--rx-coalesce-us",
             "--batch",
             "--mac-age",
             "--worker-cpus",
@@ -149,6 +155,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, ArgError> {
             "--socket" => socket = Some(PathBuf::from(v)),
             "--workers" => cfg.workers = number(&opt, &v, "a number of threads")?,
             "--idle-poll-us" => cfg.idle_poll_us = Some(number(&opt, &v, "microseconds")?),
+            "--rx-coalesce-us" => cfg.rx_coalesce_us = number(&opt, &v, "microseconds")?,
             "--batch" => cfg.batch = number(&opt, &v, "a number of packets")?,
             "--mac-age" => cfg.mac_age_s = number(&opt, &v, "seconds")?,
             "--worker-cpus" => {
@@ -273,7 +280,9 @@ mod tests {
             (2, Some(50), 64, 10)
         );
         assert_eq!(c.worker_cpus, vec![0, 1]);
+        assert_eq!(c.rx_coalesce_us, ringswitch_daemon::DEFAULT_RX_COALESCE_US);
         assert!(c.check().is_ok());
+        assert_eq!(run(&["--rx-coalesce-us=0"]).unwrap().rx_coalesce_us, 0);
         let c = run(&[
             "--allow-group=root",
             "--admin-group",

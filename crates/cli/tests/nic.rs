@@ -783,3 +783,120 @@ fn a_host_port_whose_interface_is_deleted_costs_no_cpu() {
     let out = n.ctl(&["port", "list"]);
     assert!(out.contains(&format!("vale0:{host}")), "{out}");
 }
+
+/// Moves the calling thread into network namespace `ns` (setns affects
+/// only the calling thread: the test's other threads stay where they are).
+fn enter_netns(ns: &str) {
+    let f = File::open(format!("/run/netns/{ns}")).expect("the namespace exists");
+    // SAFETY: setns on a namespace descriptor we hold open for the call;
+    // CLONE_NEWNET changes only this thread's network namespace.
+    let r = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "setns({ns}): {}", std::io::Error::last_os_error());
+}
+
+/// Receive coalescing (on by default): UDP datagrams from namespace `a`
+/// cross the veth into an AF_XDP port in back-to-back bursts (fast enough
+/// for the worker to take them on its timer, each pause ending that) and
+/// then as a trickle (frames that wake the worker one by one), and every
+/// one of them reaches a listener behind the host port, however the
+/// worker grouped them; then, with no traffic, the worker sleeps instead
+/// of looking on.
+#[test]
+fn coalesced_frames_from_an_xdp_port_all_arrive_and_the_port_then_sleeps() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut n = Net::new("c", 81);
+    n.start_daemon(None);
+    assert_eq!(n.attach("native"), "xdp-native");
+    assert!(n.ping(1), "ping through the switch (and ARP resolved)");
+    const BURSTS: usize = 20;
+    const BURST: usize = 256;
+    const TRICKLE: usize = 50;
+    const N: usize = BURSTS * BURST + TRICKLE;
+    let (ns_a, ns_b, ip) = (n.ns_a(), n.ns_b(), n.ip_tap());
+    let listen: std::net::SocketAddr = format!("{ip}:5081").parse().unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let listener = std::thread::spawn(move || {
+        enter_netns(&ns_b);
+        let sock = std::net::UdpSocket::bind(listen).expect("bind in b");
+        // Room for every datagram even if this thread fell behind.
+        let buf: libc::c_int = 32 << 20;
+        // SAFETY: setsockopt reads one c_int from a local that lives
+        // across the call, on a socket we own.
+        unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&sock),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&buf as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        ready_tx.send(()).unwrap();
+        let mut got = 0usize;
+        let mut b = [0u8; 64];
+        let t0 = Instant::now();
+        while got < N && t0.elapsed() < Duration::from_secs(60) {
+            if sock.recv(&mut b).is_ok() {
+                got += 1;
+            }
+        }
+        got
+    });
+    ready_rx.recv().unwrap();
+    let sender = std::thread::spawn(move || {
+        enter_netns(&ns_a);
+        let sock = std::net::UdpSocket::bind("0.0.0.0:0").expect("bind in a");
+        let payload = [0x5au8; 18];
+        let send = |sock: &std::net::UdpSocket| {
+            // A full socket buffer is waited out: no datagram is dropped
+            // before it reaches the veth.
+            while let Err(e) = sock.send_to(&payload, listen) {
+                assert_eq!(e.raw_os_error(), Some(libc::ENOBUFS), "send: {e}");
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        };
+        for _ in 0..BURSTS {
+            for _ in 0..BURST {
+                send(&sock);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for _ in 0..TRICKLE {
+            send(&sock);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
+    sender.join().expect("the sender");
+    let got = listener.join().expect("the listener");
+    assert_eq!(
+        got,
+        N,
+        "datagrams that crossed the AF_XDP port; log:\n{}",
+        tail(&n.dir.join("daemon.log"), 20)
+    );
+    // Idle again: the worker waits for wake-ups instead of looking on its
+    // timer (which would be thousands of wake-ups a second). A few come
+    // from elsewhere (the kernel's own frames on the veth, counters).
+    let wakeups = |n: &Net| -> u64 {
+        let v: serde_json::Value = serde_json::from_str(&n.ctl(&["workers", "--json"])).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["wakeups"].as_u64().unwrap())
+            .sum()
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let w0 = wakeups(&n);
+    std::thread::sleep(Duration::from_secs(1));
+    let w1 = wakeups(&n);
+    assert!(
+        w1 - w0 < 200,
+        "{} worker wake-ups in an idle second",
+        w1 - w0
+    );
+}

@@ -85,6 +85,12 @@ impl<F: AsFd> Epoll<F> {
         self.ctl(libc::EPOLL_CTL_ADD, fd, events, data)
     }
 
+    /// Watches `fd`, already in the set, for `events` instead (0: only
+    /// errors and hang-ups, which epoll always reports).
+    pub fn modify(&self, fd: RawFd, data: u64, events: u32) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, events, data)
+    }
+
     /// Stops watching `fd`.
     pub fn delete(&self, fd: RawFd) -> io::Result<()> {
         self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0)
@@ -247,6 +253,21 @@ mod tests {
         borrowed.delete(a.as_raw_fd()).unwrap();
         assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO)).unwrap(), 0);
         assert!(ep.delete(a.as_raw_fd()).is_err(), "no longer watched");
+    }
+
+    #[test]
+    fn a_muted_descriptor_is_not_reported_until_watched_again() {
+        let ep = Epoll::new().unwrap();
+        let a = EventFd::new().unwrap();
+        ep.add(a.as_raw_fd(), 3, READABLE).unwrap();
+        a.signal();
+        let mut evs = [NO_EVENT; 4];
+        ep.modify(a.as_raw_fd(), 3, 0).unwrap();
+        assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO)).unwrap(), 0);
+        // Readable all along: reported as soon as it is watched again.
+        ep.modify(a.as_raw_fd(), 3, READABLE).unwrap();
+        assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO)).unwrap(), 1);
+        assert_eq!({ evs[0].u64 }, 3);
     }
 
     #[test]
