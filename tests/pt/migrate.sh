@@ -58,32 +58,18 @@ mkdir -p "$RUN"
 read -r INITRAMFS KERNEL < <(RS_PT_OUT="$RUN/build" "$HERE/e2e.sh" --build-only | tail -n 1)
 if [ ! -f "$INITRAMFS" ] || [ ! -f "$KERNEL" ]; then die "e2e.sh --build-only gave no guest"; fi
 
-PIDS=()
+# spawn, stop_spawned, wait_for (each spawned process lives LIFE seconds
+# at most).
+LIFE=$MAX_LIFE
+# shellcheck source=tests/pt/lib.sh
+. "$HERE/lib.sh"
 cleanup() {
     local rc=$?
     set +e
-    for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
-    sleep 0.3
-    for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
-    wait 2>/dev/null
+    stop_spawned
     exit "$rc"
 }
 trap cleanup EXIT
-spawn() {
-    local log=$1
-    shift
-    setsid timeout -k 5 "$MAX_LIFE" "$@" </dev/null >"$log" 2>&1 &
-    PIDS+=("$!")
-}
-# Runs "${@:2}" until it succeeds, for at most $1 seconds; fails if it never did.
-wait_for() {
-    local t=$((SECONDS + $1))
-    shift
-    until "$@"; do
-        [ $SECONDS -lt $t ] || return 1
-        sleep 0.2
-    done
-}
 fails=0
 check() {
     if [ "$2" = 0 ]; then

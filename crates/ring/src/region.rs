@@ -417,24 +417,7 @@ impl Region {
         self.write_pod(0, l.header());
         let g = l.end_geometry(0);
         let nifp = l.nifp_ofs[0];
-        let mut name = [0u8; 16];
-        let src = names[0].as_bytes();
-        let n = src.len().min(15);
-        name[..n].copy_from_slice(&src[..n]);
-        self.write_pod(
-            nifp,
-            NetmapIfHeader {
-                ni_name: name,
-                ni_version: NETMAP_API,
-                ni_flags: NI_PRIV_MEM,
-                ni_tx_rings: g.tx_rings,
-                ni_rx_rings: g.rx_rings,
-                ni_bufs_head: 0,
-                ni_host_tx_rings: 0,
-                ni_host_rx_rings: 0,
-                spare: [0; 3],
-            },
-        );
+        self.write_nifp_header(0, names[0]);
         let buf_size = g.buf_size;
         let mut k = 0;
         for (dir, rings, slots) in [
@@ -509,30 +492,37 @@ impl Region {
         rep
     }
 
+    /// Writes end `end`'s `netmap_if` header, named `name` (cut to 15
+    /// bytes).
+    fn write_nifp_header(&self, end: usize, name: &str) {
+        let g = self.layout.end_geometry(end);
+        let mut ni_name = [0u8; 16];
+        let src = name.as_bytes();
+        let n = src.len().min(15);
+        ni_name[..n].copy_from_slice(&src[..n]);
+        self.write_pod(
+            self.layout.nifp_ofs[end],
+            NetmapIfHeader {
+                ni_name,
+                ni_version: NETMAP_API,
+                ni_flags: NI_PRIV_MEM,
+                ni_tx_rings: g.tx_rings,
+                ni_rx_rings: g.rx_rings,
+                ni_bufs_head: 0,
+                ni_host_tx_rings: 0,
+                ni_host_rx_rings: 0,
+                spare: [0; 3],
+            },
+        );
+    }
+
     fn init(&self, names: [&str; 2]) {
         let l = self.layout;
         self.write_pod(0, l.header());
         for (end, end_name) in names.iter().enumerate().take(l.ends as usize) {
             let g = l.end_geometry(end);
             let nifp = l.nifp_ofs[end];
-            let mut name = [0u8; 16];
-            let src = end_name.as_bytes();
-            let n = src.len().min(15);
-            name[..n].copy_from_slice(&src[..n]);
-            self.write_pod(
-                nifp,
-                NetmapIfHeader {
-                    ni_name: name,
-                    ni_version: NETMAP_API,
-                    ni_flags: NI_PRIV_MEM,
-                    ni_tx_rings: g.tx_rings,
-                    ni_rx_rings: g.rx_rings,
-                    ni_bufs_head: 0,
-                    ni_host_tx_rings: 0,
-                    ni_host_rx_rings: 0,
-                    spare: [0; 3],
-                },
-            );
+            self.write_nifp_header(end, end_name);
             let mut k = 0;
             for (dir, rings, slots) in [
                 (Dir::Tx, g.tx_rings, g.tx_slots),
