@@ -56,7 +56,7 @@ struct rspt_info {
  * the driver, the rest is for the program that drives the rings.
  */
 #define RSPT_REGION_MAGIC "RNGSWTCH" /* 8 bytes, no terminating NUL */
-#define RSPT_REGION_VERSION 1
+#define RSPT_REGION_VERSION 2
 
 struct rspt_region_header {
 	__u8 magic[8];

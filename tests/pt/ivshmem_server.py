@@ -11,7 +11,7 @@ MODE is the region header written into that port's memfd:
     good        a valid header: 1 ring pair, 64 slots, 2048-byte buffers,
                 size = the memfd size (--size-mib, a power of two, default 1)
     badmagic    "BADMAGIC" instead of "RNGSWTCH"
-    badversion  version 2
+    badversion  version 3 (this code's is 2)
     oversize    size = twice the memfd (the BAR)
 
 Peer ids as the daemon assigns them for a switch port: the server is peer 0,
@@ -54,12 +54,13 @@ def region_header(mode, size):
     """A header with the layout crates/ring/src/layout.rs gives 1+1 rings of 64 slots."""
     buf_size = 2048
     nifp0 = 4096  # after the 4 KiB header page
-    rings0 = 4608  # nifp (512 bytes), aligned to 64
-    csb0 = rings0 + 2 * (256 + 64 * 16)  # TX ring, RX ring
-    buf_base = 8192  # csb0 + 2 * 128 bytes, aligned to a page
+    csb0 = 4608  # after the nifp (512 bytes); the CSB comes before the rings
+    rings0 = csb0 + 2 * 128  # one CSB entry per ring, aligned to 64
+    buf_base = 8192  # rings0 + 2 * (256 + 64 * 16), aligned to a page
+    assert rings0 + 2 * (256 + 64 * 16) <= buf_base
     nbufs = (size - buf_base) // buf_size
     magic = b"BADMAGIC" if mode == "badmagic" else b"RNGSWTCH"
-    version = 2 if mode == "badversion" else 1
+    version = 3 if mode == "badversion" else 2
     hsize = 2 * size if mode == "oversize" else size
     return HEADER.pack(magic, version, 1, 1, 1, 64, 64, buf_size, nbufs,
                        buf_base, hsize, nifp0, 0, csb0, 0)

@@ -225,7 +225,7 @@ m=$(line main 'MAP magic')
 lb=$(line main 'MAP last_byte')
 server peek 0 0x800 16
 p=$(wait_server 'PEEK port=0' 60)
-check "mmap" "$(ok has "$m|$lb|$l|$p" "^RS-PT-MAP magic=RNGSWTCH version=1 .*size=1048576 .*[|]RS-PT-MAP last_byte=90[|].*ok=1[|].*bytes='GUEST-WROTE-THIS'")" \
+check "mmap" "$(ok has "$m|$lb|$l|$p" "^RS-PT-MAP magic=RNGSWTCH version=2 .*size=1048576 .*[|]RS-PT-MAP last_byte=90[|].*ok=1[|].*bytes='GUEST-WROTE-THIS'")" \
     "${m:-no MAP marker} | $lb | ${l:-no MAPCHECK marker} | host memfd: ${p:-no PEEK}"
 
 l=$(wait_line main 'KICK' 60)
@@ -273,7 +273,7 @@ check "main-guest-health" "$(ok has "$he|$e" '^RS-PT-KERNEL-HEALTH oops=0[|]RS-P
 l=$(wait_line bad 'BAD ' 60)
 d=$(markers bad | grep '^RS-PT-DMESG' || true)
 nlines() { grep -c "$1" <<<"$d" || true; }
-msgs="magic=$(nlines 'bad magic 4241444d41474943') version=$(nlines 'region header version 2,') size=$(nlines 'region size 2097152 bytes does not fit BAR2 of 1048576 bytes')"
+msgs="magic=$(nlines 'bad magic 4241444d41474943') version=$(nlines 'region header version 3,') size=$(nlines 'region size 2097152 bytes does not fit BAR2 of 1048576 bytes')"
 check "bad-header-refused" "$(ok has "$l|$msgs" '^RS-PT-BAD bound=0 devs=0 ivshmem=3[|]magic=1 version=1 size=1$')" \
     "${l:-no BAD marker} | dev_err lines: $msgs"
 he=$(wait_line bad 'KERNEL-HEALTH' 60)

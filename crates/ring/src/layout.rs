@@ -2,7 +2,7 @@
 //! piece sits in a ringswitch region.
 //!
 //! A region is one memfd laid out as
-//! `[ringswitch header][netmap_if per end][rings][CSB per end][buffers]`.
+//! `[ringswitch header][netmap_if per end][CSB per end][rings][buffers]`.
 //! Everything from the `netmap_if` on is byte-for-byte what netmap applications
 //! expect; the header in front describes the region so that a mapper (a
 //! client, or later a guest) can validate it before use.
@@ -252,7 +252,7 @@ pub mod ring_field {
 /// Magic at the start of every region.
 pub const REGION_MAGIC: [u8; 8] = *b"RNGSWTCH";
 /// Version of the region header.
-pub const REGION_VERSION: u32 = 1;
+pub const REGION_VERSION: u32 = 2;
 /// Size reserved for the region header.
 pub const REGION_HEADER_SIZE: usize = 4096;
 /// Bytes reserved for each `netmap_if`.
@@ -448,6 +448,18 @@ impl RegionLayout {
             *n = off;
             off += NIFP_SIZE;
         }
+        // The CSBs before the rings: a copy of the region made page by
+        // page in ascending order while the port side keeps writing (QEMU
+        // migrating a paused guest's passthrough region) then has no
+        // `hwtail` newer than the slots and buffers it covers, since the
+        // port side writes a frame's buffer, then its slot, then `hwtail`.
+        let mut csb_ofs = [0; 2];
+        let csb_entries = (geometry.tx_rings + geometry.rx_rings) as usize;
+        for c in csb_ofs.iter_mut().take(ends as usize) {
+            *c = off;
+            off +=
+                csb_entries * (core::mem::size_of::<CsbAtok>() + core::mem::size_of::<CsbKtoa>());
+        }
         off = arith::align_up(off, RING_ALIGN);
         let mut rings_ofs = [0; 2];
         let mut bufs = RESERVED_BUFS as usize;
@@ -462,13 +474,6 @@ impl RegionLayout {
             off += g.rx_rings as usize * ring_bytes(g.rx_slots);
             bufs += g.tx_rings as usize * g.tx_slots as usize;
             bufs += g.rx_rings as usize * g.rx_slots as usize;
-        }
-        let mut csb_ofs = [0; 2];
-        let csb_entries = (geometry.tx_rings + geometry.rx_rings) as usize;
-        for c in csb_ofs.iter_mut().take(ends as usize) {
-            *c = off;
-            off +=
-                csb_entries * (core::mem::size_of::<CsbAtok>() + core::mem::size_of::<CsbKtoa>());
         }
         let buf_base = arith::align_up(off, PAGE);
         let size = arith::align_up(buf_base + bufs * geometry.buf_size as usize, PAGE);
@@ -745,6 +750,36 @@ mod tests {
         );
     }
 
+    /// docs/protocol.md's worked values.
+    #[test]
+    fn default_layouts_are_the_documented_ones() {
+        let g = Geometry::default();
+        let port = RegionLayout::new(g, 1).unwrap();
+        assert_eq!(
+            (
+                port.nifp_ofs[0],
+                port.csb_ofs[0],
+                port.ring_ofs(0, Dir::Tx, 0),
+                port.buf_base,
+                port.nbufs,
+                port.size
+            ),
+            (4096, 4608, 4864, 40960, 2050, 4_239_360)
+        );
+        let pipe = RegionLayout::new(g, 2).unwrap();
+        assert_eq!(
+            (
+                pipe.nifp_ofs,
+                pipe.csb_ofs,
+                pipe.ring_ofs(0, Dir::Tx, 0),
+                pipe.buf_base,
+                pipe.nbufs,
+                pipe.size
+            ),
+            ([4096, 4608], [5120, 5376], 5632, 73728, 4098, 8_466_432)
+        );
+    }
+
     #[test]
     fn layout_is_disjoint_and_ordered() {
         let g = Geometry {
@@ -758,9 +793,14 @@ mod tests {
             let l = RegionLayout::new(g, ends).unwrap();
             assert!(l.nifp_ofs[0] >= REGION_HEADER_SIZE);
             let eg = l.end_geometry(ends as usize - 1);
+            // The CSBs come before the rings (see `RegionLayout::new`),
+            // right after the last `netmap_if`.
+            let last_nifp = l.nifp_ofs[ends as usize - 1];
+            assert_eq!(l.csb_ofs[0], last_nifp + NIFP_SIZE);
+            let csb_end = l.csb_ofs[ends as usize - 1] + 5 * 128;
+            assert!(csb_end <= l.ring_ofs(0, Dir::Tx, 0));
             let last_ring = l.ring_ofs(ends as usize - 1, Dir::Rx, eg.rx_rings - 1);
-            assert_eq!(last_ring + ring_bytes(eg.rx_slots), l.csb_ofs[0]);
-            assert!(l.csb_ofs[ends as usize - 1] + 5 * 128 <= l.buf_base);
+            assert!(last_ring + ring_bytes(eg.rx_slots) <= l.buf_base);
             assert_eq!(l.buf_base % PAGE, 0);
             let per_end = 3 * 100 + 2 * 4096;
             assert_eq!(l.nbufs as usize, 2 + ends as usize * per_end);

@@ -1059,6 +1059,90 @@ impl<'a> CsbRef<'a> {
 mod tests {
     use super::*;
 
+    /// A copy made page by page in ascending order while the port side
+    /// keeps delivering (QEMU migrating a paused guest's passthrough
+    /// region; the daemon's writes are never sent again) holds no frame
+    /// under its `hwtail` whose slot or buffer is older than that `hwtail`:
+    /// the CSB comes before the rings and the buffers, and a frame's
+    /// buffer and slot are written before its `hwtail`. One frame is
+    /// delivered between every two pages copied; frames have one of two
+    /// lengths (a slot's frame of one lap the other length than the one
+    /// of the lap before), and each frame's bytes say its length.
+    #[test]
+    fn a_copy_in_address_order_never_sees_a_frame_newer_than_its_slot() {
+        let l = RegionLayout::new(Geometry::default(), 1).unwrap();
+        let src = Region::create(l, ["vale0:src", ""]).unwrap();
+        let n = l.geometry.rx_slots;
+        let ring = src.ring(0, Dir::Rx, 0);
+        let csb = src.csb(0, Dir::Rx, 0);
+        let mut tail = 0u32;
+        // The guest's head: the port side fills only the slots the guest
+        // gave back, up to one short of it (a full ring then drops).
+        let mut head = 0u32;
+        let deliver = |k: u32, tail: &mut u32, head: u32| {
+            if (*tail + 1) % n == head {
+                return;
+            }
+            // Neighbours differ, and so do a slot's frames of two laps.
+            let len: u16 = if (k + k / n).is_multiple_of(2) {
+                60
+            } else {
+                1500
+            };
+            let mut slot = ring.slot(*tail);
+            let mut bytes = [0u8; 4];
+            bytes[..2].copy_from_slice(&len.to_le_bytes());
+            bytes[2..].copy_from_slice(&(k as u16).to_le_bytes());
+            assert!(src.write_buf(slot.buf_idx, 0, &bytes));
+            slot.len = len;
+            ring.set_slot(*tail, slot);
+            *tail = (*tail + 1) % n;
+            csb.hwtail().store(*tail, Ordering::Release);
+        };
+        // Two laps of the ring, the guest reading as they come, so that
+        // every slot held a frame of the other length before; then the
+        // guest stops (it is paused) with everything read.
+        for k in 0..2 * n {
+            deliver(k, &mut tail, head);
+            head = tail;
+        }
+        csb.head().store(head, Ordering::Release);
+        let dst = Region::create(l, ["vale0:dst", ""]).unwrap();
+        let pages = l.size / PAGE;
+        for (p, k) in (0..pages).zip(2 * n..) {
+            // SAFETY: page `p` lies within both mappings, which are
+            // distinct and `l.size` bytes long.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.base().add(p * PAGE),
+                    dst.base().add(p * PAGE),
+                    PAGE,
+                )
+            };
+            deliver(k, &mut tail, head);
+        }
+        let c = dst.csb(0, Dir::Rx, 0);
+        let (head, hwtail) = (
+            c.head().load(Ordering::Acquire),
+            c.hwtail().load(Ordering::Acquire),
+        );
+        let dring = dst.ring(0, Dir::Rx, 0);
+        // The frames the guest reads on the destination.
+        let mut i = head;
+        while i != hwtail {
+            let slot = dring.slot(i);
+            let mut bytes = [0u8; 4];
+            assert!(dst.read_buf(slot.buf_idx, 0, &mut bytes));
+            let said = u16::from_le_bytes([bytes[0], bytes[1]]);
+            assert_eq!(
+                slot.len, said,
+                "slot {i}: length {} but its frame says {said}",
+                slot.len
+            );
+            i = (i + 1) % n;
+        }
+    }
+
     /// A migrated region: the source's consistent state is kept as it is
     /// (frames queued for the guest stay readable); everything out of range
     /// is reset and counted; the daemon's own parts are written again.
