@@ -23,8 +23,22 @@ use ringswitch_fuzz::{daemon_socket, reset_daemon, safe_name};
 
 #[derive(Arbitrary, Debug)]
 enum Name {
-    Vale { sw: u8, port: u8 },
-    Pipe { base: u8, id: u8, slave: bool },
+    Vale {
+        sw: u8,
+        port: u8,
+    },
+    Pipe {
+        base: u8,
+        id: u8,
+        slave: bool,
+    },
+    /// A pipe of a switch port (in its memory when opened so).
+    PortPipe {
+        sw: u8,
+        port: u8,
+        id: u8,
+        slave: bool,
+    },
     Text(String),
 }
 
@@ -35,6 +49,18 @@ impl Name {
             Name::Pipe { base, id, slave } => {
                 format!("x{}{}{}", base % 2, if *slave { '}' } else { '{' }, id % 3)
             }
+            Name::PortPipe {
+                sw,
+                port,
+                id,
+                slave,
+            } => format!(
+                "vale{}:p{}{}{}",
+                sw % 3,
+                port % 4,
+                if *slave { '}' } else { '{' },
+                id % 4
+            ),
             Name::Text(s) => s.clone(),
         };
         safe_name(&n, conf)
@@ -53,7 +79,8 @@ enum Req {
     PortList(Option<u8>),
     Stats(Option<u8>),
     Macs(u8),
-    Open(Name, u8),
+    /// Name, its `@conf`, room for pipes, a pipe in its port's memory.
+    Open(Name, u8, u8, bool),
     Close(u64),
     Detach(Name),
 }
@@ -86,8 +113,10 @@ impl Req {
                 switch: s.map(switch),
             },
             Req::Macs(s) => Request::Macs { switch: switch(*s) },
-            Req::Open(n, conf) => Request::Open {
+            Req::Open(n, conf, pipes, in_port_memory) => Request::Open {
                 name: n.render(*conf),
+                pipes: u32::from(*pipes % 20),
+                in_port_memory: *in_port_memory,
             },
             Req::Close(h) => Request::Close { handle: *h % 8 },
             Req::Detach(n) => Request::Detach { name: n.render(0) },
@@ -122,7 +151,7 @@ fn touches_host(data: &[u8]) -> bool {
                 || name.contains("netmap")
                 || name.contains('@')
         }
-        Ok(Request::Open { name }) => name.contains("netmap") || name.contains('@'),
+        Ok(Request::Open { name, .. }) => name.contains("netmap") || name.contains('@'),
         _ => false,
     }
 }

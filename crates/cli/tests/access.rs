@@ -683,7 +683,11 @@ fn open_until_refused(c: &mut Connection, prefix: &str, conf: &str) -> (u64, u64
     loop {
         assert!(opened < 400, "400 pipes opened: no budget");
         let name = format!("{prefix}{{{opened}@conf:{conf}");
-        match c.call(&Request::Open { name }) {
+        match c.call(&Request::Open {
+            name,
+            pipes: 0,
+            in_port_memory: false,
+        }) {
             // The descriptors are dropped: the daemon keeps the regions.
             Ok((v, _fds)) => {
                 region = v["region_size"].as_u64().unwrap();
@@ -747,6 +751,8 @@ fn shared_memory_is_a_budget() {
     wait_until("the budget to come back", || {
         c.call(&Request::Open {
             name: "again{1@conf:rings=16,slots=4096".into(),
+            pipes: 0,
+            in_port_memory: false,
         })
         .is_ok()
     });
@@ -771,6 +777,8 @@ fn descriptors_are_a_budget() {
     let mut c2 = Connection::connect(&d.socket).unwrap();
     c2.call(&Request::Open {
         name: "other{1@conf:rings=16,slots=64".into(),
+        pipes: 0,
+        in_port_memory: false,
     })
     .unwrap();
     d.still_works();
@@ -815,6 +823,8 @@ fn a_guest_pipe_end_goes_to_no_other_user_while_its_memory_stays() {
     let (v, _fds) = c
         .call(&Request::Open {
             name: "gp}1".into(),
+            pipes: 0,
+            in_port_memory: false,
         })
         .unwrap();
     let handle = v["handle"].as_u64().unwrap();
@@ -848,6 +858,8 @@ fn a_guest_pipe_end_goes_to_no_other_user_while_its_memory_stays() {
     let (v, _fds) = c
         .call(&Request::Open {
             name: "gp}1".into(),
+            pipes: 0,
+            in_port_memory: false,
         })
         .unwrap();
     let handle = v["handle"].as_u64().unwrap();
@@ -866,5 +878,103 @@ fn a_guest_pipe_end_goes_to_no_other_user_while_its_memory_stays() {
         &["pkt-gen", "-f", "tx", "-i", "gp}1", "-n", "1"],
     );
     assert!(o.status.success(), "{}", text(&o));
+    d.still_works();
+}
+
+/// A pipe in a switch port's memory (netmap's lb: its output pipes share
+/// its input port's buffers) maps all of the port's memory: its ends go
+/// to the user who has the port open, and to no one else. A pipe asked
+/// for in the memory of a port that is not open, or that has no room
+/// left, is refused with the reason.
+#[test]
+fn a_pipe_in_a_ports_memory_goes_only_to_the_ports_user() {
+    if skip_unless_root("a_pipe_in_a_ports_memory_goes_only_to_the_ports_user") {
+        return;
+    }
+    let users = 47_004u32;
+    let d = Daemon::start(
+        "pipe-in-port",
+        &["--allow-group", &users.to_string()],
+        |_| {},
+    );
+    let s = &d.socket;
+    let open = |c: &mut Connection, name: &str, pipes: u32, in_port_memory: bool| {
+        c.call(&Request::Open {
+            name: name.into(),
+            pipes,
+            in_port_memory,
+        })
+        .map_err(|e| match e {
+            CallError::Daemon(e) => e,
+            e => panic!("{e}"),
+        })
+    };
+    let mut port = Connection::connect(s).unwrap();
+    let (v, _port_fds) = open(&mut port, "vale0:lbp", 1, false).unwrap();
+    let size = v["region_size"].as_u64().unwrap();
+    let mut a = Connection::connect(s).unwrap();
+    let (v, _a_fds) = open(&mut a, "vale0:lbp{0", 0, true).unwrap();
+    assert_eq!(v["kind"], "pipe");
+    assert_eq!(
+        v["end"], 1,
+        "the first pipe's `{{` end of the port's memory"
+    );
+    assert_eq!(
+        v["region_size"].as_u64().unwrap(),
+        size,
+        "the port's memory"
+    );
+    // Another user is refused the other end, with the reason...
+    let o = run_as(
+        NOBODY,
+        NOBODY,
+        &[users],
+        s,
+        &[
+            "pkt-gen",
+            "-f",
+            "rx",
+            "-i",
+            "vale0:lbp}0",
+            "-n",
+            "1",
+            "--duration",
+            "5",
+        ],
+    );
+    assert!(
+        !o.status.success(),
+        "another user got the end: {}",
+        text(&o)
+    );
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("which another user has open"), "{e}");
+    // ...the port's user is not.
+    let mut b = Connection::connect(s).unwrap();
+    let (v, _b_fds) = open(&mut b, "vale0:lbp}0", 0, false).unwrap();
+    assert_eq!(v["end"], 2);
+    // No room left, no such port, a port no one has open.
+    let mut c = Connection::connect(s).unwrap();
+    let e = open(&mut c, "vale0:lbp{1", 0, true).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unsupported);
+    assert!(
+        e.message.contains("all 1 pipes it has room for are open"),
+        "{}",
+        e.message
+    );
+    let e = open(&mut c, "vale0:none{0", 0, true).unwrap_err();
+    assert!(e.message.contains("there is no such port"), "{}", e.message);
+    d.ctl_ok(&["port", "add", "vale0:idle"]);
+    let e = open(&mut c, "vale0:idle{0", 0, true).unwrap_err();
+    assert!(
+        e.message.contains("no program has the port open"),
+        "{}",
+        e.message
+    );
+    // A port made by port-add gets the room when it is opened asking for it.
+    let (v, _idle_fds) = open(&mut c, "vale0:idle", 2, false).unwrap();
+    assert!(v["region_size"].as_u64().unwrap() > size, "{v}");
+    let mut e2 = Connection::connect(s).unwrap();
+    open(&mut e2, "vale0:idle{5", 0, true).unwrap();
     d.still_works();
 }

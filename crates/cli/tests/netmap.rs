@@ -65,6 +65,7 @@ fn programs() -> &'static Programs {
         build("nm_raw_linked", "nm_raw.c", true, &[]);
         build("nm_raw_plain", "nm_raw.c", false, &[]);
         build("nm_port", "nm_port.c", true, &[]);
+        build("nm_lb", "nm_lb.c", true, &[]);
         build("nm_legacy", "nm_legacy.c", true, &[]);
         build("nm_misuse_linked", "nm_misuse.c", true, &["-DWITH_NMPORT"]);
         build("nm_misuse_plain", "nm_misuse.c", false, &[]);
@@ -488,6 +489,63 @@ fn asking_for_another_ports_memory_is_refused() {
     assert!(
         err.contains("mi{1: the registration asks for memory"),
         "the refusal says why: {err}"
+    );
+}
+
+/// lb's way of working (`nm_lb.c`, written for this suite after netmap's
+/// lb): output pipes opened in the switch port's memory (`PORT{K/xT@ID`,
+/// libnetmap giving them the port's mapping), every frame the port
+/// receives handed to a pipe by swapping buffer indexes, and pkt-gen
+/// receivers in other processes on the pipes' other ends. Every frame
+/// arrives once. Room for more pipes than the port was opened with is
+/// refused with EOPNOTSUPP, saying how to get it.
+#[test]
+fn lb_hands_a_switch_ports_frames_to_pipes_in_its_memory() {
+    let d = Daemon::start("lb");
+    let mut lb = d
+        .c("nm_lb", false, &["vale9:lb", "2", &FEW.to_string()])
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(lb.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "nm_lb opened its pipes");
+    let half = (FEW / 2).to_string();
+    let rx0 = d.pktgen(&["-f", "rx", "-i", "vale9:lb}0", "-n", &half]);
+    let rx1 = d.pktgen(&["-f", "rx", "-i", "vale9:lb}1", "-n", &half]);
+    d.wait_open(&["vale9:lb}0", "vale9:lb}1"]);
+    let tx = d.pktgen(&[
+        "-f",
+        "tx",
+        "-i",
+        "vale9:src",
+        "-n",
+        &FEW.to_string(),
+        "-D",
+        "ff:ff:ff:ff:ff:ff",
+    ]);
+    assert_eq!(pktgen_packets(tx), FEW);
+    assert_eq!(pktgen_packets(rx0), FEW / 2);
+    assert_eq!(pktgen_packets(rx1), FEW / 2);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let o = lb.wait_with_output().unwrap();
+    assert!(o.status.success(), "nm_lb: {rest} {}", text(&o));
+    assert_eq!(rest.trim(), format!("forwarded {FEW}"));
+
+    // A port opened with room for one pipe: the second is refused.
+    let o = d
+        .c("nm_lb", false, &["vale9:one", "2", "1"])
+        .env("RINGSWITCH_NETMAP_PIPES", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        err.contains("all 1 pipes it has room for are open")
+            && err.contains("RINGSWITCH_NETMAP_PIPES")
+            && err.contains("Operation not supported"),
+        "the refusal says why and what to do: {err}"
     );
 }
 

@@ -119,6 +119,18 @@ enum Backend {
     Pipe(pipe::PipeEnd),
 }
 
+/// What an open asks for beyond the name (see `Request::Open`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Room for this many pipes in the memory of the switch port opened
+    /// (at most 16).
+    pub pipes: u32,
+    /// A pipe end made in the memory of the switch port its name is a
+    /// pipe of (`vale0:a{1` in `vale0:a`'s), so buffers move between them
+    /// by index.
+    pub in_port_memory: bool,
+}
+
 /// How a port waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum WaitMode {
@@ -173,7 +185,7 @@ pub struct Port {
     /// new daemon (see [`Port::set_reconnect`]); None for a passthrough
     /// port, a port opened on a connection the caller gave, and the pieces
     /// of a split port.
-    origin: Option<(PathBuf, String)>,
+    origin: Option<(PathBuf, String, OpenOptions)>,
     /// Open the port again when its daemon goes ([`Port::set_reconnect`]).
     reconnect: bool,
     /// The daemon's connection hung up (seen once).
@@ -210,8 +222,13 @@ impl Port {
     /// there, inside a VM whose port is passed through (a `/dev/rsptN`
     /// device holds a region of that name), opens it on the device.
     pub fn open_at(socket: &Path, name: &str) -> Result<Port, ClientError> {
+        Self::open_at_with(socket, name, OpenOptions::default())
+    }
+
+    /// [`Port::open_at`] with `opts`.
+    pub fn open_at_with(socket: &Path, name: &str, opts: OpenOptions) -> Result<Port, ClientError> {
         match Connection::connect(socket) {
-            Ok(conn) => Self::open_on_socket(conn, socket, name),
+            Ok(conn) => Self::open_on_socket_with(conn, socket, name, opts),
             Err(e @ CallError::NoDaemon { .. }) => match passthrough::find(name) {
                 Some((dev, region, end)) => Self::open_passthrough(dev, region, end, name),
                 None => Err(e.into()),
@@ -273,7 +290,7 @@ impl Port {
 
     /// Opens `name` over an existing connection (which the port then owns).
     pub fn open_on(conn: Connection, name: &str) -> Result<Port, ClientError> {
-        Self::open_in(conn, name, None)
+        Self::open_in(conn, name, OpenOptions::default(), None)
     }
 
     /// Opens `name` over `conn`, a connection to the daemon at `socket`,
@@ -283,8 +300,18 @@ impl Port {
         socket: &Path,
         name: &str,
     ) -> Result<Port, ClientError> {
-        let mut p = Self::open_in(conn, name, None)?;
-        p.origin = Some((socket.to_path_buf(), name.to_string()));
+        Self::open_on_socket_with(conn, socket, name, OpenOptions::default())
+    }
+
+    /// [`Port::open_on_socket`] with `opts`.
+    pub fn open_on_socket_with(
+        conn: Connection,
+        socket: &Path,
+        name: &str,
+        opts: OpenOptions,
+    ) -> Result<Port, ClientError> {
+        let mut p = Self::open_in(conn, name, opts, None)?;
+        p.origin = Some((socket.to_path_buf(), name.to_string(), opts));
         Ok(p)
     }
 
@@ -294,10 +321,13 @@ impl Port {
     fn open_in(
         mut conn: Connection,
         name: &str,
+        opts: OpenOptions,
         place: Option<Arc<Region>>,
     ) -> Result<Port, ClientError> {
         let (info, fds): (OpenReply, _) = conn.call_as(&Request::Open {
             name: name.to_string(),
+            pipes: opts.pipes,
+            in_port_memory: opts.in_port_memory,
         })?;
         let g = info.geometry;
         let pairs = g.tx_rings.max(g.rx_rings) as usize;
@@ -324,8 +354,14 @@ impl Port {
         let region = Arc::new(region);
         let end = info.end as usize;
         let l = *region.layout();
-        let expect_ends = if info.kind == PortKind::Pipe { 2 } else { 1 };
-        if l.ends != expect_ends || end >= l.ends as usize {
+        // A pipe of its own (two ends), or a pipe in a switch port's
+        // memory (any end but the port's); a switch port has its end 0.
+        let ends_ok = match info.kind {
+            PortKind::Pipe if l.pipes == 0 => l.ends == 2,
+            PortKind::Pipe => end > 0,
+            _ => end == 0 && (l.ends == 1 || l.pipes > 0),
+        };
+        if !ends_ok || end >= l.ends as usize {
             return Err(ClientError::Reply(
                 "the region does not have the announced ends",
             ));
@@ -809,7 +845,7 @@ impl Port {
         if !self.reconnect || self.info.kind != PortKind::Vale {
             return Ok(());
         }
-        let Some((socket, name)) = self.origin.clone() else {
+        let Some((socket, name, opts)) = self.origin.clone() else {
             return Ok(());
         };
         let deadline = Instant::now() + RECONNECT_WAIT;
@@ -823,7 +859,7 @@ impl Port {
                 .map_err(ClientError::from)
                 .and_then(|c| {
                     c.socket().set_read_timeout(Some(RECONNECT_REPLY_WAIT))?;
-                    Port::open_in(c, &name, Some(self.region.clone()))
+                    Port::open_in(c, &name, opts, Some(self.region.clone()))
                 });
             match attempt {
                 Ok(mut p) => {

@@ -36,7 +36,7 @@ pub(crate) struct PipeEnd {
 impl PipeEnd {
     pub(crate) fn new(region: Arc<Region>, end: usize, peer_irqs: Vec<Doorbell>) -> PipeEnd {
         let g = region.layout().end_geometry(end);
-        let peer = 1 - end;
+        let peer = region.layout().peer_end(end);
         let peer_rx = (0..g.tx_rings)
             .map(|i| PortRing::new(region.clone(), peer, Dir::Rx, i))
             .collect();
@@ -65,7 +65,7 @@ impl PipeEnd {
     /// The part of this end that serves TX ring `tx` and RX ring `rx` (ring
     /// numbers in the region), for a port split across threads.
     pub(crate) fn piece(&self, tx: Option<u32>, rx: Option<u32>) -> std::io::Result<PipeEnd> {
-        let peer = 1 - self.end;
+        let peer = self.region.layout().peer_end(self.end);
         Ok(PipeEnd {
             region: self.region.clone(),
             end: self.end,
@@ -129,7 +129,11 @@ impl PipeEnd {
     /// on the ring that feeds it. Returns whether it was woken.
     #[inline]
     pub(crate) fn released(&mut self, i: usize) -> bool {
-        let peer_tx = self.region.csb(1 - self.end, Dir::Tx, self.rx_ids[i]);
+        let peer_tx = self.region.csb(
+            self.region.layout().peer_end(self.end),
+            Dir::Tx,
+            self.rx_ids[i],
+        );
         // Pairs with the fence the peer issues after setting appl_need_kick
         // (AppRing::set_need_kick): either it sees our new head when it
         // rechecks, or we see its flag here.

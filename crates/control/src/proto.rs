@@ -134,6 +134,17 @@ pub enum Request {
     Open {
         /// Port name.
         name: String,
+        /// Room for this many pipes (at most 16) in the memory of the
+        /// switch port this opens, for pipes opened with `in_port_memory`
+        /// (netmap's lb: its output pipes share its input port's buffers).
+        /// A port not open elsewhere is given that memory afresh.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        pipes: u32,
+        /// A pipe end (`PORT{N`, `PORT}N`) to be made in the memory of the
+        /// switch port `PORT`, which this client's user has open with room
+        /// for pipes: refused when that cannot be done.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        in_port_memory: bool,
     },
     /// Restart the daemon in place (the same process, the same command
     /// line) from `binary`, by default the program it was started from
@@ -229,6 +240,10 @@ pub struct HostSpec {
     /// Queues (multi-queue TAP), 1 to 16.
     #[serde(default = "one_u32")]
     pub queues: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn one_u32() -> u32 {
@@ -713,7 +728,9 @@ mod tests {
         assert_eq!(
             r,
             Request::Open {
-                name: "vale0:a".into()
+                name: "vale0:a".into(),
+                pipes: 0,
+                in_port_memory: false,
             }
         );
         let r: Request = serde_json::from_str(r#"{"cmd":"switch-list"}"#).unwrap();

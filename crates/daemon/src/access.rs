@@ -127,7 +127,7 @@ pub fn allowed(role: Role, req: &Request) -> Result<(), ErrorReply> {
         | Request::Macs { .. }
         | Request::Flows { .. }
         | Request::Close { .. } => return Ok(()),
-        Request::Open { name } => match name.parse::<PortName>() {
+        Request::Open { name, .. } => match name.parse::<PortName>() {
             Ok(PortName {
                 target: Target::Nic { ifname },
                 ..
@@ -221,7 +221,11 @@ mod tests {
 
     #[test]
     fn users_open_ports_but_do_not_administer() {
-        let open = |n: &str| Request::Open { name: n.into() };
+        let open = |n: &str| Request::Open {
+            name: n.into(),
+            pipes: 0,
+            in_port_memory: false,
+        };
         assert!(allowed(Role::User, &open("vale0:a")).is_ok());
         assert!(allowed(Role::User, &open("x{1")).is_ok());
         let e = allowed(Role::User, &open("netmap:lo")).unwrap_err();

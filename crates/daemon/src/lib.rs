@@ -1049,7 +1049,11 @@ fn handle(
         Request::Stats { switch } => result(r.stats(switch.as_deref())),
         Request::Workers => result(Ok::<_, registry::RegistryError>(r.worker_stats())),
         Request::Macs { switch } => result(r.macs(&switch)),
-        Request::Open { name } => match r.open(conn, &name) {
+        Request::Open {
+            name,
+            pipes,
+            in_port_memory,
+        } => match r.open(conn, &name, pipes, in_port_memory) {
             Ok((o, fds)) => Ok((serde_json::to_value(o).unwrap_or_default(), fds)),
             Err(e) => Err(e.into()),
         },

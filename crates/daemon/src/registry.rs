@@ -125,6 +125,9 @@ pub(super) enum NewPort<'a> {
         /// A passthrough port whose frames carry a virtio-net header: the
         /// switch sees its ring pairs as queues (`VnetRingQueue`).
         vnet: bool,
+        /// Room for this many pipes in the port's memory (netmap's lb
+        /// opens its output pipes there); 0 for a passthrough port.
+        pipes: u32,
     },
     /// A VM port (`port-add` with a vhost-user socket).
     Vm(&'a VhostUserSpec),
@@ -293,7 +296,11 @@ impl Registry {
                 persistent,
                 counters,
                 vnet,
-            } => self.attach_ring_port(sw, port, geometry, persistent, counters, vnet, vlan),
+                pipes,
+            } => {
+                let shape = (geometry, pipes);
+                self.attach_ring_port(sw, port, shape, persistent, counters, vnet, vlan)
+            }
             NewPort::Vm(spec) => self.attach_vm_port(sw, port, spec, vlan),
         };
         self.drop_failed_switch(sw, res.is_err());

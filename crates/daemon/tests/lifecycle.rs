@@ -333,7 +333,13 @@ fn a_former_pipe_end_owner_that_kept_the_memory_never_sees_the_next_owners_frame
     // The old holder of x{1: opens it, keeps the memfd, closes (by hanging
     // up, as a process that exits after passing the fd on would).
     let mut old = Connection::connect(&s).unwrap();
-    let (_, mut fds): (OpenReply, _) = old.call_as(&Request::Open { name: "x{1".into() }).unwrap();
+    let (_, mut fds): (OpenReply, _) = old
+        .call_as(&Request::Open {
+            name: "x{1".into(),
+            pipes: 0,
+            in_port_memory: false,
+        })
+        .unwrap();
     let kept = Kept::map(fds.remove(0));
     // The other end stays open meanwhile.
     let b = Port::open_at(&s, "x}1").unwrap();
@@ -341,7 +347,11 @@ fn a_former_pipe_end_owner_that_kept_the_memory_never_sees_the_next_owners_frame
     // A new client cannot get x{1 of the memory the old one kept.
     let mut c = Connection::connect(&s).unwrap();
     let e = within("reopening the pipe end", move || {
-        let r = c.call(&Request::Open { name: "x{1".into() });
+        let r = c.call(&Request::Open {
+            name: "x{1".into(),
+            pipes: 0,
+            in_port_memory: false,
+        });
         (r.map(|_| ()), c)
     });
     let ((r, _c), _) = e;

@@ -200,21 +200,25 @@ unsafe fn ctrl(file: &NmFile, h: *mut NmreqHeader) -> Result<(), Errno> {
                     mode: reg.nr_mode,
                     ringid: reg.nr_ringid,
                     flags: reg.nr_flags,
+                    mem_id: reg.nr_mem_id,
                 },
             )?;
             let asked = reg.nr_mem_id;
             if asked != 0 && asked != info.mem_id && crate::memid::in_use(asked) {
                 // netmap puts a port the open creates into the memory
-                // asked for (lb's output pipes, sharing buffers with its
-                // input port). Here every port and pipe has a memory of
-                // its own, so the request cannot be met: refused, rather
-                // than answered with another id that the program would
-                // have to notice (lb then blames other programs).
+                // asked for. Here only a pipe goes into another's memory,
+                // that of the switch port it is a pipe of (`PORT{N` in
+                // `PORT`'s: lb's output pipes); any other request cannot
+                // be met, and is refused rather than answered with another
+                // id that the program would have to notice (lb then blames
+                // other programs).
                 file.unregister();
+                let whose = crate::memid::port_of(asked)
+                    .map_or_else(String::new, |p| format!(" (switch port {p}'s)"));
                 return Err(Errno::with(
                     libc::EOPNOTSUPP,
                     format!(
-                        "{name}: the registration asks for memory {asked}, which another port of this process has; ringswitch gives every port and pipe a memory of its own and cannot share one between them (zero-copy between ports, as lb's output pipes need, is not supported)"
+                        "{name}: the registration asks for memory {asked}{whose}, which another port of this process has; in ringswitch only a pipe shares another's memory, that of the switch port it is a pipe of (PORT{{N and PORT}}N in PORT's)"
                     ),
                 ));
             }
@@ -332,6 +336,7 @@ fn port_info(file: &NmFile, name: &str) -> Result<crate::file::RegInfo, Errno> {
             mode: mode::NULL,
             ringid: 0,
             flags: 0,
+            mem_id: 0,
         },
     );
     let fd = probe.fd();
@@ -366,6 +371,7 @@ unsafe fn regif(file: &NmFile, r: *mut Nmreq) -> Result<(), Errno> {
                     mode: reg_mode,
                     ringid: ringid & legacy::RING_MASK,
                     flags,
+                    mem_id: 0,
                 },
             )
         })

@@ -11,8 +11,11 @@ use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use ringswitch_client::{ClientError, Port};
-use ringswitch_control::{error_chain, CallError, Connection, ErrorCode, PortKind};
+use ringswitch_client::{ClientError, OpenOptions, Port};
+use ringswitch_control::{
+    error_chain, CallError, Connection, ErrorCode, PortKind, PortName, Target,
+};
+use ringswitch_ring::layout::MAX_PORT_PIPES;
 use ringswitch_ring::poll::{self, Epoll};
 use ringswitch_ring::Dir;
 
@@ -30,6 +33,8 @@ pub struct RegRequest {
     pub ringid: u16,
     /// `flags::*`.
     pub flags: u64,
+    /// `nr_mem_id`: the memory asked for (0: any).
+    pub mem_id: u16,
 }
 
 /// What a registration answers.
@@ -197,7 +202,9 @@ impl NmFile {
             // One ring per descriptor, as threads of one program use a
             // port (pkt-gen -p): the port is opened once per process and
             // split into per-ring pieces that descriptors take in turn.
-            let (shared, piece) = Shared::take(conn, &self.socket, name, req.ringid as usize)?;
+            let opts = open_options(name, req.mem_id);
+            let (shared, piece) =
+                Shared::take(conn, &self.socket, name, opts, req.ringid as usize)?;
             let g = piece.geometry();
             let mut info = shared.info;
             info.mode = mode::ONE_NIC;
@@ -212,7 +219,7 @@ impl NmFile {
                 rx,
             )
         } else {
-            let mut port = open_port(conn, &self.socket, name)?;
+            let mut port = open_port(conn, &self.socket, name, open_options(name, req.mem_id))?;
             // A switch port follows its daemon through an upgrade or a
             // restart: the program's mappings go with it (`remap`). Before
             // its poll descriptor is watched, which then also wakes when
@@ -443,6 +450,7 @@ impl Shared {
         conn: Option<Connection>,
         socket: &std::path::Path,
         name: &str,
+        opts: OpenOptions,
         ring: usize,
     ) -> Result<(Arc<Shared>, Port), Errno> {
         let key = ringswitch_control::name::base_name(name);
@@ -452,7 +460,7 @@ impl Shared {
         let shared = match found {
             Some(s) => s,
             None => {
-                let port = open_port(conn, socket, name)?;
+                let port = open_port(conn, socket, name, opts)?;
                 let info = RegInfo::of(&port)?;
                 let pieces = port.split().map_err(|e| {
                     Errno::with(errno_of(&e), format!("{name}: {}", error_chain(&e)))
@@ -501,15 +509,57 @@ impl Shared {
     }
 }
 
+/// Room for pipes given to a switch port this process opens (netmap's lb
+/// opens its output pipes in its input port's memory; its default is 2):
+/// `RINGSWITCH_NETMAP_PIPES`, 0 to 16, by default 2. The room costs
+/// address space and budget, not memory, until a pipe uses it.
+fn port_pipes() -> u32 {
+    static PIPES: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PIPES.get_or_init(|| match std::env::var("RINGSWITCH_NETMAP_PIPES") {
+        Err(_) => DEFAULT_PORT_PIPES,
+        Ok(v) => match v.trim().parse::<u32>() {
+            Ok(n) if n <= MAX_PORT_PIPES => n,
+            _ => {
+                log_once(&format!(
+                    "RINGSWITCH_NETMAP_PIPES={v} is not a number of pipes from 0 to {MAX_PORT_PIPES}; using {DEFAULT_PORT_PIPES}"
+                ));
+                DEFAULT_PORT_PIPES
+            }
+        },
+    })
+}
+
+/// Pipes a switch port has room for unless `RINGSWITCH_NETMAP_PIPES` says.
+const DEFAULT_PORT_PIPES: u32 = 2;
+
+/// What an open of `name` asks the daemon for beyond the name: room for
+/// pipes in a switch port's memory, or a pipe end in the memory of its
+/// port when the registration asks for that port's memory (`mem_id`, as
+/// lb's `PORT{N/xT@ID`).
+fn open_options(name: &str, mem_id: u16) -> OpenOptions {
+    match name.parse::<PortName>().map(|n| n.target) {
+        Ok(Target::Vale { .. }) => OpenOptions {
+            pipes: port_pipes(),
+            in_port_memory: false,
+        },
+        Ok(Target::Pipe { base, .. }) => OpenOptions {
+            pipes: 0,
+            in_port_memory: mem_id != 0 && crate::memid::port_of(mem_id).is_some_and(|p| p == base),
+        },
+        _ => OpenOptions::default(),
+    }
+}
+
 fn open_port(
     conn: Option<Connection>,
     socket: &std::path::Path,
     name: &str,
+    opts: OpenOptions,
 ) -> Result<Port, Errno> {
     let port = match conn {
-        Some(c) => Port::open_on_socket(c, socket, name),
+        Some(c) => Port::open_on_socket_with(c, socket, name, opts),
         // A new connection, or in a VM the passthrough device of `name`.
-        None => Port::open_at(socket, name),
+        None => Port::open_at_with(socket, name, opts),
     };
     port.map_err(|e| match e {
         ClientError::Call(CallError::NoDaemon { .. }) => {
@@ -529,7 +579,11 @@ impl RegInfo {
             rx_rings: g.rx_rings as u16,
             tx_slots: g.tx_slots,
             rx_slots: g.rx_slots,
-            mem_id: crate::memid::of(port.region())?,
+            mem_id: crate::memid::of(
+                port.region(),
+                (port.info().kind == PortKind::Vale)
+                    .then(|| ringswitch_control::name::base_name(port.name())),
+            )?,
             mode: mode::ALL_NIC,
         })
     }

@@ -157,6 +157,7 @@ pub unsafe extern "C" fn nm_open(
                     mode: spec.mode,
                     ringid: spec.ringid,
                     flags: spec.flags,
+                    mem_id: spec.mem_id,
                 },
             )?;
             let len = info.memsize as usize;

@@ -19,6 +19,8 @@ struct Entry {
     file: (u64, u64),
     maps: Vec<Weak<Region>>,
     id: u16,
+    /// The switch port whose memory it is (pipes in its memory share it).
+    port: Option<String>,
 }
 
 impl Entry {
@@ -40,8 +42,9 @@ static TABLE: Mutex<Table> = Mutex::new(Table {
     last: 0,
 });
 
-/// The memory id of `region` in this process.
-pub fn of(region: &Arc<Region>) -> Result<u16, Errno> {
+/// The memory id of `region` in this process; `port`: the switch port
+/// whose memory it is, when a switch port is what was registered.
+pub fn of(region: &Arc<Region>, port: Option<&str>) -> Result<u16, Errno> {
     let file = region
         .file_id()
         .ok_or_else(|| Errno::last("identifying the port's memory"))?;
@@ -54,6 +57,9 @@ pub fn of(region: &Arc<Region>) -> Result<u16, Errno> {
             .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(region)))
         {
             e.maps.push(Arc::downgrade(region));
+        }
+        if e.port.is_none() {
+            e.port = port.map(str::to_string);
         }
         return Ok(e.id);
     }
@@ -68,6 +74,7 @@ pub fn of(region: &Arc<Region>) -> Result<u16, Errno> {
                 file,
                 maps: vec![Arc::downgrade(region)],
                 id,
+                port: port.map(str::to_string),
             });
             return Ok(id);
         }
@@ -85,6 +92,17 @@ pub fn in_use(id: u16) -> bool {
     t.entries.iter().any(|e| e.id == id)
 }
 
+/// The switch port whose memory `id` is, if a port of this process has it
+/// open.
+pub fn port_of(id: u16) -> Option<String> {
+    let mut t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+    t.entries.retain_mut(Entry::live);
+    t.entries
+        .iter()
+        .find(|e| e.id == id)
+        .and_then(|e| e.port.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,24 +116,24 @@ mod tests {
     #[test]
     fn one_id_per_memory_never_zero() {
         let (a, b) = (region(), region());
-        let (ia, ib) = (of(&a).unwrap(), of(&b).unwrap());
+        let (ia, ib) = (of(&a, None).unwrap(), of(&b, None).unwrap());
         assert!(ia != 0 && ib != 0 && ia != ib, "{ia} {ib}");
-        assert_eq!(of(&a).unwrap(), ia, "asked again");
+        assert_eq!(of(&a, None).unwrap(), ia, "asked again");
         // A second mapping of the same memory (as each end of a pipe has).
         let a2 = Arc::new(Region::open(a.dup_fd().unwrap()).unwrap());
-        assert_eq!(of(&a2).unwrap(), ia);
+        assert_eq!(of(&a2, None).unwrap(), ia);
         // The id stays while any mapping of the memory lives...
         drop(a);
         let c = region();
-        let ic = of(&c).unwrap();
+        let ic = of(&c, None).unwrap();
         assert!(ic != ia && ic != ib && ic != 0);
-        assert_eq!(of(&a2).unwrap(), ia);
+        assert_eq!(of(&a2, None).unwrap(), ia);
         assert!(in_use(ia) && in_use(ib) && in_use(ic));
         // ... and is not handed out again at once after the last one goes.
         drop(a2);
         assert!(!in_use(ia));
         let d = region();
-        let id = of(&d).unwrap();
+        let id = of(&d, None).unwrap();
         assert!(id != ia && id != ib && id != ic && id != 0);
     }
 }

@@ -62,6 +62,8 @@ pub struct Spec {
     pub ringid: u16,
     /// `flags::*`.
     pub flags: u64,
+    /// The memory asked for with `@ID` (0: any).
+    pub mem_id: u16,
 }
 
 /// The first and last ring of one direction a registration binds (`(1, 0)`
@@ -109,12 +111,22 @@ pub fn parse_spec(spec: &str) -> Result<Spec, Errno> {
             format!("'{spec}' is not a netmap port spec: {why}"),
         )
     };
+    let mut mem_id = 0;
     let (body, conf) = match spec.split_once('@') {
+        // `@ID`: the memory of the port with that id (lb's output pipes).
+        Some((b, id)) if !id.is_empty() && id.bytes().all(|c| c.is_ascii_digit()) => {
+            mem_id = id
+                .parse::<u16>()
+                .ok()
+                .filter(|&m| m != 0)
+                .ok_or_else(|| bad("a memory id is 1 to 65535"))?;
+            (b, None)
+        }
         Some((b, c)) => {
             if !c.starts_with("conf:") {
                 return Err(Errno::with(
                     libc::EOPNOTSUPP,
-                    format!("'{spec}': only @conf: options are supported"),
+                    format!("'{spec}': only @conf: and @ID (a memory id) options are supported"),
                 ));
             }
             (b, Some(c))
@@ -130,6 +142,7 @@ pub fn parse_spec(spec: &str) -> Result<Spec, Errno> {
         mode: mode::ALL_NIC,
         ringid: 0,
         flags: 0,
+        mem_id,
     };
     let mut name = body;
     if let Some(n) = name.strip_suffix('*') {
@@ -260,6 +273,7 @@ pub unsafe extern "C" fn nmport_parse(d: *mut NmportD, spec: *const c_char) -> c
                 d.reg.nr_mode = p.mode;
                 d.reg.nr_ringid = p.ringid;
                 d.reg.nr_flags = p.flags;
+                d.reg.nr_mem_id = p.mem_id;
                 0
             }
         }
@@ -356,10 +370,19 @@ pub unsafe extern "C" fn nmport_mmap(d: *mut NmportD) -> c_int {
             return Errno::with(libc::EBADF, "the port's descriptor was closed".into()).fail();
         };
         let len = d.reg.nr_memsize as usize;
-        let mem = dev::map_port(&f, len);
-        if mem == libc::MAP_FAILED {
-            return -1;
-        }
+        // As libnetmap: ports of one memory share one mapping, so buffer
+        // indexes move between them (lb's output pipes).
+        let mem = match shared_map::take(d.reg.nr_mem_id, len) {
+            Some(m) => m,
+            None => {
+                let mem = dev::map_port(&f, len);
+                if mem == libc::MAP_FAILED {
+                    return -1;
+                }
+                shared_map::add(d.reg.nr_mem_id, mem, len);
+                mem
+            }
+        };
         d.mem = mem;
         d.memsize = len as u64;
         // SAFETY: nr_offset lies inside the mapping (the daemon's layout,
@@ -434,6 +457,57 @@ pub unsafe extern "C" fn nmport_close(d: *mut NmportD) {
     unsafe { nmport_delete(d) }
 }
 
+/// The mappings nmport_mmap made, by memory id, with how many descriptors
+/// use each.
+mod shared_map {
+    use std::sync::Mutex;
+
+    struct Map {
+        id: u16,
+        /// The address, as a number (the table is shared between threads).
+        at: usize,
+        len: usize,
+        users: usize,
+    }
+
+    static MAPS: Mutex<Vec<Map>> = Mutex::new(Vec::new());
+
+    /// A mapping of memory `id` of at least `len` bytes, now used once
+    /// more.
+    pub(super) fn take(id: u16, len: usize) -> Option<*mut libc::c_void> {
+        let mut maps = MAPS.lock().unwrap_or_else(|p| p.into_inner());
+        let m = maps.iter_mut().find(|m| m.id == id && m.len >= len)?;
+        m.users += 1;
+        Some(m.at as *mut libc::c_void)
+    }
+
+    /// A new mapping of memory `id`, used once.
+    pub(super) fn add(id: u16, at: *mut libc::c_void, len: usize) {
+        let mut maps = MAPS.lock().unwrap_or_else(|p| p.into_inner());
+        maps.push(Map {
+            id,
+            at: at as usize,
+            len,
+            users: 1,
+        });
+    }
+
+    /// One use of the mapping at `at` less: true when it was the last (or
+    /// the mapping is not in the table), and the caller unmaps it.
+    pub(super) fn put(at: *mut libc::c_void) -> bool {
+        let mut maps = MAPS.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(i) = maps.iter().position(|m| m.at == at as usize) else {
+            return true;
+        };
+        maps[i].users -= 1;
+        if maps[i].users == 0 {
+            maps.swap_remove(i);
+            return true;
+        }
+        false
+    }
+}
+
 /// Reverses nmport_mmap.
 ///
 /// # Safety
@@ -445,8 +519,9 @@ pub unsafe extern "C" fn nmport_undo_mmap(d: *mut NmportD) {
     }
     // SAFETY: a live descriptor per the contract.
     let d = unsafe { &mut *d };
-    if d.mmap_done != 0 && !d.mem.is_null() {
-        // SAFETY: the mapping nmport_mmap made, of that length.
+    if d.mmap_done != 0 && !d.mem.is_null() && shared_map::put(d.mem) {
+        // SAFETY: the mapping nmport_mmap made, of that length, which no
+        // other descriptor of its memory uses any more.
         unsafe { libc::munmap(d.mem, d.memsize as usize) };
     }
     d.mem = ptr::null_mut();

@@ -3,6 +3,10 @@
 //!
 //! A region is one memfd laid out as
 //! `[ringswitch header][netmap_if per end][CSB per end][rings][buffers]`.
+//! A switch port's region has one end, a pipe's two; a port opened with
+//! room for pipes has `1 + 2 * pipes` ends: the port's, then each pipe's
+//! two ends (`{` then `}`), all in one buffer pool so that buffers move
+//! between the port's rings and the pipes' by index (netmap's lb).
 //! Everything from the `netmap_if` on is byte-for-byte what netmap applications
 //! expect; the header in front describes the region so that a mapper (a
 //! client, or later a guest) can validate it before use.
@@ -57,6 +61,11 @@ pub const DEFAULT_SLOTS: u32 = 1024;
 /// different cores have four batches of 512 in flight and rarely wait for
 /// each other, which roughly doubles a pipe's rate over 1024 slots.
 pub const DEFAULT_PIPE_SLOTS: u32 = 2048;
+/// Most pipes a port's region can have room for (netmap's lb opens one
+/// per output; its default is 2).
+pub const MAX_PORT_PIPES: u32 = 16;
+/// Most ends a region has: a port's and two per pipe in its memory.
+pub const MAX_ENDS: usize = 1 + 2 * MAX_PORT_PIPES as usize;
 
 /// One slot of a ring: 16 bytes.
 #[repr(C)]
@@ -270,7 +279,8 @@ pub struct RegionHeader {
     pub magic: [u8; 8],
     /// `REGION_VERSION`.
     pub version: u32,
-    /// Number of ends (1 for a switch port, 2 for a pipe).
+    /// Number of ends (1 for a switch port, 2 for a pipe, `1 + 2 * pipes`
+    /// for a switch port with room for pipes in its memory).
     pub ends: u32,
     /// TX rings per end.
     pub tx_rings: u32,
@@ -288,9 +298,10 @@ pub struct RegionHeader {
     pub buf_base: u64,
     /// Total size of the region.
     pub size: u64,
-    /// Offset of each end's `netmap_if`.
+    /// Offset of the `netmap_if` of ends 0 and 1 (the others' follow from
+    /// the geometry).
     pub nifp_ofs: [u64; 2],
-    /// Offset of each end's CSB (atok array, then ktoa array).
+    /// Offset of the CSB (atok array, then ktoa array) of ends 0 and 1.
     pub csb_ofs: [u64; 2],
     /// Bytes of virtio-net header in front of every frame in the rings
     /// ([`VNET_HDR_LEN`](crate::vnet_queue::VNET_HDR_LEN) on a passthrough
@@ -388,6 +399,19 @@ impl Geometry {
         Ok(())
     }
 
+    /// The geometry of the ends of a pipe in the memory of a port of
+    /// geometry `self`: one ring each way, of the port's RX slots, and the
+    /// port's buffer size (buffers move between them by index).
+    pub fn port_pipe(&self) -> Geometry {
+        Geometry {
+            tx_rings: 1,
+            rx_rings: 1,
+            tx_slots: self.rx_slots,
+            rx_slots: self.rx_slots,
+            buf_size: self.buf_size,
+        }
+    }
+
     /// The geometry seen from the other end of a pipe (TX and RX swapped).
     pub fn mirrored(&self) -> Geometry {
         Geometry {
@@ -412,16 +436,21 @@ pub enum Dir {
 /// Where everything sits in a region. Pure arithmetic, no memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegionLayout {
-    /// Geometry of end 0 (end 1 of a pipe has the mirrored geometry).
+    /// Geometry of end 0 (end 1 of a pipe has the mirrored geometry; the
+    /// ends of a port's pipes have [`Geometry::port_pipe`]).
     pub geometry: Geometry,
-    /// 1 for a switch port, 2 for a pipe.
+    /// 1 for a switch port, 2 for a pipe, `1 + 2 * pipes` for a switch
+    /// port with room for pipes.
     pub ends: u32,
+    /// Pipes in a switch port's memory: pipe `k` has ends `1 + 2k` (`{`)
+    /// and `2 + 2k` (`}`). 0 for a plain port and for a pipe.
+    pub pipes: u32,
     /// Offset of each end's `netmap_if`.
-    pub nifp_ofs: [usize; 2],
+    pub nifp_ofs: [usize; MAX_ENDS],
     /// Offset of each end's first ring (TX rings, then RX rings).
-    pub rings_ofs: [usize; 2],
+    pub rings_ofs: [usize; MAX_ENDS],
     /// Offset of each end's CSB.
-    pub csb_ofs: [usize; 2],
+    pub csb_ofs: [usize; MAX_ENDS],
     /// Offset of buffer 0.
     pub buf_base: usize,
     /// Number of buffers, reserved ones included.
@@ -440,11 +469,35 @@ fn ring_bytes(slots: u32) -> usize {
 impl RegionLayout {
     /// Computes the layout of a region with `ends` ends (1 or 2).
     pub fn new(geometry: Geometry, ends: u32) -> Result<RegionLayout, GeometryError> {
+        Self::build(geometry, ends.clamp(1, 2), 0)
+    }
+
+    /// Computes the layout of a switch port's region with room for `pipes`
+    /// pipes (at most [`MAX_PORT_PIPES`]) in its memory.
+    pub fn with_pipes(geometry: Geometry, pipes: u32) -> Result<RegionLayout, GeometryError> {
+        Self::build(
+            geometry,
+            1 + 2 * pipes.min(MAX_PORT_PIPES),
+            pipes.min(MAX_PORT_PIPES),
+        )
+    }
+
+    fn build(geometry: Geometry, ends: u32, pipes: u32) -> Result<RegionLayout, GeometryError> {
         geometry.validate()?;
-        let ends = ends.clamp(1, 2);
+        let mut l = RegionLayout {
+            geometry,
+            ends,
+            pipes,
+            nifp_ofs: [0; MAX_ENDS],
+            rings_ofs: [0; MAX_ENDS],
+            csb_ofs: [0; MAX_ENDS],
+            buf_base: 0,
+            nbufs: 0,
+            size: 0,
+        };
+        let ends = ends as usize;
         let mut off = REGION_HEADER_SIZE;
-        let mut nifp_ofs = [0; 2];
-        for n in nifp_ofs.iter_mut().take(ends as usize) {
+        for n in l.nifp_ofs.iter_mut().take(ends) {
             *n = off;
             off += NIFP_SIZE;
         }
@@ -453,47 +506,54 @@ impl RegionLayout {
         // migrating a paused guest's passthrough region) then has no
         // `hwtail` newer than the slots and buffers it covers, since the
         // port side writes a frame's buffer, then its slot, then `hwtail`.
-        let mut csb_ofs = [0; 2];
-        let csb_entries = (geometry.tx_rings + geometry.rx_rings) as usize;
-        for c in csb_ofs.iter_mut().take(ends as usize) {
-            *c = off;
-            off +=
-                csb_entries * (core::mem::size_of::<CsbAtok>() + core::mem::size_of::<CsbKtoa>());
+        let csb_entry = core::mem::size_of::<CsbAtok>() + core::mem::size_of::<CsbKtoa>();
+        for e in 0..ends {
+            let g = l.end_geometry(e);
+            l.csb_ofs[e] = off;
+            off += (g.tx_rings + g.rx_rings) as usize * csb_entry;
         }
         off = arith::align_up(off, RING_ALIGN);
-        let mut rings_ofs = [0; 2];
         let mut bufs = RESERVED_BUFS as usize;
-        for (e, ro) in rings_ofs.iter_mut().enumerate().take(ends as usize) {
-            let g = if e == 0 {
-                geometry
-            } else {
-                geometry.mirrored()
-            };
-            *ro = off;
+        for e in 0..ends {
+            let g = l.end_geometry(e);
+            l.rings_ofs[e] = off;
             off += g.tx_rings as usize * ring_bytes(g.tx_slots);
             off += g.rx_rings as usize * ring_bytes(g.rx_slots);
             bufs += g.tx_rings as usize * g.tx_slots as usize;
             bufs += g.rx_rings as usize * g.rx_slots as usize;
         }
-        let buf_base = arith::align_up(off, PAGE);
-        let size = arith::align_up(buf_base + bufs * geometry.buf_size as usize, PAGE);
-        Ok(RegionLayout {
-            geometry,
-            ends,
-            nifp_ofs,
-            rings_ofs,
-            csb_ofs,
-            buf_base,
-            // At most 2 ends x 2 directions x 16 rings x 4096 slots + 2.
-            nbufs: u32::try_from(bufs).map_err(|_| GeometryError::Slots(geometry.tx_slots))?,
-            size,
-        })
+        l.buf_base = arith::align_up(off, PAGE);
+        l.size = arith::align_up(l.buf_base + bufs * geometry.buf_size as usize, PAGE);
+        // At most 33 ends x 2 directions x 16 rings x 4096 slots + 2.
+        l.nbufs = u32::try_from(bufs).map_err(|_| GeometryError::Slots(geometry.tx_slots))?;
+        Ok(l)
+    }
+
+    /// The other end of the pipe that end `end` belongs to (for a port's
+    /// own end 0, itself).
+    pub fn peer_end(&self, end: usize) -> usize {
+        if end == 0 {
+            usize::from(self.ends == 2)
+        } else if self.pipes == 0 {
+            0
+        } else if !end.is_multiple_of(2) {
+            end + 1
+        } else {
+            end - 1
+        }
+    }
+
+    /// The ends of pipe `k` of a port's memory: its `{` and its `}` end.
+    pub fn pipe_ends(&self, k: u32) -> Option<[usize; 2]> {
+        (k < self.pipes).then(|| [1 + 2 * k as usize, 2 + 2 * k as usize])
     }
 
     /// Geometry of end `end`.
     pub fn end_geometry(&self, end: usize) -> Geometry {
         if end == 0 {
             self.geometry
+        } else if self.pipes > 0 {
+            self.geometry.port_pipe()
         } else {
             self.geometry.mirrored()
         }
@@ -579,7 +639,11 @@ impl RegionLayout {
     /// Rebuilds a layout from a header read out of shared memory, and checks
     /// that it is exactly the layout this code would have made.
     pub fn from_header(h: &RegionHeader) -> Option<RegionLayout> {
-        if h.magic != REGION_MAGIC || h.version != REGION_VERSION || !(1..=2).contains(&h.ends) {
+        if h.magic != REGION_MAGIC
+            || h.version != REGION_VERSION
+            || !(1..=1 + 2 * MAX_PORT_PIPES).contains(&h.ends)
+            || (h.ends > 2 && h.ends.is_multiple_of(2))
+        {
             return None;
         }
         let g = Geometry {
@@ -589,7 +653,11 @@ impl RegionLayout {
             rx_slots: h.rx_slots,
             buf_size: h.buf_size,
         };
-        let l = RegionLayout::new(g, h.ends).ok()?;
+        let l = if h.ends <= 2 {
+            RegionLayout::new(g, h.ends).ok()?
+        } else {
+            RegionLayout::with_pipes(g, (h.ends - 1) / 2).ok()?
+        };
         let layout_part = RegionHeader {
             vnet_hdr_len: 0,
             reserved: 0,
@@ -769,8 +837,8 @@ mod tests {
         let pipe = RegionLayout::new(g, 2).unwrap();
         assert_eq!(
             (
-                pipe.nifp_ofs,
-                pipe.csb_ofs,
+                [pipe.nifp_ofs[0], pipe.nifp_ofs[1]],
+                [pipe.csb_ofs[0], pipe.csb_ofs[1]],
                 pipe.ring_ofs(0, Dir::Tx, 0),
                 pipe.buf_base,
                 pipe.nbufs,
@@ -817,6 +885,68 @@ mod tests {
                 assert_eq!(l.first_buf(1, Dir::Rx, 0), 2 + per_end as u32 + 2 * 4096);
             }
         }
+    }
+
+    #[test]
+    fn a_ports_pipes_share_its_buffer_pool() {
+        let g = Geometry {
+            tx_rings: 2,
+            rx_rings: 3,
+            tx_slots: 256,
+            rx_slots: 512,
+            buf_size: 2048,
+        };
+        let plain = RegionLayout::new(g, 1).unwrap();
+        let l = RegionLayout::with_pipes(g, 3).unwrap();
+        assert_eq!((l.ends, l.pipes), (7, 3));
+        // The port's own end is where a plain port has it.
+        assert_eq!(l.nifp_ofs[0], plain.nifp_ofs[0]);
+        assert_eq!(l.end_geometry(0), g);
+        let pg = g.port_pipe();
+        assert_eq!((pg.tx_rings, pg.rx_rings, pg.tx_slots), (1, 1, 512));
+        assert_eq!(pg, pg.mirrored(), "both ends of a port's pipe alike");
+        // Every end's structures are disjoint and before the buffers; the
+        // buffers are one pool, every ring's first buffer after the last.
+        let mut spans = vec![(0, REGION_HEADER_SIZE)];
+        let mut next_buf = RESERVED_BUFS;
+        for e in 0..l.ends as usize {
+            let eg = l.end_geometry(e);
+            spans.push((l.nifp_ofs[e], l.nifp_ofs[e] + NIFP_SIZE));
+            spans.push((l.csb_ofs[e], l.ktoa_ofs(e, Dir::Rx, eg.rx_rings - 1) + 64));
+            for (d, n, slots) in [
+                (Dir::Tx, eg.tx_rings, eg.tx_slots),
+                (Dir::Rx, eg.rx_rings, eg.rx_slots),
+            ] {
+                for r in 0..n {
+                    spans.push((l.ring_ofs(e, d, r), l.ring_ofs(e, d, r) + ring_bytes(slots)));
+                    assert_eq!(l.first_buf(e, d, r), next_buf);
+                    next_buf += slots;
+                }
+            }
+        }
+        assert_eq!(next_buf, l.nbufs);
+        spans.sort();
+        for w in spans.windows(2) {
+            assert!(w[0].1 <= w[1].0, "{w:?} overlap");
+        }
+        assert!(spans.last().unwrap().1 <= l.buf_base);
+        assert!(l.buf_base + l.nbufs as usize * 2048 <= l.size);
+        // Ends pair up: the port alone, each pipe's two with each other.
+        assert_eq!(l.peer_end(0), 0);
+        assert_eq!((l.peer_end(1), l.peer_end(2)), (2, 1));
+        assert_eq!((l.peer_end(5), l.peer_end(6)), (6, 5));
+        assert_eq!(l.pipe_ends(2), Some([5, 6]));
+        assert_eq!(l.pipe_ends(3), None);
+        assert_eq!(RegionLayout::new(g, 2).unwrap().peer_end(1), 0);
+        // The header says it all, and nothing else passes for it.
+        assert_eq!(RegionLayout::from_header(&l.header()), Some(l));
+        let mut h = l.header();
+        h.ends = 6;
+        assert_eq!(RegionLayout::from_header(&h), None, "an even count above 2");
+        h.ends = MAX_ENDS as u32 + 2;
+        assert_eq!(RegionLayout::from_header(&h), None);
+        let big = RegionLayout::with_pipes(g, 99).unwrap();
+        assert_eq!(big.pipes, MAX_PORT_PIPES, "room is capped");
     }
 
     #[test]

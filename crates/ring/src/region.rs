@@ -519,57 +519,81 @@ impl Region {
     fn init(&self, names: [&str; 2]) {
         let l = self.layout;
         self.write_pod(0, l.header());
-        for (end, end_name) in names.iter().enumerate().take(l.ends as usize) {
-            let g = l.end_geometry(end);
-            let nifp = l.nifp_ofs[end];
-            self.write_nifp_header(end, end_name);
-            let mut k = 0;
-            for (dir, rings, slots) in [
-                (Dir::Tx, g.tx_rings, g.tx_slots),
-                (Dir::Rx, g.rx_rings, g.rx_slots),
-            ] {
-                for r in 0..rings {
-                    let ofs = l.ring_ofs(end, dir, r);
-                    self.write_pod(nifp + nifp_ring_ofs(k), (ofs - nifp) as i64);
-                    k += 1;
-                    let tail = if dir == Dir::Tx { slots - 1 } else { 0 };
+        for end in 0..l.ends as usize {
+            // A port's pipes are named when they are opened.
+            self.init_end(end, names.get(end).copied().unwrap_or(""));
+        }
+    }
+
+    /// Gives pipe `k` of a port's memory fresh rings, each end's slots
+    /// holding the buffers the layout gives it, and names its ends: a pipe
+    /// opened there anew. Buffers the program moved between the pipe's
+    /// rings and the port's before stay where it put them (netmap's pipes
+    /// in one allocator are the same); the port side validates every
+    /// index it is handed, so at worst two slots of the program's share
+    /// one buffer. Returns false when the port has no pipe `k`.
+    pub fn reset_pipe(&self, k: u32, names: [&str; 2]) -> bool {
+        let Some(ends) = self.layout.pipe_ends(k) else {
+            return false;
+        };
+        for (end, name) in ends.into_iter().zip(names) {
+            self.init_end(end, name);
+        }
+        true
+    }
+
+    /// Writes end `end`'s `netmap_if`, rings and CSB as new.
+    fn init_end(&self, end: usize, end_name: &str) {
+        let l = self.layout;
+        let g = l.end_geometry(end);
+        let nifp = l.nifp_ofs[end];
+        self.write_nifp_header(end, end_name);
+        let mut k = 0;
+        for (dir, rings, slots) in [
+            (Dir::Tx, g.tx_rings, g.tx_slots),
+            (Dir::Rx, g.rx_rings, g.rx_slots),
+        ] {
+            for r in 0..rings {
+                let ofs = l.ring_ofs(end, dir, r);
+                self.write_pod(nifp + nifp_ring_ofs(k), (ofs - nifp) as i64);
+                k += 1;
+                let tail = if dir == Dir::Tx { slots - 1 } else { 0 };
+                self.write_pod(
+                    ofs,
+                    NetmapRingHeader {
+                        buf_ofs: l.buf_base as i64 - ofs as i64,
+                        num_slots: slots,
+                        nr_buf_size: g.buf_size,
+                        // Below MAX_RINGS.
+                        ringid: u16::try_from(r).unwrap_or(u16::MAX),
+                        dir: if dir == Dir::Tx { 0 } else { 1 },
+                        head: 0,
+                        cur: 0,
+                        tail,
+                        flags: 0,
+                        _pad0: 0,
+                        ts_sec: 0,
+                        ts_usec: 0,
+                        offset_mask: 0,
+                        buf_align: 0,
+                        _pad1: [0; 56],
+                        sem: [0; 128],
+                    },
+                );
+                let first = l.first_buf(end, dir, r);
+                for s in 0..slots {
                     self.write_pod(
-                        ofs,
-                        NetmapRingHeader {
-                            buf_ofs: l.buf_base as i64 - ofs as i64,
-                            num_slots: slots,
-                            nr_buf_size: g.buf_size,
-                            // Below MAX_RINGS.
-                            ringid: u16::try_from(r).unwrap_or(u16::MAX),
-                            dir: if dir == Dir::Tx { 0 } else { 1 },
-                            head: 0,
-                            cur: 0,
-                            tail,
+                        ofs + slot_offset(s),
+                        NetmapSlot {
+                            buf_idx: first + s,
+                            len: 0,
                             flags: 0,
-                            _pad0: 0,
-                            ts_sec: 0,
-                            ts_usec: 0,
-                            offset_mask: 0,
-                            buf_align: 0,
-                            _pad1: [0; 56],
-                            sem: [0; 128],
+                            ptr: 0,
                         },
                     );
-                    let first = l.first_buf(end, dir, r);
-                    for s in 0..slots {
-                        self.write_pod(
-                            ofs + slot_offset(s),
-                            NetmapSlot {
-                                buf_idx: first + s,
-                                len: 0,
-                                flags: 0,
-                                ptr: 0,
-                            },
-                        );
-                    }
-                    let c = CsbRef::new(self, end, dir, r);
-                    c.init(tail);
                 }
+                let c = CsbRef::new(self, end, dir, r);
+                c.init(tail);
             }
         }
     }
@@ -1308,6 +1332,29 @@ mod tests {
         assert!(!r.write_buf(0, 0, b"x"), "reserved buffer");
         assert!(!r.write_buf(l.nbufs, 0, b"x"), "past the end");
         assert!(!r.write_buf(2, 2047, b"xy"), "past the buffer");
+    }
+
+    #[test]
+    fn a_pipe_in_a_ports_memory_is_named_and_made_fresh() {
+        let l = RegionLayout::with_pipes(Geometry::default(), 2).unwrap();
+        let r = Region::create(l, ["vale0:lb", ""]).unwrap();
+        assert_eq!(&r.ni_name(0)[..8], b"vale0:lb");
+        let [a, b] = l.pipe_ends(1).unwrap();
+        // The program moved a buffer of the port's into the pipe's ring.
+        let tx = r.ring(a, Dir::Tx, 0);
+        tx.set_buf_idx(3, l.first_buf(0, Dir::Rx, 0));
+        r.ring(a, Dir::Tx, 0)
+            .field(ring_field::HEAD)
+            .store(7, Ordering::Relaxed);
+        assert!(r.reset_pipe(1, ["vale0:lb{4", "vale0:lb}4"]));
+        assert_eq!(&r.ni_name(a)[..10], b"vale0:lb{4");
+        assert_eq!(&r.ni_name(b)[..10], b"vale0:lb}4");
+        assert_eq!(tx.buf_idx(3), l.first_buf(a, Dir::Tx, 0) + 3);
+        assert_eq!(tx.field(ring_field::HEAD).load(Ordering::Relaxed), 0);
+        assert_eq!(tx.field(ring_field::TAIL).load(Ordering::Relaxed), 1023);
+        // Buffers of a pipe are buffers of the port's memory.
+        assert!(r.buf_ofs(l.first_buf(b, Dir::Rx, 0) + 1023).is_some());
+        assert!(!r.reset_pipe(2, ["x", "y"]), "no third pipe");
     }
 
     #[test]

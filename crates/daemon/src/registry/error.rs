@@ -280,6 +280,34 @@ pub enum RegistryError {
         /// The pipe end.
         end: String,
     },
+    /// `open` of a pipe end in a switch port's memory that cannot be made
+    /// there.
+    #[error("pipe {pipe} cannot be opened in the memory of switch port {port}: {why}")]
+    PipeNotInPortMemory {
+        /// The pipe end asked for.
+        pipe: String,
+        /// The switch port whose memory was asked for.
+        port: String,
+        /// Why, in a sentence.
+        why: String,
+    },
+    /// A guest asking for an end of a pipe in a switch port's memory.
+    #[error("pipe end {end} lives in the memory of switch port {port}, which is not passed through to VMs; pass through a pipe of its own")]
+    PassthroughInPortMemory {
+        /// The pipe end.
+        end: String,
+        /// The switch port.
+        port: String,
+    },
+    /// `open` of an end of a pipe in a switch port's memory by another
+    /// user than the one who has the port open.
+    #[error("pipe {pipe} lives in the memory of switch port {port}, which another user has open; only that user (or root) may open its ends")]
+    PipeInOtherUsersMemory {
+        /// The pipe end.
+        pipe: String,
+        /// The switch port.
+        port: String,
+    },
     /// `open` of a port or pipe end a guest has.
     #[error("{what} {name} is passed through to a VM (ivshmem socket {}); open it from the guest", socket.display())]
     PassedThrough {
@@ -499,7 +527,11 @@ impl RegistryError {
             | E::DirectOpen { .. }
             | E::OfPortTaken { .. }
             | E::DirectAttached { .. } => ErrorCode::Busy,
-            E::OpenVmPort { .. } | E::OpenInterfacePort { .. } => ErrorCode::Unsupported,
+            E::OpenVmPort { .. }
+            | E::OpenInterfacePort { .. }
+            | E::PipeNotInPortMemory { .. }
+            | E::PassthroughInPortMemory { .. } => ErrorCode::Unsupported,
+            E::PipeInOtherUsersMemory { .. } => ErrorCode::Denied,
             E::VmConfig(_)
             | E::VmSocket(_)
             | E::Passthrough { .. }

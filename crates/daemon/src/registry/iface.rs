@@ -332,6 +332,7 @@ impl Registry {
             persistent: false,
             counters: None,
             vnet: false,
+            pipes: 0,
         };
         if let Err(e) = self.add_port(&sw, DIRECT_APP, app, PortVlan::default()) {
             self.remove_direct(&sw);

@@ -91,14 +91,15 @@ impl Registry {
         }
         if switch.is_none() {
             for p in self.pipes.values() {
-                let g = p.region.layout().geometry;
+                let l = p.region.layout();
                 for end in 0..2 {
+                    let g = l.end_geometry(p.ends()[end]);
                     out.push(PortInfo {
                         name: format!("{}{}{}", p.base, if end == 0 { '{' } else { '}' }, p.id),
                         kind: PortKind::Pipe,
                         persistent: p.persistent,
                         open: p.open_by[end].in_use(),
-                        geometry: Some(if end == 0 { g } else { g.mirrored() }),
+                        geometry: Some(g),
                         worker: None,
                         vhost_user: None,
                         iface: None,

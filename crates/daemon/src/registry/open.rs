@@ -12,6 +12,7 @@ use super::error::Openable;
 use super::open_by::OpenBy;
 use super::pipe::Former;
 use super::{internal, ConnId, Kind, NewPort, Registry, RegistryError};
+use ringswitch_ring::layout::MAX_PORT_PIPES;
 
 /// What an open handle refers to.
 #[derive(Clone, Debug)]
@@ -26,7 +27,17 @@ pub type Opened = (OpenReply, Vec<OwnedFd>);
 impl Registry {
     /// `open`: creates what the name asks for if needed, marks it open by
     /// `conn`, and returns the reply with its descriptors.
-    pub fn open(&mut self, conn: ConnId, name: &str) -> Result<Opened, RegistryError> {
+    /// `pipes`: room for that many pipes in the memory of a switch port
+    /// (see `Request::Open`); `in_port_memory`: a pipe end made in the
+    /// memory of the switch port it is a pipe of.
+    pub fn open(
+        &mut self,
+        conn: ConnId,
+        name: &str,
+        pipes: u32,
+        in_port_memory: bool,
+    ) -> Result<Opened, RegistryError> {
+        let pipes = pipes.min(MAX_PORT_PIPES);
         let pn = Self::parse(name)?;
         let target = match pn.target.clone() {
             Target::Nic { ifname } => {
@@ -41,7 +52,9 @@ impl Registry {
                     .switches
                     .get(&switch)
                     .is_some_and(|s| s.ports.contains_key(&port));
-                if !exists {
+                if exists {
+                    self.make_room_for_pipes(&switch, &port, pipes);
+                } else {
                     self.add_port(
                         &switch,
                         &port,
@@ -50,6 +63,7 @@ impl Registry {
                             persistent: false,
                             counters: None,
                             vnet: false,
+                            pipes,
                         },
                         // Opened by name, without `port-add`: no VLANs.
                         PortVlan::default(),
@@ -93,6 +107,7 @@ impl Registry {
                 })()
                 .map_err(|e| internal("duplicating the port's descriptors", e))?;
                 r.open_by = OpenBy::Client(conn);
+                r.owner_uid = Some(self.client.uid);
                 rp.link.set_up(true);
                 let region = rp.region();
                 let reply = OpenReply {
@@ -110,6 +125,19 @@ impl Registry {
             }
             Target::Pipe { base, id, end } => {
                 let key = Target::pipe_key(&base, &id);
+                if in_port_memory {
+                    match self.pipes.get(&key) {
+                        None => self.new_pipe_in_port(&base, &id)?,
+                        Some(p) if p.in_port.is_none() => {
+                            return Err(RegistryError::PipeNotInPortMemory {
+                                pipe: pn.to_string(),
+                                port: base.clone(),
+                                why: "the pipe is already open outside the port's memory (close what has either of its ends open and retry)".into(),
+                            })
+                        }
+                        Some(_) => {}
+                    }
+                }
                 if !self.pipes.contains_key(&key) {
                     // Sizes in the name describe the end being opened.
                     let g = pn.conf.unwrap_or_else(Geometry::pipe_default);
@@ -124,6 +152,15 @@ impl Registry {
                 let p = self.pipes.get_mut(&key).expect("exists");
                 let e = end.index();
                 p.open_by[e].check_free(Openable::PipeEnd, &pn)?;
+                if let Some(d) = &p.in_port {
+                    // Its memory is the port's: only its user has it.
+                    if d.uid != self.client.uid && self.client.uid != 0 {
+                        return Err(RegistryError::PipeInOtherUsersMemory {
+                            pipe: pn.to_string(),
+                            port: d.port.clone(),
+                        });
+                    }
+                }
                 // When the other end is a guest's, its memory cannot be
                 // replaced while its QEMU stays, and host programs taking
                 // turns at this end is how such a pipe is used: only the
@@ -138,6 +175,7 @@ impl Registry {
                 }
                 if p.former.is_some_and(|f| f != Former::Client(conn))
                     && p.open_by[1 - e].guest().is_none()
+                    && p.in_port.is_none()
                 {
                     // Handing this region to a new client would let the
                     // former one, which may still map it, read its traffic.
@@ -158,20 +196,66 @@ impl Registry {
                 p.open_by[e] = OpenBy::Client(conn);
                 p.owner_uid[e] = Some(self.client.uid);
                 let l = p.region.layout();
+                // The end in the region: 0 or 1, or one of a port's pipe
+                // ends.
+                let re = p.ends()[e];
                 let reply = OpenReply {
                     handle,
                     name: pn.to_string(),
                     kind: PortKind::Pipe,
-                    end: e as u32,
-                    geometry: l.end_geometry(e),
+                    end: re as u32,
+                    geometry: l.end_geometry(re),
                     region_size: l.size as u64,
-                    nifp_offset: l.nifp_ofs[e] as u64,
+                    nifp_offset: l.nifp_ofs[re] as u64,
                 };
                 self.handles
                     .insert(handle, (conn, Handle::Pipe { key, end: e }));
                 Ok((reply, fds))
             }
             Target::Nic { .. } => unreachable!("mapped to its direct switch above"),
+        }
+    }
+
+    /// Gives persistent ring port `switch:port`, which no one has open,
+    /// fresh memory with room for `pipes` pipes if it has less room: a
+    /// netmap program that opens its output pipes in the port's memory
+    /// (lb) opens a port made by `port-add` as one made by name.
+    fn make_room_for_pipes(&mut self, switch: &str, port: &str, pipes: u32) {
+        let Some(p) = self.switches.get(switch).and_then(|s| s.ports.get(port)) else {
+            return;
+        };
+        let (Kind::Ring(r), Some(rp)) = (&p.kind, p.port.ring()) else {
+            return;
+        };
+        if pipes <= rp.region().layout().pipes
+            || !r.persistent
+            || !r.open_by.is_closed()
+            || r.vnet.is_some()
+        {
+            return;
+        }
+        let (g, old) = (r.geometry, p.port.clone());
+        self.remove_vale_port(switch, port);
+        let new = NewPort::Ring {
+            geometry: g,
+            persistent: true,
+            counters: Some(old.counters.clone()),
+            vnet: false,
+            pipes,
+        };
+        if let Err(e) = self.add_port(switch, port, new, old.vlan.clone()) {
+            warn!(port = %format!("{switch}:{port}"), error = %e, "could not give a port room for pipes");
+            // The port as it was (the open then refuses the pipes).
+            let again = NewPort::Ring {
+                geometry: g,
+                persistent: true,
+                counters: Some(old.counters.clone()),
+                vnet: false,
+                pipes: old.ring().map_or(0, |rp| rp.region().layout().pipes),
+            };
+            if let Err(e) = self.add_port(switch, port, again, old.vlan.clone()) {
+                warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");
+            }
         }
     }
 
@@ -200,6 +284,7 @@ impl Registry {
                 );
                 r.open_by = OpenBy::Closed;
                 let (persistent, g, old) = (r.persistent, r.geometry, p.port.clone());
+                let pipes = old.ring().map_or(0, |rp| rp.region().layout().pipes);
                 self.remove_vale_port(&switch, &port);
                 if self.switches.get(&switch).is_some_and(|s| s.direct) {
                     // netmap:IF closed: the NIC goes back to the kernel.
@@ -217,6 +302,7 @@ impl Registry {
                         persistent: true,
                         counters: Some(old.counters.clone()),
                         vnet: false,
+                        pipes,
                     };
                     match self.add_port(&switch, &port, new, old.vlan.clone()) {
                         Ok(()) => {}

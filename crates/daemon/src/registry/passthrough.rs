@@ -283,6 +283,7 @@ impl Registry {
                             persistent: true,
                             counters,
                             vnet,
+                            pipes: 0,
                         },
                         old.vlan.clone(),
                     )
@@ -439,6 +440,7 @@ impl Registry {
                         persistent: true,
                         counters: None,
                         vnet,
+                        pipes: 0,
                     },
                     // `port-add` refuses VLANs on passthrough ports.
                     PortVlan::default(),
@@ -475,6 +477,12 @@ impl Registry {
                 }
                 let e = end.index();
                 let p = self.pipes.get_mut(&key).expect("exists");
+                if let Some(d) = &p.in_port {
+                    return Err(RegistryError::PassthroughInPortMemory {
+                        end: pn.to_string(),
+                        port: d.port.clone(),
+                    });
+                }
                 if !p.open_by[e].is_closed() {
                     return Err(RegistryError::PassthroughEndOpen {
                         end: pn.to_string(),

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use ringswitch_control::Target;
+use ringswitch_control::{PortName, Target};
 use ringswitch_ring::{EventFd, Geometry, Region, RegionLayout};
 use tracing::info;
 
 use super::budget::Charge;
 use super::open_by::OpenBy;
-use super::{internal, ConnId, Registry, RegistryError, MAX_PIPES};
+use super::{internal, ConnId, Kind, Registry, RegistryError, MAX_PIPES};
 
 /// Who had a pipe end open and may still map the pipe's memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +43,29 @@ pub(super) struct PipeEntry {
     pub(super) former_uid: Option<u32>,
     /// The region's share of the budgets, given back with the entry.
     pub(super) _charge: Charge,
+    /// Of a pipe made in a switch port's memory: where.
+    pub(super) in_port: Option<InPort>,
+}
+
+/// Where a pipe in a switch port's memory is.
+pub(super) struct InPort {
+    /// Which of the port's pipes (`RegionLayout::pipe_ends`).
+    pub(super) pair: u32,
+    /// The port's full name.
+    pub(super) port: String,
+    /// The user who had the port open: the only one, besides root, handed
+    /// an end (it maps all of the port's memory).
+    pub(super) uid: u32,
+}
+
+impl PipeEntry {
+    /// The region's ends of this pipe's `{` and `}` ends.
+    pub(super) fn ends(&self) -> [usize; 2] {
+        self.in_port
+            .as_ref()
+            .and_then(|d| self.region.layout().pipe_ends(d.pair))
+            .unwrap_or([0, 1])
+    }
 }
 
 impl Registry {
@@ -91,9 +114,98 @@ impl Registry {
                 owner_uid: [None; 2],
                 former_uid: None,
                 _charge: charge,
+                in_port: None,
             },
         );
         info!(pipe = %n0, "pipe created");
+        Ok(())
+    }
+}
+
+impl Registry {
+    /// Makes pipe `base{id` in the memory of switch port `base`, which
+    /// the caller's user has open with room for pipes.
+    pub(super) fn new_pipe_in_port(&mut self, base: &str, id: &str) -> Result<(), RegistryError> {
+        let pipe = format!("{base}{{{id}");
+        let refuse = |why: &str| RegistryError::PipeNotInPortMemory {
+            pipe: pipe.clone(),
+            port: base.to_string(),
+            why: why.to_string(),
+        };
+        if self.pipes.len() >= MAX_PIPES {
+            return Err(RegistryError::TooManyPipes { max: MAX_PIPES });
+        }
+        let Ok(PortName {
+            target: Target::Vale { switch, port },
+            ..
+        }) = base.parse::<PortName>()
+        else {
+            return Err(refuse("that is not the name of a switch port"));
+        };
+        let Some(p) = self.switches.get(&switch).and_then(|s| s.ports.get(&port)) else {
+            return Err(refuse(
+                "there is no such port (open the port before its pipes)",
+            ));
+        };
+        let (Kind::Ring(r), Some(rp)) = (&p.kind, p.port.ring()) else {
+            return Err(refuse("it is not a ring port"));
+        };
+        let Some(uid) = r
+            .owner_uid
+            .filter(|_| matches!(r.open_by, OpenBy::Client(_)))
+        else {
+            return Err(refuse(
+                "no program has the port open (open the port before its pipes)",
+            ));
+        };
+        if uid != self.client.uid && self.client.uid != 0 {
+            return Err(RegistryError::PipeInOtherUsersMemory {
+                pipe,
+                port: base.to_string(),
+            });
+        }
+        let region = rp.region().clone();
+        let room = region.layout().pipes;
+        if room == 0 {
+            return Err(refuse("the port was opened without room for pipes (under the netmap preload library, set RINGSWITCH_NETMAP_PIPES to the number of pipes, 1 to 16, for the program that opens the port)"));
+        }
+        let used: Vec<u32> = self
+            .pipes
+            .values()
+            .filter(|e| Arc::ptr_eq(&e.region, &region))
+            .filter_map(|e| e.in_port.as_ref().map(|d| d.pair))
+            .collect();
+        let Some(pair) = (0..room).find(|k| !used.contains(k)) else {
+            return Err(refuse(&format!("all {room} pipes it has room for are open (under the netmap preload library, RINGSWITCH_NETMAP_PIPES sets the room, 1 to 16)")));
+        };
+        // Held by the daemon: one interrupt eventfd per end (one ring
+        // pair each); the memory is the port's, already charged.
+        let charge = self
+            .budget
+            .charge(self.payer(false), &format!("pipe {pipe}"), 0, 2)?;
+        region.reset_pipe(pair, [&pipe, &format!("{base}}}{id}")]);
+        let irq = || EventFd::new().map_err(|e| internal("creating an eventfd", e));
+        self.pipes.insert(
+            Target::pipe_key(base, id),
+            PipeEntry {
+                region,
+                irq: [vec![irq()?], vec![irq()?]],
+                persistent: false,
+                open_by: [OpenBy::Closed, OpenBy::Closed],
+                base: base.to_string(),
+                id: id.to_string(),
+                former: None,
+                owner_uid: [None; 2],
+                former_uid: None,
+                _charge: charge,
+                in_port: Some(InPort {
+                    pair,
+                    port: base.to_string(),
+                    uid,
+                }),
+            },
+        );
+        info!(pipe = %pipe, pair, "pipe created in its port's memory");
         Ok(())
     }
 }

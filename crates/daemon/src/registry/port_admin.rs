@@ -212,6 +212,7 @@ impl Registry {
                         persistent: true,
                         counters: None,
                         vnet: false,
+                        pipes: 0,
                     },
                     vlan,
                 )

@@ -23,6 +23,9 @@ pub(super) struct RingEntry {
     /// `open` (removed with its client).
     pub(super) persistent: bool,
     pub(super) open_by: OpenBy,
+    /// The uid of the client that has it open: the only user (besides
+    /// root) handed an end of a pipe in its memory.
+    pub(super) owner_uid: Option<u32>,
     /// The port region's share of the budgets, given back with the entry.
     pub(super) _charge: Charge,
     /// A passthrough port whose frames carry a virtio-net header: what the
@@ -62,7 +65,7 @@ impl Registry {
         &mut self,
         sw: &str,
         port: &str,
-        g: Geometry,
+        (g, pipes): (Geometry, u32),
         persistent: bool,
         counters: Option<Arc<Counters>>,
         vnet: bool,
@@ -73,7 +76,11 @@ impl Registry {
         } else {
             format!("{sw}:{port}")
         };
-        let layout = RegionLayout::new(g, 1)?;
+        let layout = if pipes > 0 && !vnet {
+            RegionLayout::with_pipes(g, pipes)?
+        } else {
+            RegionLayout::new(g, 1)?
+        };
         // Held by the daemon: the memfd, the kick eventfd, one interrupt
         // eventfd per ring pair.
         let fds = 2 + u64::from(g.tx_rings.max(g.rx_rings));
@@ -126,6 +133,7 @@ impl Registry {
                 geometry: g,
                 persistent,
                 open_by: OpenBy::Closed,
+                owner_uid: None,
                 _charge: charge,
                 vnet: None,
             }),
@@ -184,6 +192,7 @@ impl Registry {
                 geometry: g,
                 persistent: true,
                 open_by: OpenBy::Closed,
+                owner_uid: None,
                 _charge: charge,
                 vnet: None,
             }),
@@ -247,6 +256,7 @@ impl Registry {
                 geometry: g,
                 persistent,
                 open_by: OpenBy::Closed,
+                owner_uid: None,
                 _charge: charge,
                 vnet: Some(VnetParts {
                     region,
