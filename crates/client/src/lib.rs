@@ -371,6 +371,9 @@ impl Port {
                 "the region does not have the announced geometry",
             ));
         }
+        if info.kind == PortKind::Pipe && l.pipes > 0 {
+            pipe::note_in_port(&region);
+        }
         let (tx, rx) = app_rings(&region, end, g);
         let (irqs, backend) = match info.kind {
             PortKind::Vale => {
@@ -843,6 +846,14 @@ impl Port {
             let _ = set.delete(c.socket().as_fd().as_raw_fd());
         }
         if !self.reconnect || self.info.kind != PortKind::Vale {
+            return Ok(());
+        }
+        if self.region.layout().pipes > 0 && pipe::any_in(&self.region) {
+            // Pipes of this process live in this port's memory, and a new
+            // daemon would give the port other memory: the port stays
+            // with its pipes (they need no daemon), cut off from the
+            // switch, rather than leave them behind.
+            tracing::warn!(port = %self.info.name, "the daemon went; the port does not follow it, since pipes are open in its memory");
             return Ok(());
         }
         let Some((socket, name, opts)) = self.origin.clone() else {

@@ -6,13 +6,36 @@
 //! by whoever dereferences them.
 
 use std::sync::atomic::fence;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use ringswitch_ring::arith;
 use ringswitch_ring::sync::order;
 use ringswitch_ring::{AppRing, Dir, PortRing, Region};
 
 use crate::doorbell::Doorbell;
+
+/// The regions of this process's pipe ends that live in a switch port's
+/// memory (`OpenOptions::in_port_memory`).
+static IN_PORTS: Mutex<Vec<Weak<Region>>> = Mutex::new(Vec::new());
+
+/// Notes that `region`, a pipe end's, is a switch port's memory.
+pub(crate) fn note_in_port(region: &Arc<Region>) {
+    let mut v = IN_PORTS.lock().unwrap_or_else(|p| p.into_inner());
+    v.retain(|w| w.strong_count() > 0);
+    v.push(Arc::downgrade(region));
+}
+
+/// Whether a pipe end of this process is open in `port`'s memory.
+pub(crate) fn any_in(port: &Region) -> bool {
+    let Some(id) = port.file_id() else {
+        return false;
+    };
+    let mut v = IN_PORTS.lock().unwrap_or_else(|p| p.into_inner());
+    v.retain(|w| w.strong_count() > 0);
+    v.iter()
+        .filter_map(Weak::upgrade)
+        .any(|r| r.file_id() == Some(id))
+}
 
 pub(crate) struct PipeEnd {
     region: Arc<Region>,

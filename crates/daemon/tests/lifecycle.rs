@@ -389,3 +389,44 @@ fn a_former_pipe_end_owner_that_kept_the_memory_never_sees_the_next_owners_frame
     );
     forwards(d.socket(), "vale0");
 }
+
+/// A switch port whose memory holds pipes this process has open (netmap's
+/// lb) does not follow its daemon to a new one, which would give the port
+/// other memory and leave the pipes behind: it stays with them, cut off
+/// from the switch, and they go on moving frames with no daemon.
+#[test]
+fn a_port_with_pipes_in_its_memory_stays_with_them_when_the_daemon_goes() {
+    use ringswitch_client::OpenOptions;
+    let d = daemon("pipes-stay");
+    let sock = socket("pipes-stay");
+    let room = OpenOptions {
+        pipes: 1,
+        in_port_memory: false,
+    };
+    let mut port = Port::open_at_with(&sock, "vale0:lb", room).unwrap();
+    port.set_reconnect(true).unwrap();
+    let in_port = OpenOptions {
+        pipes: 0,
+        in_port_memory: true,
+    };
+    let mut a = Port::open_at_with(&sock, "vale0:lb{0", in_port).unwrap();
+    let mut b = Port::open_at(&sock, "vale0:lb}0").unwrap();
+    assert!(a.shares_memory_with(&port) && b.shares_memory_with(&port));
+    drop(d);
+    let d2 = daemon("pipes-stay");
+    // The wait sees the hang-up and decides; it then waits on the port's
+    // own interrupts, which nothing raises.
+    port.wait_rx(0, Some(Duration::from_millis(100))).unwrap();
+    assert_eq!(port.stats().reconnects, 0, "the port followed the daemon");
+    let mut c = Connection::connect(&sock).unwrap();
+    let (ports, _): (Vec<PortInfo>, _) = c.call_as(&Request::PortList { switch: None }).unwrap();
+    assert!(ports.iter().all(|p| p.name != "vale0:lb"), "{ports:?}");
+    let frames: Vec<Vec<u8>> = (0..8).map(|i| frame(mac(2), mac(1), 60, i)).collect();
+    assert_eq!(send(&mut a, &frames), 8);
+    let got = recv_n(&mut b, 8);
+    assert_eq!(
+        got.iter().map(|f| tag_of(f)).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>()
+    );
+    drop(d2);
+}
