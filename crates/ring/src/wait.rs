@@ -23,8 +23,10 @@
 //!   involuntary context switches moved meanwhile (a yield that ran
 //!   another thread counts as one, as does a preemption), another runnable
 //!   thread was waiting for this CPU (a co-located worker or peer, three
-//!   threads on two CPUs), and spinning stops for a while that doubles
-//!   each time it happens again.
+//!   threads on two CPUs). If the work waited for is there when the CPU
+//!   comes back, that thread was the one waited for, and the spin won by
+//!   giving way; if not, spinning stops for a while that doubles each time
+//!   it happens again.
 //!
 //! Nothing here blocks or allocates; the clock is read every
 //! [`CHECK_EVERY`] turns.
@@ -137,8 +139,16 @@ impl AdaptiveWait {
                 // as an involuntary switch (the thread stayed runnable):
                 // another thread needs this CPU more than we need to spin.
                 if involuntary_switches() != switched {
+                    // The thread that ran may have been the one we wait
+                    // for (a worker or peer sharing this CPU): then the
+                    // spin paid, by handing it the CPU.
+                    if ready() {
+                        self.stats.spins_won += 1;
+                        self.last_calm = 0;
+                        return true;
+                    }
                     self.give_way();
-                    return ready();
+                    return false;
                 }
             } else {
                 std::hint::spin_loop();
@@ -304,6 +314,59 @@ mod tests {
         let s = w.stats();
         assert_eq!(s.spins_won, 0);
         assert_eq!(s.spins_lost + s.gave_way, 1);
+    }
+
+    /// Two threads on one CPU: the spinner's yield runs the thread that
+    /// brings the work, which is a spin won, not a reason to stop spinning.
+    #[test]
+    fn a_yield_that_runs_the_thread_bringing_the_work_is_a_spin_won() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        fn pin_to_first_cpu() -> bool {
+            // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            // SAFETY: sets bit 0 of a set we own.
+            unsafe { libc::CPU_SET(0, &mut set) };
+            // SAFETY: sched_setaffinity on the calling thread with a valid set.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0 }
+        }
+        if !pin_to_first_cpu() {
+            return; // no CPU 0 to share: nothing to show
+        }
+        let came = Arc::new(AtomicBool::new(false));
+        let started = Arc::new(AtomicBool::new(false));
+        let spinning = Arc::new(AtomicBool::new(false));
+        let bringer = {
+            let (came, started, spinning) = (came.clone(), started.clone(), spinning.clone());
+            std::thread::spawn(move || {
+                if pin_to_first_cpu() {
+                    // Relaxed: flags with nothing attached.
+                    started.store(true, Ordering::Relaxed);
+                    // It runs when the spinner gives it the CPU.
+                    while !spinning.load(Ordering::Relaxed) {
+                        std::thread::yield_now();
+                    }
+                    came.store(true, Ordering::Relaxed);
+                }
+            })
+        };
+        let mut w = AdaptiveWait::new();
+        // A window far longer than the bringer can take to run.
+        w.cost = COST_MAX;
+        w.window = COST_MAX;
+        let won = w.spin(|| {
+            spinning.store(true, Ordering::Relaxed);
+            came.load(Ordering::Relaxed)
+        });
+        spinning.store(true, Ordering::Relaxed);
+        bringer.join().unwrap();
+        if !started.load(Ordering::Relaxed) {
+            return; // the bringer could not share CPU 0
+        }
+        if won {
+            assert_eq!(w.stats().gave_way, 0, "{:?}", w.stats());
+            assert_eq!(w.calm, 0, "it keeps spinning");
+        }
     }
 
     #[test]
