@@ -178,6 +178,31 @@ fn as_user(cmd: &mut Command, uid: u32, gid: u32, groups: &[u32]) {
 }
 
 /// `ringswitch ARGS` as another user, with extra environment.
+/// A pipe end that user NOBODY, in group `users`, is refused on `socket`,
+/// the refusal saying `why`.
+fn refused_to_another_user(users: u32, socket: &Path, end: &str, why: &str) {
+    let o = run_as(
+        NOBODY,
+        NOBODY,
+        &[users],
+        socket,
+        &[
+            "pkt-gen",
+            "-f",
+            "rx",
+            "-i",
+            end,
+            "-n",
+            "1",
+            "--duration",
+            "5",
+        ],
+    );
+    assert!(!o.status.success(), "another user got {end}: {}", text(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains(why), "{e}");
+}
+
 fn run_as(uid: u32, gid: u32, groups: &[u32], socket: &Path, args: &[&str]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.arg("--socket")
@@ -830,30 +855,7 @@ fn a_guest_pipe_end_goes_to_no_other_user_while_its_memory_stays() {
     let handle = v["handle"].as_u64().unwrap();
     c.call(&Request::Close { handle }).unwrap();
     // Another user is refused, with the reason...
-    let o = run_as(
-        NOBODY,
-        NOBODY,
-        &[users],
-        s,
-        &[
-            "pkt-gen",
-            "-f",
-            "rx",
-            "-i",
-            "gp}1",
-            "-n",
-            "1",
-            "--duration",
-            "5",
-        ],
-    );
-    assert!(
-        !o.status.success(),
-        "another user got the end: {}",
-        text(&o)
-    );
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("was open by another user"), "{e}");
+    refused_to_another_user(users, s, "gp}1", "was open by another user");
     // ...the same user is not.
     let (v, _fds) = c
         .call(&Request::Open {
@@ -925,30 +927,7 @@ fn a_pipe_in_a_ports_memory_goes_only_to_the_ports_user() {
         "the port's memory"
     );
     // Another user is refused the other end, with the reason...
-    let o = run_as(
-        NOBODY,
-        NOBODY,
-        &[users],
-        s,
-        &[
-            "pkt-gen",
-            "-f",
-            "rx",
-            "-i",
-            "vale0:lbp}0",
-            "-n",
-            "1",
-            "--duration",
-            "5",
-        ],
-    );
-    assert!(
-        !o.status.success(),
-        "another user got the end: {}",
-        text(&o)
-    );
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("which another user has open"), "{e}");
+    refused_to_another_user(users, s, "vale0:lbp}0", "which another user has open");
     // ...the port's user is not.
     let mut b = Connection::connect(s).unwrap();
     let (v, _b_fds) = open(&mut b, "vale0:lbp}0", 0, false).unwrap();

@@ -6,6 +6,7 @@ use std::os::fd::OwnedFd;
 use ringswitch_control::proto::{OpenReply, PortKind};
 use ringswitch_control::{PipeEnd, PortVlan, Target};
 use ringswitch_ring::Geometry;
+use ringswitch_switch::SwitchPort;
 use tracing::{info, warn};
 
 use super::error::Openable;
@@ -236,6 +237,27 @@ impl Registry {
         }
         let (g, old) = (r.geometry, p.port.clone());
         self.remove_vale_port(switch, port);
+        if let Err(e) = self.refile_persistent(switch, port, &old, g, pipes) {
+            warn!(port = %format!("{switch}:{port}"), error = %e, "could not give a port room for pipes");
+            // The port as it was (the open then refuses the pipes).
+            let had = old.ring().map_or(0, |rp| rp.region().layout().pipes);
+            if let Err(e) = self.refile_persistent(switch, port, &old, g, had) {
+                warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");
+            }
+        }
+    }
+
+    /// Files persistent ring port `switch:port` again on fresh memory, of
+    /// geometry `g` with room for `pipes` pipes, with the counters and
+    /// VLANs of `old`, the port it replaces (which the caller removed).
+    fn refile_persistent(
+        &mut self,
+        switch: &str,
+        port: &str,
+        old: &SwitchPort,
+        g: Geometry,
+        pipes: u32,
+    ) -> Result<(), RegistryError> {
         let new = NewPort::Ring {
             geometry: g,
             persistent: true,
@@ -243,20 +265,7 @@ impl Registry {
             vnet: false,
             pipes,
         };
-        if let Err(e) = self.add_port(switch, port, new, old.vlan.clone()) {
-            warn!(port = %format!("{switch}:{port}"), error = %e, "could not give a port room for pipes");
-            // The port as it was (the open then refuses the pipes).
-            let again = NewPort::Ring {
-                geometry: g,
-                persistent: true,
-                counters: Some(old.counters.clone()),
-                vnet: false,
-                pipes: old.ring().map_or(0, |rp| rp.region().layout().pipes),
-            };
-            if let Err(e) = self.add_port(switch, port, again, old.vlan.clone()) {
-                warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");
-            }
-        }
+        self.add_port(switch, port, new, old.vlan.clone())
     }
 
     /// `close` of one handle owned by `conn`.
@@ -297,14 +306,7 @@ impl Registry {
                     // that kept the old mapping is cut off from the switch.
                     // The counters describe the port, not one client's use
                     // of it: the new port shares them, and its VLANs.
-                    let new = NewPort::Ring {
-                        geometry: g,
-                        persistent: true,
-                        counters: Some(old.counters.clone()),
-                        vnet: false,
-                        pipes,
-                    };
-                    match self.add_port(&switch, &port, new, old.vlan.clone()) {
+                    match self.refile_persistent(&switch, &port, &old, g, pipes) {
                         Ok(()) => {}
                         Err(e) => {
                             warn!(port = %format!("{switch}:{port}"), error = %e, "could not recreate a persistent port");

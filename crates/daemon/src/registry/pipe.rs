@@ -59,6 +59,30 @@ pub(super) struct InPort {
 }
 
 impl PipeEntry {
+    /// A pipe no one has open yet, on `region` with its interrupts.
+    fn new(
+        (region, irq): (Arc<Region>, [Vec<EventFd>; 2]),
+        persistent: bool,
+        base: &str,
+        id: &str,
+        charge: Charge,
+        in_port: Option<InPort>,
+    ) -> PipeEntry {
+        PipeEntry {
+            region,
+            irq,
+            persistent,
+            open_by: [OpenBy::Closed, OpenBy::Closed],
+            base: base.to_string(),
+            id: id.to_string(),
+            former: None,
+            owner_uid: [None; 2],
+            former_uid: None,
+            _charge: charge,
+            in_port,
+        }
+    }
+
     /// The region's ends of this pipe's `{` and `}` ends.
     pub(super) fn ends(&self) -> [usize; 2] {
         self.in_port
@@ -101,22 +125,8 @@ impl Registry {
             fds,
         )?;
         let (region, irq) = pipe_memory(base, id, g)?;
-        self.pipes.insert(
-            Target::pipe_key(base, id),
-            PipeEntry {
-                region: Arc::new(region),
-                irq,
-                persistent,
-                open_by: [OpenBy::Closed, OpenBy::Closed],
-                base: base.to_string(),
-                id: id.to_string(),
-                former: None,
-                owner_uid: [None; 2],
-                former_uid: None,
-                _charge: charge,
-                in_port: None,
-            },
-        );
+        let entry = PipeEntry::new((Arc::new(region), irq), persistent, base, id, charge, None);
+        self.pipes.insert(Target::pipe_key(base, id), entry);
         info!(pipe = %n0, "pipe created");
         Ok(())
     }
@@ -185,26 +195,14 @@ impl Registry {
             .charge(self.payer(false), &format!("pipe {pipe}"), 0, 2)?;
         region.reset_pipe(pair, [&pipe, &format!("{base}}}{id}")]);
         let irq = || EventFd::new().map_err(|e| internal("creating an eventfd", e));
-        self.pipes.insert(
-            Target::pipe_key(base, id),
-            PipeEntry {
-                region,
-                irq: [vec![irq()?], vec![irq()?]],
-                persistent: false,
-                open_by: [OpenBy::Closed, OpenBy::Closed],
-                base: base.to_string(),
-                id: id.to_string(),
-                former: None,
-                owner_uid: [None; 2],
-                former_uid: None,
-                _charge: charge,
-                in_port: Some(InPort {
-                    pair,
-                    port: base.to_string(),
-                    uid,
-                }),
-            },
-        );
+        let in_port = InPort {
+            pair,
+            port: base.to_string(),
+            uid,
+        };
+        let irq = [vec![irq()?], vec![irq()?]];
+        let entry = PipeEntry::new((region, irq), false, base, id, charge, Some(in_port));
+        self.pipes.insert(Target::pipe_key(base, id), entry);
         info!(pipe = %pipe, pair, "pipe created in its port's memory");
         Ok(())
     }
