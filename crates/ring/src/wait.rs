@@ -14,7 +14,8 @@
 //!   it, down to zero: an idle port or a peer that sends rarely costs no
 //!   spinning.
 //! - **The cap is the thread's own wake-up cost** ([`AdaptiveWait::cost`]),
-//!   the lower envelope of the sleeps that ended with work. Spinning up to
+//!   a running estimate low among the sleeps that ended with work
+//!   (falling by an eighth of the gap, rising by 1/64). Spinning up to
 //!   what a sleep costs and then sleeping never costs more than twice the
 //!   best choice made knowing the future (the ski-rental bound). Where
 //!   wake-ups are cheap, it hardly spins.
@@ -25,8 +26,10 @@
 //!   thread was waiting for this CPU (a co-located worker or peer, three
 //!   threads on two CPUs). If the work waited for is there when the CPU
 //!   comes back, that thread was the one waited for, and the spin won by
-//!   giving way; if not, spinning stops for a while that doubles each time
-//!   it happens again.
+//!   giving way; if the CPU came back sooner than a wake-up would have,
+//!   the other thread ran a short turn and slept, and the spin goes on;
+//!   otherwise it needs the CPU, and spinning stops for a while that
+//!   doubles each time it happens again.
 //!
 //! Nothing here blocks or allocates; the clock is read every
 //! [`CHECK_EVERY`] turns.
@@ -124,7 +127,9 @@ impl AdaptiveWait {
         }
         let t0 = Instant::now();
         let limit = Duration::from_nanos(u64::from(self.window));
-        let switched = involuntary_switches();
+        let mut switched = involuntary_switches();
+        // The last time the thread was seen to have the CPU to itself.
+        let mut alone = t0;
         let mut turns = 0u32;
         loop {
             if ready() {
@@ -137,18 +142,27 @@ impl AdaptiveWait {
                 std::thread::yield_now();
                 // A yield that gave the CPU away, or a preemption, counts
                 // as an involuntary switch (the thread stayed runnable):
-                // another thread needs this CPU more than we need to spin.
-                if involuntary_switches() != switched {
-                    // The thread that ran may have been the one we wait
-                    // for (a worker or peer sharing this CPU): then the
-                    // spin paid, by handing it the CPU.
-                    if ready() {
-                        self.stats.spins_won += 1;
-                        self.last_calm = 0;
-                        return true;
+                // another thread needed this CPU.
+                let now = involuntary_switches();
+                if now != switched {
+                    let back = Instant::now();
+                    match after_switch(ready(), back - alone, self.cost) {
+                        AfterSwitch::Won => {
+                            self.stats.spins_won += 1;
+                            self.last_calm = 0;
+                            return true;
+                        }
+                        AfterSwitch::GiveWay => {
+                            self.give_way();
+                            return false;
+                        }
+                        AfterSwitch::SpinOn => {
+                            switched = now;
+                            alone = back;
+                        }
                     }
-                    self.give_way();
-                    return false;
+                } else {
+                    alone = Instant::now();
                 }
             } else {
                 std::hint::spin_loop();
@@ -181,10 +195,12 @@ impl AdaptiveWait {
             self.shrink();
             return;
         }
-        // A woken sleep lasts at least the wake-up itself: the lowest ones
-        // measure it. Follow a drop at once, a rise slowly.
+        // A woken sleep lasts at least the wake-up itself: the low ones
+        // measure it. Follow a drop by an eighth of it, a rise by 1/64:
+        // not the lowest sleep, which may have caught a thread that had
+        // not halted yet (a cheap wake-up), but low among them.
         self.cost = if d < self.cost {
-            d.max(COST_MIN)
+            (self.cost - (self.cost - d) / 8).max(COST_MIN)
         } else {
             (self.cost + (d - self.cost) / 64).min(COST_MAX)
         };
@@ -205,6 +221,33 @@ impl AdaptiveWait {
         if self.window < GROW_START / 2 {
             self.window = 0;
         }
+    }
+}
+
+/// What a spin does once another thread ran on its CPU.
+#[derive(Debug, PartialEq, Eq)]
+enum AfterSwitch {
+    /// The work is there: the thread that ran brought it (a worker or peer
+    /// sharing this CPU), and the spin paid by handing it the CPU.
+    Won,
+    /// The CPU came back sooner than a sleep's wake-up would have: the
+    /// other thread ran a short turn and slept (a worker's batch), and
+    /// spinning on costs it nothing.
+    SpinOn,
+    /// The other thread kept the CPU longer: it needs it, and a spin would
+    /// take turns with it.
+    GiveWay,
+}
+
+/// The decision after a switch: with the work `ready` or not, the CPU
+/// away for at most `away`, and a wake-up costing `cost` ns.
+fn after_switch(ready: bool, away: Duration, cost: u32) -> AfterSwitch {
+    if ready {
+        AfterSwitch::Won
+    } else if away < Duration::from_nanos(u64::from(cost)) {
+        AfterSwitch::SpinOn
+    } else {
+        AfterSwitch::GiveWay
     }
 }
 
@@ -284,18 +327,35 @@ mod tests {
     #[test]
     fn cheap_wake_ups_mean_short_windows() {
         let mut w = AdaptiveWait::new();
-        for _ in 0..50 {
+        for _ in 0..100 {
             w.slept(us(3), true);
         }
-        assert_eq!(w.cost(), us(3));
-        assert!(w.window() <= us(3), "{:?}", w.window());
+        assert!(w.cost() < us(4), "{:?}", w.cost());
+        assert!(w.window() <= w.cost(), "{:?}", w.window());
     }
 
     #[test]
-    fn the_cost_follows_a_drop_at_once_and_a_rise_slowly() {
+    fn after_a_switch_the_spin_wins_goes_on_or_gives_way() {
+        assert_eq!(after_switch(true, us(500), 50_000), AfterSwitch::Won);
+        assert_eq!(after_switch(false, us(8), 50_000), AfterSwitch::SpinOn);
+        assert_eq!(after_switch(false, us(50), 50_000), AfterSwitch::GiveWay);
+        assert_eq!(after_switch(false, us(3000), 50_000), AfterSwitch::GiveWay);
+    }
+
+    #[test]
+    fn the_cost_follows_a_drop_faster_than_a_rise() {
         let mut w = AdaptiveWait::new();
+        // One short sleep (a thread not yet halted) moves it an eighth.
         w.slept(us(10), true);
-        assert_eq!(w.cost(), us(10));
+        assert_eq!(w.cost(), us(45));
+        for _ in 0..100 {
+            w.slept(us(10), true);
+        }
+        assert!(
+            w.cost() < us(11),
+            "many of them take it there: {:?}",
+            w.cost()
+        );
         w.slept(us(10_000), true);
         assert!(w.cost() < us(200), "{:?}", w.cost());
         for _ in 0..2000 {
