@@ -283,7 +283,7 @@ impl Port {
             end: end as u32,
             geometry: g,
             region_size: region.len() as u64,
-            nifp_offset: l.nifp_ofs[end] as u64,
+            nifp_offset: l.nifp_at(end) as u64,
         };
         Self::assemble(None, info, region, (tx, rx), irqs, backend)
     }

@@ -445,12 +445,13 @@ pub struct RegionLayout {
     /// Pipes in a switch port's memory: pipe `k` has ends `1 + 2k` (`{`)
     /// and `2 + 2k` (`}`). 0 for a plain port and for a pipe.
     pub pipes: u32,
-    /// Offset of each end's `netmap_if`.
-    pub nifp_ofs: [usize; MAX_ENDS],
-    /// Offset of each end's first ring (TX rings, then RX rings).
-    pub rings_ofs: [usize; MAX_ENDS],
-    /// Offset of each end's CSB.
-    pub csb_ofs: [usize; MAX_ENDS],
+    /// Offset of the `netmap_if` of ends 0 and 1 (see [`Self::nifp_at`]
+    /// for any end).
+    pub nifp_ofs: [usize; 2],
+    /// Offset of the first ring (TX rings, then RX rings) of ends 0 and 1.
+    pub rings_ofs: [usize; 2],
+    /// Offset of the CSB of ends 0 and 1.
+    pub csb_ofs: [usize; 2],
     /// Offset of buffer 0.
     pub buf_base: usize,
     /// Number of buffers, reserved ones included.
@@ -488,17 +489,22 @@ impl RegionLayout {
             geometry,
             ends,
             pipes,
-            nifp_ofs: [0; MAX_ENDS],
-            rings_ofs: [0; MAX_ENDS],
-            csb_ofs: [0; MAX_ENDS],
+            nifp_ofs: [0; 2],
+            rings_ofs: [0; 2],
+            csb_ofs: [0; 2],
             buf_base: 0,
             nbufs: 0,
             size: 0,
         };
+        // Every end past 0 has the same geometry, so the structures of
+        // ends 1 and up are evenly spaced: only ends 0 and 1 are kept
+        // (the layout is copied around; see `nifp_at`).
         let ends = ends as usize;
         let mut off = REGION_HEADER_SIZE;
-        for n in l.nifp_ofs.iter_mut().take(ends) {
-            *n = off;
+        for e in 0..ends {
+            if e < 2 {
+                l.nifp_ofs[e] = off;
+            }
             off += NIFP_SIZE;
         }
         // The CSBs before the rings: a copy of the region made page by
@@ -509,14 +515,18 @@ impl RegionLayout {
         let csb_entry = core::mem::size_of::<CsbAtok>() + core::mem::size_of::<CsbKtoa>();
         for e in 0..ends {
             let g = l.end_geometry(e);
-            l.csb_ofs[e] = off;
+            if e < 2 {
+                l.csb_ofs[e] = off;
+            }
             off += (g.tx_rings + g.rx_rings) as usize * csb_entry;
         }
         off = arith::align_up(off, RING_ALIGN);
         let mut bufs = RESERVED_BUFS as usize;
         for e in 0..ends {
             let g = l.end_geometry(e);
-            l.rings_ofs[e] = off;
+            if e < 2 {
+                l.rings_ofs[e] = off;
+            }
             off += g.tx_rings as usize * ring_bytes(g.tx_slots);
             off += g.rx_rings as usize * ring_bytes(g.rx_slots);
             bufs += g.tx_rings as usize * g.tx_slots as usize;
@@ -527,6 +537,39 @@ impl RegionLayout {
         // At most 33 ends x 2 directions x 16 rings x 4096 slots + 2.
         l.nbufs = u32::try_from(bufs).map_err(|_| GeometryError::Slots(geometry.tx_slots))?;
         Ok(l)
+    }
+
+    /// Offset of end `end`'s `netmap_if`.
+    pub fn nifp_at(&self, end: usize) -> usize {
+        self.spaced(&self.nifp_ofs, end, NIFP_SIZE)
+    }
+
+    /// Offset of end `end`'s CSB.
+    pub fn csb_at(&self, end: usize) -> usize {
+        let g = self.end_geometry(1);
+        let entry = core::mem::size_of::<CsbAtok>() + core::mem::size_of::<CsbKtoa>();
+        self.spaced(
+            &self.csb_ofs,
+            end,
+            (g.tx_rings + g.rx_rings) as usize * entry,
+        )
+    }
+
+    /// Offset of end `end`'s first ring.
+    pub fn rings_at(&self, end: usize) -> usize {
+        let g = self.end_geometry(1);
+        let stride = g.tx_rings as usize * ring_bytes(g.tx_slots)
+            + g.rx_rings as usize * ring_bytes(g.rx_slots);
+        self.spaced(&self.rings_ofs, end, stride)
+    }
+
+    /// Where `at` (ends 0 and 1) puts end `end`, ends past 1 following
+    /// end 1 every `stride` bytes.
+    fn spaced(&self, at: &[usize; 2], end: usize, stride: usize) -> usize {
+        match end {
+            0 | 1 => at[end],
+            e => at[1] + (e - 1) * stride,
+        }
     }
 
     /// The other end of the pipe that end `end` belongs to (for a port's
@@ -562,7 +605,7 @@ impl RegionLayout {
     /// Offset of ring `idx` of direction `dir` of end `end`.
     pub fn ring_ofs(&self, end: usize, dir: Dir, idx: u32) -> usize {
         let g = self.end_geometry(end);
-        let base = self.rings_ofs[end];
+        let base = self.rings_at(end);
         match dir {
             Dir::Tx => base + idx as usize * ring_bytes(g.tx_slots),
             Dir::Rx => {
@@ -582,14 +625,14 @@ impl RegionLayout {
 
     /// Offset of the `atok` half of a ring's CSB entry.
     pub fn atok_ofs(&self, end: usize, dir: Dir, idx: u32) -> usize {
-        self.csb_ofs[end] + self.csb_index(end, dir, idx) * core::mem::size_of::<CsbAtok>()
+        self.csb_at(end) + self.csb_index(end, dir, idx) * core::mem::size_of::<CsbAtok>()
     }
 
     /// Offset of the `ktoa` half of a ring's CSB entry.
     pub fn ktoa_ofs(&self, end: usize, dir: Dir, idx: u32) -> usize {
         let g = self.end_geometry(end);
         let entries = (g.tx_rings + g.rx_rings) as usize;
-        self.csb_ofs[end]
+        self.csb_at(end)
             + entries * core::mem::size_of::<CsbAtok>()
             + self.csb_index(end, dir, idx) * core::mem::size_of::<CsbKtoa>()
     }
@@ -863,9 +906,9 @@ mod tests {
             let eg = l.end_geometry(ends as usize - 1);
             // The CSBs come before the rings (see `RegionLayout::new`),
             // right after the last `netmap_if`.
-            let last_nifp = l.nifp_ofs[ends as usize - 1];
+            let last_nifp = l.nifp_at(ends as usize - 1);
             assert_eq!(l.csb_ofs[0], last_nifp + NIFP_SIZE);
-            let csb_end = l.csb_ofs[ends as usize - 1] + 5 * 128;
+            let csb_end = l.csb_at(ends as usize - 1) + 5 * 128;
             assert!(csb_end <= l.ring_ofs(0, Dir::Tx, 0));
             let last_ring = l.ring_ofs(ends as usize - 1, Dir::Rx, eg.rx_rings - 1);
             assert!(last_ring + ring_bytes(eg.rx_slots) <= l.buf_base);
@@ -911,8 +954,8 @@ mod tests {
         let mut next_buf = RESERVED_BUFS;
         for e in 0..l.ends as usize {
             let eg = l.end_geometry(e);
-            spans.push((l.nifp_ofs[e], l.nifp_ofs[e] + NIFP_SIZE));
-            spans.push((l.csb_ofs[e], l.ktoa_ofs(e, Dir::Rx, eg.rx_rings - 1) + 64));
+            spans.push((l.nifp_at(e), l.nifp_at(e) + NIFP_SIZE));
+            spans.push((l.csb_at(e), l.ktoa_ofs(e, Dir::Rx, eg.rx_rings - 1) + 64));
             for (d, n, slots) in [
                 (Dir::Tx, eg.tx_rings, eg.tx_slots),
                 (Dir::Rx, eg.rx_rings, eg.rx_slots),

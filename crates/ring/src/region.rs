@@ -371,7 +371,7 @@ impl Region {
     /// The `ni_name` of end `end` (its port's name), up to its first NUL.
     pub fn ni_name(&self, end: usize) -> Vec<u8> {
         let end = end.min(self.layout.ends as usize - 1);
-        let n: [u8; 16] = self.read_pod(self.layout.nifp_ofs[end]);
+        let n: [u8; 16] = self.read_pod(self.layout.nifp_at(end));
         let len = n.iter().position(|&b| b == 0).unwrap_or(16);
         n[..len].to_vec()
     }
@@ -501,7 +501,7 @@ impl Region {
         let n = src.len().min(15);
         ni_name[..n].copy_from_slice(&src[..n]);
         self.write_pod(
-            self.layout.nifp_ofs[end],
+            self.layout.nifp_at(end),
             NetmapIfHeader {
                 ni_name,
                 ni_version: NETMAP_API,
@@ -546,7 +546,7 @@ impl Region {
     fn init_end(&self, end: usize, end_name: &str) {
         let l = self.layout;
         let g = l.end_geometry(end);
-        let nifp = l.nifp_ofs[end];
+        let nifp = l.nifp_at(end);
         self.write_nifp_header(end, end_name);
         let mut k = 0;
         for (dir, rings, slots) in [

@@ -207,7 +207,7 @@ impl Registry {
                     end: re as u32,
                     geometry: l.end_geometry(re),
                     region_size: l.size as u64,
-                    nifp_offset: l.nifp_ofs[re] as u64,
+                    nifp_offset: l.nifp_at(re) as u64,
                 };
                 self.handles
                     .insert(handle, (conn, Handle::Pipe { key, end: e }));
