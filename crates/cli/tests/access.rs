@@ -955,5 +955,29 @@ fn a_pipe_in_a_ports_memory_goes_only_to_the_ports_user() {
     assert!(v["region_size"].as_u64().unwrap() > size, "{v}");
     let mut e2 = Connection::connect(s).unwrap();
     open(&mut e2, "vale0:idle{5", 0, true).unwrap();
+    // The port closed and opened again has fresh memory; a pipe whose
+    // other end is still held stays in the memory the port had, and its
+    // `{` end asked for in the port's memory is refused, not handed the
+    // former memory.
+    drop((a, _a_fds, port, _port_fds));
+    let mut port = Connection::connect(s).unwrap();
+    let mut reopened = None;
+    wait_until("vale0:lbp to be closed and opened again", || {
+        reopened = open(&mut port, "vale0:lbp", 1, false).ok();
+        reopened.is_some()
+    });
+    let mut f = Connection::connect(s).unwrap();
+    let e = open(&mut f, "vale0:lbp{0", 0, true).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unsupported);
+    assert!(
+        e.message.contains("memory the port had before"),
+        "{}",
+        e.message
+    );
+    // Once the other end is closed too, the pipe is made in the new memory.
+    drop((b, _b_fds));
+    wait_until("vale0:lbp{0 in the port's new memory", || {
+        open(&mut f, "vale0:lbp{0", 0, true).is_ok()
+    });
     d.still_works();
 }

@@ -136,6 +136,13 @@ impl Registry {
                                 why: "the pipe is already open outside the port's memory (close what has either of its ends open and retry)".into(),
                             })
                         }
+                        Some(p) if !self.is_ports_memory(&base, &p.region) => {
+                            return Err(RegistryError::PipeNotInPortMemory {
+                                pipe: pn.to_string(),
+                                port: base.clone(),
+                                why: "the pipe is still open in the memory the port had before it was opened again (close what has its other end open and retry)".into(),
+                            })
+                        }
                         Some(_) => {}
                     }
                 }

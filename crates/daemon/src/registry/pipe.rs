@@ -133,6 +133,24 @@ impl Registry {
 }
 
 impl Registry {
+    /// Whether `region` is the memory switch port `base` has now (a pipe
+    /// made in a port's memory stays on it when the port is opened again
+    /// with fresh memory while the pipe's other end is held).
+    pub(super) fn is_ports_memory(&self, base: &str, region: &Arc<Region>) -> bool {
+        let Ok(PortName {
+            target: Target::Vale { switch, port },
+            ..
+        }) = base.parse::<PortName>()
+        else {
+            return false;
+        };
+        self.switches
+            .get(&switch)
+            .and_then(|s| s.ports.get(&port))
+            .and_then(|p| p.port.ring())
+            .is_some_and(|rp| Arc::ptr_eq(rp.region(), region))
+    }
+
     /// Makes pipe `base{id` in the memory of switch port `base`, which
     /// the caller's user has open with room for pipes.
     pub(super) fn new_pipe_in_port(&mut self, base: &str, id: &str) -> Result<(), RegistryError> {
