@@ -488,6 +488,22 @@ pub unsafe fn mmap(
     }
 }
 
+/// The identity of the memory `file`'s port is registered on: its memfd's
+/// device and inode, which no other memory has while a mapping of it (or
+/// the port) holds it open. None before REGISTER or if fstat fails.
+pub fn region_identity(file: &NmFile) -> Option<(u64, u64)> {
+    file.with_region(|memfd, _| {
+        // SAFETY: stat is plain data; all zeroes is a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes one stat into `st`, which lives across the
+        // call; `memfd` is the port's open memfd (held under the file's
+        // lock for the call).
+        let ok = unsafe { libc::fstat(memfd, &mut st) } == 0;
+        ok.then_some((st.st_dev, st.st_ino))
+    })
+    .flatten()
+}
+
 /// Maps the first `len` bytes of the port of `file`, shared and read-write,
 /// where the kernel chooses (what nm_open and nmport_mmap do); MAP_FAILED
 /// with errno set on failure.

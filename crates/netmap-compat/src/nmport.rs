@@ -371,15 +371,20 @@ pub unsafe extern "C" fn nmport_mmap(d: *mut NmportD) -> c_int {
         };
         let len = d.reg.nr_memsize as usize;
         // As libnetmap: ports of one memory share one mapping, so buffer
-        // indexes move between them (lb's output pipes).
-        let mem = match shared_map::take(d.reg.nr_mem_id, len) {
+        // indexes move between them (lb's output pipes). Keyed by the
+        // memory's identity too, not its id alone: a mapping kept after
+        // its port closed is never handed to a new port given that id.
+        let key = dev::region_identity(&f).map(|ident| (d.reg.nr_mem_id, ident));
+        let mem = match key.and_then(|k| shared_map::take(k, len)) {
             Some(m) => m,
             None => {
                 let mem = dev::map_port(&f, len);
                 if mem == libc::MAP_FAILED {
                     return -1;
                 }
-                shared_map::add(d.reg.nr_mem_id, mem, len);
+                if let Some(k) = key {
+                    shared_map::add(k, mem, len);
+                }
                 mem
             }
         };
@@ -457,13 +462,16 @@ pub unsafe extern "C" fn nmport_close(d: *mut NmportD) {
     unsafe { nmport_delete(d) }
 }
 
-/// The mappings nmport_mmap made, by memory id, with how many descriptors
-/// use each.
+/// The mappings nmport_mmap made, by memory id and identity (the memfd's
+/// device and inode), with how many descriptors use each.
 mod shared_map {
     use std::sync::Mutex;
 
+    /// A memory's id and its memfd's (device, inode).
+    pub(super) type Key = (u16, (u64, u64));
+
     struct Map {
-        id: u16,
+        key: Key,
         /// The address, as a number (the table is shared between threads).
         at: usize,
         len: usize,
@@ -472,20 +480,20 @@ mod shared_map {
 
     static MAPS: Mutex<Vec<Map>> = Mutex::new(Vec::new());
 
-    /// A mapping of memory `id` of at least `len` bytes, now used once
+    /// A mapping of memory `key` of at least `len` bytes, now used once
     /// more.
-    pub(super) fn take(id: u16, len: usize) -> Option<*mut libc::c_void> {
+    pub(super) fn take(key: Key, len: usize) -> Option<*mut libc::c_void> {
         let mut maps = MAPS.lock().unwrap_or_else(|p| p.into_inner());
-        let m = maps.iter_mut().find(|m| m.id == id && m.len >= len)?;
+        let m = maps.iter_mut().find(|m| m.key == key && m.len >= len)?;
         m.users += 1;
         Some(m.at as *mut libc::c_void)
     }
 
-    /// A new mapping of memory `id`, used once.
-    pub(super) fn add(id: u16, at: *mut libc::c_void, len: usize) {
+    /// A new mapping of memory `key`, used once.
+    pub(super) fn add(key: Key, at: *mut libc::c_void, len: usize) {
         let mut maps = MAPS.lock().unwrap_or_else(|p| p.into_inner());
         maps.push(Map {
-            id,
+            key,
             at: at as usize,
             len,
             users: 1,
