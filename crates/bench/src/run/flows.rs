@@ -5,7 +5,14 @@
 //! 1. the learning bridge (`valel:tx` → `valel:rx`) and a switch with
 //!    1,000 flows over ten masks (`valef`, loaded with `ovs-ofctl
 //!    add-flows`) under the same 1,000 active 5-tuples, each frame size:
-//!    received Mpps and their ratio;
+//!    received Mpps and their ratio. The sender shares the worker's CPU and
+//!    the receiver has the other: the sender waits whenever the switch is
+//!    behind, and the receiver keeps up, so the rate is set by the
+//!    switch's work per frame (plus the sender's). With both pkt-gens on
+//!    one CPU, as the later parts run, a sender that stamps every frame
+//!    never waits on a fast switch (which drops what the receiver's ring
+//!    cannot take), and the receiver gets the CPU only between the
+//!    sender's scheduler slices: the faster switch measured the slower;
 //! 2. the flow-mod rate: 50,000 FLOW_MODs pipelined with one barrier, and
 //!    `ovs-ofctl add-flows` of the same flows (a barrier per flow);
 //! 3. the table's rate while flows change (a thread adding and deleting
@@ -43,6 +50,9 @@ struct Stream {
     tx: String,
     rx: String,
     args: Vec<String>,
+    /// The sender on the worker's CPU (the receiver keeps its own), not
+    /// beside the receiver.
+    tx_with_worker: bool,
 }
 
 /// The 1,000 tuples' pkt-gen arguments.
@@ -89,7 +99,8 @@ fn key<'a>(case: &'a str, system: &'a str, metric: &'a str, unit: &'a str) -> Ke
 impl Bench {
     /// Receivers first (each ready), then all senders at once for `secs`
     /// (both pkt-gens on the receivers' CPU, as the switch section places
-    /// them: the worker has the senders' CPU), then the receivers stop.
+    /// them: the worker has the senders' CPU; or a stream's sender on the
+    /// worker's CPU, [`Stream::tx_with_worker`]), then the receivers stop.
     /// One [`Tput`] per stream, or why the run failed.
     fn streams(
         &mut self,
@@ -151,9 +162,14 @@ impl Bench {
             args.extend(s.args.iter().map(String::as_str));
             args.extend_from_slice(&["--duration", &tx_secs, "-T", "0", "--json"]);
             let cmd = self.rs_cmd(&args);
+            let cpu = if s.tx_with_worker {
+                self.tx_cpu
+            } else {
+                self.rx_cpu
+            };
             match self.procs.start(
                 &format!("{label}-{}-tx", s.name),
-                Some(self.rx_cpu),
+                Some(cpu),
                 secs + 30,
                 &cmd,
             ) {
@@ -333,6 +349,7 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                     tx: format!("{sw}:tx"),
                     rx: format!("{sw}:rx"),
                     args: tuple_args(),
+                    tx_with_worker: true,
                 };
                 match b.streams(&format!("flows-{sw}-{len}-r{r}"), &[s], len, secs) {
                     Ok(t) => {
@@ -401,6 +418,7 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
             tx: "valef:tx".into(),
             rx: "valef:rx".into(),
             args: tuple_args(),
+            tx_with_worker: false,
         };
         match b.streams(&format!("flows-still-r{r}"), &[s()], 60, secs) {
             Ok(t) => {
@@ -601,6 +619,7 @@ fn storm(
         .iter()
         .map(|s| (*s).to_owned())
         .collect(),
+        tx_with_worker: false,
     };
     let storm_s = Stream {
         name: "storm",
@@ -610,6 +629,7 @@ fn storm(
             .iter()
             .map(|s| (*s).to_owned())
             .collect(),
+        tx_with_worker: false,
     };
     for r in 1..=b.runs {
         if super::signals::interrupted() {
