@@ -934,22 +934,20 @@ fn a_pipe_in_a_ports_memory_goes_only_to_the_ports_user() {
     assert_eq!(v["end"], 2);
     // No room left, no such port, a port no one has open.
     let mut c = Connection::connect(s).unwrap();
-    let e = open(&mut c, "vale0:lbp{1", 0, true).unwrap_err();
-    assert_eq!(e.code, ErrorCode::Unsupported);
-    assert!(
-        e.message.contains("all 1 pipes it has room for are open"),
-        "{}",
-        e.message
+    // A pipe end in a port's memory refused as unsupported, saying `why`.
+    let unsupported = |c: &mut Connection, name: &str, why: &str| {
+        let e = open(c, name, 0, true).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unsupported, "{name}: {}", e.message);
+        assert!(e.message.contains(why), "{name}: {}", e.message);
+    };
+    unsupported(
+        &mut c,
+        "vale0:lbp{1",
+        "all 1 pipes it has room for are open",
     );
-    let e = open(&mut c, "vale0:none{0", 0, true).unwrap_err();
-    assert!(e.message.contains("there is no such port"), "{}", e.message);
+    unsupported(&mut c, "vale0:none{0", "there is no such port");
     d.ctl_ok(&["port", "add", "vale0:idle"]);
-    let e = open(&mut c, "vale0:idle{0", 0, true).unwrap_err();
-    assert!(
-        e.message.contains("no program has the port open"),
-        "{}",
-        e.message
-    );
+    unsupported(&mut c, "vale0:idle{0", "no program has the port open");
     // A port made by port-add gets the room when it is opened asking for it.
     let (v, _idle_fds) = open(&mut c, "vale0:idle", 2, false).unwrap();
     assert!(v["region_size"].as_u64().unwrap() > size, "{v}");
@@ -967,13 +965,7 @@ fn a_pipe_in_a_ports_memory_goes_only_to_the_ports_user() {
         reopened.is_some()
     });
     let mut f = Connection::connect(s).unwrap();
-    let e = open(&mut f, "vale0:lbp{0", 0, true).unwrap_err();
-    assert_eq!(e.code, ErrorCode::Unsupported);
-    assert!(
-        e.message.contains("memory the port had before"),
-        "{}",
-        e.message
-    );
+    unsupported(&mut f, "vale0:lbp{0", "memory the port had before");
     // Once the other end is closed too, the pipe is made in the new memory.
     drop((b, _b_fds));
     wait_until("vale0:lbp{0 in the port's new memory", || {
