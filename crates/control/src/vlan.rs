@@ -37,38 +37,58 @@ pub enum VlanError {
 }
 
 /// A set of VLAN IDs 0..=4095 (0: untagged frames).
+///
+/// Every port has one (the default: every VLAN), so the commonest set
+/// takes no memory of its own: only a set of some VLANs holds its 512-byte
+/// bitmap, on the heap.
 #[derive(Clone, PartialEq, Eq)]
 pub struct VlanSet {
-    bits: [u64; 64],
+    /// `None`: every VLAN; else bit `v` of the bitmap for VLAN `v`.
+    bits: Option<Box<[u64; 64]>>,
 }
 
 impl VlanSet {
     /// Every VLAN, untagged frames included.
-    pub const ALL: VlanSet = VlanSet { bits: [!0; 64] };
+    pub const ALL: VlanSet = VlanSet { bits: None };
+
     /// No VLAN.
-    pub const NONE: VlanSet = VlanSet { bits: [0; 64] };
+    fn none() -> VlanSet {
+        VlanSet {
+            bits: Some(Box::new([0; 64])),
+        }
+    }
 
     /// Whether `vid` is in the set (only its low 12 bits count).
     #[inline(always)]
     pub fn contains(&self, vid: u16) -> bool {
         let v = usize::from(vid & 0xfff);
-        self.bits[v >> 6] & (1 << (v & 63)) != 0
+        match &self.bits {
+            None => true,
+            Some(b) => b[v >> 6] & (1 << (v & 63)) != 0,
+        }
     }
 
     /// Adds `vid` (low 12 bits).
     pub fn insert(&mut self, vid: u16) {
         let v = usize::from(vid & 0xfff);
-        self.bits[v >> 6] |= 1 << (v & 63);
+        if let Some(b) = &mut self.bits {
+            b[v >> 6] |= 1 << (v & 63);
+        }
     }
 
     /// Whether every VLAN is in it.
     pub fn is_all(&self) -> bool {
-        *self == VlanSet::ALL
+        match &self.bits {
+            None => true,
+            Some(b) => b.iter().all(|w| *w == !0),
+        }
     }
 
     /// Whether no VLAN is in it.
     pub fn is_empty(&self) -> bool {
-        *self == VlanSet::NONE
+        self.bits
+            .as_ref()
+            .is_some_and(|b| b.iter().all(|w| *w == 0))
     }
 
     /// The ranges of the set, in order.
@@ -109,7 +129,7 @@ impl FromStr for VlanSet {
         if s.trim() == "all" {
             return Ok(VlanSet::ALL);
         }
-        let mut set = VlanSet::NONE;
+        let mut set = VlanSet::none();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (a, b) = match part.split_once('-') {
                 Some((a, b)) => (vid(a)?, vid(b)?),
@@ -254,6 +274,12 @@ mod tests {
         assert!(s.contains(0) && s.contains(10) && s.contains(21) && !s.contains(23));
         assert_eq!(s.to_string(), "0,10,20-22");
         assert_eq!("all".parse::<VlanSet>().unwrap(), VlanSet::ALL);
+        // Every VLAN a trunk can name is not "all" (4095 is not a VLAN),
+        // though it carries each of them.
+        let named: VlanSet = "0-4094".parse().unwrap();
+        assert!((0..=VID_MAX).all(|v| named.contains(v)));
+        assert!(!named.contains(4095) && !named.is_all() && !named.is_empty());
+        assert!(VlanSet::ALL.contains(4095) && VlanSet::ALL.is_all());
         assert_eq!(VlanSet::ALL.to_string(), "all");
         assert_eq!("4094".parse::<VlanSet>().unwrap().to_string(), "4094");
     }

@@ -381,6 +381,8 @@ impl Daemon {
     pub fn start(cfg: Config) -> Result<Daemon, DaemonError> {
         cfg.check()?;
         instance();
+        // Each port's counters get a set per worker this daemon runs.
+        ringswitch_switch::counter_sets_for(cfg.workers);
         let policy = cfg.policy()?;
         // Bound first: an address in use stops the start before anything
         // else is made.

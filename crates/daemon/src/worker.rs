@@ -758,7 +758,9 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
-            let mut old = std::mem::take(&mut local);
+            // Exactly as long as the list: a worker of many ports keeps
+            // no doubling's slack per port.
+            let mut old = std::mem::replace(&mut local, Vec::with_capacity(assigned.len()));
             for l in old.iter_mut() {
                 if !assigned.iter().any(|a| a.id == l.a.id) {
                     l.forget(&s.epoll);

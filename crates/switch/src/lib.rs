@@ -26,6 +26,6 @@ pub use flows::{FailMode, Flows, PacketIn};
 pub use learning::{Hub, LearningBridge};
 pub use lookup::{Decision, Forwarding, MacEntry, PortIndex, MAX_PORTS};
 pub use port::{
-    count_as_worker, Backend, CounterSet, Counters, Link, QueuePort, RingPort, SwitchPort,
-    COUNTER_SETS,
+    count_as_worker, counter_sets_for, Backend, CounterSet, Counters, Link, QueuePort, RingPort,
+    SwitchPort, COUNTER_SETS,
 };

@@ -2,7 +2,7 @@
 //! port side of its rings, its doorbells) or a port of frame queues (a VM's
 //! virtio-net queue pairs, a NIC's or a TAP's queues), and its counters.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringswitch_control::{PortStats, PortVlan};
@@ -77,26 +77,59 @@ thread_local! {
 }
 
 /// Makes this thread add to counter set `worker + 1` of every port: called
-/// once by each worker thread as it starts (worker numbers beyond the sets
-/// share the last one, still correct, as the adds are atomic).
+/// once by each worker thread as it starts (worker numbers beyond a port's
+/// sets share its last one, still correct, as the adds are atomic).
 pub fn count_as_worker(worker: usize) {
     COUNTER_SET.with(|c| c.set((worker + 1).min(COUNTER_SETS - 1)));
+}
+
+/// How many counter sets a port made from now on gets (see
+/// [`counter_sets_for`]); 0: not said, a set for every worker there may be.
+static SETS_PER_PORT: AtomicUsize = AtomicUsize::new(0);
+
+/// Gives every port made from now on the counter sets of `workers` worker
+/// threads (and the set of the threads that are not workers), not of
+/// every worker there may be: 256 bytes a port with one worker, against
+/// 2,176. A daemon calls it before it makes a port, with the number of
+/// workers it runs; in a process with several daemons the most workers
+/// any of them runs count. A port made before, or in a program that
+/// never calls it, has a set for each of [`MAX_LEASES`] workers.
+pub fn counter_sets_for(workers: usize) {
+    // Relaxed: read when a port's counters are made, by threads the
+    // daemon that called this starts after it.
+    SETS_PER_PORT.fetch_max(workers.clamp(1, MAX_LEASES) + 1, Ordering::Relaxed);
 }
 
 /// A port's counters: a [`CounterSet`] per thread that forwards, each on
 /// its own cache lines, summed by whoever reads them. Nothing on the data
 /// path locks, waits or shares a written line with another worker.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
-    sets: Box<[CounterSet; COUNTER_SETS]>,
+    /// At least two: the non-workers' set, and the first worker's.
+    sets: Box<[CounterSet]>,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        // Relaxed: see `counter_sets_for`.
+        let n = match SETS_PER_PORT.load(Ordering::Relaxed) {
+            0 => COUNTER_SETS,
+            n => n.clamp(2, COUNTER_SETS),
+        };
+        Counters {
+            sets: (0..n).map(|_| CounterSet::default()).collect(),
+        }
+    }
 }
 
 impl Counters {
     /// The set this thread adds to.
     #[inline(always)]
     pub fn mine(&self) -> &CounterSet {
-        // The index is at most COUNTER_SETS - 1 (see `count_as_worker`).
-        &self.sets[COUNTER_SET.with(|c| c.get())]
+        // A worker beyond the port's sets shares its last (see
+        // `count_as_worker`); there are always two or more.
+        let i = COUNTER_SET.with(|c| c.get());
+        &self.sets[i.min(self.sets.len() - 1)]
     }
 
     /// A snapshot for `stats`: every set summed.
@@ -677,5 +710,38 @@ impl RingPort {
             self.irq(q).signal();
             CounterSet::add(&c.interrupts, 1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_has_a_counter_set_per_worker_and_workers_beyond_share_the_last() {
+        counter_sets_for(1);
+        let c = Arc::new(Counters::default());
+        // Two with one worker (more only if another test of this binary
+        // asked for more workers first).
+        assert!(
+            (2..=COUNTER_SETS).contains(&c.sets.len()),
+            "{}",
+            c.sets.len()
+        );
+        let threads: Vec<_> = (0..MAX_LEASES + 2)
+            .map(|w| {
+                let c = c.clone();
+                std::thread::spawn(move || {
+                    count_as_worker(w);
+                    CounterSet::add(&c.mine().tx_packets, 1);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // And this thread, which is no worker.
+        CounterSet::add(&c.mine().tx_packets, 1);
+        assert_eq!(c.snapshot("p").tx_packets, MAX_LEASES as u64 + 3);
     }
 }
