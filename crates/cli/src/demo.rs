@@ -32,6 +32,8 @@ enum Paths {
 
 const SINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const GEN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+const PING_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x03];
+const PONG_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x04];
 
 fn frame(len: u16, dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
     let mut f = vec![0u8; len as usize];
@@ -85,6 +87,113 @@ fn sink(mut p: Port, stop: Arc<AtomicBool>, got: Arc<AtomicU64>) -> Port {
     p
 }
 
+/// Round trips timed by [`round_trips`].
+const ROUND_TRIPS: usize = 1000;
+
+/// How long a round trip's end waits for a frame before giving up: far
+/// beyond any answer, which only a lost frame would need.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
+
+/// Answers every frame `p` receives with one frame `tmpl`, until it has
+/// answered `rounds` or heard nothing for ten seconds.
+fn pong(mut p: Port, tmpl: Vec<u8>, rounds: usize) -> Port {
+    let len = tmpl.len() as u16;
+    let mut done = 0;
+    while done < rounds {
+        let n = {
+            let mut rx = p.rx(0);
+            if !matches!(rx.wait(Some(ANSWER_WAIT)), Ok(true)) {
+                break;
+            }
+            let n = rx.space();
+            rx.advance(n);
+            let _ = rx.sync();
+            n
+        };
+        let mut tx = p.tx(0);
+        let k = n.min(tx.space());
+        for j in 0..k {
+            if let Some(mut s) = tx.slot(j) {
+                s.write_at(0, &tmpl);
+                s.set_len(len);
+            }
+        }
+        tx.advance(k);
+        let _ = tx.sync();
+        done += n as usize;
+    }
+    p
+}
+
+/// Sends `ping` one frame at a time from `a` to `b`, which answers each
+/// with `echo`: the round trips, each waited for in the ports' default
+/// way (spinning a little, then sleeping), at most [`ROUND_TRIPS`] and
+/// fewer if an answer takes more than ten seconds (a frame never comes back).
+fn round_trips(a: Port, b: Port, ping: Vec<u8>, echo: Vec<u8>) -> (Vec<Duration>, Port, Port) {
+    let t_pong = std::thread::spawn(move || pong(b, echo, ROUND_TRIPS));
+    let mut a = a;
+    let len = ping.len() as u16;
+    let mut times = Vec::with_capacity(ROUND_TRIPS);
+    for _ in 0..ROUND_TRIPS {
+        let t = Instant::now();
+        {
+            let mut tx = a.tx(0);
+            if tx.space() == 0 {
+                break;
+            }
+            if let Some(mut s) = tx.slot(0) {
+                s.write_at(0, &ping);
+                s.set_len(len);
+            }
+            tx.advance(1);
+            if tx.sync().is_err() {
+                break;
+            }
+        }
+        let mut rx = a.rx(0);
+        if !matches!(rx.wait(Some(ANSWER_WAIT)), Ok(true)) {
+            break;
+        }
+        times.push(t.elapsed());
+        let n = rx.space();
+        rx.advance(n);
+        let _ = rx.sync();
+    }
+    let b = t_pong.join().expect("answering thread");
+    (times, a, b)
+}
+
+/// The median and 99th percentile of `times`, in microseconds.
+fn percentiles(times: &mut [Duration]) -> Option<(f64, f64)> {
+    if times.is_empty() {
+        return None;
+    }
+    times.sort_unstable();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e6;
+    Some((at(0.5), at(0.99)))
+}
+
+/// Times round trips between two fresh ports `a` and `b` and prints them.
+fn show_round_trips(
+    path: &str,
+    a: Port,
+    b: Port,
+    ping: Vec<u8>,
+    echo: Vec<u8>,
+) -> Option<(f64, f64)> {
+    let (mut times, a, b) = round_trips(a, b, ping, echo);
+    drop((a, b));
+    let r = percentiles(&mut times);
+    match r {
+        Some((p50, p99)) => println!(
+            "  {path:<7} {} round trips of one frame: median {p50:.1} us, 99th percentile {p99:.1} us",
+            times.len()
+        ),
+        None => println!("  {path:<7} no round trip completed"),
+    }
+    r
+}
+
 struct Row {
     path: &'static str,
     sent: u64,
@@ -92,6 +201,8 @@ struct Row {
     dropped: u64,
     mpps: f64,
     secs: f64,
+    /// Round trip of one frame, median and 99th percentile (us).
+    rtt: Option<(f64, f64)>,
 }
 
 fn run_path(
@@ -140,6 +251,7 @@ fn run_path(
             dropped: 0,
             mpps: g as f64 / secs / 1e6,
             secs,
+            rtt: None,
         },
         gen,
         snk,
@@ -175,8 +287,19 @@ pub fn run(socket: Option<PathBuf>, a: DemoArgs) -> Result<(), Box<dyn std::erro
             run_path("pipe", gen, snk, frame(a.len, SINK_MAC, GEN_MAC), a.seconds);
         // What the sink had not read yet is still in its ring, not lost.
         row.dropped = 0;
-        rows.push(row);
         drop((gen, snk));
+        let (a, b) = (
+            Port::open_at(&socket, "demo{2")?,
+            Port::open_at(&socket, "demo}2")?,
+        );
+        row.rtt = show_round_trips(
+            "pipe",
+            a,
+            b,
+            frame(60, SINK_MAC, GEN_MAC),
+            frame(60, GEN_MAC, SINK_MAC),
+        );
+        rows.push(row);
     }
 
     if a.path != Paths::Pipe {
@@ -222,22 +345,40 @@ pub fn run(socket: Option<PathBuf>, a: DemoArgs) -> Result<(), Box<dyn std::erro
         row.received = k.rx_packets;
         row.dropped = k.drop_rx_full;
         row.mpps = row.received as f64 / row.secs / 1e6;
-        rows.push(row);
         drop((gen, snk));
+        // Two new ports: the first ping floods to the other (the only one
+        // left), which the switch learns from as it answers.
+        let (a, b) = (
+            Port::open_at(&socket, "vale0:ping")?,
+            Port::open_at(&socket, "vale0:pong")?,
+        );
+        row.rtt = show_round_trips(
+            "switch",
+            a,
+            b,
+            frame(60, PONG_MAC, PING_MAC),
+            frame(60, PING_MAC, PONG_MAC),
+        );
+        rows.push(row);
     }
 
     println!("\nsummary ({}-byte frames)", a.len);
     println!(
-        "{:<8} {:>12} {:>12} {:>10} {:>9} {:>8}",
-        "path", "sent", "received", "dropped", "Mpps", "seconds"
+        "{:<8} {:>12} {:>12} {:>10} {:>9} {:>8} {:>13} {:>13}",
+        "path", "sent", "received", "dropped", "Mpps", "seconds", "RTT p50 (us)", "RTT p99 (us)"
     );
     for r in &rows {
+        let (p50, p99) = match r.rtt {
+            Some((a, b)) => (format!("{a:.1}"), format!("{b:.1}")),
+            None => ("-".to_string(), "-".to_string()),
+        };
         println!(
-            "{:<8} {:>12} {:>12} {:>10} {:>9.3} {:>8.1}",
-            r.path, r.sent, r.received, r.dropped, r.mpps, r.secs
+            "{:<8} {:>12} {:>12} {:>10} {:>9.3} {:>8.1} {:>13} {:>13}",
+            r.path, r.sent, r.received, r.dropped, r.mpps, r.secs, p50, p99
         );
     }
     println!("\npipes never drop (a full receiver makes the sender wait); the switch drops and counts when a receiver is full.");
+    println!("round trips: one 60-byte frame there and back, both ends waiting as ports do by default (a short spin, then sleep).");
     drop(daemon);
     Ok(())
 }

@@ -370,3 +370,51 @@ fn bridge_forwards_between_a_pipe_and_the_switch() {
     assert_eq!(n(&r, "packets") + n(&out, "drop_rx_full"), 100_000, "{out}");
     assert_eq!(n(&r, "reordered"), 0);
 }
+
+/// The README's first command runs `ringswitch demo`: it moves frames on
+/// both paths, its summary's switch counters add up exactly, the pipe
+/// drops nothing, and every round trip it times comes back.
+#[test]
+fn the_demo_moves_frames_and_times_every_round_trip() {
+    let socket = std::env::temp_dir().join(format!("rs-e2e-{}-demo.sock", std::process::id()));
+    let out = Command::new(BIN)
+        .arg("--socket")
+        .arg(&socket)
+        .args(["demo", "--seconds", "2"])
+        .env("RINGSWITCH_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .expect("demo runs");
+    let text = common::text(&out);
+    assert!(out.status.success(), "{text}");
+    // path sent received dropped Mpps seconds p50 p99
+    let row = |path: &str| -> Vec<String> {
+        text.lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .find(|w| w.len() == 8 && w[0] == path)
+            .unwrap_or_else(|| panic!("no summary row for {path}: {text}"))
+    };
+    let num = |s: &str| -> u64 { s.parse().unwrap_or_else(|_| panic!("'{s}' in {text}")) };
+    for path in ["pipe", "switch"] {
+        let r = row(path);
+        let (sent, received, dropped) = (num(&r[1]), num(&r[2]), num(&r[3]));
+        assert!(received > 0, "{path} moved nothing: {text}");
+        if path == "switch" {
+            assert_eq!(sent, received + dropped, "{text}");
+        } else {
+            // A pipe never drops; what the sink had not read yet stays
+            // in its ring.
+            assert_eq!(dropped, 0, "{text}");
+            assert!(received <= sent, "{text}");
+        }
+        let p50: f64 = r[6]
+            .parse()
+            .unwrap_or_else(|_| panic!("no round trip on {path}: {text}"));
+        let p99: f64 = r[7].parse().unwrap();
+        assert!(p50 > 0.0 && p99 >= p50, "{text}");
+        assert!(
+            text.contains(&format!("{path:<7} 1000 round trips of one frame")),
+            "{path}: not every round trip came back: {text}"
+        );
+    }
+}
