@@ -8,8 +8,9 @@
 #
 # Runs target/release/ringswitchd under callgrind through the exchange that
 # crates/cli/tests/daemon_binary.rs measures (start, 1000 frames from one
-# ring port to another, a port listing, SIGTERM), and writes one pattern per
-# function that ran. Names are matched without their hash (legacy mangling)
+# ring port to another, a port listing) and bench/compare's idle section's
+# (eight receivers waiting on ports of their own), then SIGTERM, and
+# writes one pattern per function that ran. Names are matched without their hash (legacy mangling)
 # or their `.llvm.N` suffix, so the list survives most code changes; a
 # function added or renamed since lands in .text and costs memory, not
 # correctness. Run it again when scripts/daemon-memory.sh shows the code
@@ -38,6 +39,23 @@ done
 "$bin/ringswitch" --socket "$sock" pkt-gen -i vale0:a -f tx -n 1000 --json -T 0 >/dev/null
 wait "$rx"
 "$bin/ringswitch" --socket "$sock" ctl port list >/dev/null
+# And what bench/compare's idle section measures: eight receivers waiting
+# on ports of their own, with no traffic, until each has slept.
+idle=()
+for i in 1 2 3 4 5 6 7 8; do
+    "$bin/ringswitch" --socket "$sock" pkt-gen -i "vale0:i$i" -f rx --duration 600 -T 0 >/dev/null 2>&1 &
+    idle+=($!)
+done
+for i in 1 2 3 4 5 6 7 8; do
+    for _ in $(seq 600); do
+        "$bin/ringswitch" --socket "$sock" ctl port list --json | grep -q "\"vale0:i$i\"" && break
+        sleep 0.1
+    done
+done
+sleep 2
+"$bin/ringswitch" --socket "$sock" ctl stats >/dev/null
+kill -INT "${idle[@]}"
+wait "${idle[@]}" || true
 kill -TERM "$pid"
 wait "$pid" || true
 out=crates/cli/link/ringswitchd-hot.ld
