@@ -4,7 +4,13 @@
 # ring port to another), with where it lies: the figures of
 # /proc/PID/status, then resident KiB per mapping (file, permissions).
 #
-#   scripts/daemon-memory.sh [BINDIR]     (default target/release)
+#   scripts/daemon-memory.sh [BINDIR] [--idle] [--ports N]
+#
+# BINDIR defaults to target/release. --idle then adds what bench/compare's
+# idle section has: eight receivers waiting on ports of their own, no
+# traffic (its "8 ring ports open" figure). --ports N then adds N
+# persistent ports (vale0:pK@conf:slots=64) and prints the memory each
+# took (the bench's "per added port", with N = 56).
 #
 # ringswitchd's r-xp line is its code: the kernel maps file pages in 64 KiB
 # windows around each page touched, so it grows with how far apart the
@@ -16,7 +22,16 @@
 # that does run together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${1:-target/release}/ringswitch
+dir=target/release idle= ports=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        --idle) idle=1; shift ;;
+        --ports) ports=$2; shift 2 ;;
+        -*) echo "daemon-memory: unknown option '$1'" >&2; exit 2 ;;
+        *) dir=$1; shift ;;
+    esac
+done
+bin=$dir/ringswitch
 sock=$(mktemp -u /tmp/rs-memory-XXXXXX.sock)
 RINGSWITCH_LOG=warn "$bin" serve --socket "$sock" </dev/null &
 pid=$!
@@ -30,11 +45,44 @@ for _ in $(seq 600); do
 done
 "$bin" --socket "$sock" pkt-gen -i vale0:a -f tx -n 1000 --json -T 0 >/dev/null
 wait $rx
-status=$(cat /proc/$pid/status)
-kib() { awk -v f="$1:" '$1 == f { print $2 }' <<<"$status"; }
-echo "without packet memory: $(( $(kib VmRSS) - $(kib RssShmem) )) KiB" \
-     "(anonymous $(kib RssAnon), file $(kib RssFile), packet memory $(kib RssShmem))"
-awk '/^[0-9a-f]+-[0-9a-f]+ / { m = ($6 == "" ? "[anon]" : $6) " " $2 }
-     /^Rss:/ { r[m] += $2 }
-     END { for (m in r) if (r[m] > 0) printf "%6d KiB  %s\n", r[m], m }' \
-    /proc/$pid/smaps | sort -k3,3 -k4,4
+without() { awk '/^VmRSS:/ { r = $2 } /^RssShmem:/ { s = $2 } END { print r - s }' "/proc/$pid/status"; }
+field() { awk -v f="$1:" '$1 == f { print $2 }' "/proc/$pid/status"; }
+report() {
+    local status
+    status=$(cat /proc/$pid/status)
+    kib() { awk -v f="$1:" '$1 == f { print $2 }' <<<"$status"; }
+    echo "$1: without packet memory: $(( $(kib VmRSS) - $(kib RssShmem) )) KiB" \
+         "(anonymous $(kib RssAnon), file $(kib RssFile), packet memory $(kib RssShmem))"
+    awk '/^[0-9a-f]+-[0-9a-f]+ / { m = ($6 == "" ? "[anon]" : $6) " " $2 }
+         /^Rss:/ { r[m] += $2 }
+         END { for (m in r) if (r[m] > 0) printf "%6d KiB  %s\n", r[m], m }' \
+        /proc/$pid/smaps | sort -k3,3 -k4,4
+}
+report "two ports, 1000 frames"
+if [ -n "$idle" ]; then
+    idlers=()
+    for i in 1 2 3 4 5 6 7 8; do
+        "$bin" --socket "$sock" pkt-gen -i "vale0:i$i" -f rx --duration 3600 -T 0 >/dev/null 2>&1 &
+        idlers+=($!)
+    done
+    trap 'kill "${idlers[@]}" 2>/dev/null; kill $pid 2>/dev/null; rm -f "$sock"' EXIT
+    for i in 1 2 3 4 5 6 7 8; do
+        for _ in $(seq 600); do
+            "$bin" --socket "$sock" ctl port list --json | grep -q "\"vale0:i$i\"" && break
+            sleep 0.1
+        done
+    done
+    # Each receiver has gone to sleep by now.
+    sleep 2
+    report "and eight receivers waiting"
+fi
+if [ "$ports" -gt 0 ]; then
+    before=$(without) anon0=$(field RssAnon) file0=$(field RssFile)
+    for i in $(seq 1 "$ports"); do
+        "$bin" --socket "$sock" ctl port add "vale0:p$i@conf:slots=64" >/dev/null
+    done
+    after=$(without) anon1=$(field RssAnon) file1=$(field RssFile)
+    echo "and $ports persistent ports added: $before -> $after KiB," \
+         "$(( (after - before) * 1024 / ports )) bytes a port" \
+         "(anonymous $(( (anon1 - anon0) * 1024 / ports )), file $(( (file1 - file0) * 1024 / ports )))"
+fi
