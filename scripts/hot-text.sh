@@ -27,8 +27,18 @@ bin=target/release
 work=$(mktemp -d /tmp/rs-hot-XXXXXX)
 sock=$work/d.sock
 trap 'kill "$pid" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+# ringswitchd with the options `ringswitch serve` gives it (as the tests
+# and the bench start it: parsing them is part of what runs), read from
+# its command line.
+"$bin/ringswitch" serve --socket "$sock" </dev/null >"$work/serve.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -S "$sock" ] && break; sleep 0.1; done
+mapfile -d '' args < "/proc/$pid/cmdline"
+kill "$pid"; wait "$pid" || true
+rm -f "$sock"
+[ "${args[0]##*/}" = ringswitchd ] || { echo "hot-text: serve did not run ringswitchd: ${args[*]}" >&2; exit 1; }
 valgrind --tool=callgrind --demangle=no \
-    --callgrind-out-file="$work/cg.out" "$bin/ringswitchd" --socket "$sock" \
+    --callgrind-out-file="$work/cg.out" "$bin/ringswitchd" "${args[@]:1}" \
     </dev/null >"$work/valgrind.log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do [ -S "$sock" ] && break; sleep 0.1; done
