@@ -131,7 +131,8 @@ head = """/*
  * start of ringswitchd's code: with them scattered through 1.7 MB of text,
  * nearly every 64 KiB window was mapped (1168-1228 KiB of code resident,
  * the daemon test at 4012-4180 KiB against its 4098 KiB budget); together,
- * 784-848 KiB of code and 3716-3928 KiB in all (scripts/daemon-memory.sh).
+ * 772-800 KiB of code, the test at 3592-3784 KiB and an idle daemon with
+ * 8 ports at 3668-3792 KiB (scripts/daemon-memory.sh [--idle]).
  * In the order of the phases that first ran them: ring port traffic, idle
  * receivers, persistent ports added. A pattern that no longer matches
  * costs memory, not correctness. build.rs
