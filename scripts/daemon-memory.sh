@@ -22,6 +22,7 @@
 # that does run together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/daemon-exchanges.sh
 dir=target/release idle= ports=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -37,14 +38,7 @@ RINGSWITCH_LOG=warn "$bin" serve --socket "$sock" </dev/null &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -f "$sock"' EXIT
 for _ in $(seq 600); do [ -S "$sock" ] && break; sleep 0.1; done
-"$bin" --socket "$sock" pkt-gen -i vale0:b -f rx -n 1000 --json -T 0 >/dev/null &
-rx=$!
-for _ in $(seq 600); do
-    "$bin" --socket "$sock" ctl port list --json | grep -q '"vale0:b"' && break
-    sleep 0.1
-done
-"$bin" --socket "$sock" pkt-gen -i vale0:a -f tx -n 1000 --json -T 0 >/dev/null
-wait $rx
+ex_traffic "$bin" "$sock"
 without() { awk '/^VmRSS:/ { r = $2 } /^RssShmem:/ { s = $2 } END { print r - s }' "/proc/$pid/status"; }
 field() { awk -v f="$1:" '$1 == f { print $2 }' "/proc/$pid/status"; }
 report() {
@@ -60,27 +54,13 @@ report() {
 }
 report "two ports, 1000 frames"
 if [ -n "$idle" ]; then
-    idlers=()
-    for i in 1 2 3 4 5 6 7 8; do
-        "$bin" --socket "$sock" pkt-gen -i "vale0:i$i" -f rx --duration 3600 -T 0 >/dev/null 2>&1 &
-        idlers+=($!)
-    done
-    trap 'kill "${idlers[@]}" 2>/dev/null; kill $pid 2>/dev/null; rm -f "$sock"' EXIT
-    for i in 1 2 3 4 5 6 7 8; do
-        for _ in $(seq 600); do
-            "$bin" --socket "$sock" ctl port list --json | grep -q "\"vale0:i$i\"" && break
-            sleep 0.1
-        done
-    done
-    # Each receiver has gone to sleep by now.
-    sleep 2
+    trap 'ex_idle_stop; kill $pid 2>/dev/null; rm -f "$sock"' EXIT
+    ex_idle_start "$bin" "$sock"
     report "and eight receivers waiting"
 fi
 if [ "$ports" -gt 0 ]; then
     before=$(without) anon0=$(field RssAnon) file0=$(field RssFile)
-    for i in $(seq 1 "$ports"); do
-        "$bin" --socket "$sock" ctl port add "vale0:p$i@conf:slots=64" >/dev/null
-    done
+    ex_add_ports "$bin" "$sock" "$ports" 1
     after=$(without) anon1=$(field RssAnon) file1=$(field RssFile)
     echo "and $ports persistent ports added: $before -> $after KiB," \
          "$(( (after - before) * 1024 / ports )) bytes a port" \

@@ -21,6 +21,7 @@
 # callgrind output and the daemon's log (the path is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/daemon-exchanges.sh
 command -v valgrind >/dev/null || { echo "hot-text: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 cargo build --release -p ringswitch-cli --bins
 bin=target/release
@@ -43,14 +44,7 @@ valgrind --tool=callgrind --demangle=no \
 pid=$!
 for _ in $(seq 600); do [ -S "$sock" ] && break; sleep 0.1; done
 [ -S "$sock" ] || { echo "hot-text: the daemon did not start under valgrind:" >&2; cat "$work/valgrind.log" >&2; exit 1; }
-"$bin/ringswitch" --socket "$sock" pkt-gen -i vale0:b -f rx -n 1000 --json -T 0 >/dev/null &
-rx=$!
-for _ in $(seq 600); do
-    "$bin/ringswitch" --socket "$sock" ctl port list --json | grep -q '"vale0:b"' && break
-    sleep 0.1
-done
-"$bin/ringswitch" --socket "$sock" pkt-gen -i vale0:a -f tx -n 1000 --json -T 0 >/dev/null
-wait "$rx"
+ex_traffic "$bin/ringswitch" "$sock"
 "$bin/ringswitch" --socket "$sock" ctl port list >/dev/null
 # Each phase's functions are dumped apart (callgrind zeroes its counts at a
 # dump), so that each phase's code follows the code of those before it.
@@ -58,26 +52,12 @@ phase() { callgrind_control -d "$1" "$pid" >/dev/null 2>&1; }
 phase traffic
 # And what bench/compare's idle section measures: eight receivers waiting
 # on ports of their own, with no traffic, until each has slept.
-idle=()
-for i in 1 2 3 4 5 6 7 8; do
-    "$bin/ringswitch" --socket "$sock" pkt-gen -i "vale0:i$i" -f rx --duration 600 -T 0 >/dev/null 2>&1 &
-    idle+=($!)
-done
-for i in 1 2 3 4 5 6 7 8; do
-    for _ in $(seq 600); do
-        "$bin/ringswitch" --socket "$sock" ctl port list --json | grep -q "\"vale0:i$i\"" && break
-        sleep 0.1
-    done
-done
-sleep 2
+ex_idle_start "$bin/ringswitch" "$sock"
 "$bin/ringswitch" --socket "$sock" ctl stats >/dev/null
-kill -INT "${idle[@]}"
-wait "${idle[@]}" || true
+ex_idle_stop
 phase idle
 # And its persistent ports added beside them.
-for i in $(seq 9 16); do
-    "$bin/ringswitch" --socket "$sock" ctl port add "vale0:p$i@conf:slots=64" >/dev/null
-done
+ex_add_ports "$bin/ringswitch" "$sock" 8 9
 kill -TERM "$pid"
 wait "$pid" || true
 out=crates/cli/link/ringswitchd-hot.ld

@@ -1,7 +1,7 @@
 //! `ringswitch demo`: an embedded daemon, a pipe and a switch, a generator
 //! and a sink on each, live rates, and a summary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -173,15 +173,18 @@ fn percentiles(times: &mut [Duration]) -> Option<(f64, f64)> {
     Some((at(0.5), at(0.99)))
 }
 
-/// Times round trips between two fresh ports `a` and `b` and prints them.
+/// Times round trips between two fresh ports `ends` of the daemon at
+/// `socket`, the first sending frames to `macs.0` from `macs.1`, the
+/// second answering with the addresses swapped, and prints them.
 fn show_round_trips(
+    socket: &Path,
     path: &str,
-    a: Port,
-    b: Port,
-    ping: Vec<u8>,
-    echo: Vec<u8>,
-) -> Option<(f64, f64)> {
-    let (mut times, a, b) = round_trips(a, b, ping, echo);
+    ends: [&str; 2],
+    macs: ([u8; 6], [u8; 6]),
+) -> Result<Option<(f64, f64)>, Box<dyn std::error::Error>> {
+    let a = Port::open_at(socket, ends[0])?;
+    let b = Port::open_at(socket, ends[1])?;
+    let (mut times, a, b) = round_trips(a, b, frame(60, macs.0, macs.1), frame(60, macs.1, macs.0));
     drop((a, b));
     let r = percentiles(&mut times);
     match r {
@@ -191,7 +194,7 @@ fn show_round_trips(
         ),
         None => println!("  {path:<7} no round trip completed"),
     }
-    r
+    Ok(r)
 }
 
 struct Row {
@@ -288,17 +291,7 @@ pub fn run(socket: Option<PathBuf>, a: DemoArgs) -> Result<(), Box<dyn std::erro
         // What the sink had not read yet is still in its ring, not lost.
         row.dropped = 0;
         drop((gen, snk));
-        let (a, b) = (
-            Port::open_at(&socket, "demo{2")?,
-            Port::open_at(&socket, "demo}2")?,
-        );
-        row.rtt = show_round_trips(
-            "pipe",
-            a,
-            b,
-            frame(60, SINK_MAC, GEN_MAC),
-            frame(60, GEN_MAC, SINK_MAC),
-        );
+        row.rtt = show_round_trips(&socket, "pipe", ["demo{2", "demo}2"], (SINK_MAC, GEN_MAC))?;
         rows.push(row);
     }
 
@@ -348,17 +341,12 @@ pub fn run(socket: Option<PathBuf>, a: DemoArgs) -> Result<(), Box<dyn std::erro
         drop((gen, snk));
         // Two new ports: the first ping floods to the other (the only one
         // left), which the switch learns from as it answers.
-        let (a, b) = (
-            Port::open_at(&socket, "vale0:ping")?,
-            Port::open_at(&socket, "vale0:pong")?,
-        );
         row.rtt = show_round_trips(
+            &socket,
             "switch",
-            a,
-            b,
-            frame(60, PONG_MAC, PING_MAC),
-            frame(60, PING_MAC, PONG_MAC),
-        );
+            ["vale0:ping", "vale0:pong"],
+            (PONG_MAC, PING_MAC),
+        )?;
         rows.push(row);
     }
 
