@@ -317,23 +317,38 @@ pub fn run(socket: Option<PathBuf>, a: DemoArgs) -> Result<(), Box<dyn std::erro
             frame(a.len, SINK_MAC, GEN_MAC),
             a.seconds,
         );
-        // Let the worker finish what was queued, then take the switch's own
-        // counters, which add up exactly: sent = received + dropped.
-        std::thread::sleep(Duration::from_millis(100));
+        // Take the switch's own counters, which add up exactly (sent =
+        // received + dropped) once the worker has finished what was
+        // queued: read until they do and stay so, for at most ten seconds
+        // (a worker held off its CPU that long shows counts in flight).
         let mut c = Connection::connect(&socket)?;
-        let stats: Vec<PortStats> = c
-            .call_as(&Request::Stats {
-                switch: Some("vale0".into()),
-            })?
-            .0;
-        let get = |n: &str| {
-            stats
-                .iter()
-                .find(|s| s.name == n)
-                .cloned()
-                .unwrap_or_default()
+        let mut read = || -> Result<(PortStats, PortStats), Box<dyn std::error::Error>> {
+            let stats: Vec<PortStats> = c
+                .call_as(&Request::Stats {
+                    switch: Some("vale0".into()),
+                })?
+                .0;
+            let get = |n: &str| {
+                stats
+                    .iter()
+                    .find(|s| s.name == n)
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            Ok((get("vale0:gen"), get("vale0:sink")))
         };
-        let (g, k) = (get("vale0:gen"), get("vale0:sink"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut last_sent = read()?.0.tx_packets;
+        let (g, k) = loop {
+            std::thread::sleep(Duration::from_millis(10));
+            let (g, k) = read()?;
+            let settled =
+                g.tx_packets == last_sent && g.tx_packets == k.rx_packets + k.drop_rx_full;
+            if settled || Instant::now() > deadline {
+                break (g, k);
+            }
+            last_sent = g.tx_packets;
+        };
         row.sent = g.tx_packets;
         row.received = k.rx_packets;
         row.dropped = k.drop_rx_full;
