@@ -371,9 +371,9 @@ fn bridge_forwards_between_a_pipe_and_the_switch() {
     assert_eq!(n(&r, "reordered"), 0);
 }
 
-/// The README's first command runs `ringswitch demo`: it moves frames on
-/// both paths, its summary's switch counters add up exactly, the pipe
-/// drops nothing, and every round trip it times comes back.
+/// The README's first command runs `ringswitch demo`: its summary's switch
+/// counters add up exactly, the pipe drops nothing, and every round trip
+/// it times comes back, on both paths.
 #[test]
 fn the_demo_moves_frames_and_times_every_round_trip() {
     let socket = std::env::temp_dir().join(format!("rs-e2e-{}-demo.sock", std::process::id()));
@@ -398,7 +398,10 @@ fn the_demo_moves_frames_and_times_every_round_trip() {
     for path in ["pipe", "switch"] {
         let r = row(path);
         let (sent, received, dropped) = (num(&r[1]), num(&r[2]), num(&r[3]));
-        assert!(received > 0, "{path} moved nothing: {text}");
+        // No rate or count is asserted: the traffic runs for a fixed two
+        // seconds, which a loaded machine may give little CPU. That the
+        // path carries frames is shown by the round trips below, each
+        // waited for as long as it takes.
         if path == "switch" {
             assert_eq!(sent, received + dropped, "{text}");
         } else {
