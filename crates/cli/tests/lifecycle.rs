@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use ringswitch_control::{Connection, PortInfo, Request, VhostUserSpec};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_ringswitch");
 /// Generous: a loaded machine is slow, but a hang never ends.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -81,14 +83,8 @@ fn sigterm_stops_the_daemon_whatever_its_vhost_user_peers_do() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(
-            t0.elapsed() < DEADLINE,
-            "the daemon never created its socket"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // Listening, not only bound: the socket's file appears before.
+    common::wait_listening(&sock);
     // A frontend that never accepts, its backlog of 0 filled.
     let fe = tmp("fe");
     let _ = std::fs::remove_file(&fe);
@@ -159,14 +155,8 @@ fn ctl_stats_and_port_list_work_with_5000_ports() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(
-            t0.elapsed() < DEADLINE,
-            "the daemon never created its socket"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // Listening, not only bound: the socket's file appears before.
+    common::wait_listening(&sock);
     let mut c = Connection::connect(&sock).unwrap();
     for i in 0..5000 {
         c.call(&Request::PortAdd {
