@@ -118,7 +118,7 @@ PY
     rate=$(head -1 "$work/row")
     if [ -n "$perf" ]; then
         perf report -i "$work/$sw-$r.perf" --no-children --sort sym --stdio 2>/dev/null \
-            | grep -E '^ +[0-9]' | head -8 | sed 's/^/      /'
+            | grep -E '^ +[0-9]' | head -8 | sed 's/^/      /' || true
     fi
 }
 
