@@ -15,7 +15,7 @@
 # _raw_spin_unlock_irq and finish_task_switch (perf's own work slows such
 # runs: read their profiles, not their rates). The flows are the section's
 # (bench/README.md, "Flows"), loaded with ovs-ofctl; the binaries are
-# target/release's (RINGSWITCH_BIN to change).
+# target/release's (RINGSWITCH_BIN and RINGSWITCH_BENCH_BIN to change).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 len=60 secs=3 runs=1 perf=
@@ -30,7 +30,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 bin=${RINGSWITCH_BIN:-target/release/ringswitch}
-[ -x "$bin" ] || { echo "flows-profile: no $bin: run cargo build --release first" >&2; exit 1; }
+bench=${RINGSWITCH_BENCH_BIN:-target/release/ringswitch-bench}
+for b in "$bin" "$bench"; do
+    [ -x "$b" ] || { echo "flows-profile: no $b: run cargo build --release first" >&2; exit 1; }
+done
 command -v ovs-ofctl >/dev/null || { echo "flows-profile: needs ovs-ofctl (apt-get install openvswitch-common)" >&2; exit 1; }
 [ -z "$perf" ] || command -v perf >/dev/null || { echo "flows-profile: --perf needs perf (apt-get install linux-perf)" >&2; exit 1; }
 work=$(mktemp -d /tmp/flows-profile-XXXXXX)
@@ -38,16 +41,10 @@ daemon=
 cleanup() { [ -z "$daemon" ] || kill "$daemon" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-# The section's 1,000 flows: for K in 0..9, priority 100+K, nw_src
-# 10.0.0.K+1, each of tp_src 1000..1099, and mask K of ten (nw_dst
-# unmatched or under /8, /16, /24, /32; tp_dst 4321 or not).
-awk 'BEGIN {
-    split(",nw_dst=10.0.0.0/8,nw_dst=10.1.0.0/16,nw_dst=10.1.0.0/24,nw_dst=10.1.0.1", dst, ",")
-    for (k = 0; k < 10; k++) for (p = 1000; p < 1100; p++) {
-        d = (k % 5 == 0) ? "" : "," dst[(k % 5) + 1]
-        printf "priority=%d,udp,nw_src=10.0.0.%d,tp_src=%d%s%s,actions=output:1\n", 100 + k, k + 1, p, d, (k >= 5 ? ",tp_dst=4321" : "")
-    }
-}' >"$work/flows-1000.txt"
+# The section's 1,000 flows and the pkt-gen arguments of the 5-tuples
+# they match, from the bench itself.
+"$bench" flows --port 1 >"$work/flows-1000.txt"
+read -r -a tuples <<<"$("$bench" flows --tuples)"
 
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
@@ -89,7 +86,7 @@ sys.exit(0 if any(p['name'] == '$sw:rx' and p.get('open') for p in json.load(sys
     local t0 d0 d1 t1
     t0=$(date +%s.%N) d0=$(ticks "$daemon")
     taskset -c 1 "$bin" --socket "$sock" pkt-gen -i "$sw:tx" -f tx -l "$len" -b 512 \
-        -s 10.0.0.1-10.0.0.10:1000-1099 -d 10.1.0.1:4321 --duration "$secs" -T 0 --json >"$work/tx.out" 2>&1
+        "${tuples[@]}" --duration "$secs" -T 0 --json >"$work/tx.out" 2>&1
     d1=$(ticks "$daemon") t1=$(date +%s.%N)
     [ -z "$prec" ] || wait "$prec" || true
     # The frames in flight reach the receiver, which then stops.

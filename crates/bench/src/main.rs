@@ -6,6 +6,7 @@
 //! `ringswitch-bench-report`).
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -93,6 +94,19 @@ enum Command {
         /// The senders' CPU.
         #[arg(long, value_name = "CPU", default_value_t = 1)]
         tx_cpu: u32,
+    },
+    /// Prints the flows section's 1,000 flows over ten masks, one per line
+    /// in `ovs-ofctl add-flows` form, each sending to OpenFlow port PORT;
+    /// with --tuples, pkt-gen's arguments for the 1,000 active 5-tuples
+    /// they match instead. For running the section's switch by hand
+    /// (bench/flows-profile.sh does).
+    Flows {
+        /// The OpenFlow port every flow outputs to.
+        #[arg(long, value_name = "PORT", default_value_t = 1)]
+        port: u32,
+        /// Print pkt-gen's source and destination arguments.
+        #[arg(long)]
+        tuples: bool,
     },
 }
 
@@ -182,6 +196,7 @@ const FIRST_WORDS: &[&str] = &[
     "compare",
     "report",
     "run",
+    "flows",
     "help",
     "-h",
     "--help",
@@ -230,6 +245,25 @@ fn main() -> ExitCode {
                         _ => ExitCode::FAILURE,
                     }
                 }
+            }
+        }
+        Command::Flows { port, tuples } => {
+            let text = if tuples {
+                format!(
+                    "-s {} -d {}\n",
+                    run::openflow::TUPLES_SRC,
+                    run::openflow::TUPLES_DST
+                )
+            } else {
+                run::openflow::thousand_flows(&port.to_string())
+            };
+            // A reader that stops early (`| head`) is no error.
+            match std::io::stdout().lock().write_all(text.as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("ringswitch-bench flows: could not write: {e}.");
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
             }
         }
         Command::Report { dir, out } => {
@@ -399,5 +433,28 @@ mod tests {
     fn without_a_subcommand_it_is_report() {
         let cli = Cli::try_parse_from(with_subcommand(vec!["rb".into(), "dir".into()])).unwrap();
         assert!(matches!(cli.command, Command::Report { .. }));
+    }
+
+    #[test]
+    fn flows_is_a_subcommand_of_its_own() {
+        let parse = |a: &[&str]| {
+            let argv = a.iter().map(OsString::from).collect();
+            Cli::try_parse_from(with_subcommand(argv)).map(|c| c.command)
+        };
+        assert!(matches!(
+            parse(&["rb", "flows"]),
+            Ok(Command::Flows {
+                port: 1,
+                tuples: false
+            })
+        ));
+        assert!(matches!(
+            parse(&["rb", "flows", "--port", "3", "--tuples"]),
+            Ok(Command::Flows {
+                port: 3,
+                tuples: true
+            })
+        ));
+        assert!(parse(&["rb", "flows", "--port", "x"]).is_err());
     }
 }

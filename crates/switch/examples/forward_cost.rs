@@ -135,6 +135,8 @@ fn main() {
         .next()
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000_000);
+    let evict_kb: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
+    let mut evict = vec![0u8; evict_kb * 1024];
     let access = || PortVlan::access(10).unwrap();
     let (va, vb) = match mode.as_str() {
         "none" | "flows" | "flows1000" => (PortVlan::default(), PortVlan::default()),
@@ -208,6 +210,9 @@ fn main() {
         }
         tx.advance(n);
         tx.publish();
+        for c in evict.chunks_mut(64) {
+            c[0] = c[0].wrapping_add(1);
+        }
         let t = Instant::now();
         let r = sw.forward(&a, 0, &mut sc);
         fwd_ns += t.elapsed().as_nanos();
