@@ -4,24 +4,39 @@
 # of ringswitchd's code (.text.hot), so that the 64 KiB windows the kernel
 # maps around each page touched hold little else (see the file's header).
 #
-#   scripts/hot-text.sh
+#   scripts/hot-text.sh [--fresh]
 #
 # Runs target/release/ringswitchd under callgrind through the exchange that
 # crates/cli/tests/daemon_binary.rs measures (start, 1000 frames from one
 # ring port to another, a port listing) and bench/compare's idle section's
-# (eight receivers waiting on ports of their own, then persistent ports
-# added beside them), then SIGTERM, and writes one pattern per function
-# that ran: the first phase's first, then those each later phase added,
-# so that a daemon doing only what the first does touches only the first
-# part of the list. Names are matched without their hash (legacy mangling)
-# or their `.llvm.N` suffix, so the list survives most code changes; a
-# function added or renamed since lands in .text and costs memory, not
-# correctness. Run it again when scripts/daemon-memory.sh shows the code
-# (ringswitchd's r-xp line) growing. Needs valgrind. KEEP=1 keeps the
-# callgrind output and the daemon's log (the path is printed).
+# (eight receivers waiting on ports of their own, then 56 persistent ports
+# added beside them and `ctl stats --json` over all 64), then SIGTERM, and
+# writes one pattern per function that ran: the first phase's first, then
+# those each later phase added, so that a daemon doing only what the first
+# does touches only the first part of the list. Names are matched without
+# their hash (legacy mangling) or their `.llvm.N` suffix, so the list
+# survives most code changes; a function added or renamed since lands in
+# .text and costs memory, not correctness.
+#
+# The list only grows: the patterns already in it keep their places (those
+# that match no function of the binary any more are dropped), and the
+# functions new to it follow, phase by phase. Which functions run depends
+# a little on timing (a spin that wins, a wake-up that comes), so a list
+# made afresh each time would move code between the phases' windows from
+# one run to the next; --fresh makes it afresh all the same. Run it again
+# when scripts/daemon-memory.sh shows the code (ringswitchd's r-xp line)
+# growing. Needs valgrind. KEEP=1 keeps the callgrind output and the
+# daemon's log (the path is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/daemon-exchanges.sh
+fresh=
+case ${1:-} in
+    --fresh) fresh=1 ;;
+    "") ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "hot-text: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+esac
 command -v valgrind >/dev/null || { echo "hot-text: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 cargo build --release -p ringswitch-cli --bins
 bin=target/release
@@ -56,13 +71,17 @@ ex_idle_start "$bin/ringswitch" "$sock"
 "$bin/ringswitch" --socket "$sock" ctl stats >/dev/null
 ex_idle_stop
 phase idle
-# And its persistent ports added beside them.
-ex_add_ports "$bin/ringswitch" "$sock" 8 9
+# And its persistent ports added beside them, 64 in all, and the
+# statistics it reads back over them all.
+ex_add_ports "$bin/ringswitch" "$sock" 56 9
+"$bin/ringswitch" --socket "$sock" ctl stats --json >/dev/null
+"$bin/ringswitch" --socket "$sock" ctl port list --json >/dev/null
 kill -TERM "$pid"
 wait "$pid" || true
 out=crates/cli/link/ringswitchd-hot.ld
-python3 - "$out" "$work"/cg.out* <<'PY'
-import re, sys
+nm --defined-only "$bin/ringswitchd" | awk '{ print $3 }' >"$work/symbols"
+FRESH=$fresh SYMBOLS=$work/symbols python3 - "$out" "$work"/cg.out* <<'PY'
+import os, re, sys
 def ran_in(path):
     objs, fns, cur, ran = {}, {}, None, set()
     for line in open(path, errors="replace"):
@@ -97,6 +116,21 @@ def order(p):
     return int(m.group(1)) if m else 1 << 30
 dumps = sorted(sys.argv[2:], key=order)
 ran, pats, seen = set(), [], set()
+kept = dropped = 0
+if not os.environ.get("FRESH"):
+    # The list so far, in its order: each pattern kept while some function
+    # of the binary still has its name.
+    names = open(os.environ["SYMBOLS"]).read()
+    for line in open(sys.argv[1]):
+        m = re.match(r"^    \*\(\.text\.\*(.*)\*\)$", line.rstrip("\n"))
+        if not m or line.rstrip("\n") in seen:
+            continue
+        if m.group(1) in names:
+            pats.append(line.rstrip("\n"))
+            seen.add(pats[-1])
+            kept += 1
+        else:
+            dropped += 1
 for d in dumps:
     phase = ran_in(d)
     ran |= phase
@@ -114,8 +148,9 @@ head = """/*
  * 772-800 KiB of code, the test at 3592-3784 KiB and an idle daemon with
  * 8 ports at 3668-3792 KiB (scripts/daemon-memory.sh [--idle]).
  * In the order of the phases that first ran them: ring port traffic, idle
- * receivers, persistent ports added. A pattern that no longer matches
- * costs memory, not correctness. build.rs
+ * receivers, persistent ports added and their statistics read; each
+ * regeneration keeps the patterns before and adds new ones after them. A
+ * pattern that no longer matches costs memory, not correctness. build.rs
  * passes this file to the linker for ringswitchd only.
  */
 SECTIONS {
@@ -123,5 +158,6 @@ SECTIONS {
 """
 with open(sys.argv[1], "w") as f:
     f.write(head + "\n".join(pats) + "\n  }\n}\nINSERT BEFORE .text;\n")
-print(f"hot-text: {len(ran)} functions ran, {len(pats)} patterns written to {sys.argv[1]}")
+print(f"hot-text: {len(ran)} functions ran, {len(pats)} patterns written to {sys.argv[1]}"
+      f" ({kept} kept from the list before, {dropped} dropped, {len(pats) - kept} new)")
 PY
