@@ -5,7 +5,7 @@
 # CPU goes: for looking into issue 17's flows ÷ learning ratio without the
 # whole comparison.
 #
-#   sudo bench/flows-profile.sh [--len 60] [--seconds 3] [--runs 1] [--perf]
+#   sudo bench/flows-profile.sh [--len 60] [--seconds 3] [--runs 1] [--perf] [--sender-cpu 1]
 #
 # Per run and switch: the receiver's rate, the daemon's CPU time per frame
 # received and the sender's (CPU 1 is shared by the two, so their sum sets
@@ -13,19 +13,23 @@
 # `perf record -e cpu-clock` (this VM has no PMU) and prints its top
 # symbols: time spent switching tasks shows as the kernel's
 # _raw_spin_unlock_irq and finish_task_switch (perf's own work slows such
-# runs: read their profiles, not their rates). The flows are the section's
-# (bench/README.md, "Flows"), loaded with ovs-ofctl; the binaries are
-# target/release's (RINGSWITCH_BIN and RINGSWITCH_BENCH_BIN to change).
+# runs: read their profiles, not their rates). --sender-cpu 0 puts the
+# sender beside the receiver instead, leaving the worker a CPU of its own
+# (the rates then swing with how those two share theirs). The flows are
+# the section's (bench/README.md, "Flows"), loaded with ovs-ofctl; the
+# binaries are target/release's (RINGSWITCH_BIN and RINGSWITCH_BENCH_BIN
+# to change).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-len=60 secs=3 runs=1 perf=
+len=60 secs=3 runs=1 perf= txcpu=1
 while [ $# -gt 0 ]; do
     case $1 in
         --len) len=$2; shift 2 ;;
         --seconds) secs=$2; shift 2 ;;
         --runs) runs=$2; shift 2 ;;
         --perf) perf=1; shift ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --sender-cpu) txcpu=$2; shift 2 ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "flows-profile: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -85,7 +89,7 @@ sys.exit(0 if any(p['name'] == '$sw:rx' and p.get('open') for p in json.load(sys
     fi
     local t0 d0 d1 t1
     t0=$(date +%s.%N) d0=$(ticks "$daemon")
-    taskset -c 1 "$bin" --socket "$sock" pkt-gen -i "$sw:tx" -f tx -l "$len" -b 512 \
+    taskset -c "$txcpu" "$bin" --socket "$sock" pkt-gen -i "$sw:tx" -f tx -l "$len" -b 512 \
         "${tuples[@]}" --duration "$secs" -T 0 --json >"$work/tx.out" 2>&1
     d1=$(ticks "$daemon") t1=$(date +%s.%N)
     [ -z "$prec" ] || wait "$prec" || true
