@@ -476,7 +476,7 @@ impl FlowCache {
     /// hands out, then their neighbours. Trying a neighbour second (a line
     /// not prefetched, which keys are rarely in) cost a lookup of the
     /// others a cache miss: `forward_cost 60 512 flows1000` took 58.8 ns a
-    /// frame so, 46.9 in this order (medians of 7, alternating).
+    /// frame so, 48.4 in this order (medians of 7, alternating).
     #[inline(always)]
     fn ways(&self, h: u64) -> [usize; 4] {
         let (a, b) = self.candidates(h);
