@@ -701,6 +701,9 @@ impl Port {
                 // Spin before asking for an interrupt: the window is what
                 // spinning has been paying lately (0: straight to sleep).
                 let mut a = std::mem::take(&mut self.adapt);
+                // What our sleep would cost the port side's kick, as it
+                // publishes it: counted into how long spinning pays.
+                a.set_peer_cost(self.ring(dir, i).peer_kick_cost());
                 let found = a.spin(|| self.sync_dir(dir, i));
                 self.adapt = a;
                 if found {

@@ -76,6 +76,16 @@ impl EventFd {
         }
     }
 
+    /// [`EventFd::signal`], timed: what the write cost the caller. Waking
+    /// a thread that sleeps on another, halted CPU is paid here, by the
+    /// writer (see `PortRing::note_kick`).
+    #[inline]
+    pub fn signal_timed(&self) -> std::time::Duration {
+        let t0 = std::time::Instant::now();
+        self.signal();
+        t0.elapsed()
+    }
+
     /// Has a write to this doorbell blocked and been cut short?
     pub fn is_stuck(&self) -> bool {
         self.stuck.load(Ordering::Relaxed)

@@ -216,8 +216,13 @@ pub struct CsbKtoa {
     pub hwtail: u32,
     /// The port side sleeps and wants a kick.
     pub kern_need_kick: u32,
+    /// What the port side's kicks of this ring's application cost it
+    /// lately (ns, a running estimate; 0: none yet), a ringswitch
+    /// extension in netmap's padding: an application's adaptive wait
+    /// counts it into what sleeping costs (see `AdaptiveWait`).
+    pub kick_cost_ns: u32,
     /// Padding to a cache line.
-    pub _pad: [u32; 13],
+    pub _pad: [u32; 12],
 }
 
 /// Offsets of the CSB fields inside their halves.
@@ -234,6 +239,8 @@ pub mod csb_field {
     pub const HWTAIL: usize = 4;
     /// `ktoa.kern_need_kick`.
     pub const KERN_NEED_KICK: usize = 8;
+    /// `ktoa.kick_cost_ns` (a ringswitch extension).
+    pub const KICK_COST_NS: usize = 12;
 }
 
 /// Offsets of the ring header fields.
@@ -814,6 +821,8 @@ mod tests {
             offset_of!(CsbKtoa, kern_need_kick),
             csb_field::KERN_NEED_KICK
         );
+        // The extension lies in netmap's padding, after its three fields.
+        assert_eq!(offset_of!(CsbKtoa, kick_cost_ns), csb_field::KICK_COST_NS);
     }
 
     #[test]

@@ -1069,6 +1069,11 @@ impl<'a> CsbRef<'a> {
     pub fn kern_need_kick(&self) -> &'a AtomicU32 {
         self.region.u32_at(self.ktoa + csb_field::KERN_NEED_KICK)
     }
+    /// `ktoa.kick_cost_ns` (a ringswitch extension).
+    #[inline(always)]
+    pub fn kick_cost_ns(&self) -> &'a AtomicU32 {
+        self.region.u32_at(self.ktoa + csb_field::KICK_COST_NS)
+    }
     /// Offset of the atok half (for tests that scribble over it). A test
     /// hook, built only with the `test-hooks` feature.
     #[cfg(feature = "test-hooks")]

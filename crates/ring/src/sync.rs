@@ -76,6 +76,10 @@ pub mod order {
     /// head (`PortRing::reinit`). Relaxed: the [`PUBLISH_HWTAIL`] that ends
     /// the reset makes them visible with it.
     pub const RESET_POINTERS: Ordering = Ordering::Relaxed;
+    /// The port side stores, and the application loads, `kick_cost_ns`.
+    /// Relaxed: a hint that orders nothing (an adaptive wait's spin
+    /// window), whose value alone is used.
+    pub const KICK_COST: Ordering = Ordering::Relaxed;
 }
 
 /// The application's side of one ring.
@@ -264,6 +268,15 @@ impl AppRing {
         let moved = self.head != self.published_head;
         self.published_head = self.head;
         moved
+    }
+
+    /// What the port side's kicks of this ring cost it lately, as it
+    /// publishes it (see [`PortRing::note_kick`]; zero before its first).
+    /// A hint from the other side: a caller bounds what it does with it.
+    #[inline]
+    pub fn peer_kick_cost(&self) -> std::time::Duration {
+        let ns = self.csb().kick_cost_ns().load(order::KICK_COST);
+        std::time::Duration::from_nanos(u64::from(ns))
     }
 
     /// After a publish: whether the port side asked to be kicked. The full
@@ -488,6 +501,9 @@ pub struct PortRing {
     /// Looks at the same unfinished chain that found no new slot (see
     /// [`PortRing::note_unfinished`]).
     stalls: u32,
+    /// What kicking the application costs the port side (ns, a running
+    /// average; 0: no kick yet), published as `ktoa.kick_cost_ns`.
+    kick_cost: u32,
 }
 
 /// What the port side does with a fragment chain whose published slots end
@@ -527,7 +543,35 @@ impl PortRing {
             reinits: 0,
             seen: hwcur,
             stalls: 0,
+            kick_cost: 0,
         }
+    }
+
+    /// Notes that kicking the application (the write on its interrupt
+    /// eventfd) took `took`, and publishes the running average of those
+    /// costs as `ktoa.kick_cost_ns` (a quarter of each difference), where
+    /// the application's adaptive wait counts it into what its sleeps
+    /// cost: where waking a thread on another CPU costs the waker a
+    /// hypervisor's round trip (15 µs seen here), a receiver that sleeps
+    /// between every two batches costs its switch more than it saves.
+    pub fn note_kick(&mut self, took: std::time::Duration) {
+        let ns = u32::try_from(took.as_nanos()).unwrap_or(u32::MAX);
+        let avg = if self.kick_cost == 0 {
+            ns
+        } else if ns >= self.kick_cost {
+            self.kick_cost + (ns - self.kick_cost) / 4
+        } else {
+            self.kick_cost - (self.kick_cost - ns) / 4
+        };
+        self.kick_cost = avg.max(1);
+        self.csb()
+            .kick_cost_ns()
+            .store(self.kick_cost, order::KICK_COST);
+    }
+
+    /// The running average [`PortRing::note_kick`] publishes.
+    pub fn kick_cost(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(u64::from(self.kick_cost))
     }
 
     /// Looks at an unfinished chain the port side may take before it drops
@@ -722,6 +766,30 @@ mod tests {
         assert!(app.refresh_tail());
         assert_eq!(app.space(), 63);
         assert_eq!(app.tail(), 9);
+    }
+
+    #[test]
+    fn the_kick_cost_is_a_running_average_the_application_reads() {
+        use std::time::Duration;
+        let r = region(64);
+        let app = AppRing::new(r.clone(), 0, Dir::Rx, 0);
+        let mut port = PortRing::new(r.clone(), 0, Dir::Rx, 0);
+        assert_eq!(app.peer_kick_cost(), Duration::ZERO, "no kick yet");
+        port.note_kick(Duration::from_micros(16));
+        assert_eq!(app.peer_kick_cost(), Duration::from_micros(16));
+        // A quarter of each difference, both ways.
+        port.note_kick(Duration::from_micros(32));
+        assert_eq!(app.peer_kick_cost(), Duration::from_micros(20));
+        port.note_kick(Duration::from_micros(4));
+        assert_eq!(app.peer_kick_cost(), Duration::from_micros(16));
+        assert_eq!(port.kick_cost(), app.peer_kick_cost());
+        // Far out of range is kept in range: a u32 of nanoseconds.
+        port.note_kick(Duration::from_secs(3600));
+        assert!(app.peer_kick_cost() <= Duration::from_nanos(u64::from(u32::MAX)));
+        // The field is the port side's alone: the application's half of
+        // the CSB does not touch it.
+        app.set_need_kick(true);
+        assert!(app.peer_kick_cost() > Duration::from_micros(16));
     }
 
     #[test]

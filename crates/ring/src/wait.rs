@@ -13,12 +13,20 @@
 //!   grows the window toward it; work that came later, or never, halves
 //!   it, down to zero: an idle port or a peer that sends rarely costs no
 //!   spinning.
-//! - **The cap is the thread's own wake-up cost** ([`AdaptiveWait::cost`]),
+//! - **The cap starts from the thread's own wake-up cost** ([`AdaptiveWait::cost`]),
 //!   a running estimate low among the sleeps that ended with work
 //!   (falling by an eighth of the gap, rising by 1/64). Spinning up to
 //!   what a sleep costs and then sleeping never costs more than twice the
 //!   best choice made knowing the future (the ski-rental bound). Where
 //!   wake-ups are cheap, it hardly spins.
+//! - **A sleep also costs whoever wakes it.** Where waking a thread on
+//!   another, halted vCPU costs the waker a round trip through the
+//!   hypervisor (15 µs of the waker's own CPU here, against 2 µs on its
+//!   CPU), a receiver that sleeps between a switch's batches takes that
+//!   from the switch on every batch. The waker's cost, as the other side
+//!   publishes it ([`AdaptiveWait::set_peer_cost`]), is added to the cap:
+//!   spinning up to both costs still never costs more than twice the best
+//!   choice.
 //! - **It never spins while another thread needs the CPU.** The spin
 //!   offers the CPU every [`YIELD_EVERY`] turns; when the thread's
 //!   involuntary context switches moved meanwhile (a yield that ran
@@ -84,8 +92,11 @@ pub struct WaitStats {
 pub struct AdaptiveWait {
     /// Current spin window (ns).
     window: u32,
-    /// This thread's measured wake-up cost (ns), the window's cap.
+    /// This thread's measured wake-up cost (ns).
     cost: u32,
+    /// What waking this thread costs the thread that wakes it (ns), as
+    /// that side publishes it: with `cost`, the window's cap.
+    peer: u32,
     /// Waits left without spinning.
     calm: u32,
     /// The calm given at the last contention (0: none since a clean spin).
@@ -98,6 +109,7 @@ impl Default for AdaptiveWait {
         AdaptiveWait {
             window: 0,
             cost: COST_START,
+            peer: 0,
             calm: 0,
             last_calm: 0,
             stats: WaitStats::default(),
@@ -116,9 +128,29 @@ impl AdaptiveWait {
         Duration::from_nanos(u64::from(self.window))
     }
 
-    /// The measured wake-up cost (the window's cap).
+    /// The measured wake-up cost.
     pub fn cost(&self) -> Duration {
         Duration::from_nanos(u64::from(self.cost))
+    }
+
+    /// Notes what waking this thread costs the thread that wakes it (a
+    /// hint from the other side of a ring, zero when unknown): the window
+    /// may grow up to that and this thread's own wake-up cost together
+    /// ([`AdaptiveWait::cap`]).
+    pub fn set_peer_cost(&mut self, d: Duration) {
+        self.peer = u32::try_from(d.as_nanos())
+            .unwrap_or(u32::MAX)
+            .min(COST_MAX);
+    }
+
+    /// The longest the window grows to: the thread's wake-up cost plus its
+    /// waker's (see [`AdaptiveWait::set_peer_cost`]), at most 100 µs.
+    pub fn cap(&self) -> Duration {
+        Duration::from_nanos(u64::from(self.cap_ns()))
+    }
+
+    fn cap_ns(&self) -> u32 {
+        self.cost.saturating_add(self.peer).min(COST_MAX)
     }
 
     /// What it did so far.
@@ -224,10 +256,11 @@ impl AdaptiveWait {
         // When the work came, counted from the start of the wait: the
         // window already spun, then the sleep less its wake-up.
         let came = self.window.saturating_add(d.saturating_sub(self.cost));
-        if came <= self.cost {
+        let cap = self.cap_ns();
+        if came <= cap {
             // A window this long would have caught it.
             let grown = self.window.saturating_mul(2).max(GROW_START);
-            self.window = grown.max(came).min(self.cost);
+            self.window = grown.max(came).min(cap);
         } else {
             self.shrink();
         }
@@ -348,6 +381,27 @@ mod tests {
             w.slept(us(100), false);
         }
         assert_eq!(w.window(), Duration::ZERO, "timeouts: nothing came");
+    }
+
+    #[test]
+    fn what_the_waker_pays_raises_the_cap_up_to_its_bound() {
+        let mut w = AdaptiveWait::new();
+        w.set_peer_cost(us(30));
+        for _ in 0..40 {
+            w.slept(us(50), true);
+        }
+        assert_eq!(w.cost(), us(50));
+        assert_eq!(w.cap(), us(80), "the sleeper's cost and its waker's");
+        assert_eq!(w.window(), us(80), "grown to the cap");
+        // A waker's hint is bounded: the cap never passes 100 µs.
+        w.set_peer_cost(Duration::from_secs(5));
+        assert_eq!(w.cap(), us(100));
+        // Without it, the cap is the sleeper's own cost again, and the
+        // window is held to it at the next sleep.
+        w.set_peer_cost(Duration::ZERO);
+        assert_eq!(w.cap(), us(50));
+        w.slept(us(50), true);
+        assert!(w.window() <= us(50), "{:?}", w.window());
     }
 
     #[test]

@@ -707,7 +707,10 @@ impl RingPort {
             st.complete(res) && st.ring.app_wants_kick()
         };
         if woke {
-            self.irq(q).signal();
+            // Not under the ring's lock; what the kick cost is published
+            // for the application's adaptive wait.
+            let took = self.irq(q).signal_timed();
+            self.rx(q).ring.note_kick(took);
             CounterSet::add(&c.interrupts, 1);
         }
     }

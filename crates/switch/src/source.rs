@@ -284,7 +284,8 @@ pub(crate) fn release_ring(
     txr.hwtail = arith::prev(txr.hwcur, n);
     txr.publish();
     if txr.app_wants_kick() {
-        srp.irq(ring).signal();
+        let took = srp.irq(ring).signal_timed();
+        txr.note_kick(took);
         CounterSet::add(&c.interrupts, 1);
     }
     CounterSet::add(&c.drop_malformed, malformed);

@@ -199,3 +199,31 @@ fn an_openflow_number_two_ports_ask_for_follows_the_running_one() {
     assert_eq!(sw.set_running(late, true), None);
     assert_eq!(sw.number_of(other), 5);
 }
+
+/// A receiver that asked for an interrupt is kicked once the frames are
+/// in, and what the kick cost the switch is published on its ring for its
+/// adaptive wait (`AppRing::peer_kick_cost`); one that did not ask is not
+/// kicked, and nothing is published.
+#[test]
+fn a_kick_is_timed_and_its_cost_published_on_the_kicked_ring() {
+    let sw = Switch::new("vale0", Box::new(LearningBridge::default()), 512);
+    let mut sc = Scratch::default();
+    let (a, mut atx, _) = port(&sw, "a");
+    let (b, mut btx, mut brx) = port(&sw, "b");
+    queue(&mut btx, &[frame(0xff, 0xb, 0)]);
+    sw.forward(&b, 0, &mut sc);
+    drain(&mut brx);
+    assert_eq!(b.counters.snapshot("b").interrupts, 0);
+    assert_eq!(brx.peer_kick_cost(), std::time::Duration::ZERO);
+
+    // b sleeps and wants to be woken: a's frame kicks it.
+    brx.set_need_kick(true);
+    queue(&mut atx, &[frame(0xb, 0xa, 1)]);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(b.counters.snapshot("b").interrupts, 1);
+    assert!(
+        brx.peer_kick_cost() > std::time::Duration::ZERO,
+        "the kick was timed and published"
+    );
+    assert_eq!(drain(&mut brx), vec![1]);
+}
