@@ -13,6 +13,11 @@
 //!   from CPU 0, and back (the floor of a blocking round trip between two
 //!   sleeping parties, as through a pipe; the switch adds its worker);
 //! - the same two threads on one CPU;
+//! - what the write that wakes a sleeper costs its writer, the sleeper on
+//!   the other CPU (its CPU idle) or on the writer's: the waker pays the
+//!   first in its own CPU time, a hypervisor's round trip where idle
+//!   vCPUs halt (a switch worker pays it per kick of a sleeping receiver,
+//!   which is why kicks are timed and published, see `PortRing::note_kick`);
 //! - the scheduler's turn: two threads that never sleep (as DPDK lcores)
 //!   pinned to one CPU, how long each runs before the other gets the CPU.
 //!   A virtqueue between such a thread and one sharing its CPU moves at
@@ -155,6 +160,38 @@ fn wakeups(cpus: (usize, usize), rounds: u64) -> Vec<u64> {
     samples
 }
 
+/// What the write that wakes a thread sleeping in read(2) on `cpus.1`
+/// costs the writer on `cpus.0`: the part of a wake-up its waker pays in
+/// its own CPU time (a switch worker kicking a receiver pays it per kick).
+fn wake_writes(cpus: (usize, usize), rounds: u64) -> Vec<u64> {
+    let there = Arc::new(Efd::new());
+    let back = Arc::new(Efd::new());
+    let (t2, b2) = (there.clone(), back.clone());
+    let peer = std::thread::spawn(move || {
+        pin(cpus.1);
+        for _ in 0..rounds {
+            t2.wait();
+            b2.signal();
+        }
+    });
+    pin(cpus.0);
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    let mut samples = Vec::with_capacity(rounds as usize);
+    for _ in 0..rounds {
+        // The peer is asleep again (and its CPU idle) before the write.
+        let gap = Instant::now();
+        while gap.elapsed().as_micros() < 200 {
+            std::hint::spin_loop();
+        }
+        let t = Instant::now();
+        there.signal();
+        samples.push(t.elapsed().as_nanos() as u64);
+        back.wait();
+    }
+    peer.join().unwrap();
+    samples
+}
+
 /// Two threads that never sleep, both on `cpu`, for `secs`: the median
 /// length of one's uninterrupted runs (a gap of over 20 us in its own
 /// clock readings marks a turn of the other).
@@ -214,6 +251,14 @@ fn main() {
     show(
         "eventfd wake-up round trip, two threads on CPU 0",
         wakeups((0, 0), rounds / 4),
+    );
+    show(
+        "eventfd write waking a sleeper, CPU 0 -> CPU 1: the writer's cost",
+        wake_writes((0, 1), rounds / 20),
+    );
+    show(
+        "eventfd write waking a sleeper on the writer's own CPU 0",
+        wake_writes((0, 0), rounds / 20),
     );
     show(
         "scheduler turn of two never-sleeping threads on CPU 0",
