@@ -136,15 +136,21 @@ impl Probe {
     /// [`KEY_BYTES`]) are in `buf`, from OpenFlow port `in_port` (the key
     /// of [`FlowKey::extract_prefix`], made in place: the commonest
     /// frames' without a full key at all).
-    #[inline]
+    #[inline(always)]
     pub fn set_prefix(&mut self, buf: &[u8; KEY_BYTES], n: usize, in_port: u32) {
         match CompactKey::from_prefix(buf, n, in_port) {
             Some(c) => self.words = *c.words(),
-            None => {
-                self.full = FlowKey::extract(&buf[..n.min(KEY_BYTES)], in_port);
-                self.settle();
-            }
+            None => self.set_prefix_full(buf, n, in_port),
         }
+    }
+
+    /// [`Probe::set_prefix`] of a frame without a compact key: out of the
+    /// way of the commonest frames' path, which then needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    fn set_prefix_full(&mut self, buf: &[u8; KEY_BYTES], n: usize, in_port: u32) {
+        self.full = FlowKey::extract(&buf[..n.min(KEY_BYTES)], in_port);
+        self.settle();
     }
 
     /// Makes the words those of the key in `full`.

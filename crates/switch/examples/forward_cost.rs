@@ -2,7 +2,7 @@
 //! switch worker and receiver in turn, so the figure is the engine's
 //! nanoseconds per packet without cross-core traffic or wake-ups.
 //!
-//! `cargo run --release -p ringswitch-switch --example forward_cost [len] [batch] [vlan] [packets] [evict_kb]`
+//! `cargo run --release -p ringswitch-switch --example forward_cost [len] [batch] [vlan] [packets] [evict_kb] [tuples]`
 //!
 //! `vlan`: `none` (the default: no VLAN set anywhere), `access` (both ports
 //! `access:10`: the VLAN lookup, no tag edits) or `push` (a is `access:10`,
@@ -10,6 +10,11 @@
 //! in place of the learning bridge: `flows` (one flow, in_port=1 to port
 //! 2) or `flows1000` (1,000 flows over 10 masks, and frames of 1,000
 //! UDP 5-tuples, each of which matches one of them).
+//!
+//! `tuples` (default 1,000; `flows1000` only): how many of the 1,000
+//! 5-tuples the frames cycle through. With 1, every frame repeats the one
+//! before and skips the cache's lookup: what the flow path costs a frame
+//! before any lookup (its key, hash and filing).
 //!
 //! `evict_kb` (default 0): kilobytes written between two batches, outside
 //! the timing, as a sender sharing the worker's CPU writes its frames (a
@@ -141,6 +146,11 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000_000);
     let evict_kb: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
+    let tuples: u32 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(TUPLES)
+        .clamp(1, TUPLES);
     let mut evict = vec![0u8; evict_kb * 1024];
     let access = || PortVlan::access(10).unwrap();
     let (va, vb) = match mode.as_str() {
@@ -184,7 +194,7 @@ fn main() {
     for k in 0..tx.space() {
         let mut s = tx.slot_mut(k).unwrap();
         if mode == "flows1000" {
-            s.write_at(0, &udp_frame(len.into(), k % TUPLES));
+            s.write_at(0, &udp_frame(len.into(), k % tuples));
         } else {
             s.write_at(0, &frame);
         }

@@ -260,7 +260,7 @@ const NO_RESOLVED: Resolved = Resolved {
 #[derive(Clone, Copy, Debug, Default)]
 struct Prepared {
     key: Probe,
-    /// `key`'s hash (not computed when `same`).
+    /// `key`'s hash.
     hash: u64,
     /// The same key as the frame prepared before it.
     same: bool,
@@ -387,34 +387,23 @@ impl<'a> FlowLookup<'a> {
         let Verdicts::Cache(cache) = &self.cache else {
             return;
         };
-        if at >= CHUNK || prev >= CHUNK {
-            return;
-        }
+        let (at, prev) = (at % CHUNK, prev % CHUNK);
         // The key is made where it is kept: a copy of it (by wider loads
         // than the stores that made it) stalls on store forwarding.
-        let same = if at == prev {
-            // The batch's first frame: no frame before it.
-            self.prepared[at]
-                .key
-                .set_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
-            false
-        } else {
-            let (p, before) = if at > prev {
-                let (lo, hi) = self.prepared.split_at_mut(at);
-                (&mut hi[0], &lo[prev])
-            } else {
-                let (lo, hi) = self.prepared.split_at_mut(prev);
-                (&mut lo[at], &hi[0])
-            };
-            p.key.set_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
-            self.prev_valid && p.key.same(&before.key)
-        };
-        self.prev_valid = true;
         let p = &mut self.prepared[at];
-        p.same = same;
+        p.key.set_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
+        let h = p.key.hash();
+        p.hash = h;
+        // The same key as the frame before (the next of a run of one
+        // flow's): equal hashes first, the keys only then.
+        let same = self.prev_valid
+            && at != prev
+            && self.prepared[prev].hash == h
+            && self.prepared[prev].key.same(&self.prepared[at].key);
+        self.prev_valid = true;
+        self.prepared[at].same = same;
         if !same {
-            p.hash = p.key.hash();
-            cache.prefetch_with(p.hash, ringswitch_ring::copy::prefetch);
+            cache.prefetch_with(h, ringswitch_ring::copy::prefetch);
         }
     }
 
