@@ -576,7 +576,10 @@ impl Port {
         match &mut self.backend {
             Backend::Switch { kick } => {
                 if moved && ring.port_wants_kick() {
-                    kick.signal();
+                    // What it cost us goes on the ring for the worker's
+                    // adaptive wait.
+                    let took = kick.signal_timed();
+                    ring.note_kick(took);
                     self.stats.kicks += 1;
                 }
                 ring.refresh_tail();

@@ -135,7 +135,9 @@ impl PipeEnd {
         }
         let woke = m > 0 && peer.app_wants_kick();
         if woke {
-            self.peer_irqs[i].signal();
+            // Timed, for the peer's adaptive wait (see `PortRing::note_kick`).
+            let took = self.peer_irqs[i].signal_timed();
+            peer.note_kick(took);
         }
         // Our TX ring: every slot up to the first still pending is free again.
         let csb = self.region.csb(self.end, Dir::Tx, self.tx_ids[i]);

@@ -171,6 +171,15 @@ impl Assigned {
         }
     }
 
+    /// What the port's application says its kicks of this worker cost it
+    /// (zero for a queue source; bounded by the worker's adaptive wait).
+    fn app_kick_cost(&self) -> Duration {
+        match (self.source, &self.port.backend) {
+            (Source::Rings, Backend::Ring(r)) => r.app_kick_cost(),
+            _ => Duration::ZERO,
+        }
+    }
+
     /// Forwards one batch from each ring (or the queue); returns (batches
     /// that moved something, packets).
     fn forward(&self, scratch: &mut Scratch) -> (u64, u64) {
@@ -978,7 +987,18 @@ fn run(s: Arc<Shared>, cfg: WorkerConfig) {
         }
         if spin_first {
             // Nothing moved anywhere: spin for the window that has been
-            // paying (see ringswitch_ring::AdaptiveWait), then arm.
+            // paying (see ringswitch_ring::AdaptiveWait), then arm. What
+            // our sleep costs the applications that would kick us counts
+            // (their word, which the wait bounds to 100 µs).
+            if !any {
+                let peer = local
+                    .iter()
+                    .filter(|l| l.active)
+                    .map(|l| l.a.app_kick_cost())
+                    .max()
+                    .unwrap_or_default();
+                adapt.set_peer_cost(peer);
+            }
             if !any && adapt.spin(|| local.iter().any(|l| l.active && l.a.has_work())) {
                 spun_to_work = true;
                 continue;

@@ -202,8 +202,14 @@ pub struct CsbAtok {
     pub appl_need_kick: u32,
     /// Sync flags.
     pub sync_flags: u32,
+    /// What the application's kicks of the port side cost it lately (ns,
+    /// a running average; 0: none yet), a ringswitch extension in
+    /// netmap's padding: the port side's adaptive wait counts it into what
+    /// its sleeps cost. Written by the application: the port side bounds
+    /// it before use.
+    pub kick_cost_ns: u32,
     /// Padding to a cache line.
-    pub _pad: [u32; 12],
+    pub _pad: [u32; 11],
 }
 
 /// Port-to-application half of a CSB entry (one per ring, 64 bytes).
@@ -233,6 +239,8 @@ pub mod csb_field {
     pub const CUR: usize = 4;
     /// `atok.appl_need_kick`.
     pub const APPL_NEED_KICK: usize = 8;
+    /// `atok.kick_cost_ns` (a ringswitch extension).
+    pub const APPL_KICK_COST_NS: usize = 16;
     /// `ktoa.hwcur`.
     pub const HWCUR: usize = 0;
     /// `ktoa.hwtail`.
@@ -815,6 +823,10 @@ mod tests {
             csb_field::APPL_NEED_KICK
         );
         assert_eq!(offset_of!(CsbAtok, sync_flags), 12);
+        assert_eq!(
+            offset_of!(CsbAtok, kick_cost_ns),
+            csb_field::APPL_KICK_COST_NS
+        );
         assert_eq!(offset_of!(CsbKtoa, hwcur), csb_field::HWCUR);
         assert_eq!(offset_of!(CsbKtoa, hwtail), csb_field::HWTAIL);
         assert_eq!(

@@ -1054,6 +1054,11 @@ impl<'a> CsbRef<'a> {
     pub fn appl_need_kick(&self) -> &'a AtomicU32 {
         self.region.u32_at(self.atok + csb_field::APPL_NEED_KICK)
     }
+    /// `atok.kick_cost_ns` (a ringswitch extension).
+    #[inline(always)]
+    pub fn appl_kick_cost_ns(&self) -> &'a AtomicU32 {
+        self.region.u32_at(self.atok + csb_field::APPL_KICK_COST_NS)
+    }
     /// `ktoa.hwcur`.
     #[inline(always)]
     pub fn hwcur(&self) -> &'a AtomicU32 {

@@ -76,10 +76,25 @@ pub mod order {
     /// head (`PortRing::reinit`). Relaxed: the [`PUBLISH_HWTAIL`] that ends
     /// the reset makes them visible with it.
     pub const RESET_POINTERS: Ordering = Ordering::Relaxed;
-    /// The port side stores, and the application loads, `kick_cost_ns`.
+    /// Either side stores its `kick_cost_ns`, and the other loads it.
     /// Relaxed: a hint that orders nothing (an adaptive wait's spin
     /// window), whose value alone is used.
     pub const KICK_COST: Ordering = Ordering::Relaxed;
+}
+
+/// A running average of kick costs (ns): the first as it is, then a
+/// quarter of each difference; never 0 once a kick was noted (0 means
+/// none yet).
+fn kick_average(avg: u32, took: std::time::Duration) -> u32 {
+    let ns = u32::try_from(took.as_nanos()).unwrap_or(u32::MAX);
+    let next = if avg == 0 {
+        ns
+    } else if ns >= avg {
+        avg + (ns - avg) / 4
+    } else {
+        avg - (avg - ns) / 4
+    };
+    next.max(1)
 }
 
 /// The application's side of one ring.
@@ -92,6 +107,9 @@ pub struct AppRing {
     tail: u32,
     published_head: u32,
     bad_tails: u64,
+    /// What kicking the port side costs this application (ns, a running
+    /// average; 0: no kick yet), published as `atok.kick_cost_ns`.
+    kick_cost: u32,
 }
 
 impl AppRing {
@@ -120,6 +138,7 @@ impl AppRing {
             tail,
             published_head: head,
             bad_tails: 0,
+            kick_cost: 0,
         };
         r.ring().set_pointers(head, head, tail);
         let csb = r.csb();
@@ -268,6 +287,16 @@ impl AppRing {
         let moved = self.head != self.published_head;
         self.published_head = self.head;
         moved
+    }
+
+    /// Notes that kicking the port side took `took`, and publishes the
+    /// running average as `atok.kick_cost_ns` (see [`PortRing::note_kick`],
+    /// the other way round).
+    pub fn note_kick(&mut self, took: std::time::Duration) {
+        self.kick_cost = kick_average(self.kick_cost, took);
+        self.csb()
+            .appl_kick_cost_ns()
+            .store(self.kick_cost, order::KICK_COST);
     }
 
     /// What the port side's kicks of this ring cost it lately, as it
@@ -555,18 +584,20 @@ impl PortRing {
     /// hypervisor's round trip (15 µs seen here), a receiver that sleeps
     /// between every two batches costs its switch more than it saves.
     pub fn note_kick(&mut self, took: std::time::Duration) {
-        let ns = u32::try_from(took.as_nanos()).unwrap_or(u32::MAX);
-        let avg = if self.kick_cost == 0 {
-            ns
-        } else if ns >= self.kick_cost {
-            self.kick_cost + (ns - self.kick_cost) / 4
-        } else {
-            self.kick_cost - (self.kick_cost - ns) / 4
-        };
-        self.kick_cost = avg.max(1);
+        self.kick_cost = kick_average(self.kick_cost, took);
         self.csb()
             .kick_cost_ns()
             .store(self.kick_cost, order::KICK_COST);
+    }
+
+    /// What the application's kicks of this ring cost it lately, as it
+    /// publishes it (see [`AppRing::note_kick`]; zero before its first).
+    /// Written by the application, so any value: a caller bounds what it
+    /// does with it (an adaptive wait's cap is at most 100 µs).
+    #[inline]
+    pub fn app_kick_cost(&self) -> std::time::Duration {
+        let ns = self.csb().appl_kick_cost_ns().load(order::KICK_COST);
+        std::time::Duration::from_nanos(u64::from(ns))
     }
 
     /// The running average [`PortRing::note_kick`] publishes.
@@ -790,6 +821,31 @@ mod tests {
         // the CSB does not touch it.
         app.set_need_kick(true);
         assert!(app.peer_kick_cost() > Duration::from_micros(16));
+    }
+
+    #[test]
+    fn the_applications_kick_cost_goes_the_other_way_in_its_own_half() {
+        use std::time::Duration;
+        let r = region(64);
+        let mut app = AppRing::new(r.clone(), 0, Dir::Tx, 0);
+        let port = PortRing::new(r.clone(), 0, Dir::Tx, 0);
+        assert_eq!(port.app_kick_cost(), Duration::ZERO);
+        app.note_kick(Duration::from_micros(8));
+        app.note_kick(Duration::from_micros(16));
+        assert_eq!(port.app_kick_cost(), Duration::from_micros(10));
+        assert_eq!(app.peer_kick_cost(), Duration::ZERO, "not the port's field");
+        // Whatever an application writes there is read as it is: the
+        // reader bounds it (an adaptive wait's cap is 100 µs at most).
+        app.csb()
+            .appl_kick_cost_ns()
+            .store(u32::MAX, Ordering::Relaxed);
+        assert_eq!(
+            port.app_kick_cost(),
+            Duration::from_nanos(u64::from(u32::MAX))
+        );
+        let mut w = crate::AdaptiveWait::new();
+        w.set_peer_cost(port.app_kick_cost());
+        assert!(w.cap() <= Duration::from_micros(100));
     }
 
     #[test]

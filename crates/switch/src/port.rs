@@ -659,6 +659,17 @@ impl RingPort {
         self.tx.iter().any(|r| lock(r).has_new_work())
     }
 
+    /// What the application's kicks of the serving worker cost it lately,
+    /// as it publishes them on its TX rings (the largest; see
+    /// `AppRing::note_kick`). The application's word: a caller bounds it.
+    pub fn app_kick_cost(&self) -> std::time::Duration {
+        self.tx
+            .iter()
+            .map(|r| lock(r).app_kick_cost())
+            .max()
+            .unwrap_or_default()
+    }
+
     /// Before the serving worker sleeps: asks for kicks on every TX ring and
     /// double-checks. Returns true when it may sleep.
     pub fn prepare_sleep(&self) -> bool {
