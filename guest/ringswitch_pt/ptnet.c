@@ -67,14 +67,16 @@ struct csb_atok {
 	u32 cur;
 	u32 appl_need_kick;
 	u32 sync_flags;
-	u32 pad[12];
+	u32 kick_cost_ns;	/* a hint for the host's worker; left 0 here */
+	u32 pad[11];
 };
 
 struct csb_ktoa {
 	u32 hwcur;
 	u32 hwtail;
 	u32 kern_need_kick;
-	u32 pad[13];
+	u32 kick_cost_ns;	/* the host's kick cost; unused here */
+	u32 pad[12];
 };
 
 static_assert(sizeof(struct nm_slot) == 16);
