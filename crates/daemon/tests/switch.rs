@@ -512,3 +512,49 @@ fn two_workers_counting_into_one_port_add_up_and_workers_say_what_they_did() {
     // The sources are spread over both workers.
     assert_eq!(w.iter().map(|w| w.sources).sum::<u32>(), 3, "{w:?}");
 }
+
+/// Kicks are timed and their cost published both ways: a receiver that
+/// slept and was woken finds what the worker's kick cost on its RX ring,
+/// and a sender whose frame woke the sleeping worker published what its
+/// kick cost on its TX ring, where the worker's adaptive wait reads it.
+/// Frames go one at a time, apart, until both kicks happened (each needs
+/// the other side asleep first).
+#[test]
+fn kicks_both_ways_publish_what_they_cost() {
+    use ringswitch_client::WaitMode;
+    use ringswitch_ring::Dir;
+    use std::sync::atomic::Ordering;
+    let d = daemon("kickcost");
+    let s = d.socket().to_path_buf();
+    let mut a = Port::open_at(&s, "vale13:a").unwrap();
+    let mut b = Port::open_at(&s, "vale13:b").unwrap();
+    b.set_wait_mode(WaitMode::Blocking);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut tag = 0;
+    loop {
+        tag += 1;
+        assert_eq!(send(&mut a, &[frame(mac(0xb), mac(0xa), 60, tag)]), 1);
+        assert_eq!(recv_n(&mut b, 1).len(), 1, "frame {tag}");
+        let a_kicked = a.stats().kicks > 0;
+        let b_woken = stat(&stats(&s), "vale13:b").interrupts > 0;
+        if a_kicked && b_woken {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "after {tag} frames: a kicked the worker {a_kicked}, b was woken {b_woken}"
+        );
+        // Time for the worker to go back to sleep.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        b.app_ring(Dir::Rx, 0).peer_kick_cost() > Duration::ZERO,
+        "the worker published what waking b cost it"
+    );
+    let a_cost = a
+        .app_ring(Dir::Tx, 0)
+        .csb()
+        .appl_kick_cost_ns()
+        .load(Ordering::Relaxed);
+    assert!(a_cost > 0, "a published what waking the worker cost it");
+}
