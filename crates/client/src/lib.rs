@@ -155,6 +155,10 @@ pub struct ClientStats {
     pub spins_won: u64,
     /// Adaptive spins cut short because another thread needed the CPU.
     pub spins_gave_way: u64,
+    /// The adaptive wait's longest spin as it stands: this thread's
+    /// wake-up cost plus what waking it costs the port side (see
+    /// [`ringswitch_ring::AdaptiveWait::cap`]).
+    pub spin_cap: Duration,
     /// Values from the port side that were refused as invalid.
     pub bad_values: u64,
     /// Times the port was opened again on a new daemon (see
@@ -530,6 +534,7 @@ impl Port {
         let a = self.adapt.stats();
         s.spins_won = a.spins_won;
         s.spins_gave_way = a.gave_way;
+        s.spin_cap = self.adapt.cap();
         s.bad_values += self
             .tx
             .iter()

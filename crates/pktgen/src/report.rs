@@ -141,6 +141,10 @@ pub struct Report {
     /// the CPU.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spins_gave_way: Option<u64>,
+    /// One thread, waiting adaptively: its spin's cap at the end (µs), its
+    /// own wake-up cost plus what its wake-ups cost the port side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spin_cap_us: Option<f64>,
 }
 
 /// What a mode hands back.
@@ -265,6 +269,7 @@ impl Outcome {
             sleeps: None,
             spins_won: None,
             spins_gave_way: None,
+            spin_cap_us: None,
         }
     }
 }

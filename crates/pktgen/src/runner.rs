@@ -95,6 +95,7 @@ pub fn run(plan: &Plan, socket: &Path, reporter: &mut dyn Reporter) -> Result<Re
         report.sleeps = Some(w.sleeps);
         report.spins_won = Some(w.spins_won);
         report.spins_gave_way = Some(w.spins_gave_way);
+        report.spin_cap_us = Some(w.spin_cap.as_secs_f64() * 1e6);
     }
     reporter.end(&report);
     Ok(report)

@@ -85,6 +85,13 @@ fn txseq_to_rxseq_over_a_pipe_loses_nothing() {
         (Some(0), Some(0), Some(0), Some(0))
     );
     assert!(rx.events > 0 && rx.avg_batch >= 1.0);
+    // One thread each, waiting adaptively: how they waited is reported,
+    // with the spin's cap (never above the wait's bound of 100 µs).
+    for r in [&tx, &rx] {
+        assert!(r.sleeps.is_some() && r.spins_won.is_some());
+        let cap = r.spin_cap_us.expect("the spin's cap");
+        assert!((0.0..=100.0).contains(&cap), "{cap}");
+    }
 }
 
 #[test]
