@@ -128,22 +128,34 @@ impl Drop for Efd {
     }
 }
 
-/// Round trips of a wake-up through two eventfds, each side sleeping in
-/// read(2) between turns.
-fn wakeups(cpus: (usize, usize), rounds: u64) -> Vec<u64> {
+/// A peer on `cpu` that, `rounds` times, sleeps in read(2) on `there` and
+/// then signals `back`; the caller is pinned to `me` and the peer has
+/// blocked once this returns.
+fn echo_peer(
+    me: usize,
+    cpu: usize,
+    rounds: u64,
+) -> (Arc<Efd>, Arc<Efd>, std::thread::JoinHandle<()>) {
     let there = Arc::new(Efd::new());
     let back = Arc::new(Efd::new());
     let (t2, b2) = (there.clone(), back.clone());
     let peer = std::thread::spawn(move || {
-        pin(cpus.1);
+        pin(cpu);
         for _ in 0..rounds {
             t2.wait();
             b2.signal();
         }
     });
-    pin(cpus.0);
+    pin(me);
     // Let the peer block first.
     std::thread::sleep(std::time::Duration::from_millis(10));
+    (there, back, peer)
+}
+
+/// Round trips of a wake-up through two eventfds, each side sleeping in
+/// read(2) between turns.
+fn wakeups(cpus: (usize, usize), rounds: u64) -> Vec<u64> {
+    let (there, back, peer) = echo_peer(cpus.0, cpus.1, rounds);
     let mut samples = Vec::with_capacity(rounds as usize);
     for _ in 0..rounds {
         let t = Instant::now();
@@ -164,18 +176,7 @@ fn wakeups(cpus: (usize, usize), rounds: u64) -> Vec<u64> {
 /// costs the writer on `cpus.0`: the part of a wake-up its waker pays in
 /// its own CPU time (a switch worker kicking a receiver pays it per kick).
 fn wake_writes(cpus: (usize, usize), rounds: u64) -> Vec<u64> {
-    let there = Arc::new(Efd::new());
-    let back = Arc::new(Efd::new());
-    let (t2, b2) = (there.clone(), back.clone());
-    let peer = std::thread::spawn(move || {
-        pin(cpus.1);
-        for _ in 0..rounds {
-            t2.wait();
-            b2.signal();
-        }
-    });
-    pin(cpus.0);
-    std::thread::sleep(std::time::Duration::from_millis(10));
+    let (there, back, peer) = echo_peer(cpus.0, cpus.1, rounds);
     let mut samples = Vec::with_capacity(rounds as usize);
     for _ in 0..rounds {
         // The peer is asleep again (and its CPU idle) before the write.
