@@ -517,40 +517,65 @@ fn two_workers_counting_into_one_port_add_up_and_workers_say_what_they_did() {
 /// slept and was woken finds what the worker's kick cost on its RX ring,
 /// and a sender whose frame woke the sleeping worker published what its
 /// kick cost on its TX ring, where the worker's adaptive wait reads it.
-/// Frames go one at a time, apart, until both kicks happened (each needs
-/// the other side asleep first).
+/// Each kick is made certain, not raced for: the frame goes only once the
+/// worker has asked for a kick on a's TX ring (it sleeps) and b has asked
+/// for one on its RX ring (it sleeps), both read from the CSB.
 #[test]
 fn kicks_both_ways_publish_what_they_cost() {
     use ringswitch_client::WaitMode;
     use ringswitch_ring::Dir;
     use std::sync::atomic::Ordering;
+    use std::time::Instant;
     let d = daemon("kickcost");
     let s = d.socket().to_path_buf();
     let mut a = Port::open_at(&s, "vale13:a").unwrap();
     let mut b = Port::open_at(&s, "vale13:b").unwrap();
     b.set_wait_mode(WaitMode::Blocking);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let mut tag = 0;
+    let (region, end) = (b.region().clone(), b.info().end as usize);
+    let sender = std::thread::spawn(move || {
+        let until = |what: &str, ok: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !ok() {
+                assert!(Instant::now() < deadline, "{what} never happened");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        let (aregion, aend) = (a.region().clone(), a.info().end as usize);
+        until("the worker asleep on a's TX ring", &|| {
+            aregion
+                .csb(aend, Dir::Tx, 0)
+                .kern_need_kick()
+                .load(Ordering::Relaxed)
+                != 0
+        });
+        until("b asleep on its RX ring", &|| {
+            region
+                .csb(end, Dir::Rx, 0)
+                .appl_need_kick()
+                .load(Ordering::Relaxed)
+                != 0
+        });
+        assert_eq!(send(&mut a, &[frame(mac(0xb), mac(0xa), 60, 1)]), 1);
+        a
+    });
+    assert_eq!(recv_n(&mut b, 1).len(), 1);
+    let mut a = sender.join().unwrap();
+    assert_eq!(a.stats().kicks, 1, "a woke the sleeping worker");
+    // The worker counts the interrupt and publishes its cost after the
+    // write that woke b: b may be faster to look.
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        tag += 1;
-        assert_eq!(send(&mut a, &[frame(mac(0xb), mac(0xa), 60, tag)]), 1);
-        assert_eq!(recv_n(&mut b, 1).len(), 1, "frame {tag}");
-        let a_kicked = a.stats().kicks > 0;
-        let b_woken = stat(&stats(&s), "vale13:b").interrupts > 0;
-        if a_kicked && b_woken {
+        let woken = stat(&stats(&s), "vale13:b").interrupts;
+        let cost = b.app_ring(Dir::Rx, 0).peer_kick_cost();
+        if woken == 1 && cost > Duration::ZERO {
             break;
         }
         assert!(
-            std::time::Instant::now() < deadline,
-            "after {tag} frames: a kicked the worker {a_kicked}, b was woken {b_woken}"
+            Instant::now() < deadline,
+            "b woken {woken} times; the worker published {cost:?} as its cost"
         );
-        // Time for the worker to go back to sleep.
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(1));
     }
-    assert!(
-        b.app_ring(Dir::Rx, 0).peer_kick_cost() > Duration::ZERO,
-        "the worker published what waking b cost it"
-    );
     let a_cost = a
         .app_ring(Dir::Tx, 0)
         .csb()

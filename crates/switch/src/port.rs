@@ -721,8 +721,8 @@ impl RingPort {
             // Not under the ring's lock; what the kick cost is published
             // for the application's adaptive wait.
             let took = self.irq(q).signal_timed();
-            self.rx(q).ring.note_kick(took);
             CounterSet::add(&c.interrupts, 1);
+            self.rx(q).ring.note_kick(took);
         }
     }
 }

@@ -285,8 +285,8 @@ pub(crate) fn release_ring(
     txr.publish();
     if txr.app_wants_kick() {
         let took = srp.irq(ring).signal_timed();
-        txr.note_kick(took);
         CounterSet::add(&c.interrupts, 1);
+        txr.note_kick(took);
     }
     CounterSet::add(&c.drop_malformed, malformed);
     CounterSet::add(&c.drop_short, short);
