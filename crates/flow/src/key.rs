@@ -584,17 +584,23 @@ impl CompactKey {
         } else {
             be32(34) << 32
         };
+        // The caller's copy stores 16 bytes at a time, and a load of 8
+        // bytes is served from such a store only if it does not cross an
+        // 8-byte boundary; any other load waits for the store to reach
+        // the cache (a store-forwarding stall). So the loads below lie
+        // within 8-byte words: bytes 0-7 and 8-15 for the MAC addresses
+        // (a load of bytes 6-13 cost 3 ns a frame, measured), 24-31 and
+        // 32-33 for the IPv4 addresses at 26-33, 34-37 for the ports.
+        let (w0, w8) = (be64(0), be64(8));
         Some(CompactKey {
             words: [
                 // The destination address in the top 48 bits, protocol
                 // and TOS below.
-                (be64(0) & !0xffff) | u64::from(proto) << 8 | u64::from(b[15]),
-                be64(6) & !0xffff,
+                (w0 & !0xffff) | u64::from(proto) << 8 | u64::from(b[15]),
+                // The source address, bytes 6 to 11, in the top 48 bits.
+                w0 << 48 | (w8 >> 32) << 16,
                 // Source and destination address, as they lie: bytes 26
-                // to 33, loaded as 24-31 and 32-33 since the caller's
-                // copy stores 16 bytes at a time, and a load across two
-                // stores waits for both to reach the cache (a store
-                // forwarding stall: 3 ns a frame, measured).
+                // to 33 (see above).
                 be64(24) << 16 | u64::from(u16::from_be_bytes([b[32], b[33]])),
                 l4 | u64::from(in_port),
             ],
