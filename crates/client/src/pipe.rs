@@ -9,7 +9,7 @@ use std::sync::atomic::fence;
 use std::sync::{Arc, Mutex, Weak};
 
 use ringswitch_ring::arith;
-use ringswitch_ring::sync::order;
+use ringswitch_ring::sync::{kick_average, order};
 use ringswitch_ring::{AppRing, Dir, PortRing, Region};
 
 use crate::doorbell::Doorbell;
@@ -53,6 +53,9 @@ pub(crate) struct PipeEnd {
     /// Ring numbers in the region of our RX rings (local index -> ring),
     /// which differ from the local index after a split.
     rx_ids: Vec<u32>,
+    /// What waking the peer for TX space cost lately, per RX ring (local
+    /// index; see `ringswitch_ring::sync::kick_average`).
+    released_cost: Vec<u32>,
     bad_values: u64,
 }
 
@@ -81,6 +84,7 @@ impl PipeEnd {
             tx_hwcur,
             tx_ids: (0..g.tx_rings).collect(),
             rx_ids: (0..g.rx_rings).collect(),
+            released_cost: vec![0; g.rx_rings as usize],
             bad_values: 0,
         }
     }
@@ -103,6 +107,7 @@ impl PipeEnd {
             tx_hwcur: tx.map(|k| self.tx_hwcur[k as usize]).into_iter().collect(),
             tx_ids: tx.into_iter().collect(),
             rx_ids: rx.into_iter().collect(),
+            released_cost: rx.map(|_| 0).into_iter().collect(),
             bad_values: 0,
         })
     }
@@ -164,7 +169,13 @@ impl PipeEnd {
         // rechecks, or we see its flag here.
         fence(order::DOUBLE_CHECK);
         if peer_tx.appl_need_kick().load(order::READ_NEED_KICK) != 0 {
-            self.peer_irqs[i].signal();
+            // Timed, for the peer's adaptive wait for TX space, which reads
+            // it where the port side of its TX ring would publish it.
+            let took = self.peer_irqs[i].signal_timed();
+            if let Some(c) = self.released_cost.get_mut(i) {
+                *c = kick_average(*c, took);
+                peer_tx.kick_cost_ns().store(*c, order::KICK_COST);
+            }
             return true;
         }
         false

@@ -638,3 +638,58 @@ fn a_port_without_a_client_gets_nothing_and_counts_it() {
     let st = stat(&s, "vale4:solo");
     assert_eq!((st.tx_packets, st.tx_bytes), (0, 0), "{st:?}");
 }
+
+/// A pipe end that frees RX slots its peer waits for (to send into) wakes
+/// it, and publishes what that cost where the peer's adaptive wait for TX
+/// space reads it, as a switch worker does for the rings it serves.
+#[test]
+fn a_pipe_end_publishes_what_waking_its_sender_costs() {
+    use ringswitch_client::WaitMode;
+    use ringswitch_ring::Dir;
+    use std::sync::atomic::Ordering;
+    let d = daemon("pipekick");
+    let s = d.socket().to_path_buf();
+    let mut a = Port::open_at(&s, "pipe{31@conf:slots=64").unwrap();
+    let mut b = Port::open_at(&s, "pipe}31@conf:slots=64").unwrap();
+    a.set_wait_mode(WaitMode::Blocking);
+    // Fill b's RX ring and then a's TX ring: a has no room left.
+    let f = frame(mac(0xb), mac(0xa), 60, 1);
+    let mut sent = 0usize;
+    loop {
+        let mut tx = a.tx(0);
+        tx.sync().unwrap();
+        let n = tx.space();
+        if n == 0 {
+            break;
+        }
+        for k in 0..n {
+            let mut slot = tx.slot(k).unwrap();
+            assert!(slot.write_at(0, &f));
+            slot.set_len(f.len() as u16);
+        }
+        tx.advance(n);
+        sent += n as usize;
+        assert!(sent <= 1024, "a pipe of 64-slot rings took {sent} frames");
+    }
+    let (region, end) = (a.region().clone(), a.info().end as usize);
+    let csb = || region.csb(end, Dir::Tx, 0);
+    let waiter = std::thread::spawn(move || {
+        assert!(a.tx(0).wait(Some(Duration::from_secs(60))).unwrap());
+        a
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while csb().appl_need_kick().load(Ordering::Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "a never waited asleep for room");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(csb().kick_cost_ns().load(Ordering::Relaxed), 0);
+    assert!(!recv_n(&mut b, 1).is_empty());
+    // b's RX sync woke a, and published the cost before it returned.
+    assert!(csb().kick_cost_ns().load(Ordering::Relaxed) > 0);
+    let mut a = waiter.join().unwrap();
+    assert!(
+        a.app_ring(Dir::Tx, 0).peer_kick_cost() > Duration::ZERO,
+        "a reads what waking it cost"
+    );
+    drop(b);
+}

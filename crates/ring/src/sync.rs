@@ -88,9 +88,11 @@ pub mod order {
 const KICK_SAMPLE_MAX: u32 = 100_000;
 
 /// A running average of kick costs (ns): the first as it is, then a
-/// quarter of each difference, each at most [`KICK_SAMPLE_MAX`]; never 0
-/// once a kick was noted (0 means none yet).
-fn kick_average(avg: u32, took: std::time::Duration) -> u32 {
+/// quarter of each difference, each at most 100 µs (a longer kick was
+/// preempted in the middle); never 0 once a kick was noted (0 means none
+/// yet). What [`PortRing::note_kick`] and [`AppRing::note_kick`] publish,
+/// for a waker that is neither (a pipe end waking its peer).
+pub fn kick_average(avg: u32, took: std::time::Duration) -> u32 {
     let ns = u32::try_from(took.as_nanos())
         .unwrap_or(u32::MAX)
         .min(KICK_SAMPLE_MAX);
