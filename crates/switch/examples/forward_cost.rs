@@ -9,9 +9,12 @@
 //! b `trunk:10`: a tag pushed onto every frame on the way). Or flow tables
 //! in place of the learning bridge: `flows` (one flow, in_port=1 to port
 //! 2) or `flows1000` (1,000 flows over 10 masks, and frames of 1,000
-//! UDP 5-tuples, each of which matches one of them).
+//! UDP 5-tuples, each of which matches one of them), or `flows1` (the one
+//! flow of `flows`, and the frames of `flows1000`: every frame is looked
+//! up in the cache, as with 1,000 flows, and all get one verdict, as OVS's
+//! port-to-port flow in bench/compare's flows section).
 //!
-//! `tuples` (default 1,000; `flows1000` only): how many of the 1,000
+//! `tuples` (default 1,000; `flows1000` and `flows1` only): how many of the 1,000
 //! 5-tuples the frames cycle through. With 1, every frame repeats the one
 //! before and skips the cache's lookup: what the flow path costs a frame
 //! before any lookup (its key, hash and filing).
@@ -154,15 +157,15 @@ fn main() {
     let mut evict = vec![0u8; evict_kb * 1024];
     let access = || PortVlan::access(10).unwrap();
     let (va, vb) = match mode.as_str() {
-        "none" | "flows" | "flows1000" => (PortVlan::default(), PortVlan::default()),
+        "none" | "flows" | "flows1" | "flows1000" => (PortVlan::default(), PortVlan::default()),
         "access" => (access(), access()),
         "push" => (access(), "trunk:10".parse().unwrap()),
-        m => panic!("mode {m}: none, access, push, flows or flows1000"),
+        m => panic!("mode {m}: none, access, push, flows, flows1 or flows1000"),
     };
     let sw = Switch::new("vale0", Box::new(LearningBridge::default()), batch);
     let flows = Arc::new(Flows::new(Config::default()).unwrap());
     let fms = match mode.as_str() {
-        "flows" => vec![to_b(10, vec![Oxm::exact(Field::InPort, 1)])],
+        "flows" | "flows1" => vec![to_b(10, vec![Oxm::exact(Field::InPort, 1)])],
         "flows1000" => thousand_flows(),
         _ => Vec::new(),
     };
@@ -190,10 +193,11 @@ fn main() {
     let mut frame = vec![0u8; len as usize];
     frame[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
     frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    // Fill every TX buffer once (with 1,000 tuples in turn for flows1000).
+    // Fill every TX buffer once (with 1,000 tuples in turn for flows1000
+    // and flows1).
     for k in 0..tx.space() {
         let mut s = tx.slot_mut(k).unwrap();
-        if mode == "flows1000" {
+        if mode == "flows1000" || mode == "flows1" {
             s.write_at(0, &udp_frame(len.into(), k % tuples));
         } else {
             s.write_at(0, &frame);

@@ -8,7 +8,12 @@
 //!    received Mpps and their ratio. The sender shares the worker's CPU and
 //!    the receiver has the other: the sender waits whenever the switch is
 //!    behind, and the receiver keeps up, so the rate is set by the
-//!    switch's work per frame (plus the sender's). With both pkt-gens on
+//!    switch's work per frame (plus the sender's). A third switch with one
+//!    flow (`valeo`: `in_port=tx,actions=output:rx`) under the same
+//!    tuples gives the ratio OVS's figures give, 1,000 flows ÷ one flow:
+//!    like OVS's port-to-port flow (and unlike the learning bridge, which
+//!    decides once per run of frames with the same addresses, and these
+//!    tuples share theirs), it looks every frame up. With both pkt-gens on
 //!    one CPU, as the later parts run, a sender that stamps every frame
 //!    never waits on a fast switch (which drops what the receiver's ring
 //!    cannot take), and the receiver gets the CPU only between the
@@ -41,6 +46,8 @@ const SECTION: &str = "flows";
 pub const LEARNING: &str = "ringswitch switch, learning bridge";
 /// The flow table's system.
 pub const TABLE: &str = "ringswitch switch, 1,000 flows (10 masks)";
+/// The one-flow switch's system.
+pub const ONE_FLOW: &str = "ringswitch switch, one flow (in_port to rx)";
 
 /// One stream of a run: sender port, receiver port, the sender's own
 /// pkt-gen arguments.
@@ -332,7 +339,18 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
         b.log(&format!("  valef: {}", agg.trim()));
     }
 
-    // 1. The table beside the learning bridge, same tuples, same run.
+    // The one-flow switch, if it can be made (its figures are missing,
+    // with the reason, if not).
+    let one_flow = match one_flow_switch(b, &dir) {
+        Ok(()) => true,
+        Err(e) => {
+            b.data.miss(SECTION, "all", ONE_FLOW, &e)?;
+            false
+        }
+    };
+
+    // 1. The table beside the learning bridge and one flow, same tuples,
+    // same run.
     for &len in &sizes {
         let case = format!("{len} B, 1,000 active 5-tuples");
         for r in 1..=b.runs {
@@ -340,10 +358,12 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                 return Ok(());
             }
             let (mut got, mut cost) = ([None, None], [None, None]);
-            for (i, (sys, sw)) in [(LEARNING, "valel"), (TABLE, "valef")]
-                .into_iter()
-                .enumerate()
-            {
+            let (mut one_got, mut one_cost) = (None, None);
+            let systems = [(LEARNING, "valel"), (TABLE, "valef"), (ONE_FLOW, "valeo")];
+            for (i, (sys, sw)) in systems.into_iter().enumerate() {
+                if sys == ONE_FLOW && !one_flow {
+                    continue;
+                }
                 let s = Stream {
                     name: "main",
                     tx: format!("{sw}:tx"),
@@ -357,7 +377,11 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                         b.data
                             .sample(&Key::received(SECTION, &case, sys, "-"), r, &mpps(pps))?;
                         b.log(&format!("  {sys}, {len} B, run {r}: {} Mpps", mpps(pps)));
-                        got[i] = Some(pps);
+                        if let Some(g) = got.get_mut(i) {
+                            *g = Some(pps);
+                        } else {
+                            one_got = Some(pps);
+                        }
                         // The daemon's CPU over the senders' window, per
                         // packet received: what other load on the machine
                         // steals does not count in it.
@@ -369,7 +393,11 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                                 ..key(&case, sys, "CPU, switch process", "ns per packet")
                             };
                             b.data.sample(&k, r, &format!("{ns:.1}"))?;
-                            cost[i] = Some(ns);
+                            if let Some(c) = cost.get_mut(i) {
+                                *c = Some(ns);
+                            } else {
+                                one_cost = Some(ns);
+                            }
                         }
                     }
                     Err(e) => b.data.miss(SECTION, &case, sys, &format!("run {r}: {e}"))?,
@@ -398,6 +426,28 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                 };
                 b.log(&format!(
                     "  {len} B run {r}: flows ÷ learning = {pct} % (by the switch's CPU per packet: {by_cost} %)"
+                ));
+            }
+            if let (Some(o), [_, Some(t)]) = (one_got, got) {
+                let pct = format!("{:.1}", 100.0 * t / o);
+                b.data
+                    .sample(&key(&case, TABLE, "1,000 flows ÷ one flow", "%"), r, &pct)?;
+                let by_cost = match (one_cost, cost[1]) {
+                    (Some(o), Some(t)) if t > 0.0 => {
+                        let c = format!("{:.1}", 100.0 * o / t);
+                        let k = key(
+                            &case,
+                            TABLE,
+                            "one flow's CPU per packet ÷ 1,000 flows'",
+                            "%",
+                        );
+                        b.data.sample(&k, r, &c)?;
+                        c
+                    }
+                    _ => "?".into(),
+                };
+                b.log(&format!(
+                    "  {len} B run {r}: 1,000 flows ÷ one flow = {pct} % (by the switch's CPU per packet: {by_cost} %)"
                 ));
             }
         }
@@ -576,6 +626,18 @@ fn flow_mod_rate(b: &mut Bench, dir: &Path, n: u32) -> Result<(), Error> {
         }
     }
     let _ = b.ofctl("ofctl-del-rate", &["del-flows", &target]);
+    Ok(())
+}
+
+/// A switch `valeo` with OpenFlow, ring ports `rx` and `tx` and one flow,
+/// `in_port=tx,actions=output:rx`: every frame looked up, one verdict.
+fn one_flow_switch(b: &mut Bench, dir: &Path) -> Result<(), String> {
+    let sock = dir.join("valeo.of");
+    let ports = b.of_switch("valeo", &sock, &["rx", "tx"])?;
+    let flow = format!("in_port={},actions=output:{}", ports[1], ports[0]);
+    let target = format!("unix:{}", sock.display());
+    b.ofctl("ofctl-add-one", &["add-flow", &target, &flow])?;
+    b.log(&format!("  valeo: one flow, {flow}"));
     Ok(())
 }
 
@@ -814,6 +876,7 @@ fn note(b: &mut Bench, secs: u64, rate_n: u32, churn: u32, steady: u64) -> Resul
 Learning bridge: `ctl port add valel:rx` (and `tx`), `pkt-gen -i valel:tx -f tx -l LEN -s {TUPLES_SRC} -d {TUPLES_DST}` → `pkt-gen -i valel:rx -f rx` (the 1,000 5-tuples: 10 source addresses × 100 source ports). \
 Flows: `ctl switch add valef --openflow-listen unix:PATH`, `ctl port add valef:rx` (and `tx`, `srx`, `stx`), `ovs-ofctl -O OpenFlow13 add-flows unix:PATH raw/flows-1000.txt` \
 (1,000 flows, one per tuple, ten masks: `udp,nw_src=10.0.0.K,tp_src=P` plus the destination address unmatched or under /8, /16, /24, /32, with or without `tp_dst`; `actions=output:` the receiver's port), then the same pkt-gen pair on `valef:tx` → `valef:rx`; the ratio is the table's rate ÷ the learning bridge's in the same run. \
+One flow: `ctl switch add valeo --openflow-listen unix:PATH`, `ctl port add valeo:rx` (and `tx`), `ovs-ofctl -O OpenFlow13 add-flow unix:PATH in_port=TX,actions=output:RX`, the same pkt-gen pair; 1,000 flows ÷ one flow is the ratio OVS-DPDK's figures give (its port-to-port flow, like this one, looks every packet up; the learning bridge decides once per run of frames with the same addresses, and the tuples share theirs). \
 Flow-mod rate: switch `valer`, {rate_n} FLOW_MODs (`tcp,nw_dst=10.x.y.z,tp_dst=80..82`) written at once, then one BARRIER_REQUEST, timed to its reply; and `ovs-ofctl -O OpenFlow13 add-flows unix:PATH raw/flows-rate-{rate_n}.txt` (a barrier per flow). \
 Flows changing: a thread on the OpenFlow socket first adds {churn} flows, then every 10 ms adds {} and deletes (strict) the {} oldest, with a barrier each time ({churn} adds and {churn} deletes per second; `udp,nw_src=10.9.x.y,tp_src=2000..2099`, priority 150, matching no tuple sent), started 0.5 s before the pkt-gens; beside a run without it. \
 Storm: flows `priority=1,udp,actions=output:RX` and `priority=200,udp,in_port=STX,nw_src=10.2.0.1,actions=output:SRX` added to the 1,000; `pkt-gen -i valef:tx -f tx -s 10.3.0.1 -d 10.1.0.1 -z -Z` (random source and destination port per packet) and `pkt-gen -i valef:stx -f tx -s 10.2.0.1:5000 -d {TUPLES_DST} -R {steady}` at once, and the steady stream alone.",
