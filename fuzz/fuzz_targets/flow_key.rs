@@ -5,7 +5,9 @@
 //! SELECT groups, controller, table-miss) gives a verdict whose edits
 //! apply to the frame within the bounds they say; the exact-match cache
 //! gives the same verdict as the pipeline, and counts every frame once.
-//! A key said to lie in a frame's first 64 bytes is the whole frame's.
+//! A key said to lie in a frame's first 64 bytes is the whole frame's,
+//! and the cache's probe made in place from the frame's first bytes is
+//! its key's.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -13,7 +15,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use ringswitch_flow::verdict::MAX_EDITS;
-use ringswitch_flow::{Config, Edit, FlowCache, FlowKey, FlowTables, Verdict};
+use ringswitch_flow::{Config, Edit, FlowCache, FlowKey, FlowTables, Probe, Verdict};
 use ringswitch_openflow::consts::*;
 use ringswitch_openflow::message::{FlowMod, GroupCommand, GroupMod, GroupType};
 use ringswitch_openflow::oxm::OFPVID_PRESENT;
@@ -215,6 +217,14 @@ fuzz_target!(|data: &[u8]| {
         let mut buf = [fill; 128];
         buf[..n].copy_from_slice(&frame[..n]);
         assert_eq!(key, FlowKey::extract_prefix(&buf, n, in_port));
+        // And the probe the switch looks its cache up with, made in place
+        // (a compact key where it has one), is the full key's.
+        let mut p = Probe::default();
+        p.set_prefix(&buf, n, in_port);
+        let full = Probe::of(&key);
+        assert!(p.same(&full) && full.same(&p));
+        assert_eq!(p.hash(), full.hash());
+        assert_eq!(p.key(), key);
     }
     // A switch copies a long frame's first cache line only when the key
     // is within it: it must be the whole frame's key.

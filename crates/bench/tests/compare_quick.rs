@@ -117,6 +117,7 @@ fn compare_quick_measures_every_section_and_writes_the_report() {
         ("load", "ringswitch pipe"),
         ("flows", "ringswitch switch, learning bridge"),
         ("flows", "ringswitch switch, 1,000 flows"),
+        ("flows", "ringswitch switch, one flow"),
         ("flows", "ringswitch, FLOW_MODs pipelined"),
         ("flows", "ringswitch, the storm"),
         ("defaults", "ringswitch pipe, default"),
