@@ -677,11 +677,9 @@ fn a_pipe_end_publishes_what_waking_its_sender_costs() {
         assert!(a.tx(0).wait(Some(Duration::from_secs(60))).unwrap());
         a
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while csb().appl_need_kick().load(Ordering::Relaxed) == 0 {
-        assert!(Instant::now() < deadline, "a never waited asleep for room");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until("a asleep, waiting for room", || {
+        csb().appl_need_kick().load(Ordering::Relaxed) != 0
+    });
     assert_eq!(csb().kick_cost_ns().load(Ordering::Relaxed), 0);
     assert!(!recv_n(&mut b, 1).is_empty());
     // b's RX sync woke a, and published the cost before it returned.

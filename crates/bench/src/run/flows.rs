@@ -377,10 +377,9 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                         b.data
                             .sample(&Key::received(SECTION, &case, sys, "-"), r, &mpps(pps))?;
                         b.log(&format!("  {sys}, {len} B, run {r}: {} Mpps", mpps(pps)));
-                        if let Some(g) = got.get_mut(i) {
-                            *g = Some(pps);
-                        } else {
-                            one_got = Some(pps);
+                        match got.get_mut(i) {
+                            Some(g) if sys != ONE_FLOW => *g = Some(pps),
+                            _ => one_got = Some(pps),
                         }
                         // The daemon's CPU over the senders' window, per
                         // packet received: what other load on the machine
@@ -393,17 +392,17 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                                 ..key(&case, sys, "CPU, switch process", "ns per packet")
                             };
                             b.data.sample(&k, r, &format!("{ns:.1}"))?;
-                            if let Some(c) = cost.get_mut(i) {
-                                *c = Some(ns);
-                            } else {
-                                one_cost = Some(ns);
+                            match cost.get_mut(i) {
+                                Some(c) if sys != ONE_FLOW => *c = Some(ns),
+                                _ => one_cost = Some(ns),
                             }
                         }
                     }
                     Err(e) => b.data.miss(SECTION, &case, sys, &format!("run {r}: {e}"))?,
                 }
             }
-            if let [Some(l), Some(t)] = got {
+            // A switch that moved nothing has no ratio (its run says why).
+            if let [Some(l), Some(t)] = got.map(|g| g.filter(|&p| p > 0.0)) {
                 let pct = format!("{:.1}", 100.0 * t / l);
                 b.data
                     .sample(&key(&case, TABLE, "flows ÷ learning bridge", "%"), r, &pct)?;
@@ -428,7 +427,7 @@ pub fn flows(b: &mut Bench) -> Result<(), Error> {
                     "  {len} B run {r}: flows ÷ learning = {pct} % (by the switch's CPU per packet: {by_cost} %)"
                 ));
             }
-            if let (Some(o), [_, Some(t)]) = (one_got, got) {
+            if let (Some(o), [_, Some(t)]) = (one_got.filter(|&p| p > 0.0), got) {
                 let pct = format!("{:.1}", 100.0 * t / o);
                 b.data
                     .sample(&key(&case, TABLE, "1,000 flows ÷ one flow", "%"), r, &pct)?;
