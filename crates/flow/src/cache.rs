@@ -264,8 +264,6 @@ pub struct FlowCache {
     dirty: Vec<u32>,
     /// Frames looked up since the last flush.
     unflushed: u64,
-    /// The entry the last lookup answered from.
-    last: usize,
     /// The action classes of the verdicts filled at `classes_version`.
     classes: Box<[Class]>,
     n_classes: usize,
@@ -304,7 +302,6 @@ impl FlowCache {
             fills: 0,
             dirty: Vec::with_capacity(n),
             unflushed: 0,
-            last: 0,
             classes: vec![NO_CLASS_YET; MAX_CLASSES].into_boxed_slice(),
             n_classes: 0,
             classes_version: 0,
@@ -404,7 +401,6 @@ impl FlowCache {
             self.fill(version, probe, h, miss)
         };
         self.lookups += 1;
-        self.last = slot;
         let e = self.count_in(slot, bytes);
         let (stamp, class) = (u64::from(e.stamp), e.class);
         Hit {
@@ -555,11 +551,6 @@ impl FlowCache {
         std::mem::swap(&mut x.key, &mut y.key);
         std::mem::swap(&mut x.stamp, &mut y.stamp);
         std::mem::swap(&mut x.class, &mut y.class);
-        if self.last == from {
-            self.last = to;
-        } else if self.last == to {
-            self.last = from;
-        }
     }
 
     /// Counts what every entry counted and empties them all.
@@ -571,15 +562,6 @@ impl FlowCache {
         self.fills = 0;
         self.room_skip = 0;
         self.room_backoff = 0;
-    }
-
-    /// Counts one more frame of `bytes` bytes with the same key as the last
-    /// lookup's (a caller that saw the key repeat), as a lookup would, with
-    /// nothing looked up: the entry cannot have changed since.
-    #[inline]
-    pub fn repeat_last(&mut self, bytes: usize) {
-        self.lookups += 1;
-        self.count_in(self.last, bytes);
     }
 
     /// Counts a frame of `bytes` bytes in entry `slot`, and returns the

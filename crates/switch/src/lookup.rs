@@ -459,10 +459,12 @@ impl Filed {
     }
 }
 
-/// A frame a flow lookup has prepared and not filed yet.
+/// A frame of the chunk a flow lookup has not filed yet (its first bytes
+/// are in its place's `FlowLookup::line`).
 #[derive(Clone, Copy, Default)]
 struct Pending {
-    head: [u8; 16],
+    /// How many of the frame's bytes its line holds.
+    bytes: u32,
     first_len: u32,
     len: u32,
     learn: bool,
@@ -583,21 +585,19 @@ impl<'a> Lookup<'a> {
         let Some(fl) = &mut self.flow else {
             return;
         };
-        let mut n = prefix(fl.prefix(), FIRST_LINE);
+        let j = self.n_pending;
+        let line = fl.line(j);
+        let mut n = prefix(line, FIRST_LINE);
         if n == FIRST_LINE
             && first_len as usize > FIRST_LINE
-            && !FlowKey::prefix_is_fast(fl.prefix(), n)
-            && !FlowKey::reads_within(&fl.prefix()[..n])
+            && !FlowKey::prefix_is_fast(line, n)
+            && !FlowKey::reads_within(&line[..n])
         {
-            n = prefix(fl.prefix(), KEY_BYTES);
+            n = prefix(line, KEY_BYTES);
         }
-        let j = self.n_pending;
-        let mut head = [0u8; 16];
-        head.copy_from_slice(&fl.prefix()[..16]);
-        fl.prepare(j, n);
         if let Some(p) = self.pending.get_mut(j) {
             *p = Pending {
-                head,
+                bytes: u32_of(n),
                 first_len,
                 len,
                 learn,
@@ -646,69 +646,80 @@ impl<'a> Lookup<'a> {
         dests.route(self.table, self.src, k, len, decision);
     }
 
-    /// Files the frames prepared and not filed yet, in order.
+    /// Files the chunk's frames, in order: their keys made first (see
+    /// [`FlowLookup::prepare`]), then each classified and filed, the
+    /// commonest (one output, to one port) with an entry under it and
+    /// nothing more, any other by [`Lookup::file_resolved`].
     #[inline]
     fn file_pending(&mut self, dests: &mut Dests) {
         let n = std::mem::take(&mut self.n_pending);
-        for j in 0..n {
-            self.file_flow(dests, j);
-        }
-    }
-
-    /// Files prepared frame `j` of the chunk: an entry per
-    /// output of the frame's verdict; the learning bridge decides its
-    /// `NORMAL` output. A frame that gets no entry is counted as having no
-    /// destination (or, if only its VLAN kept it from `NORMAL`, as a VLAN
-    /// drop).
-    #[inline]
-    fn file_flow(&mut self, dests: &mut Dests, j: usize) {
-        let Some(&Pending {
-            head,
-            first_len,
-            len,
-            learn,
-        }) = self.pending.get(j)
-        else {
-            return;
-        };
-        let k = dests.flow.frames;
-        dests.flow.frames += 1;
-        let fv = match self.src_vlan {
-            Some(pv) => {
-                let fv = vlan::ingress(pv, &head, first_len);
-                dests.vlan.push(fv.unwrap_or_default());
-                fv
-            }
-            None => Some(FrameVlan::default()),
-        };
         let Some(fl) = self.flow.as_mut() else {
             return;
         };
+        let pending = &self.pending;
+        fl.prepare(n, |j| pending[j].bytes as usize);
         let (table, src) = (self.table, self.src);
-        fl.classify(j, len, &mut dests.flow, table, src);
-        if let Some((p, spec)) = fl.lean() {
-            // One output, to one port: an entry under it, if there is room
-            // (else `file_output` counts the frame's loss).
-            if let Some(e) = dests.push_entry(k, spec) {
-                dests.link(p, e);
+        for j in 0..n {
+            let Pending { first_len, len, .. } = self.pending[j];
+            let k = dests.flow.frames;
+            dests.flow.frames += 1;
+            let fv = match self.src_vlan {
+                Some(pv) => self.flow_vlan(dests, pv, j, first_len),
+                None => Some(FrameVlan::default()),
+            };
+            let Some(fl) = self.flow.as_mut() else {
                 return;
+            };
+            if let Some((p, spec)) = fl.classify(j, len, &mut dests.flow, table, src) {
+                // One output, to one port: an entry under it, if there is
+                // room (else `file_resolved` counts the frame's loss).
+                if let Some(e) = dests.push_entry(k, spec) {
+                    dests.link(p, e);
+                    continue;
+                }
             }
+            self.file_resolved(dests, j, k, fv);
         }
-        let n = fl.resolved().len();
-        // The common verdict, one output, without the loop's bookkeeping.
-        let filed = if n == 1 {
-            let r = fl.resolved()[0];
-            self.file_output(dests, k, r, &head, fv, learn, len)
-        } else {
-            let mut filed = Filed::NOWHERE;
-            for i in 0..n {
-                let Some(r) = self.flow.as_ref().map(|f| f.resolved()[i]) else {
-                    break;
-                };
-                filed = filed.and(self.file_output(dests, k, r, &head, fv, learn, len));
-            }
-            filed
+    }
+
+    /// The VLAN of the frame at place `j` of the chunk (`first_len` bytes
+    /// in its first fragment), from a source set to `pv`, kept in
+    /// `dests`: `None` if the source does not let it in.
+    #[inline(never)]
+    fn flow_vlan(
+        &self,
+        dests: &mut Dests,
+        pv: &PortVlan,
+        j: usize,
+        first_len: u32,
+    ) -> Option<FrameVlan> {
+        let head = self.flow.as_ref()?.head(j);
+        let fv = vlan::ingress(pv, &head, first_len);
+        dests.vlan.push(fv.unwrap_or_default());
+        fv
+    }
+
+    /// Files frame `k`, at place `j` of the chunk and classified, in VLAN
+    /// `fv` if its source let it in: an entry per output of its verdict;
+    /// the learning bridge decides its `NORMAL` output. A frame that gets
+    /// no entry is counted as having no destination (or, if only its VLAN
+    /// kept it from `NORMAL`, as a VLAN drop).
+    #[inline(never)]
+    fn file_resolved(&mut self, dests: &mut Dests, j: usize, k: u32, fv: Option<FrameVlan>) {
+        let Some(&Pending { len, learn, .. }) = self.pending.get(j) else {
+            return;
         };
+        let Some(head) = self.flow.as_ref().map(|f| f.head(j)) else {
+            return;
+        };
+        let n = self.flow.as_ref().map_or(0, |f| f.resolved().len());
+        let mut filed = Filed::NOWHERE;
+        for i in 0..n {
+            let Some(r) = self.flow.as_ref().map(|f| f.resolved()[i]) else {
+                break;
+            };
+            filed = filed.and(self.file_output(dests, k, r, &head, fv, learn, len));
+        }
         if filed.lost {
             if let Some(fl) = self.flow.as_ref() {
                 fl.flows().count_truncated(1);

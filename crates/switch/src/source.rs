@@ -74,7 +74,7 @@ pub(crate) fn read_ring(
     // carries none of the flow lookup's code (which cost it 20
     // instructions a frame in register pressure alone).
     if look.reads_frames() {
-        read_ring_as::<true>(txr, work, ft, dests, look)
+        read_ring_flows(txr, work, ft, dests, look)
     } else {
         read_ring_learned(txr, work, ft, dests, look)
     }
@@ -91,6 +91,18 @@ fn read_ring_learned(
     look: &mut Lookup<'_>,
 ) -> RingRead {
     read_ring_as::<false>(txr, work, ft, dests, look)
+}
+
+/// [`read_ring`] for the flow tables, as [`read_ring_learned`].
+#[inline(never)]
+fn read_ring_flows(
+    txr: &PortRing,
+    work: &RingWork,
+    ft: &mut Vec<Ft>,
+    dests: &mut Dests,
+    look: &mut Lookup<'_>,
+) -> RingRead {
+    read_ring_as::<true>(txr, work, ft, dests, look)
 }
 
 /// [`read_ring`] for a lookup that [`Lookup::reads_frames`] (`FLOWS`) or

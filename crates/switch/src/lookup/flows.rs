@@ -255,15 +255,13 @@ const NO_RESOLVED: Resolved = Resolved {
     spec: 0,
 };
 
-/// A frame's flow key, extracted ahead of its lookup
+/// A frame's flow key, made ahead of its lookup
 /// ([`FlowLookup::prepare`]).
 #[derive(Clone, Copy, Debug, Default)]
 struct Prepared {
     key: Probe,
     /// `key`'s hash.
     hash: u64,
-    /// The same key as the frame prepared before it.
-    same: bool,
 }
 
 /// Where a flow lookup's verdicts come from.
@@ -271,6 +269,106 @@ enum Verdicts<'a> {
     Cache(&'a mut FlowCache),
     /// The verdict, and the frames and bytes classified with it.
     Given(&'a Verdict, u64, u64),
+}
+
+/// What the last verdict classified means on this switch (see
+/// [`FlowLookup::classify`]): a verdict of the same action class (another
+/// flow's, with the same actions) resolves the same, and is not even read.
+struct Resolution {
+    /// The verdict's action class (see `ringswitch_flow::Hit`).
+    class: u32,
+    resolved: [Resolved; MAX_OUTPUTS],
+    n: usize,
+    /// Its one output, when it has one and it goes to one port.
+    lean: Option<(PortIndex, u8)>,
+    /// The verdict left something out.
+    truncated: bool,
+}
+
+impl Resolution {
+    /// The resolved outputs.
+    fn resolved(&self) -> &[Resolved] {
+        &self.resolved[..self.n]
+    }
+
+    /// Resolves `verdict` (of action class `class`) for frames from `src`:
+    /// its outputs, their specs in `entries`, and whether it is lean.
+    #[inline(never)]
+    fn resolve(
+        &mut self,
+        verdict: &Verdict,
+        class: u32,
+        entries: &mut FlowEntries,
+        table: &PortTable,
+        src: PortIndex,
+    ) {
+        self.truncated = verdict.truncated();
+        self.n = 0;
+        self.class = class;
+        for out in verdict.outputs() {
+            let (to, controller) = match out.target {
+                Target::Port(n) => match table.numbers().index(n) {
+                    // An output to the input port by number is dropped
+                    // (OpenFlow 1.3, 7.2.5): IN_PORT sends back.
+                    Some(p) if p != src && table.get(p).is_some() => (To::Port(p), None),
+                    _ => continue,
+                },
+                // A frame from the controller has no port to go back to.
+                Target::InPort if table.get(src).is_some() => (To::Port(src), None),
+                Target::InPort => continue,
+                // No port here has flooding turned off: FLOOD is ALL.
+                Target::Flood | Target::All => (To::Flood, None),
+                Target::Normal => (To::Normal, None),
+                // A switch has no local port.
+                Target::Local => continue,
+                Target::Controller {
+                    max_len,
+                    reason,
+                    table_id,
+                    cookie,
+                    metadata,
+                } => (
+                    To::Controller,
+                    Some(ToController {
+                        max_len,
+                        reason,
+                        table_id,
+                        cookie,
+                        metadata,
+                    }),
+                ),
+            };
+            let mut spec = OutSpec {
+                edits: [Edit::PopVlan; MAX_OUT_EDITS],
+                n_edits: 0,
+                normal: to == To::Normal,
+                controller,
+            };
+            let mut fits = true;
+            for e in verdict.edits(out) {
+                let Some(slot) = spec.edits.get_mut(usize::from(spec.n_edits)) else {
+                    fits = false;
+                    break;
+                };
+                *slot = e;
+                spec.n_edits += 1;
+            }
+            match entries.intern(&spec).filter(|_| fits) {
+                Some(spec) => {
+                    self.resolved[self.n] = Resolved { to, spec };
+                    self.n += 1;
+                }
+                None => self.truncated = true,
+            }
+        }
+        self.lean = match self.resolved() {
+            [Resolved {
+                to: To::Port(p),
+                spec,
+            }] if !self.truncated => Some((*p, *spec)),
+            _ => None,
+        };
+    }
 }
 
 /// The flow lookup of one batch (see the module documentation).
@@ -287,31 +385,15 @@ pub(crate) struct FlowLookup<'a> {
     /// delivery.
     tables: Option<RwLockReadGuard<'a, FlowTables>>,
     in_port: u32,
-    /// The frame's first bytes, copied by the caller (see
-    /// [`FlowLookup::prefix`]).
-    buf: [u8; KEY_BYTES],
-    /// A frame was prepared in this batch (see [`FlowLookup::prepare`]):
-    /// a frame with the same key as the one before it (the next of a run
-    /// of one flow's) is counted on its entry without a lookup.
-    prev_valid: bool,
-    /// The keys of the frames prepared and not classified yet, by their
-    /// place in the lookup's chunk (`crate::lookup::CHUNK`).
+    /// The first bytes of the chunk's frames (`crate::lookup::CHUNK`),
+    /// by their place in it, copied by the caller (see
+    /// [`FlowLookup::line`]).
+    lines: [[u8; KEY_BYTES]; CHUNK],
+    /// Their keys, once [`FlowLookup::prepare`]d.
     prepared: [Prepared; CHUNK],
-    /// Where the last frame prepared is in `prepared`.
-    newest: usize,
-    /// The resolved outputs of the verdict with cache stamp `stamp` (0:
-    /// none yet) and action class `class` (see `ringswitch_flow::Hit`): a
-    /// verdict of the same class (another flow's, with the same actions)
-    /// resolves the same, and is not even read.
+    /// The cache stamp of the verdict `res` resolved (0: none yet).
     stamp: u64,
-    class: u32,
-    resolved: [Resolved; MAX_OUTPUTS],
-    n_resolved: usize,
-    /// That verdict's one output, when it has one and it goes to one port
-    /// (see [`FlowLookup::lean`]).
-    lean: Option<(PortIndex, u8)>,
-    /// That verdict left something out.
-    truncated: bool,
+    res: Resolution,
     /// Frames of the batch whose verdict left something out.
     truncated_frames: u64,
 }
@@ -329,16 +411,16 @@ impl<'a> FlowLookup<'a> {
             version: flows.version(),
             tables: None,
             in_port,
-            buf: [0; KEY_BYTES],
-            prev_valid: false,
+            lines: [[0; KEY_BYTES]; CHUNK],
             prepared: [Prepared::default(); CHUNK],
-            newest: 0,
             stamp: 0,
-            class: NO_CLASS,
-            resolved: [NO_RESOLVED; MAX_OUTPUTS],
-            n_resolved: 0,
-            lean: None,
-            truncated: false,
+            res: Resolution {
+                class: NO_CLASS,
+                resolved: [NO_RESOLVED; MAX_OUTPUTS],
+                n: 0,
+                lean: None,
+                truncated: false,
+            },
             truncated_frames: 0,
         }
     }
@@ -354,94 +436,88 @@ impl<'a> FlowLookup<'a> {
         self.flows
     }
 
-    /// Where the caller copies the next frame's first bytes.
-    pub(crate) fn prefix(&mut self) -> &mut [u8; KEY_BYTES] {
-        &mut self.buf
+    /// Where the caller copies the first bytes of the frame at place `at`
+    /// (below `CHUNK`) of the chunk.
+    #[inline(always)]
+    pub(crate) fn line(&mut self, at: usize) -> &mut [u8; KEY_BYTES] {
+        &mut self.lines[at % CHUNK]
+    }
+
+    /// The first 16 bytes of the frame at place `at` of the chunk: its
+    /// addresses, and where a VLAN tag would be.
+    #[inline(always)]
+    pub(crate) fn head(&self, at: usize) -> [u8; 16] {
+        let mut h = [0u8; 16];
+        h.copy_from_slice(&self.lines[at % CHUNK][..16]);
+        h
     }
 
     /// The resolved outputs of the last frame classified.
     pub(crate) fn resolved(&self) -> &[Resolved] {
-        &self.resolved[..self.n_resolved]
+        self.res.resolved()
     }
 
-    /// The last frame classified's one output, when its verdict has just
-    /// one, to one port, and left nothing out (the commonest verdict):
-    /// the port and the output's spec. Such a frame needs nothing of the
-    /// general filing but an entry under that port.
-    #[inline(always)]
-    pub(crate) fn lean(&self) -> Option<(PortIndex, u8)> {
-        self.lean
-    }
-
-    /// Makes the key of the frame whose first `n` bytes are in
-    /// [`FlowLookup::prefix`], ahead of its [`FlowLookup::classify`], and
-    /// keeps it at place `at` (below `CHUNK`) of the chunk: the cache
-    /// entries it will be looked up in start coming into the CPU's cache
-    /// now, while the frames after it are prepared (they are cold when
-    /// frames of many flows pass, and colder still when long frames'
-    /// copies have gone through the cache since). Frames are prepared in
-    /// batch order, a chunk's places from 0 on.
+    /// Makes the keys of the chunk's first `n` frames, whose first
+    /// `bytes(at)` bytes are in their [`FlowLookup::line`]s, ahead of
+    /// their [`FlowLookup::classify`]: the cache entries they will be
+    /// looked up in start coming into the CPU's cache now, while the
+    /// frames after them are prepared (they are cold when frames of many
+    /// flows pass, and colder still when long frames' copies have gone
+    /// through the cache since). One loop for the chunk, apart from the
+    /// ring's read loop and the filing, so that each keeps its registers.
     #[inline]
-    pub(crate) fn prepare(&mut self, at: usize, n: usize) {
-        let prev = std::mem::replace(&mut self.newest, at);
+    pub(crate) fn prepare(&mut self, n: usize, bytes: impl Fn(usize) -> usize) {
         let Verdicts::Cache(cache) = &self.cache else {
             return;
         };
-        let (at, prev) = (at % CHUNK, prev % CHUNK);
-        // The key is made where it is kept: a copy of it (by wider loads
-        // than the stores that made it) stalls on store forwarding.
-        let p = &mut self.prepared[at];
-        p.key.set_prefix(&self.buf, n.min(KEY_BYTES), self.in_port);
-        let h = p.key.hash();
-        p.hash = h;
-        // The same key as the frame before (the next of a run of one
-        // flow's): equal hashes first, the keys only then.
-        let same = self.prev_valid
-            && at != prev
-            && self.prepared[prev].hash == h
-            && self.prepared[prev].key.same(&self.prepared[at].key);
-        self.prev_valid = true;
-        self.prepared[at].same = same;
-        if !same {
-            cache.prefetch_with(h, ringswitch_ring::copy::prefetch);
+        for (at, (p, line)) in self
+            .prepared
+            .iter_mut()
+            .zip(&self.lines)
+            .enumerate()
+            .take(n)
+        {
+            // The key is made where it is kept: a copy of it (by wider
+            // loads than the stores that made it) stalls on store
+            // forwarding.
+            p.key
+                .set_prefix(line, bytes(at).min(KEY_BYTES), self.in_port);
+            p.hash = p.key.hash();
+            cache.prefetch_with(p.hash, ringswitch_ring::copy::prefetch);
         }
     }
 
-    /// Classifies the frame whose key [`FlowLookup::prepare`] kept at
-    /// place `prepared` (frames are classified in the order they were
-    /// prepared, a chunk's before the next chunk's), `len` bytes in all, from
-    /// `src`: its outputs are then [`FlowLookup::resolved`], with their
-    /// specs in `entries`. The frame is counted on the flows it matched.
-    #[inline]
+    /// Classifies the frame at place `at` of the chunk, [`FlowLookup::prepare`]d
+    /// (frames are classified in the order of their places), `len` bytes
+    /// in all, from `src`, and counts it on the flows it matched. When
+    /// its verdict has one output, to one port, and left nothing out (the
+    /// commonest verdict), that is returned: the port and the output's
+    /// spec in `entries`, and such a frame needs nothing of the general
+    /// filing but an entry under that port. Else its outputs are
+    /// [`FlowLookup::resolved`].
+    #[inline(always)]
     pub(crate) fn classify(
         &mut self,
-        prepared: usize,
+        at: usize,
         len: u32,
         entries: &mut FlowEntries,
         table: &PortTable,
         src: PortIndex,
-    ) {
+    ) -> Option<(PortIndex, u8)> {
         let FlowLookup {
             flows,
             cache,
             version,
             tables,
+            prepared,
+            stamp: last,
+            res,
+            truncated_frames,
             ..
         } = self;
-        let Some(p) = self.prepared.get(prepared) else {
-            return;
-        };
         let (stamp, class, verdict) = match cache {
             Verdicts::Cache(cache) => {
-                if p.same {
-                    // The same entry as the frame before, the same
-                    // resolution.
-                    cache.repeat_last(len as usize);
-                    if self.truncated {
-                        self.truncated_frames += 1;
-                    }
-                    return;
-                }
+                let p = &prepared[at % CHUNK];
                 let hit = cache.lookup_probe(*version, &p.key, p.hash, len as usize, |k, v| {
                     tables.get_or_insert_with(|| flows.read()).classify(k, v)
                 });
@@ -454,79 +530,14 @@ impl<'a> FlowLookup<'a> {
             }
         };
         // The same verdict, or one of the same class, resolves as the last.
-        let same = stamp == self.stamp || (class != NO_CLASS && class == self.class);
-        if !same {
-            self.truncated = verdict.truncated();
-            self.n_resolved = 0;
-            self.class = class;
-            for out in verdict.outputs() {
-                let (to, controller) = match out.target {
-                    Target::Port(n) => match table.numbers().index(n) {
-                        // An output to the input port by number is dropped
-                        // (OpenFlow 1.3, 7.2.5): IN_PORT sends back.
-                        Some(p) if p != src && table.get(p).is_some() => (To::Port(p), None),
-                        _ => continue,
-                    },
-                    // A frame from the controller has no port to go back to.
-                    Target::InPort if table.get(src).is_some() => (To::Port(src), None),
-                    Target::InPort => continue,
-                    // No port here has flooding turned off: FLOOD is ALL.
-                    Target::Flood | Target::All => (To::Flood, None),
-                    Target::Normal => (To::Normal, None),
-                    // A switch has no local port.
-                    Target::Local => continue,
-                    Target::Controller {
-                        max_len,
-                        reason,
-                        table_id,
-                        cookie,
-                        metadata,
-                    } => (
-                        To::Controller,
-                        Some(ToController {
-                            max_len,
-                            reason,
-                            table_id,
-                            cookie,
-                            metadata,
-                        }),
-                    ),
-                };
-                let mut spec = OutSpec {
-                    edits: [Edit::PopVlan; MAX_OUT_EDITS],
-                    n_edits: 0,
-                    normal: to == To::Normal,
-                    controller,
-                };
-                let mut fits = true;
-                for e in verdict.edits(out) {
-                    let Some(slot) = spec.edits.get_mut(usize::from(spec.n_edits)) else {
-                        fits = false;
-                        break;
-                    };
-                    *slot = e;
-                    spec.n_edits += 1;
-                }
-                match entries.intern(&spec).filter(|_| fits) {
-                    Some(spec) => {
-                        self.resolved[self.n_resolved] = Resolved { to, spec };
-                        self.n_resolved += 1;
-                    }
-                    None => self.truncated = true,
-                }
-            }
-            self.lean = match self.resolved() {
-                [Resolved {
-                    to: To::Port(p),
-                    spec,
-                }] if !self.truncated => Some((*p, *spec)),
-                _ => None,
-            };
+        if stamp != *last && (class == NO_CLASS || class != res.class) {
+            res.resolve(verdict, class, entries, table, src);
         }
-        self.stamp = stamp;
-        if self.truncated {
-            self.truncated_frames += 1;
+        *last = stamp;
+        if res.truncated {
+            *truncated_frames += 1;
         }
+        res.lean
     }
 
     /// Ends the batch's lookup: the tables' lock released, the truncated
