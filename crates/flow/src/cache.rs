@@ -36,7 +36,7 @@ use crate::key::{CompactKey, FlowKey, KEY_BYTES};
 use crate::table::FlowTables;
 use crate::verdict::{Edit, Output, Verdict, MAX_EDITS, MAX_OUTPUTS};
 
-/// Most action classes a cache tells apart (see [`Hit::class`]).
+/// Most action classes a cache numbers at once (see [`Hit::class`]).
 const MAX_CLASSES: usize = 64;
 /// The class of a verdict beyond [`MAX_CLASSES`]: like no other.
 pub const NO_CLASS: u32 = u32::MAX;
@@ -93,10 +93,10 @@ pub struct Hit<'a> {
     /// Changes whenever the entry is filled: two lookups with the same
     /// stamp got the same verdict.
     pub stamp: u64,
-    /// The verdict's class at this version: two verdicts of one class (of
-    /// two flows with the same actions, say) do the same with a frame, so
-    /// a caller can keep what it made of one for the other without reading
-    /// it; [`NO_CLASS`] is like no other.
+    /// The verdict's action class: two verdicts of one class (of two
+    /// flows with the same actions, say, or of two switches' tables) do
+    /// the same with a frame, so a caller can keep what it made of one for
+    /// the other without reading it; [`NO_CLASS`] is like no other.
     pub class: u32,
     /// The verdict.
     pub verdict: &'a Verdict,
@@ -219,8 +219,9 @@ struct Slot {
     /// entries that hold a key have the same.
     stamp: u32,
     /// Its verdict's class (see [`Hit::class`]), [`NO_SLOT_CLASS`] for
-    /// [`NO_CLASS`].
+    /// [`NO_CLASS`], in the cache's numbering `class_gen`.
     class: u8,
+    class_gen: u8,
     /// In `FlowCache::dirty`.
     dirty: bool,
 }
@@ -264,10 +265,17 @@ pub struct FlowCache {
     dirty: Vec<u32>,
     /// Frames looked up since the last flush.
     unflushed: u64,
-    /// The action classes of the verdicts filled at `classes_version`.
+    /// The action classes numbered so far in numbering `class_gen`: a
+    /// class keeps its number while any entry may hold it. Entries of
+    /// every version share them (each switch on a worker fills its own
+    /// entries at its own versions), so a number is never given to other
+    /// actions but in a new numbering, once these are all taken; when the
+    /// numberings wrap, every entry goes first (see `FlowCache::fill`).
     classes: Box<[Class]>,
     n_classes: usize,
-    classes_version: u64,
+    class_gen: u8,
+    /// The tables' version of the last fill.
+    fill_version: u64,
     /// Fills that skip `make_room`, and how many the next failure of it
     /// skips (see `FlowCache::make_room`).
     room_skip: u32,
@@ -304,7 +312,8 @@ impl FlowCache {
             unflushed: 0,
             classes: vec![NO_CLASS_YET; MAX_CLASSES].into_boxed_slice(),
             n_classes: 0,
-            classes_version: 0,
+            class_gen: 0,
+            fill_version: 0,
             room_skip: 0,
             room_backoff: 0,
         }
@@ -408,7 +417,7 @@ impl FlowCache {
             class: if class == NO_SLOT_CLASS {
                 NO_CLASS
             } else {
-                u32::from(class)
+                u32::from(e.class_gen) << 8 | u32::from(class)
             },
             verdict: &self.verdicts[slot],
         }
@@ -431,11 +440,10 @@ impl FlowCache {
             // that hold a key share one.
             self.empty();
         }
-        if self.classes_version != version {
-            // Every entry of another version is stale: so are their
-            // classes, and there is room everywhere again.
-            self.classes_version = version;
-            self.n_classes = 0;
+        if self.fill_version != version {
+            // The tables changed (or another switch's fill came between):
+            // there may be room everywhere again.
+            self.fill_version = version;
             self.room_skip = 0;
             self.room_backoff = 0;
         }
@@ -450,20 +458,33 @@ impl FlowCache {
         // What the victim counted goes to its own verdict's counters.
         e.count(verdict);
         miss(&probe.key(), verdict);
-        self.fills += 1;
-        e.stamp = self.fills;
-        e.class = {
-            let known = &self.classes[..self.n_classes];
-            match known.iter().position(|k| k.holds(verdict)) {
-                Some(i) => u8::try_from(i).unwrap_or(NO_SLOT_CLASS),
-                None if self.n_classes < MAX_CLASSES => {
-                    self.classes[self.n_classes] = Class::of(verdict);
-                    self.n_classes += 1;
-                    u8::try_from(self.n_classes - 1).unwrap_or(NO_SLOT_CLASS)
+        let known = &self.classes[..self.n_classes];
+        let class = match known.iter().position(|k| k.holds(verdict)) {
+            Some(i) => i,
+            None => {
+                if self.n_classes == MAX_CLASSES {
+                    // Every number is taken: a new numbering, in which
+                    // entries of the old keep theirs (a class and its
+                    // numbering tell it apart). Before the numberings
+                    // wrap, every entry goes, so that none keeps a number
+                    // given to other actions.
+                    self.class_gen = self.class_gen.wrapping_add(1);
+                    self.n_classes = 0;
+                    if self.class_gen == 0 {
+                        self.empty();
+                    }
                 }
-                None => NO_SLOT_CLASS,
+                self.classes[self.n_classes] = Class::of(&self.verdicts[victim]);
+                self.n_classes += 1;
+                self.n_classes - 1
             }
         };
+        // Stamped after any emptying above, which starts them over.
+        self.fills += 1;
+        let e = &mut self.slots[victim];
+        e.stamp = self.fills;
+        e.class = u8::try_from(class).unwrap_or(NO_SLOT_CLASS);
+        e.class_gen = self.class_gen;
         e.version = version;
         e.key = probe.words;
         if probe.is_full() {
@@ -551,6 +572,7 @@ impl FlowCache {
         std::mem::swap(&mut x.key, &mut y.key);
         std::mem::swap(&mut x.stamp, &mut y.stamp);
         std::mem::swap(&mut x.class, &mut y.class);
+        std::mem::swap(&mut x.class_gen, &mut y.class_gen);
     }
 
     /// Counts what every entry counted and empties them all.
@@ -633,6 +655,58 @@ impl Drop for FlowCache {
 mod tests {
     use super::*;
     use crate::table::Config;
+    use crate::verdict::Target;
+
+    /// Verdicts of more distinct actions than one numbering holds, at two
+    /// versions (two switches sharing the cache): two entries of different
+    /// actions never get one class, across numberings; two of the same
+    /// actions in one numbering do; and once the numberings wrap, every
+    /// entry is refilled before its number could be another's.
+    #[test]
+    fn a_class_is_never_two_actions_across_versions_and_numberings() {
+        let mut c = FlowCache::new(4096);
+        let key = |i: u64| {
+            let mut k = FlowKey::default();
+            k.set_metadata(i);
+            k
+        };
+        // Key i's verdict outputs to port `port(i)`, at version 1 or 2.
+        let port = |i: u64| u32::try_from(i % 100).unwrap();
+        let look = |c: &mut FlowCache, i: u64| {
+            let version = 1 + i % 2;
+            let h = c.lookup_hit(version, &key(i), 60, |_, v| {
+                v.clear();
+                v.push_output(Target::Port(port(i)), 0);
+            });
+            (h.class, h.verdict.outputs()[0].target)
+        };
+        let mut seen = std::collections::HashMap::new();
+        // 300 keys of 100 actions, twice (a fill at one version may take
+        // an entry of the other: it is then filled again, with a number
+        // of this numbering or the next): past a numbering.
+        for i in (0..300).chain(0..300) {
+            let (class, target) = look(&mut c, i);
+            assert_ne!(class, NO_CLASS);
+            assert_eq!(*seen.entry(class).or_insert(target), target, "key {i}");
+        }
+        assert!(c.class_gen >= 1);
+        // The last numbering full, in the last numbering: a new action
+        // makes the numberings wrap, and every entry goes first.
+        let before = look(&mut c, 7);
+        let misses = c.misses();
+        assert_eq!(look(&mut c, 7), before);
+        assert_eq!(c.misses(), misses);
+        c.class_gen = u8::MAX;
+        c.n_classes = MAX_CLASSES;
+        c.lookup_hit(1, &key(1_000_000), 60, |_, v| {
+            v.clear();
+            v.push_output(Target::Port(1_000_000), 0);
+        });
+        assert_eq!(c.class_gen, 0);
+        let misses = c.misses();
+        assert_eq!(look(&mut c, 7).1, before.1);
+        assert_eq!(c.misses(), misses + 1, "refilled after the wrap");
+    }
 
     /// When the fill count would wrap, the cache empties (counting what
     /// its entries counted), so that two entries that hold keys never

@@ -422,6 +422,37 @@ fn two_switches_share_a_workers_cache_without_mixing_verdicts() {
     );
 }
 
+/// Two switches filling one worker's cache in turn: a verdict's action
+/// class stays its own, so two flows of one switch with different
+/// actions never share a class (and one frame's outputs) in a batch,
+/// whatever the other switch filled between them.
+#[test]
+fn a_shared_cache_never_gives_two_actions_one_class() {
+    let (sw1, f1, mut sc) = switch();
+    let (sw2, f2, _) = switch();
+    let (a1, mut a1tx, _) = ring(&sw1, "a1");
+    let (_b1, _, mut b1rx) = ring(&sw1, "b1");
+    let (a2, mut a2tx, _) = ring(&sw2, "a2");
+    let (_b2, _, _) = ring(&sw2, "b2");
+    // On sw1, UDP port 1 goes to b1, port 2 nowhere; sw2 sends all to b2.
+    add(&f1, flow(10, udp_src(1), vec![out(2)]));
+    add(&f1, flow(10, udp_src(2), vec![]));
+    add(&f2, flow(10, vec![in_port(1)], vec![out(2)]));
+    // The two sw1 flows' entries are filled with a fill of sw2's between.
+    queue(&mut a1tx, &[udp(0xb, 0xa, 1, 0)]);
+    sw1.forward(&a1, 0, &mut sc);
+    queue(&mut a2tx, &[udp(0xb, 0xa, 9, 1)]);
+    sw2.forward(&a2, 0, &mut sc);
+    queue(&mut a1tx, &[udp(0xb, 0xa, 2, 2)]);
+    sw1.forward(&a1, 0, &mut sc);
+    assert_eq!(drain(&mut b1rx).len(), 1);
+    // Both in one batch: only the first reaches b1.
+    let f = [udp(0xb, 0xa, 1, 3), udp(0xb, 0xa, 2, 4)];
+    queue(&mut a1tx, &f);
+    sw1.forward(&a1, 0, &mut sc);
+    assert_eq!(drain(&mut b1rx), vec![f[0].clone()]);
+}
+
 #[test]
 fn taking_the_flows_away_gives_back_the_learning_bridge() {
     let (sw, _flows, mut sc) = switch();
