@@ -38,8 +38,10 @@ use crate::verdict::{Edit, Output, Verdict, MAX_EDITS, MAX_OUTPUTS};
 
 /// Most action classes a cache numbers at once (see [`Hit::class`]).
 const MAX_CLASSES: usize = 64;
-/// The class of a verdict beyond [`MAX_CLASSES`]: like no other.
-pub const NO_CLASS: u32 = u32::MAX;
+/// The class of a verdict beyond [`MAX_CLASSES`]: like no other. (A
+/// class is its numbering and its number in it, a byte each: this is
+/// neither.)
+pub const NO_CLASS: u32 = u16::MAX as u32;
 
 /// What a verdict does, without its counters: verdicts of one class send a
 /// frame to the same places with the same edits.
@@ -218,20 +220,16 @@ struct Slot {
     /// Which fill of the cache this is (see [`Hit::stamp`]): no two
     /// entries that hold a key have the same.
     stamp: u32,
-    /// Its verdict's class (see [`Hit::class`]), [`NO_SLOT_CLASS`] for
-    /// [`NO_CLASS`], in the cache's numbering `class_gen`.
-    class: u8,
-    class_gen: u8,
+    /// Its verdict's class (see [`Hit::class`]): its numbering (the
+    /// cache's `class_gen` then) and its number in it, or [`NO_CLASS`].
+    class: u16,
     /// In `FlowCache::dirty`.
     dirty: bool,
 }
 // A lookup reads one cache line.
 const _: () = assert!(std::mem::size_of::<Slot>() == 64);
-// Every class but `NO_CLASS` fits a slot's byte.
-const _: () = assert!(MAX_CLASSES < NO_SLOT_CLASS as usize);
-
-/// A slot's class for [`NO_CLASS`].
-const NO_SLOT_CLASS: u8 = u8::MAX;
+// A class's number fits its byte, and no class is `NO_CLASS`.
+const _: () = assert!(MAX_CLASSES < 0xff);
 
 impl Slot {
     /// Adds what the entry counted to its verdict's counters.
@@ -411,14 +409,9 @@ impl FlowCache {
         };
         self.lookups += 1;
         let e = self.count_in(slot, bytes);
-        let (stamp, class) = (u64::from(e.stamp), e.class);
         Hit {
-            stamp,
-            class: if class == NO_SLOT_CLASS {
-                NO_CLASS
-            } else {
-                u32::from(e.class_gen) << 8 | u32::from(class)
-            },
+            stamp: u64::from(e.stamp),
+            class: u32::from(e.class),
             verdict: &self.verdicts[slot],
         }
     }
@@ -483,8 +476,7 @@ impl FlowCache {
         self.fills += 1;
         let e = &mut self.slots[victim];
         e.stamp = self.fills;
-        e.class = u8::try_from(class).unwrap_or(NO_SLOT_CLASS);
-        e.class_gen = self.class_gen;
+        e.class = u16::from(self.class_gen) << 8 | u16::try_from(class).unwrap_or(0xff);
         e.version = version;
         e.key = probe.words;
         if probe.is_full() {
@@ -572,7 +564,6 @@ impl FlowCache {
         std::mem::swap(&mut x.key, &mut y.key);
         std::mem::swap(&mut x.stamp, &mut y.stamp);
         std::mem::swap(&mut x.class, &mut y.class);
-        std::mem::swap(&mut x.class_gen, &mut y.class_gen);
     }
 
     /// Counts what every entry counted and empties them all.

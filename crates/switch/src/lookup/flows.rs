@@ -531,12 +531,19 @@ impl<'a> FlowLookup<'a> {
                 (1, NO_CLASS, &**v)
             }
         };
-        // The same verdict, or one of the same class, resolves as the last.
-        if stamp != *last && (class == NO_CLASS || class != res.class) {
+        // A verdict of the same class (the same one, or another flow's with
+        // the same actions) resolves as the last; one without, if it is
+        // the same (its stamp says so).
+        let same = if class == NO_CLASS {
+            stamp == *last
+        } else {
+            class == res.class
+        };
+        if !same {
             res.resolve(verdict, class, entries, table, src);
+            *last = stamp;
         }
-        *last = stamp;
-        if res.truncated {
+        if res.lean.is_none() && res.truncated {
             *truncated_frames += 1;
         }
         res.lean
