@@ -252,9 +252,12 @@ pub struct FlowCache {
     /// Entry `i`'s verdict is `verdicts[i]`.
     verdicts: Box<[Verdict]>,
     mask: usize,
-    /// Lookups so far, and those that missed.
+    /// Lookups up to the last flush (the rest are `unflushed`), and the
+    /// lookups that missed.
     lookups: u64,
     misses: u64,
+    /// Times the cache was emptied (see [`FlowCache::epoch`]).
+    empties: u64,
     /// Entries filled since the cache was last emptied (the last fill's
     /// stamp).
     fills: u32,
@@ -305,6 +308,7 @@ impl FlowCache {
             mask: n - 1,
             lookups: 0,
             misses: 0,
+            empties: 0,
             fills: 0,
             dirty: Vec::with_capacity(n),
             unflushed: 0,
@@ -366,8 +370,11 @@ impl FlowCache {
     #[inline(always)]
     pub fn prefetch_with(&self, h: u64, mut hint: impl FnMut(*const u8)) {
         let (a, b) = self.candidates(h);
-        hint(std::ptr::from_ref(&self.slots[a]).cast::<u8>());
-        hint(std::ptr::from_ref(&self.slots[b]).cast::<u8>());
+        // Addresses only (both within the entries: `candidates` masks),
+        // made without a bounds check each.
+        let base = self.slots.as_ptr();
+        hint(base.wrapping_add(a).cast::<u8>());
+        hint(base.wrapping_add(b).cast::<u8>());
     }
 
     /// Whether entry `i` holds probe `p` at `version`.
@@ -407,7 +414,6 @@ impl FlowCache {
         } else {
             self.fill(version, probe, h, miss)
         };
-        self.lookups += 1;
         let e = self.count_in(slot, bytes);
         Hit {
             stamp: u64::from(e.stamp),
@@ -569,6 +575,7 @@ impl FlowCache {
     /// Counts what every entry counted and empties them all.
     fn empty(&mut self) {
         self.flush();
+        self.empties += 1;
         for e in self.slots.iter_mut() {
             e.version = 0;
         }
@@ -605,6 +612,7 @@ impl FlowCache {
             }
         }
         self.dirty.clear();
+        self.lookups += self.unflushed;
         self.unflushed = 0;
     }
 
@@ -620,9 +628,17 @@ impl FlowCache {
         self.dirty.len()
     }
 
+    /// Which emptying of the cache this is: the classes of hits (see
+    /// [`Hit::class`]) in one epoch are of one numbering, so what a caller
+    /// made of a class holds for as long as the epoch lasts (a class's
+    /// number may stand for other actions in another).
+    pub fn epoch(&self) -> u64 {
+        self.empties
+    }
+
     /// Lookups answered from the cache.
     pub fn hits(&self) -> u64 {
-        self.lookups - self.misses
+        self.lookups + self.unflushed - self.misses
     }
 
     /// Lookups that ran the pipeline.

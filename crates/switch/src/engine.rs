@@ -5,7 +5,7 @@
 //! once (only if it asked). The one place that tells ports apart by shape.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
 use ringswitch_flow::FlowCache;
@@ -152,6 +152,7 @@ impl Switch {
                 vlan_ports: 0,
                 flows: None,
                 numbers: crate::numbers::PortNumbers::new(),
+                generation: crate::lookup::next_generation(),
             }),
             fwd,
             batch: AtomicU32::new(batch.clamp(1, MAX_BATCH)),
@@ -183,14 +184,19 @@ impl Switch {
         self.table.read().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The table, to change: every change gives it a new generation (see
+    /// `PortTable::generation`).
+    fn write(&self) -> RwLockWriteGuard<'_, PortTable> {
+        let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        t.generation = crate::lookup::next_generation();
+        t
+    }
+
     /// Gives the switch flow tables (`None`: takes them away): from the
     /// next batch on they decide where frames go, unless their fail mode
     /// hands over to the learning bridge.
     pub fn set_flows(&self, flows: Option<Arc<Flows>>) {
-        self.table
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .flows = flows;
+        self.write().flows = flows;
     }
 
     /// The switch's flow tables, if it has them.
@@ -222,7 +228,7 @@ impl Switch {
         at: Option<u32>,
         make: impl FnOnce(PortIndex) -> std::io::Result<SwitchPort>,
     ) -> Result<Arc<SwitchPort>, AttachError> {
-        let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        let mut t = self.write();
         let full = || AttachError::Full {
             switch: self.name.clone(),
             max: MAX_PORTS,
@@ -281,7 +287,7 @@ impl Switch {
     /// holds it: the number moves to `i` when `i` runs and the holder does
     /// not (see [`Switch::set_running`]).
     pub fn want_number(&self, i: PortIndex, n: u32) {
-        let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        let mut t = self.write();
         if t.get(i).is_some() {
             t.numbers.set_wanted(i, Some(n));
         }
@@ -314,7 +320,7 @@ impl Switch {
             t.get(i)?.set_up(running);
             Self::move_for(&t, i, running)?;
         }
-        let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        let mut t = self.write();
         // Looked at again: the table may have changed in between.
         let moved = Self::move_for(&t, i, running)?;
         t.numbers.swap(moved.from, moved.to);
@@ -360,7 +366,7 @@ impl Switch {
     /// memory lives until the last reference goes.
     pub fn detach(&self, i: PortIndex) -> Option<Arc<SwitchPort>> {
         let p = {
-            let mut t = self.table.write().unwrap_or_else(PoisonError::into_inner);
+            let mut t = self.write();
             let p = t.ports.get_mut(i as usize)?.take();
             t.active.retain(|&a| a != i);
             if let Some(m) = Self::heir(&t, i) {

@@ -83,7 +83,6 @@ pub struct MacEntry {
 }
 
 /// The ports of a switch.
-#[derive(Default)]
 pub struct PortTable {
     pub(crate) ports: Vec<Option<Arc<SwitchPort>>>,
     pub(crate) active: Vec<PortIndex>,
@@ -94,6 +93,19 @@ pub struct PortTable {
     pub(crate) flows: Option<Arc<Flows>>,
     /// The ports' OpenFlow numbers.
     pub(crate) numbers: crate::numbers::PortNumbers,
+    /// Which state of the table this is: every change gives it a number
+    /// no table of any switch had before ([`next_generation`]), so what
+    /// was made of one state (see `flows::Memo`) is known not to hold in
+    /// another.
+    pub(crate) generation: u64,
+}
+
+/// A port table generation never given before (see
+/// `PortTable::generation`).
+pub(crate) fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    // Relaxed: only uniqueness matters; the table's lock orders the rest.
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl PortTable {

@@ -453,6 +453,39 @@ fn a_shared_cache_never_gives_two_actions_one_class() {
     assert_eq!(drain(&mut b1rx), vec![f[0].clone()]);
 }
 
+/// A worker keeps the port a verdict's actions resolved to from batch to
+/// batch: it is not carried to a batch from another source (IN_PORT is
+/// each source's own) nor past a change of the ports (an output's number
+/// that moved to another port).
+#[test]
+fn a_resolution_kept_between_batches_holds_only_for_its_source_and_ports() {
+    let (sw, flows, mut sc) = switch();
+    let (a, mut atx, mut arx) = ring(&sw, "a");
+    let (b, mut btx, mut brx) = ring(&sw, "b");
+    add(&flows, flow(10, udp_src(1), vec![out(OFPP_IN_PORT)]));
+    add(&flows, flow(10, udp_src(2), vec![out(2)]));
+    for _ in 0..2 {
+        queue(&mut atx, &[udp(0xb, 0xa, 1, 0)]);
+        sw.forward(&a, 0, &mut sc);
+        queue(&mut btx, &[udp(0xa, 0xb, 1, 1)]);
+        sw.forward(&b, 0, &mut sc);
+        assert_eq!(drain(&mut arx).len(), 1, "a's frame back to a");
+        assert_eq!(drain(&mut brx).len(), 1, "b's frame back to b");
+    }
+    // Number 2 moves from b to c (as it follows a migrating guest).
+    queue(&mut atx, &[udp(0xb, 0xa, 2, 2)]);
+    sw.forward(&a, 0, &mut sc);
+    assert_eq!(drain(&mut brx).len(), 1);
+    let (c, _, mut crx) = ring(&sw, "c");
+    sw.want_number(c.index, 2);
+    sw.set_running(b.index, false);
+    sw.set_running(c.index, true);
+    queue(&mut atx, &[udp(0xb, 0xa, 2, 3)]);
+    sw.forward(&a, 0, &mut sc);
+    assert!(drain(&mut brx).is_empty(), "b has another number now");
+    assert_eq!(drain(&mut crx).len(), 1, "c has number 2");
+}
+
 #[test]
 fn taking_the_flows_away_gives_back_the_learning_bridge() {
     let (sw, _flows, mut sc) = switch();
