@@ -871,7 +871,7 @@ fn ovs_flows(b: &mut Bench) -> Result<(), Error> {
 fn note(b: &mut Bench, secs: u64, rate_n: u32, churn: u32, steady: u64) -> Result<(), Error> {
     let (rx, tx, burst) = (b.rx_cpu, b.tx_cpu, b.params.one("burst")?);
     let text = format!(
-        "`serve --workers 1 --worker-cpus {tx}`; every pkt-gen on CPU {rx}, `-b {burst}`, blocking, {secs} s per run. \
+        "`serve --workers 1 --worker-cpus {tx}`; `-b {burst}`, blocking, {secs} s per run. The rates of 1,000 flows, one flow and the learning bridge: each sender on CPU {tx}, beside the worker, and its receiver on CPU {rx}, so the rate is set by the switch's work per frame plus the sender's; every other pkt-gen on CPU {rx}. \
 Learning bridge: `ctl port add valel:rx` (and `tx`), `pkt-gen -i valel:tx -f tx -l LEN -s {TUPLES_SRC} -d {TUPLES_DST}` → `pkt-gen -i valel:rx -f rx` (the 1,000 5-tuples: 10 source addresses × 100 source ports). \
 Flows: `ctl switch add valef --openflow-listen unix:PATH`, `ctl port add valef:rx` (and `tx`, `srx`, `stx`), `ovs-ofctl -O OpenFlow13 add-flows unix:PATH raw/flows-1000.txt` \
 (1,000 flows, one per tuple, ten masks: `udp,nw_src=10.0.0.K,tp_src=P` plus the destination address unmatched or under /8, /16, /24, /32, with or without `tp_dst`; `actions=output:` the receiver's port), then the same pkt-gen pair on `valef:tx` → `valef:rx`; the ratio is the table's rate ÷ the learning bridge's in the same run. \
