@@ -15,9 +15,10 @@
 //! port-to-port flow in bench/compare's flows section).
 //!
 //! `tuples` (default 1,000; `flows1000` and `flows1` only): how many of the 1,000
-//! 5-tuples the frames cycle through. With 1, every frame repeats the one
-//! before and skips the cache's lookup: what the flow path costs a frame
-//! before any lookup (its key, hash and filing).
+//! 5-tuples the frames cycle through. With 1, every frame looks up the
+//! cache entry the one before it did, already in the CPU's cache: what the
+//! flow path costs a frame with the cheapest lookup (its key, hash, probe
+//! and filing).
 //!
 //! `evict_kb` (default 0): kilobytes written between two batches, outside
 //! the timing, as a sender sharing the worker's CPU writes its frames (a
