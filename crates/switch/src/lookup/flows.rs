@@ -28,9 +28,9 @@ pub(crate) const MAX_SPECS: usize = 255;
 /// Frames a worker's flow cache counts in its entries before it adds
 /// them to the flows' counters (see `ringswitch_flow::cache`): 50 ms or
 /// more of traffic at full speed. A worker also flushes when the counts
-/// are old or it goes idle ([`crate::Scratch::flush_counters`]); each
-/// flush adds every entry's counts with atomic adds on the flows' shared
-/// counters, which every 64k frames cost 0.5 ns a frame with 1,000 flows.
+/// are old or it goes idle ([`crate::Scratch::flush_counters`]). Each
+/// flush is an atomic add per entry on the flows' shared counters: not to
+/// be done more often than needed.
 pub(crate) const FLUSH_FRAMES: u64 = 1 << 20;
 
 /// Most entries (a frame's outputs) in one batch: a batch of the largest
@@ -76,8 +76,9 @@ impl OutSpec {
 /// The lean resolution of a verdict (one output, to one port; see
 /// [`FlowLookup::classify`]), kept from one batch for the next: a worker's
 /// next batch from a source mostly hits verdicts of the same actions,
-/// which then resolve without a read of any (the first such read in a
-/// batch missed the CPU's caches, taken turns with a sender on one CPU).
+/// which then resolve without a read of any. (In the daemon, where a
+/// worker takes turns with a sender on one CPU, the batch's first read of
+/// a verdict missed every cache: 1.8 ns a frame under perf.)
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Memo {
     /// What it was made of: the port table's generation, the source, the
