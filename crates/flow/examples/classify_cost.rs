@@ -190,7 +190,7 @@ fn main() {
             }
             for (p, h) in probes.iter() {
                 let hit = cache.lookup_probe(version, p, *h, 60, |k, v| t.classify(k, v));
-                outs += hit.verdict.outputs().len();
+                outs += hit.verdict().outputs().len();
             }
             n += CHUNK as u32;
         }

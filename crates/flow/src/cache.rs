@@ -101,7 +101,17 @@ pub struct Hit<'a> {
     /// the other without reading it; [`NO_CLASS`] is like no other.
     pub class: u32,
     /// The verdict.
-    pub verdict: &'a Verdict,
+    verdicts: &'a [Verdict],
+    slot: usize,
+}
+
+impl<'a> Hit<'a> {
+    /// The verdict (found only when asked for: a caller that knows what
+    /// its class does need not read it).
+    #[inline]
+    pub fn verdict(&self) -> &'a Verdict {
+        &self.verdicts[self.slot]
+    }
 }
 
 /// A key as the cache looks it up (see the module documentation): a
@@ -339,7 +349,7 @@ impl FlowCache {
         bytes: usize,
         miss: impl FnOnce(&FlowKey, &mut Verdict),
     ) -> &Verdict {
-        self.lookup_hit(version, key, bytes, miss).verdict
+        self.lookup_hit(version, key, bytes, miss).verdict()
     }
 
     /// As [`FlowCache::lookup_with`], with the entry's stamp and its
@@ -416,7 +426,8 @@ impl FlowCache {
         Hit {
             stamp: u64::from(e.stamp),
             class: u32::from(e.class),
-            verdict: &self.verdicts[slot],
+            verdicts: &self.verdicts,
+            slot,
         }
     }
 
@@ -702,7 +713,7 @@ mod tests {
                 v.clear();
                 v.push_output(Target::Port(port(i)), 0);
             });
-            (h.class, h.verdict.outputs()[0].target)
+            (h.class, h.verdict().outputs()[0].target)
         };
         let mut seen = std::collections::HashMap::new();
         // 300 keys of 100 actions, twice (a fill at one version may take

@@ -559,19 +559,19 @@ impl<'a> FlowLookup<'a> {
             truncated_frames,
             ..
         } = self;
-        let (stamp, class, epoch, verdict) = match cache {
+        let (stamp, class, epoch, found) = match cache {
             Verdicts::Cache(cache) => {
                 let epoch = cache.epoch();
                 let p = &prepared[at % CHUNK];
                 let hit = cache.lookup_probe(*version, &p.key, p.hash, len as usize, |k, v| {
                     tables.get_or_insert_with(|| flows.read()).classify(k, v)
                 });
-                (hit.stamp, hit.class, epoch, hit.verdict)
+                (hit.stamp, hit.class, epoch, Ok(hit))
             }
             Verdicts::Given(v, packets, bytes) => {
                 *packets += 1;
                 *bytes += u64::from(len);
-                (1, NO_CLASS, 0, &**v)
+                (1, NO_CLASS, 0, Err(&**v))
             }
         };
         // A verdict of the same class (the same one, or another flow's with
@@ -587,6 +587,11 @@ impl<'a> FlowLookup<'a> {
             if class != NO_CLASS && entries.memo.of == of {
                 res.recall(class, entries);
             } else {
+                // The verdict read only now (see `Hit::verdict`).
+                let verdict = match &found {
+                    Ok(hit) => hit.verdict(),
+                    Err(v) => v,
+                };
                 res.resolve(verdict, class, entries, table, src);
                 if class != NO_CLASS {
                     if let Some((port, spec)) = res.lean {
