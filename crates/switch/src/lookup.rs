@@ -435,7 +435,8 @@ pub(crate) struct Lookup<'a> {
 /// Frames a flow lookup prepares before it files them: their keys are
 /// made and their cache entries fetched, then they are looked up and filed
 /// one after the other, each entry long in the CPU's cache by then. Their
-/// first lines and keys take 4 KB: they stay in the first-level cache.
+/// first lines and keys (`flows::Chunk`) take 4 KB: they stay in the
+/// first-level cache.
 /// (Chunks of 8 or 32 were no faster in `forward_cost`.)
 pub(crate) const CHUNK: usize = 16;
 
@@ -595,11 +596,11 @@ impl<'a> Lookup<'a> {
         learn: bool,
         mut prefix: impl FnMut(&mut [u8; KEY_BYTES], usize) -> usize,
     ) {
-        let Some(fl) = &mut self.flow else {
+        if self.flow.is_none() {
             return;
-        };
+        }
         let j = self.n_pending;
-        let line = fl.line(j);
+        let line = dests.flow.chunk.line(j);
         let mut n = prefix(line, FIRST_LINE);
         if n == FIRST_LINE
             && first_len as usize > FIRST_LINE
@@ -670,7 +671,7 @@ impl<'a> Lookup<'a> {
             return;
         };
         let pending = &self.pending;
-        fl.prepare(n, |j| pending[j].bytes as usize);
+        fl.prepare(&mut dests.flow.chunk, n, |j| pending[j].bytes as usize);
         let (table, src) = (self.table, self.src);
         for j in 0..n {
             let Pending { first_len, len, .. } = self.pending[j];
@@ -706,7 +707,7 @@ impl<'a> Lookup<'a> {
         j: usize,
         first_len: u32,
     ) -> Option<FrameVlan> {
-        let head = self.flow.as_ref()?.head(j);
+        let head = dests.flow.chunk.head(j);
         let fv = vlan::ingress(pv, &head, first_len);
         dests.vlan.push(fv.unwrap_or_default());
         fv
@@ -722,9 +723,7 @@ impl<'a> Lookup<'a> {
         let Some(&Pending { len, learn, .. }) = self.pending.get(j) else {
             return;
         };
-        let Some(head) = self.flow.as_ref().map(|f| f.head(j)) else {
-            return;
-        };
+        let head = dests.flow.chunk.head(j);
         let n = self.flow.as_ref().map_or(0, |f| f.resolved().len());
         let mut filed = Filed::NOWHERE;
         for i in 0..n {

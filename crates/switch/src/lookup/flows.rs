@@ -89,6 +89,44 @@ pub(crate) struct Memo {
     spec: Option<OutSpec>,
 }
 
+/// The first bytes and keys of a chunk's frames (`crate::lookup::CHUNK`),
+/// by their place in it: 4 KB, kept in the worker's scratch space from
+/// batch to batch, not made with each batch's lookup (which cost a frame
+/// alone in a batch 100 ns, in copies and zeroing).
+pub(crate) struct Chunk {
+    /// Copied by the lookup's caller (see [`Chunk::line`]).
+    lines: [[u8; KEY_BYTES]; CHUNK],
+    /// Their keys, once [`FlowLookup::prepare`]d.
+    prepared: [Prepared; CHUNK],
+}
+
+impl Default for Chunk {
+    fn default() -> Self {
+        Chunk {
+            lines: [[0; KEY_BYTES]; CHUNK],
+            prepared: [Prepared::default(); CHUNK],
+        }
+    }
+}
+
+impl Chunk {
+    /// Where the caller copies the first bytes of the frame at place `at`
+    /// (below `CHUNK`).
+    #[inline(always)]
+    pub(crate) fn line(&mut self, at: usize) -> &mut [u8; KEY_BYTES] {
+        &mut self.lines[at % CHUNK]
+    }
+
+    /// The first 16 bytes of the frame at place `at`: its addresses, and
+    /// where a VLAN tag would be.
+    #[inline(always)]
+    pub(crate) fn head(&self, at: usize) -> [u8; 16] {
+        let mut h = [0u8; 16];
+        h.copy_from_slice(&self.lines[at % CHUNK][..16]);
+        h
+    }
+}
+
 /// A frame's entries (one per output) in one batch, beside the lookup's
 /// destination lists, which link entries, not frames.
 #[derive(Default)]
@@ -109,6 +147,8 @@ pub(crate) struct FlowEntries {
     pub(crate) order_spec: Vec<u8>,
     /// The last lean resolution, kept across batches.
     pub(crate) memo: Memo,
+    /// The chunk's first bytes and keys.
+    pub(crate) chunk: Box<Chunk>,
     /// Every entry so far is the one entry of the frame of the same index,
     /// with output 0: `frame` and `spec` are left empty, as every frame's
     /// entry is itself (the common batch: one flow action for all). The
@@ -429,12 +469,6 @@ pub(crate) struct FlowLookup<'a> {
     /// delivery.
     tables: Option<RwLockReadGuard<'a, FlowTables>>,
     in_port: u32,
-    /// The first bytes of the chunk's frames (`crate::lookup::CHUNK`),
-    /// by their place in it, copied by the caller (see
-    /// [`FlowLookup::line`]).
-    lines: [[u8; KEY_BYTES]; CHUNK],
-    /// Their keys, once [`FlowLookup::prepare`]d.
-    prepared: [Prepared; CHUNK],
     /// The cache stamp of the verdict `res` resolved (0: none yet).
     stamp: u64,
     res: Resolution,
@@ -455,8 +489,6 @@ impl<'a> FlowLookup<'a> {
             version: flows.version(),
             tables: None,
             in_port,
-            lines: [[0; KEY_BYTES]; CHUNK],
-            prepared: [Prepared::default(); CHUNK],
             stamp: 0,
             res: Resolution {
                 class: NO_CLASS,
@@ -480,29 +512,13 @@ impl<'a> FlowLookup<'a> {
         self.flows
     }
 
-    /// Where the caller copies the first bytes of the frame at place `at`
-    /// (below `CHUNK`) of the chunk.
-    #[inline(always)]
-    pub(crate) fn line(&mut self, at: usize) -> &mut [u8; KEY_BYTES] {
-        &mut self.lines[at % CHUNK]
-    }
-
-    /// The first 16 bytes of the frame at place `at` of the chunk: its
-    /// addresses, and where a VLAN tag would be.
-    #[inline(always)]
-    pub(crate) fn head(&self, at: usize) -> [u8; 16] {
-        let mut h = [0u8; 16];
-        h.copy_from_slice(&self.lines[at % CHUNK][..16]);
-        h
-    }
-
     /// The resolved outputs of the last frame classified.
     pub(crate) fn resolved(&self) -> &[Resolved] {
         self.res.resolved()
     }
 
-    /// Makes the keys of the chunk's first `n` frames, whose first
-    /// `bytes(at)` bytes are in their [`FlowLookup::line`]s, ahead of
+    /// Makes the keys of `chunk`'s first `n` frames, whose first
+    /// `bytes(at)` bytes are in their [`Chunk::line`]s, ahead of
     /// their [`FlowLookup::classify`]: the cache entries they will be
     /// looked up in start coming into the CPU's cache now, while the
     /// frames after them are prepared (they are cold when frames of many
@@ -510,17 +526,12 @@ impl<'a> FlowLookup<'a> {
     /// through the cache since). One loop for the chunk, apart from the
     /// ring's read loop and the filing, so that each keeps its registers.
     #[inline]
-    pub(crate) fn prepare(&mut self, n: usize, bytes: impl Fn(usize) -> usize) {
+    pub(crate) fn prepare(&mut self, chunk: &mut Chunk, n: usize, bytes: impl Fn(usize) -> usize) {
         let Verdicts::Cache(cache) = &self.cache else {
             return;
         };
-        for (at, (p, line)) in self
-            .prepared
-            .iter_mut()
-            .zip(&self.lines)
-            .enumerate()
-            .take(n)
-        {
+        let Chunk { lines, prepared } = chunk;
+        for (at, (p, line)) in prepared.iter_mut().zip(lines.iter()).enumerate().take(n) {
             // The key is made where it is kept: a copy of it (by wider
             // loads than the stores that made it) stalls on store
             // forwarding.
@@ -531,7 +542,7 @@ impl<'a> FlowLookup<'a> {
         }
     }
 
-    /// Classifies the frame at place `at` of the chunk, [`FlowLookup::prepare`]d
+    /// Classifies the frame at place `at` of the chunk (`entries.chunk`), [`FlowLookup::prepare`]d
     /// (frames are classified in the order of their places), `len` bytes
     /// in all, from `src`, and counts it on the flows it matched. When
     /// its verdict has one output, to one port, and left nothing out (the
@@ -553,7 +564,6 @@ impl<'a> FlowLookup<'a> {
             cache,
             version,
             tables,
-            prepared,
             stamp: last,
             res,
             truncated_frames,
@@ -562,7 +572,7 @@ impl<'a> FlowLookup<'a> {
         let (stamp, class, epoch, found) = match cache {
             Verdicts::Cache(cache) => {
                 let epoch = cache.epoch();
-                let p = &prepared[at % CHUNK];
+                let p = &entries.chunk.prepared[at % CHUNK];
                 let hit = cache.lookup_probe(*version, &p.key, p.hash, len as usize, |k, v| {
                     tables.get_or_insert_with(|| flows.read()).classify(k, v)
                 });
