@@ -70,44 +70,20 @@ pub(crate) fn read_ring(
     dests: &mut Dests,
     look: &mut Lookup<'_>,
 ) -> RingRead {
-    // Two loops, each compiled for its lookup: the learning bridge's
-    // carries none of the flow lookup's code (which cost it 20
-    // instructions a frame in register pressure alone).
+    // Two loops, each compiled for its lookup and laid out on its own (a
+    // call per batch): the learning bridge's carries none of the flow
+    // lookup's code (which cost it 20 instructions a frame in register
+    // pressure alone).
     if look.reads_frames() {
-        read_ring_flows(txr, work, ft, dests, look)
+        read_ring_as::<true>(txr, work, ft, dests, look)
     } else {
-        read_ring_learned(txr, work, ft, dests, look)
+        read_ring_as::<false>(txr, work, ft, dests, look)
     }
-}
-
-/// [`read_ring`] for the learning bridge: a call per batch, so that its
-/// loop is laid out on its own.
-#[inline(never)]
-fn read_ring_learned(
-    txr: &PortRing,
-    work: &RingWork,
-    ft: &mut Vec<Ft>,
-    dests: &mut Dests,
-    look: &mut Lookup<'_>,
-) -> RingRead {
-    read_ring_as::<false>(txr, work, ft, dests, look)
-}
-
-/// [`read_ring`] for the flow tables, as [`read_ring_learned`].
-#[inline(never)]
-fn read_ring_flows(
-    txr: &PortRing,
-    work: &RingWork,
-    ft: &mut Vec<Ft>,
-    dests: &mut Dests,
-    look: &mut Lookup<'_>,
-) -> RingRead {
-    read_ring_as::<true>(txr, work, ft, dests, look)
 }
 
 /// [`read_ring`] for a lookup that [`Lookup::reads_frames`] (`FLOWS`) or
 /// not.
-#[inline(always)]
+#[inline(never)]
 fn read_ring_as<const FLOWS: bool>(
     txr: &PortRing,
     work: &RingWork,
